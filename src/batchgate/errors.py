@@ -1,0 +1,185 @@
+"""The one error hierarchy of batchgate, classified by type, never by message text.
+
+    BatchgateError
+    ├── ConfigError              a config file is wrong (file, key, reason)
+    ├── InputError               an input line is wrong (file, line, reason)
+    ├── RoutingError             a request names no known route / no usable target
+    ├── NeverFitsError           a request costs more than a provider's whole per-minute quota
+    ├── ProviderError            anything that went wrong talking to a provider
+    │   ├── TransportError       no usable HTTP answer: retryable
+    │   │   ├── ConnectError         connection refused, DNS failure, reset before the answer
+    │   │   ├── RequestTimeout       connect or total timeout elapsed (a hang)
+    │   │   └── MalformedResponse    a 2xx whose body is truncated, not JSON, or lacks usage
+    │   └── HTTPStatusError      the provider answered with an error status
+    │       ├── RateLimitError       429 (retryable, feeds AIMD)
+    │       ├── OverloadedError      529 (retryable)
+    │       ├── ServerError          5xx (retryable)
+    │       ├── RetryableStatusError 408, 409 (retryable)
+    │       ├── AuthenticationError  401, 403 (never retried)
+    │       ├── BadRequestError      other 4xx (never retried)
+    │       └── QuotaExhaustedError  insufficient_quota / spend limit (never retried; stops a job)
+    ├── StoreError               the job store is unusable (locked, corrupted, foreign)
+    └── JobError                 a job cannot start or must stop
+        ├── JobLockedError       another run holds the job
+        ├── InputChangedError    the input changed under an existing job
+        ├── BudgetExceededError  the next request would pass the budget
+        └── ErrorRateExceededError  too many failures in the sliding window
+
+Every class's docstring doubles as its default message. Errors never carry API keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class BatchgateError(Exception):
+    """batchgate failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__class__.__doc__ or "").strip())
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    @property
+    def kind(self) -> str:
+        """A stable, short name of the error class for reports ("rate_limit", "timeout", ...)."""
+        return _KIND.get(type(self), type(self).__name__)
+
+
+class ConfigError(BatchgateError):
+    """The configuration is invalid."""
+
+    def __init__(self, file: str, key: str, reason: str) -> None:
+        self.file, self.key, self.reason = file, key, reason
+        where = f"{file}: {key}" if key else file
+        super().__init__(f"{where}: {reason}")
+
+
+class InputError(BatchgateError):
+    """An input line is invalid."""
+
+    def __init__(self, file: str, line: int | None, reason: str) -> None:
+        self.file, self.line, self.reason = file, line, reason
+        where = f"{file}:{line}" if line is not None else file
+        super().__init__(f"{where}: {reason}")
+
+
+class RoutingError(BatchgateError):
+    """The request's model names no configured route."""
+
+
+class NeverFitsError(BatchgateError):
+    """The request costs more than the provider's whole per-minute quota and can never be admitted."""
+
+
+class ProviderError(BatchgateError):
+    """A provider call failed."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        provider: str = "",
+        status: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        body: Any = None,
+    ) -> None:
+        self.provider = provider
+        self.status = status
+        self.headers: Mapping[str, str] = headers or {}
+        self.body = body
+        super().__init__(message)
+
+
+class TransportError(ProviderError):
+    """No usable HTTP answer from the provider."""
+
+
+class ConnectError(TransportError):
+    """Could not connect to the provider, or the connection broke before the answer."""
+
+
+class RequestTimeout(TransportError):
+    """The provider did not answer in time."""
+
+
+class MalformedResponse(TransportError):
+    """The provider answered 2xx with a body that is truncated, not JSON, or lacks usage."""
+
+
+class HTTPStatusError(ProviderError):
+    """The provider answered with an error status."""
+
+
+class RateLimitError(HTTPStatusError):
+    """The provider rejected the request with 429 (rate limited)."""
+
+
+class OverloadedError(HTTPStatusError):
+    """The provider is overloaded (529)."""
+
+
+class ServerError(HTTPStatusError):
+    """The provider failed with a 5xx status."""
+
+
+class RetryableStatusError(HTTPStatusError):
+    """The provider answered 408 or 409, which is worth retrying."""
+
+
+class AuthenticationError(HTTPStatusError):
+    """The provider refused the API key (401/403)."""
+
+
+class BadRequestError(HTTPStatusError):
+    """The provider refused the request as invalid (4xx)."""
+
+
+class QuotaExhaustedError(HTTPStatusError):
+    """The account's quota or spend limit is exhausted; retrying cannot help."""
+
+
+class StoreError(BatchgateError):
+    """The job store is unusable."""
+
+
+class JobError(BatchgateError):
+    """The job cannot continue."""
+
+
+class JobLockedError(JobError):
+    """Another batchgate run holds this job."""
+
+
+class InputChangedError(JobError):
+    """The input file changed under an existing job."""
+
+
+class BudgetExceededError(JobError):
+    """The job's budget would be exceeded."""
+
+
+class ErrorRateExceededError(JobError):
+    """The error rate over the sliding window passed the job's threshold."""
+
+
+_KIND: dict[type[BaseException], str] = {
+    ConnectError: "connect",
+    RequestTimeout: "timeout",
+    MalformedResponse: "malformed_response",
+    RateLimitError: "rate_limit",
+    OverloadedError: "overloaded",
+    ServerError: "server_error",
+    RetryableStatusError: "retryable_status",
+    AuthenticationError: "authentication",
+    BadRequestError: "bad_request",
+    QuotaExhaustedError: "quota_exhausted",
+    NeverFitsError: "never_fits",
+    RoutingError: "routing",
+    BudgetExceededError: "budget",
+    ErrorRateExceededError: "error_rate",
+}
