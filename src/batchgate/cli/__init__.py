@@ -1,0 +1,48 @@
+"""The `batchgate` command: parses arguments, dispatches to one module per subcommand, and turns
+every batchgate error into a one-line message and a non-zero exit (never a bare traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from importlib import import_module
+
+from batchgate.errors import BatchgateError
+
+# Each subcommand module exposes `register(subparsers) -> None`, which adds its parser and sets
+# `handler=<callable(args) -> int>` as a default.
+SUBCOMMANDS: tuple[str, ...] = ("batchgate.cli.emulate",)
+
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="batchgate",
+        description="Run large batches of LLM requests across providers as fast as their quotas allow.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in SUBCOMMANDS:
+        import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except BatchgateError as exc:
+        print(f"batchgate: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("batchgate: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
