@@ -87,3 +87,24 @@ class Result:
         except (KeyError, IndexError, TypeError):
             return None
         return content if isinstance(content, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitSnapshot:
+    """What a provider's rate-limit headers said on one response (None where not sent).
+
+    `reset_*` are seconds from the moment of the response until the bucket is full again.
+    """
+
+    limit_requests: float | None = None
+    remaining_requests: float | None = None
+    reset_requests: float | None = None
+    limit_tokens: float | None = None
+    remaining_tokens: float | None = None
+    reset_tokens: float | None = None
+    limit_input_tokens: float | None = None
+    remaining_input_tokens: float | None = None
+    reset_input_tokens: float | None = None
+    limit_output_tokens: float | None = None
+    remaining_output_tokens: float | None = None
+    reset_output_tokens: float | None = None
