@@ -1,0 +1,197 @@
+"""The gateway's configuration: a YAML file read once, at the edge, into frozen typed objects.
+
+Every error names the file, the key path and the reason. Environment variables (API keys) are read
+here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them.
+
+    providers:
+      - name: alpha
+        kind: openai              # openai = any OpenAI-compatible server | anthropic
+        base_url: https://api.openai.com/v1     # or "emulator": served by the embedded emulator
+        api_key_env: OPENAI_API_KEY
+        limits: {rpm: 500, tpm: 200000, max_concurrency: 50}   # anthropic may add itpm, otpm
+    routes:
+      - model: gpt-4o-mini        # the model name requests carry
+        targets: [alpha]          # provider, or provider:model to rename the model
+    settings: {concurrency: 512, retry: {...}, timeouts: {...}, circuit: {...}}
+    prices: {gpt-4o-mini: {input: 0.15, output: 0.60, cached_input: 0.075, batch_discount: 0.5}}
+    budget: {max_cost_usd: 5.0, max_tokens: 2000000}
+    job: {error_rate_threshold: 0.5, error_rate_window: 200}
+    emulator: {...}               # optional: an embedded emulator (same shape as emulator.yaml)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from batchgate.errors import ConfigError
+
+ProviderKind = Literal["openai", "anthropic"]
+EMULATOR_BASE_URL = "emulator"
+
+
+class Secret:
+    """An API key: usable by the HTTP client, invisible in repr, str, logs and reports."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    rpm: float | None = None
+    tpm: float | None = None
+    itpm: float | None = None
+    otpm: float | None = None
+    max_concurrency: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    name: str
+    kind: ProviderKind
+    base_url: str
+    api_key: Secret | None = None
+    api_key_env: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    tokenizer: str = "auto"  # auto | estimate | an encoding name such as o200k_base
+    default_max_tokens: int = 1024
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def emulated(self) -> bool:
+        return self.base_url == EMULATOR_BASE_URL
+
+
+@dataclass(frozen=True, slots=True)
+class RouteTarget:
+    provider: str
+    model: str | None = None  # None: keep the request's model
+
+
+@dataclass(frozen=True, slots=True)
+class RouteConfig:
+    model: str
+    targets: tuple[RouteTarget, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryConfig:
+    max_attempts: int = 8
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    max_hint: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutConfig:
+    connect: float = 10.0
+    total: float = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitConfig:
+    failure_threshold: int = 5
+    open_seconds: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    concurrency: int = 512
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    timeouts: TimeoutConfig = field(default_factory=TimeoutConfig)
+    circuit: CircuitConfig = field(default_factory=CircuitConfig)
+    seed: int | None = None  # jitter seed; None = random
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+    cached_input: float | None = None
+    batch_discount: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSettings:
+    error_rate_threshold: float | None = None  # stop when failures / window passes this
+    error_rate_window: int = 200
+    validate_regex: str | None = None
+    validate_schema: Mapping[str, Any] | None = None
+    validation_attempts: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    providers: tuple[ProviderConfig, ...]
+    routes: tuple[RouteConfig, ...]
+    settings: Settings = field(default_factory=Settings)
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    budget: Budget = field(default_factory=Budget)
+    job: JobSettings = field(default_factory=JobSettings)
+    emulator: Mapping[str, Any] | None = None  # raw emulator section, parsed by batchgate.emulator
+    source: str = "<dict>"
+
+    def provider(self, name: str) -> ProviderConfig:
+        for p in self.providers:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def route_models(self) -> frozenset[str]:
+        return frozenset(r.model for r in self.routes)
+
+
+def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> GatewayConfig:
+    """Read and validate a gateway config file; the only place that reads API key variables."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(source, "", "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(source, "", f"cannot read: {exc.__class__.__name__}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(source, where, "invalid YAML") from None
+    return config_from_dict(data, source=source, environ=os.environ if environ is None else environ)
+
+
+def config_from_dict(
+    data: Any, *, source: str = "<dict>", environ: Mapping[str, str] | None = None
+) -> GatewayConfig:
+    from batchgate._config_parse import parse_gateway_config
+
+    return parse_gateway_config(data, source, environ if environ is not None else {})
