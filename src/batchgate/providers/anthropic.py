@@ -1,0 +1,103 @@
+"""The client for Anthropic Messages: OpenAI-shaped requests in, OpenAI-shaped responses out.
+
+`POST {base_url}/v1/messages` with `x-api-key` and `anthropic-version: 2023-06-01`. The request is
+translated by `batchgate.providers.translate.openai_to_anthropic` (a body that cannot be translated
+fails with `BadRequestError` before anything is sent); a 2xx that is not a Messages response with
+integer usage is a `MalformedResponse`; the answer comes back as a `chat.completion` body.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+
+from batchgate.config import ProviderConfig, Secret, TimeoutConfig
+from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
+from batchgate.providers.classify import error_for_response, malformed
+from batchgate.providers.http import post, request_timeout
+from batchgate.providers.ratelimit_headers import parse_anthropic_rate_limits
+from batchgate.providers.translate import anthropic_to_openai, openai_to_anthropic
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+class AnthropicClient:
+    """Sends chat requests to one Anthropic Messages provider."""
+
+    kind = "anthropic"
+
+    def __init__(
+        self,
+        config: ProviderConfig,
+        session: aiohttp.ClientSession,
+        timeouts: TimeoutConfig,
+        *,
+        base_url: str | None = None,
+    ) -> None:
+        self.name = config.name
+        self.base_url = (base_url or config.base_url).rstrip("/")
+        self._url = f"{self.base_url}/v1/messages"
+        self._session = session
+        self._timeout = request_timeout(timeouts)
+        self._default_max_tokens = config.default_max_tokens
+        self._api_key: Secret | None = config.api_key
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "anthropic-version": ANTHROPIC_VERSION,
+        }
+        headers.update(config.headers)
+        if config.api_key is not None and config.api_key.reveal():
+            headers["x-api-key"] = config.api_key.reveal()
+        self._headers = headers
+
+    async def send(self, body: dict[str, Any], *, model: str) -> ProviderResponse:
+        """Translate and send one chat request for `model`; the normalised response."""
+        request = openai_to_anthropic(
+            body, model=model, default_max_tokens=self._default_max_tokens, provider=self.name
+        )
+        status, headers, raw = await post(
+            self._session,
+            self._url,
+            orjson.dumps(request),
+            self._headers,
+            self._timeout,
+            provider=self.name,
+            api_key=self._api_key,
+        )
+        if not 200 <= status < 300:
+            raise error_for_response(status, headers, raw, provider=self.name, api_key=self._api_key)
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise malformed(self.name, status, headers, raw, "body is not JSON") from None
+        if not isinstance(parsed, dict):
+            raise malformed(self.name, status, headers, raw, "body is not a JSON object")
+        try:
+            normalised = anthropic_to_openai(parsed, model=model, created=int(time.time()))
+        except ValueError as exc:
+            reason = f"body is not a Messages response: {exc}"
+            raise malformed(self.name, status, headers, raw, reason) from None
+        usage = normalised["usage"]
+        return ProviderResponse(
+            status=status,
+            body=normalised,
+            usage=Usage(
+                prompt_tokens=usage["prompt_tokens"],
+                completion_tokens=usage["completion_tokens"],
+                cached_tokens=usage["prompt_tokens_details"]["cached_tokens"],
+            ),
+            headers=headers,
+            request_id=headers.get("request-id"),
+        )
+
+    def rate_limits(self, headers: Mapping[str, str], wall_now: float) -> RateLimitSnapshot:
+        """What the `anthropic-ratelimit-*` headers said; resets in seconds from `wall_now`."""
+        return parse_anthropic_rate_limits(headers, wall_now)
+
+    def __repr__(self) -> str:
+        return f"AnthropicClient(name={self.name!r}, base_url={self.base_url!r})"

@@ -1,0 +1,74 @@
+"""The seam between the scheduler and the providers: the `ProviderClient` protocol and factories.
+
+A client sends one OpenAI-shaped chat request to its provider and returns an OpenAI-shaped
+`ProviderResponse`, or raises a `ProviderError` subclass saying what went wrong. `make_client`
+picks the implementation from the provider's `kind`; `make_token_counter` picks how its prompt
+tokens are counted before sending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import aiohttp
+
+from batchgate.config import ProviderConfig, TimeoutConfig
+from batchgate.errors import ConfigError
+from batchgate.models import ProviderResponse, RateLimitSnapshot
+from batchgate.providers.anthropic import AnthropicClient
+from batchgate.providers.openai import OpenAIClient
+from batchgate.tokens import EstimatingTokenCounter, ExactTokenCounter, TokenCounter
+
+
+class ProviderClient(Protocol):
+    """Sends chat requests to one provider."""
+
+    name: str
+    kind: str
+
+    async def send(self, body: dict[str, Any], *, model: str) -> ProviderResponse:
+        """Send an OpenAI Chat Completions `body` for `model`; raises a `ProviderError` on failure."""
+        ...
+
+    def rate_limits(self, headers: Mapping[str, str], wall_now: float) -> RateLimitSnapshot:
+        """What a response's rate-limit headers said; resets in seconds from `wall_now`."""
+        ...
+
+
+def make_client(
+    config: ProviderConfig,
+    session: aiohttp.ClientSession,
+    timeouts: TimeoutConfig,
+    *,
+    base_url: str | None = None,
+) -> ProviderClient:
+    """The client for `config.kind`; `base_url` overrides `config.base_url` (e.g. the emulator's)."""
+    if base_url is None and config.emulated:
+        raise ConfigError(
+            "<config>", f"providers.{config.name}.base_url", "is 'emulator' but no emulator URL was given"
+        )
+    if config.kind == "openai":
+        return OpenAIClient(config, session, timeouts, base_url=base_url)
+    if config.kind == "anthropic":
+        return AnthropicClient(config, session, timeouts, base_url=base_url)
+    raise ConfigError("<config>", f"providers.{config.name}.kind", f"unknown provider kind {config.kind!r}")
+
+
+def make_token_counter(config: ProviderConfig, *, source: str = "<config>") -> TokenCounter:
+    """How to count `config`'s prompt tokens: its `tokenizer` setting, "auto" by kind."""
+    tokenizer = config.tokenizer
+    if tokenizer == "auto":
+        if config.kind == "openai":
+            return ExactTokenCounter("o200k_base")
+        return EstimatingTokenCounter()
+    if tokenizer == "estimate":
+        return EstimatingTokenCounter()
+    try:
+        return ExactTokenCounter(tokenizer)
+    except (LookupError, RuntimeError):  # bpe-openai's UnsupportedModelError is both
+        raise ConfigError(
+            source,
+            f"providers.{config.name}.tokenizer",
+            f"unknown encoding {tokenizer!r} (use auto, estimate or an encoding such as o200k_base)",
+        ) from None

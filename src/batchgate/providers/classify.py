@@ -1,0 +1,181 @@
+"""Turning every way a provider call can fail into one of batchgate's error types (pure).
+
+Classification reads the HTTP status and the structured fields of the error body (`error.type`,
+`error.code`) and the exception's type — never the text of a message. Messages are built for
+people: they name the provider and the status, carry the provider's own message cut to ~300
+characters, and are scrubbed of the API key.
+
+Status answers (`error_for_response`):
+
+    429 + error.code/type "insufficient_quota"      QuotaExhaustedError   (OpenAI)
+    402, or error.type "billing_error"              QuotaExhaustedError   (Anthropic)
+    429                                             RateLimitError
+    529, or error.type "overloaded_error"           OverloadedError
+    408, 409                                        RetryableStatusError
+    >= 500                                          ServerError
+    401, 403                                        AuthenticationError
+    anything else (other 4xx, a 3xx redirect)       BadRequestError
+
+Transport failures (`error_for_exception`):
+
+    TimeoutError (asyncio's, aiohttp's ServerTimeoutError)    RequestTimeout
+    ClientPayloadError (the body broke off mid-way)           MalformedResponse
+    a garbled HTTP answer (ClientResponseError)               MalformedResponse
+    any other connection error (refused, DNS, reset, OSError) ConnectError
+
+A body that breaks off mid-way is a MalformedResponse rather than a ConnectError: the provider did
+answer (the status line arrived), so the request was admitted and may have been charged; both are
+retryable TransportErrors, the distinction only informs reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+from multidict import CIMultiDict
+
+from batchgate.config import Secret
+from batchgate.errors import (
+    AuthenticationError,
+    BadRequestError,
+    ConnectError,
+    HTTPStatusError,
+    MalformedResponse,
+    OverloadedError,
+    QuotaExhaustedError,
+    RateLimitError,
+    RequestTimeout,
+    RetryableStatusError,
+    ServerError,
+    TransportError,
+)
+
+MESSAGE_LIMIT = 300
+_REDACTED = "***"
+_QUOTA_CODES = frozenset({"insufficient_quota"})
+
+
+def scrub(text: str, api_key: Secret | None) -> str:
+    """`text` with every occurrence of the API key replaced."""
+    if api_key is None:
+        return text
+    key = api_key.reveal()
+    if key and key in text:
+        return text.replace(key, _REDACTED)
+    return text
+
+
+def shorten(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """One line of at most `limit` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
+    """(type, code, message) of an OpenAI or Anthropic error body; None where absent."""
+    if not isinstance(body, Mapping):
+        return None, None, None
+    error = body.get("error")
+    if isinstance(error, str):  # some OpenAI-compatible servers send {"error": "text"}
+        return None, None, error
+    if not isinstance(error, Mapping):
+        message = body.get("message") or body.get("detail")
+        return None, None, message if isinstance(message, str) else None
+    etype, code, message = error.get("type"), error.get("code"), error.get("message")
+    return (
+        etype if isinstance(etype, str) else None,
+        code if isinstance(code, str) else None,
+        message if isinstance(message, str) else None,
+    )
+
+
+def status_class(status: int, etype: str | None, code: str | None) -> type[HTTPStatusError]:
+    """The error class for an error status and its structured fields."""
+    if status == 429 and (code in _QUOTA_CODES or etype in _QUOTA_CODES):
+        return QuotaExhaustedError
+    if status == 402 or etype == "billing_error":
+        return QuotaExhaustedError
+    if status == 429:
+        return RateLimitError
+    if status == 529 or etype == "overloaded_error":
+        return OverloadedError
+    if status in (408, 409):
+        return RetryableStatusError
+    if status >= 500:
+        return ServerError
+    if status in (401, 403):
+        return AuthenticationError
+    return BadRequestError
+
+
+def error_for_response(
+    status: int,
+    headers: Mapping[str, str],
+    body_bytes: bytes,
+    *,
+    provider: str,
+    api_key: Secret | None = None,
+) -> HTTPStatusError:
+    """The error for a non-2xx answer; keeps `headers` (retry hints) and the parsed body."""
+    key = api_key.reveal() if api_key is not None else ""
+    if key:
+        secret = key.encode()
+        if secret in body_bytes:
+            body_bytes = body_bytes.replace(secret, _REDACTED.encode())
+        if any(key in v for v in headers.values()):
+            headers = CIMultiDict((k, v.replace(key, _REDACTED)) for k, v in headers.items())
+    body: Any
+    try:
+        body = orjson.loads(body_bytes) if body_bytes else None
+    except orjson.JSONDecodeError:
+        body = body_bytes[:1000].decode("utf-8", "replace")
+    etype, code, detail = error_fields(body)
+    if detail is None and isinstance(body, str):
+        detail = body
+    label = "/".join(x for x in (etype, code) if x)
+    parts = [f"{provider}: HTTP {status}"]
+    if label:
+        parts.append(f" {label}")
+    if detail:
+        parts.append(f": {shorten(scrub(detail, api_key))}")
+    cls = status_class(status, etype, code)
+    return cls("".join(parts), provider=provider, status=status, headers=headers, body=body)
+
+
+def error_for_exception(
+    exc: BaseException, *, provider: str, api_key: Secret | None = None
+) -> TransportError:
+    """The error for an exception raised while sending or reading; never includes the API key."""
+    cls: type[TransportError]
+    if isinstance(exc, TimeoutError):  # asyncio.TimeoutError and aiohttp's ServerTimeoutError
+        cls, what = RequestTimeout, "timed out"
+    elif isinstance(exc, aiohttp.ClientPayloadError):
+        cls, what = MalformedResponse, "response body broke off"
+    elif isinstance(exc, aiohttp.ClientResponseError):
+        cls, what = MalformedResponse, "invalid HTTP response"
+    else:
+        cls, what = ConnectError, "connection failed"
+    detail = str(exc)
+    text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+    return cls(f"{provider}: {what} ({shorten(scrub(text, api_key))})", provider=provider)
+
+
+def malformed(
+    provider: str,
+    status: int,
+    headers: Mapping[str, str],
+    body_bytes: bytes,
+    reason: str,
+) -> MalformedResponse:
+    """A 2xx answer that cannot be used: `reason` says why (not JSON, no usage, ...)."""
+    ctype = headers.get("content-type") or headers.get("Content-Type") or "no content-type"
+    return MalformedResponse(
+        f"{provider}: HTTP {status} {reason} ({ctype}, {len(body_bytes)} bytes)",
+        provider=provider,
+        status=status,
+        headers=headers,
+        body=None,
+    )

@@ -1,0 +1,104 @@
+"""The client for OpenAI-compatible servers (OpenAI, vLLM, Ollama, ...): one chat request per call.
+
+`POST {base_url}/chat/completions` with `Authorization: Bearer KEY` (when a key is set) and the
+provider's extra headers. A 2xx counts as a success only when its body is a JSON object with a
+`choices` list and a `usage` object holding integer `prompt_tokens` and `completion_tokens`;
+anything else — truncated, not JSON, HTML, no usage — is a `MalformedResponse`. Error statuses are
+classified by `batchgate.providers.classify`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+
+from batchgate.config import ProviderConfig, Secret, TimeoutConfig
+from batchgate.errors import BadRequestError
+from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
+from batchgate.providers.classify import error_for_response, malformed
+from batchgate.providers.http import post, request_timeout
+from batchgate.providers.ratelimit_headers import parse_openai_rate_limits
+
+
+def usage_from_openai(body: Any) -> Usage | None:
+    """The usage of an OpenAI chat.completion body, or None when it is not one."""
+    if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
+        return None
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    prompt = usage.get("prompt_tokens")
+    completion = usage.get("completion_tokens")
+    if type(prompt) is not int or type(completion) is not int or prompt < 0 or completion < 0:
+        return None
+    cached = 0
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict):
+        value = details.get("cached_tokens")
+        if type(value) is int and value >= 0:
+            cached = value
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached)
+
+
+class OpenAIClient:
+    """Sends OpenAI Chat Completions requests to one OpenAI-compatible provider."""
+
+    kind = "openai"
+
+    def __init__(
+        self,
+        config: ProviderConfig,
+        session: aiohttp.ClientSession,
+        timeouts: TimeoutConfig,
+        *,
+        base_url: str | None = None,
+    ) -> None:
+        self.name = config.name
+        self.base_url = (base_url or config.base_url).rstrip("/")
+        self._url = f"{self.base_url}/chat/completions"
+        self._session = session
+        self._timeout = request_timeout(timeouts)
+        self._api_key: Secret | None = config.api_key
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers.update(config.headers)
+        if config.api_key is not None and config.api_key.reveal():
+            headers["Authorization"] = f"Bearer {config.api_key.reveal()}"
+        self._headers = headers
+
+    async def send(self, body: dict[str, Any], *, model: str) -> ProviderResponse:
+        """Send one chat request for `model`; the response, or a `ProviderError`."""
+        if body.get("stream"):
+            raise BadRequestError(f"{self.name}: streaming requests are not supported", provider=self.name)
+        payload = dict(body)
+        payload["model"] = model
+        status, headers, raw = await post(
+            self._session,
+            self._url,
+            orjson.dumps(payload),
+            self._headers,
+            self._timeout,
+            provider=self.name,
+            api_key=self._api_key,
+        )
+        if not 200 <= status < 300:
+            raise error_for_response(status, headers, raw, provider=self.name, api_key=self._api_key)
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise malformed(self.name, status, headers, raw, "body is not JSON") from None
+        usage = usage_from_openai(parsed)
+        if usage is None:
+            raise malformed(self.name, status, headers, raw, "body is not a chat.completion with usage")
+        return ProviderResponse(
+            status=status, body=parsed, usage=usage, headers=headers, request_id=headers.get("x-request-id")
+        )
+
+    def rate_limits(self, headers: Mapping[str, str], wall_now: float) -> RateLimitSnapshot:
+        """What the `x-ratelimit-*` headers of a response said (`wall_now` is unused here)."""
+        return parse_openai_rate_limits(headers)
+
+    def __repr__(self) -> str:
+        return f"OpenAIClient(name={self.name!r}, base_url={self.base_url!r})"
