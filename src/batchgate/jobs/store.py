@@ -1,0 +1,184 @@
+"""The job store seam: records that cross it and the `JobStore` protocol every backend implements.
+
+The engine talks to a store only through `JobStore`; SQL (or any other storage detail) stays behind
+it. Task claims are explicit (`claim_tasks` moves pending -> running) so several cooperating workers
+can share one store later. Every implementation must pass `tests/jobs/test_store_conformance.py`.
+
+Semantics every store honours (the conformance suite checks each):
+- Job-scoped calls on an unknown job raise `JobError`, except `get_job`, `get_task_body` and
+  `get_blob`, which return None.
+- `add_tasks` is idempotent on (job_id, seq): a task already present is left untouched.
+- `claim_tasks` hands out pending tasks in `seq` order, each to one caller only.
+- `complete_tasks` writes all outcomes in one transaction and gives each a job-wide, increasing
+  `completed_order`; a task that already SUCCEEDED is final and never overwritten.
+- `requeue_running` puts running tasks back to pending (at-least-once after a crash or a stop).
+- `iter_results(ordered=True)` yields by `seq`; `ordered=False` yields completed tasks by
+  `completed_order`, then any not yet completed by `seq`. Both stream in bounded chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+
+class TaskState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+TERMINAL_STATES: frozenset[TaskState] = frozenset({TaskState.SUCCEEDED, TaskState.FAILED})
+JOB_STATUSES: frozenset[str] = frozenset({"created", "running", "stopped", "completed", "failed"})
+TOTAL_KEYS: tuple[str, ...] = ("prompt_tokens", "completion_tokens", "cost_usd", "attempts")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """One request to run: where it came from and its normalised OpenAI chat body."""
+
+    seq: int  # 0-based order among the accepted input lines
+    line_no: int  # 1-based line in the input file
+    custom_id: str
+    body: dict[str, Any]  # normalised OpenAI chat body; has "model"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOutcome:
+    """How a task ended, as the engine reports it to the store."""
+
+    seq: int
+    state: TaskState  # SUCCEEDED or FAILED
+    attempts: int
+    output_line: bytes  # the complete OUT JSON line, no newline
+    error: str | None  # one line, no secrets
+    provider: str | None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """A task as stored; `body` is filled only when asked for (`iter_results(with_bodies=True)`)."""
+
+    seq: int
+    line_no: int
+    custom_id: str
+    state: TaskState
+    attempts: int
+    output_line: bytes | None
+    error: str | None
+    completed_order: int | None  # job-wide completion sequence, None until completed
+    body: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    job_id: str
+    input_path: str
+    input_sha256: str
+    output_path: str
+    config_path: str
+    status: str  # "created" | "running" | "stopped" | "completed" | "failed"
+    stop_reason: str | None
+    created_at: float  # wall seconds
+    updated_at: float  # wall seconds
+    task_total: int
+    options: dict[str, Any]
+
+
+@runtime_checkable
+class JobStore(Protocol):
+    """Durable jobs and their tasks. All methods are safe to call from the event loop."""
+
+    async def create_job(self, job: JobRecord) -> None:
+        """Store a new job; `JobError` if one with the same id exists."""
+        ...
+
+    async def get_job(self, job_id: str) -> JobRecord | None: ...
+
+    async def list_jobs(self) -> list[JobRecord]:
+        """Every job, oldest first."""
+        ...
+
+    async def update_job(
+        self,
+        job_id: str,
+        *,
+        status: str | None = None,
+        stop_reason: str | None = None,
+        input_sha256: str | None = None,
+        options: dict[str, Any] | None = None,
+        task_total: int | None = None,
+    ) -> None:
+        """Change the given fields (None leaves a field alone) and bump `updated_at`."""
+        ...
+
+    async def add_tasks(self, job_id: str, tasks: Iterable[TaskSpec]) -> int:
+        """Insert tasks in chunked transactions; returns how many were new."""
+        ...
+
+    async def claim_tasks(self, job_id: str, limit: int) -> list[TaskSpec]:
+        """Move up to `limit` pending tasks to running, lowest `seq` first, and return them."""
+        ...
+
+    async def complete_tasks(self, job_id: str, outcomes: Sequence[TaskOutcome]) -> None:
+        """Record outcomes in one transaction, assigning `completed_order` in list order."""
+        ...
+
+    async def requeue_running(self, job_id: str) -> int:
+        """Running -> pending; returns how many moved."""
+        ...
+
+    async def requeue_failed(self, job_id: str) -> int:
+        """Failed -> pending (to retry failures); clears their result. Returns how many moved."""
+        ...
+
+    async def counts(self, job_id: str) -> dict[TaskState, int]:
+        """Tasks per state; every state is present (zero when none)."""
+        ...
+
+    async def totals(self, job_id: str) -> dict[str, float]:
+        """Sums of prompt_tokens, completion_tokens, cost_usd and attempts over completed tasks."""
+        ...
+
+    def iter_results(
+        self,
+        job_id: str,
+        *,
+        ordered: bool,
+        states: Collection[TaskState] | None = None,
+        with_bodies: bool = False,
+    ) -> AsyncIterator[TaskRecord]:
+        """Stream tasks (all states unless `states` is given); see the module docstring for order."""
+        ...
+
+    async def get_task_body(self, job_id: str, seq: int) -> dict[str, Any] | None: ...
+
+    async def put_blob(self, job_id: str, key: str, value: bytes) -> None: ...
+
+    async def get_blob(self, job_id: str, key: str) -> bytes | None: ...
+
+    def lock_job(self, job_id: str) -> AbstractContextManager[None]:
+        """Hold the job exclusively; `JobLockedError` naming the job if another run holds it."""
+        ...
+
+    async def close(self) -> None:
+        """Release held locks and resources; idempotent."""
+        ...
+
+
+def check_outcome(outcome: TaskOutcome) -> None:
+    """Refuse an outcome that is not terminal (a programming error, not bad input)."""
+    if outcome.state not in TERMINAL_STATES:
+        raise ValueError(f"outcome for seq {outcome.seq} has non-terminal state {outcome.state}")
+
+
+def check_status(status: str) -> None:
+    if status not in JOB_STATUSES:
+        raise ValueError(f"unknown job status {status!r}")
