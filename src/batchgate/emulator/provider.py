@@ -1,0 +1,169 @@
+"""One emulated provider at run time: admission (never-fits, concurrency, quota, fault draw), its
+concurrency slots, and the plan for answering an admitted request (content, latency, fault).
+
+Admission is synchronous and deterministic given the arrival order: every random draw comes from
+`random.Random(f"{seed}:{name}")`, in a fixed order per admitted request (fault, server-error status,
+latency). Fault accounting:
+- `rate_limit_no_hint`, `retry_after_date` and `insufficient_quota` refuse the request, so it is
+  neither admitted nor charged (counted only under `faults`);
+- every other fault (5xx, overloaded, hang, reset, truncated, non_json) happens to an admitted,
+  charged request, as with real providers, which bill what they started to serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections import deque
+from dataclasses import dataclass
+
+from batchgate.emulator.config import ProviderConfig
+from batchgate.emulator.content import answer, fit
+from batchgate.emulator.limiter import Quota
+from batchgate.emulator.stats import ProviderStats
+from batchgate.emulator.wire import ApiError, Family, ParsedRequest, http_date, retry_hint_headers
+
+REFUSING_FAULTS = frozenset({"rate_limit_no_hint", "retry_after_date", "insufficient_quota"})
+SERVER_ERROR_STATUSES = (500, 502, 503)
+
+
+@dataclass(slots=True)
+class Plan:
+    """How to answer one admitted request."""
+
+    text: str
+    tokens: int
+    cut: bool
+    delay: float
+    fault: str | None = None
+    error: ApiError | None = None
+
+
+class ProviderRuntime:
+    """The live state of one emulated provider."""
+
+    def __init__(self, config: ProviderConfig, family: Family, seed: int, window: float, now: float) -> None:
+        self.config = config
+        self.name = config.name
+        self.family = family
+        self._seed = f"{seed}:{config.name}"
+        self.quota = Quota(config.limits, config.enforced, config.limit_changes, window, now)
+        self.stats = ProviderStats(now)
+        self.rng = random.Random(self._seed)
+        self._fault_table = tuple((k, r) for k, r in config.faults.items() if r > 0)
+        self._cap = config.concurrency.max
+        self._reject_overflow = config.concurrency.overflow == "reject"
+        self.active = 0
+        self.peak_active = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        lat = config.latency
+        self._ttft_mu = math.log(lat.ttft_p50_ms / 1000) if lat.ttft_p50_ms > 0 else None
+        self._ttft_sigma = lat.ttft_sigma
+        self._per_token = lat.per_token_ms / 1000
+
+    def reset(self, now: float) -> None:
+        """Zero the counters, refill the quota, restart the limit-change schedule and reseed."""
+        self.quota.reset(now)
+        self.stats.reset(now)
+        self.rng = random.Random(self._seed)
+        self.peak_active = self.active
+
+    def admit(self, req: ParsedRequest, now: float, wall: float) -> Plan:
+        """Admit and charge `req`, or raise the ApiError to answer with (charging nothing)."""
+        quota = self.quota
+        quota.advance(now)
+        cost = req.cost
+        dim = quota.never_fits(cost)
+        if dim is not None:
+            limit = quota.enforced[dim].limit
+            raise self.family.never_fits(dim, getattr(cost, dim), limit)
+        if self._reject_overflow and self._cap is not None and self.active >= self._cap:
+            raise self.family.concurrency_rejected()
+        wait, binding = quota.wait_time(cost, now)
+        if binding is not None:
+            err = self.family.rate_limited(binding, self._declared_limit(binding))
+            err.headers.update(retry_hint_headers(wait))
+            raise err
+        fault = self._draw_fault()
+        if fault in REFUSING_FAULTS:
+            raise self._refusal(fault, wall)
+        quota.charge(cost, now)
+        self.stats.admit(now, cost, req.fingerprint)
+        if fault is not None:
+            self.stats.fault(fault)
+        text, tokens, cut = fit(answer(req.prompt), req.max_tokens, self.family.count_text)
+        plan = Plan(text, tokens, cut, 0.0, fault)
+        if fault == "server_error":
+            plan.error = self.family.server_error(self.rng.choice(SERVER_ERROR_STATUSES))
+        elif fault == "overloaded":
+            plan.error = self.family.overloaded()
+        if self._ttft_mu is not None:
+            plan.delay = math.exp(self.rng.gauss(self._ttft_mu, self._ttft_sigma))
+        if self._per_token and plan.error is None:
+            plan.delay += self._per_token * tokens * req.n
+        return plan
+
+    def _declared_limit(self, dim: str) -> int:
+        bucket = self.quota.declared.get(dim) or self.quota.enforced[dim]
+        return bucket.limit
+
+    def _draw_fault(self) -> str | None:
+        if not self._fault_table:
+            return None
+        r = self.rng.random()
+        for kind, rate in self._fault_table:
+            if r < rate:
+                return kind
+            r -= rate
+        return None
+
+    def _refusal(self, fault: str, wall: float) -> ApiError:
+        self.stats.fault(fault)
+        if fault == "insufficient_quota":
+            err = self.family.insufficient_quota()
+            err.ratelimit_headers = False
+            return err
+        dim = next(iter(self.quota.declared), "requests")
+        bucket = self.quota.declared.get(dim)
+        err = self.family.rate_limited(dim, bucket.limit if bucket is not None else 0)
+        err.reason = "fault"
+        if fault == "retry_after_date":
+            err.headers["retry-after"] = http_date(math.ceil(wall) + 1)
+        else:
+            err.ratelimit_headers = False
+        return err
+
+    async def acquire_slot(self) -> None:
+        """Wait for a concurrency slot (queue mode); immediate when the provider has no cap."""
+        if self._cap is None or (self.active < self._cap and not self._waiters):
+            self.active += 1
+            self.peak_active = max(self.peak_active, self.active)
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release_slot()  # the slot was handed over as we were cancelled
+            else:
+                self._waiters.remove(waiter)
+            raise
+
+    def release_slot(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # hand the slot straight over
+                return
+        self.active -= 1
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiters)
+
+    def __repr__(self) -> str:
+        return (
+            f"ProviderRuntime({self.name!r}, {self.family.name}, active={self.active}, queued={self.queued})"
+        )

@@ -1,0 +1,314 @@
+"""The emulator's HTTP server (aiohttp): one route per provider and family endpoint, the operator
+endpoints, fault execution, and `Emulator`, the async context manager that runs it all.
+
+Routes: `POST /<name>/v1/chat/completions` (OpenAI family) and `POST /<name>/v1/messages`
+(Anthropic family); a provider answers its other family's path with a 404 in its own shape, and an
+unknown path gets an OpenAI-style 404. Operator: `GET /_emulator/stats`, `POST /_emulator/reset`.
+Every answer of a provider carries its family's rate-limit headers (except the `rate_limit_no_hint`
+and `insufficient_quota` faults, which carry no hint at all) and a request id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import socket
+import struct
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from batchgate.clock import Clock, LoopClock
+from batchgate.emulator.anthropic_api import AnthropicFamily
+from batchgate.emulator.config import EmulatorConfig
+from batchgate.emulator.openai_api import OpenAIFamily
+from batchgate.emulator.provider import Plan, ProviderRuntime
+from batchgate.emulator.wire import ApiError, Family, ParsedRequest
+
+OPERATOR_PREFIX = "/_emulator"
+SHUTDOWN_TIMEOUT = 2.0
+_JSON = "application/json"
+_NON_JSON_BODY = b"<html><head><title>502 Bad Gateway</title></head><body>upstream error</body></html>"
+
+
+class Emulator:
+    """Emulated providers served over HTTP on `host:port` (port 0 picks a free one)."""
+
+    def __init__(
+        self, config: EmulatorConfig, host: str = "127.0.0.1", port: int = 0, *, clock: Clock | None = None
+    ) -> None:
+        self.config = config
+        self.host = host
+        self._requested_port = port
+        self._clock: Clock = clock or LoopClock()
+        openai = OpenAIFamily()
+        if any(p.family == "openai" for p in config.providers):
+            openai.counter  # noqa: B018 -- load the encoding now, not on the first request
+        self._families: dict[str, Family] = {"openai": openai, "anthropic": AnthropicFamily()}
+        self.runtimes: dict[str, ProviderRuntime] = {}
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+        self._hangs: dict[asyncio.Future[None], str] = {}  # hanging request -> provider name
+        self._watchers: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._seq = itertools.count(1)
+        self._unrouted = 0
+        self.started_at = 0.0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            raise RuntimeError("the emulator is already running")
+        now, wall = self._clock.now(), self._clock.wall()
+        self.started_at = wall
+        for p in self.config.providers:
+            family = self._families[p.family]
+            self.runtimes[p.name] = ProviderRuntime(
+                p, family, self.config.seed, self.config.window_seconds, now
+            )
+        app = web.Application(client_max_size=self.config.max_body_bytes)
+        for rt in self.runtimes.values():
+            for name in ("openai", "anthropic"):
+                path = "/v1/chat/completions" if name == "openai" else "/v1/messages"
+                app.router.add_route(
+                    "*", f"/{rt.name}{path}", self._handler(rt, serves=rt.family.name == name)
+                )
+        app.router.add_get(f"{OPERATOR_PREFIX}/stats", self._stats_endpoint)
+        app.router.add_post(f"{OPERATOR_PREFIX}/reset", self._reset_endpoint)
+        app.router.add_route("*", "/{tail:.*}", self._unrouted_endpoint)
+        app.on_shutdown.append(self._release_hangs)
+        runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, shutdown_timeout=SHUTDOWN_TIMEOUT
+        )
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self._requested_port, reuse_address=True)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self._port = int(runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> Emulator:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def _release_hangs(self, app: web.Application) -> None:
+        for fut in list(self._hangs):
+            if not fut.done():
+                fut.set_result(None)
+
+    # -- addresses and operator API ------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the emulator is not running")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def base_url(self, name: str) -> str:
+        """The base URL to give the provider's official SDK."""
+        provider = self.config.provider(name)
+        return f"{self.url}/{name}/v1" if provider.family == "openai" else f"{self.url}/{name}"
+
+    def hanging(self, name: str) -> int:
+        """How many requests to provider `name` are hanging right now."""
+        return sum(1 for n in self._hangs.values() if n == name)
+
+    async def wait_hanging(self, name: str, count: int) -> None:
+        """Return once exactly `count` requests to provider `name` hang (for tests; no polling)."""
+        await self._wait_until(lambda: self.hanging(name) == count)
+
+    async def wait_in_flight(self, name: str, count: int) -> None:
+        """Return once exactly `count` requests to provider `name` hold a slot (for tests)."""
+        await self._wait_until(lambda: self.runtimes[name].active == count)
+
+    async def _wait_until(self, condition: Callable[[], bool]) -> None:
+        if condition():
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        watcher = (condition, fut)
+        self._watchers.append(watcher)
+        try:
+            await fut
+        finally:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+    def _changed(self) -> None:
+        """Wake the watchers whose condition now holds (cheap: usually there are none)."""
+        for watcher in list(self._watchers):
+            condition, fut = watcher
+            if not fut.done() and condition():
+                fut.set_result(None)
+                self._watchers.remove(watcher)
+
+    def stats(self) -> dict[str, Any]:
+        providers: dict[str, Any] = {}
+        for name, rt in self.runtimes.items():
+            entry = rt.stats.to_dict()
+            entry["family"] = rt.family.name
+            entry["in_flight"] = rt.active
+            entry["peak_in_flight"] = rt.peak_active
+            entry["queued"] = rt.queued
+            entry["hanging"] = self.hanging(name)
+            entry["enforced_limits"] = {
+                k: v for k in ("rpm", "tpm", "itpm", "otpm") if (v := getattr(rt.quota.current_limits, k))
+            }
+            providers[name] = entry
+        return {"providers": providers, "started_at": self.started_at, "unrouted": self._unrouted}
+
+    def reset(self) -> None:
+        now = self._clock.now()
+        self.started_at = self._clock.wall()
+        self._unrouted = 0
+        for rt in self.runtimes.values():
+            rt.reset(now)
+
+    async def _stats_endpoint(self, request: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps(self.stats()), content_type=_JSON)
+
+    async def _reset_endpoint(self, request: web.Request) -> web.Response:
+        self.reset()
+        return web.Response(body=b'{"reset":true}', content_type=_JSON)
+
+    async def _unrouted_endpoint(self, request: web.Request) -> web.Response:
+        self._unrouted += 1
+        fallback = self._families["openai"]
+        err = fallback.not_found(request.method, request.path)
+        rid = f"req_{next(self._seq):024x}"
+        return web.Response(
+            status=404,
+            body=fallback.error_body(err, rid),
+            headers={"Content-Type": _JSON, "x-request-id": rid},
+        )
+
+    # -- the provider endpoints ----------------------------------------------------------------
+
+    def _handler(self, rt: ProviderRuntime, *, serves: bool) -> Any:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._serve(rt, request, serves)
+
+        return handle
+
+    async def _serve(self, rt: ProviderRuntime, request: web.Request, serves: bool) -> web.StreamResponse:
+        fam = rt.family
+        seq = next(self._seq)
+        rid = f"req_{seq:024x}"
+        try:
+            if not serves or request.method != "POST":
+                raise fam.not_found(request.method, request.path)
+            limit = self.config.max_body_bytes
+            length = request.content_length
+            if length is not None and length > limit:
+                raise fam.too_large(limit)
+            fam.authenticate(request.headers, rt.config.api_key)
+            try:
+                raw = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                raise fam.too_large(limit) from None
+            try:
+                body = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise fam.bad_json() from None
+            req = fam.parse(body, rt.config)
+            plan = rt.admit(req, self._clock.now(), self._clock.wall())
+        except ApiError as err:
+            if err.reason != "fault":
+                rt.stats.reject(err.reason)
+            return self._error(rt, err, rid)
+        await rt.acquire_slot()
+        if self._watchers:
+            self._changed()
+        try:
+            if plan.delay > 0:
+                await self._clock.sleep(plan.delay)
+            if plan.fault is None:
+                rt.stats.complete(req.fingerprint)
+                return self._respond(
+                    rt,
+                    200,
+                    fam.success_body(req, plan.text, plan.tokens, plan.cut, f"{fam.id_prefix}{seq:024x}"),
+                    rid,
+                )
+            return await self._fault(rt, req, plan, request, seq)
+        finally:
+            rt.release_slot()
+            if self._watchers:
+                self._changed()
+
+    def _respond(
+        self, rt: ProviderRuntime, status: int, body: bytes, rid: str, *, ratelimit: bool = True
+    ) -> web.Response:
+        headers = {"Content-Type": _JSON, rt.family.request_id_header: rid}
+        if ratelimit:
+            headers.update(
+                rt.family.ratelimit_headers(rt.quota.snapshot(self._clock.now()), self._clock.wall())
+            )
+        return web.Response(status=status, body=body, headers=headers)
+
+    def _error(self, rt: ProviderRuntime, err: ApiError, rid: str) -> web.Response:
+        response = self._respond(
+            rt, err.status, rt.family.error_body(err, rid), rid, ratelimit=err.ratelimit_headers
+        )
+        response.headers.update(err.headers)
+        return response
+
+    async def _fault(
+        self, rt: ProviderRuntime, req: ParsedRequest, plan: Plan, request: web.Request, seq: int
+    ) -> web.StreamResponse:
+        rid = f"req_{seq:024x}"
+        if plan.error is not None:
+            return self._error(rt, plan.error, rid)
+        if plan.fault == "hang":
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._hangs[fut] = rt.name
+            self._changed()
+            try:
+                await fut  # until the client gives up (the handler is cancelled) or the server stops
+            finally:
+                del self._hangs[fut]
+                self._changed()
+            return _abort(request)
+        if plan.fault == "reset":
+            return _abort(request)
+        body = rt.family.success_body(
+            req, plan.text, plan.tokens, plan.cut, f"{rt.family.id_prefix}{seq:024x}"
+        )
+        if plan.fault == "truncated":
+            return self._respond(rt, 200, body[: max(1, len(body) // 2)], rid)
+        response = self._respond(rt, 200, _NON_JSON_BODY, rid)
+        response.headers["Content-Type"] = "text/html"
+        return response
+
+
+def _abort(request: web.Request) -> web.Response:
+    """Reset the connection (RST, no answer); the returned response is never written."""
+    transport = request.transport
+    if transport is not None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
+    return web.Response(status=499)
