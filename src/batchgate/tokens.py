@@ -8,6 +8,7 @@ under-estimate (an under-estimate provokes 429s, an over-estimate only wastes a 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
@@ -66,19 +67,24 @@ class TokenCounter(Protocol):
         """Prompt tokens the provider will count for this chat body."""
         ...
 
-    def observe(self, estimated: int, actual: int) -> None:
-        """Learn from a provider's reported prompt tokens for a request estimated at `estimated`."""
+    def observe(self, body: Mapping[str, Any], actual: int) -> None:
+        """Learn from the prompt tokens a provider reported for `body`."""
         ...
+
+
+@functools.cache
+def _encoding(name: str) -> Any:
+    import bpe_openai  # deferred: loading an encoding costs tens of ms, and only once
+
+    return bpe_openai.get_encoding(name)
 
 
 class ExactTokenCounter:
     """Counts with an offline BPE encoding; exact for OpenAI models, so `observe` does nothing."""
 
     def __init__(self, encoding_name: str = "o200k_base") -> None:
-        import bpe_openai  # deferred: loading an encoding costs ~50 ms
-
         self.encoding_name = encoding_name
-        self._encoding = bpe_openai.get_encoding(encoding_name)
+        self._encoding = _encoding(encoding_name)
 
     def count_text(self, text: str) -> int:
         return len(self._encoding.encode(text))
@@ -87,7 +93,7 @@ class ExactTokenCounter:
         total = sum(self.count_text(t) for t in iter_prompt_text(body))
         return total + TOKENS_PER_MESSAGE * message_count(body) + TOKENS_PER_REPLY
 
-    def observe(self, estimated: int, actual: int) -> None:
+    def observe(self, body: Mapping[str, Any], actual: int) -> None:
         return None
 
     def __repr__(self) -> str:
@@ -111,10 +117,10 @@ class EstimatingTokenCounter:
     def count_prompt(self, body: Mapping[str, Any]) -> int:
         return math.ceil(self.raw_estimate(body) * self._factor)
 
-    def observe(self, estimated: int, actual: int) -> None:
-        if estimated <= 0 or actual <= 0:
+    def observe(self, body: Mapping[str, Any], actual: int) -> None:
+        raw = self.raw_estimate(body)
+        if raw <= 0 or actual <= 0:
             return
-        raw = estimated / self._factor
         self._ratios.append(actual / raw)
         if len(self._ratios) > self._memory:
             del self._ratios[0]

@@ -1,0 +1,165 @@
+"""`batchgate jobs`, `batchgate status [JOB]` and `batchgate report JOB`: looking at jobs from any
+terminal, while they run or after they stopped (the store is read, never written)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from batchgate.errors import JobError, JobLockedError
+from batchgate.jobs.report import REPORT_BLOB, build_report, load_invalid_ids, load_segments, render_summary
+from batchgate.jobs.runner import DEFAULT_STORE, LIVE_BLOB
+from batchgate.jobs.sqlite_store import SqliteJobStore
+from batchgate.jobs.store import JobRecord, JobStore, TaskState
+
+
+def register(sub: Any) -> None:
+    jobs = sub.add_parser("jobs", help="list the jobs in the store")
+    jobs.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    jobs.set_defaults(handler=_jobs)
+    status = sub.add_parser("status", help="show a running or stopped job (default: the latest)")
+    status.add_argument("job", nargs="?")
+    status.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=_status)
+    report = sub.add_parser("report", help="print a job's JSON report")
+    report.add_argument("job")
+    report.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    report.add_argument("--summary", action="store_true", help="print the readable table instead of JSON")
+    report.set_defaults(handler=_report)
+
+
+async def _open(path: Path) -> SqliteJobStore:
+    if not path.exists():
+        raise JobError(f"no job store at {path} (pass --store)")
+    return await SqliteJobStore.open(path)
+
+
+def _running(store: JobStore, job_id: str) -> bool:
+    try:
+        with store.lock_job(job_id):
+            return False
+    except JobLockedError:
+        return True
+
+
+def _state(store: JobStore, job: JobRecord) -> str:
+    """running (a process holds the lock), interrupted (recorded running, nobody holds it), or stored."""
+    if _running(store, job.job_id):
+        return "running"
+    return "interrupted" if job.status == "running" else job.status
+
+
+async def _find(store: JobStore, job_id: str | None) -> JobRecord:
+    if job_id is None:
+        jobs = await store.list_jobs()
+        if not jobs:
+            raise JobError("the store has no jobs")
+        return max(jobs, key=lambda j: j.updated_at)
+    job = await store.get_job(job_id)
+    if job is None:
+        raise JobError(f"no job {job_id!r} in the store (see `batchgate jobs`)")
+    return job
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    async def go() -> None:
+        store = await _open(args.store)
+        try:
+            jobs = await store.list_jobs()
+            if not jobs:
+                print("no jobs")
+            for job in jobs:
+                counts = await store.counts(job.job_id)
+                state = _state(store, job)
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(job.updated_at))
+                print(
+                    f"{job.job_id}  {state:<11} {counts[TaskState.SUCCEEDED]:>8} ok "
+                    f"{counts[TaskState.FAILED]:>6} "
+                    f"failed {counts[TaskState.PENDING] + counts[TaskState.RUNNING]:>8} left  {when}  "
+                    f"{job.input_path} -> {job.output_path}"
+                )
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    async def go() -> dict[str, Any]:
+        store = await _open(args.store)
+        try:
+            job = await _find(store, args.job)
+            counts = await store.counts(job.job_id)
+            live = await store.get_blob(job.job_id, LIVE_BLOB)
+            state = _state(store, job)
+            running = state == "running"
+            return {
+                "job": job.job_id,
+                "state": state,
+                "stop_reason": job.stop_reason,
+                "input": job.input_path,
+                "output": job.output_path,
+                "total": job.task_total,
+                "succeeded": counts[TaskState.SUCCEEDED],
+                "failed": counts[TaskState.FAILED],
+                "pending": counts[TaskState.PENDING] + counts[TaskState.RUNNING],
+                "live": orjson.loads(live) if live and running else None,
+            }
+        finally:
+            await store.close()
+
+    info = asyncio.run(go())
+    if args.json:
+        print(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
+        return 0
+    print(
+        f"job {info['job']}: {info['state']}" + (f" ({info['stop_reason']})" if info["stop_reason"] else "")
+    )
+    print(
+        f"  {info['succeeded']} succeeded, {info['failed']} failed, "
+        f"{info['pending']} pending of {info['total']}"
+    )
+    live = info["live"]
+    if live:
+        print(
+            f"  {live['rate_per_s']}/s, ETA {live['eta_s']} s, {live['rate_limited']} x 429, "
+            f"{live['in_flight']} in flight, ${live['cost_usd']:.4f}"
+        )
+        for name, p in sorted(live["providers"].items()):
+            print(
+                f"    {name}: {p['requests']} requests, {p['ok']} ok, {p['errors']} errors, "
+                f"{p['rate_limited']} x 429, {p['in_flight']} in flight"
+            )
+    if info["state"] in ("stopped", "interrupted"):
+        print(f"  resume with: batchgate resume {info['job']}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    async def go() -> dict[str, Any]:
+        store = await _open(args.store)
+        try:
+            job = await _find(store, args.job)
+            blob = await store.get_blob(job.job_id, REPORT_BLOB)
+            return build_report(
+                job,
+                await store.counts(job.job_id),
+                await store.totals(job.job_id),
+                load_segments(blob),
+                invalid_ids=load_invalid_ids(blob),
+            )
+        finally:
+            await store.close()
+
+    report = asyncio.run(go())
+    print(
+        render_summary(report) if args.summary else orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
+    )
+    return 0

@@ -1,0 +1,152 @@
+"""`batchgate run`, `batchgate resume` and `batchgate plan`: the user's main job."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from batchgate.config import load_config
+from batchgate.errors import JobError
+from batchgate.jobs.engine import EngineOptions
+from batchgate.jobs.progress import make_sink
+from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, check_input, run_job
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be >= 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", type=Path, default=DEFAULT_STORE, help="job database (default: %(default)s)")
+    p.add_argument("--errors", type=Path, default=None, help="errors file (default: OUTPUT.errors.jsonl)")
+    p.add_argument(
+        "--ordered", action="store_true", help="write OUT in input order (default: completion order)"
+    )
+    p.add_argument("--skip-invalid", action="store_true", help="run without the input's invalid lines")
+    p.add_argument(
+        "--allow-changed-input",
+        action="store_true",
+        help="continue an existing job although its input file changed",
+    )
+    p.add_argument("--concurrency", type=_positive_int, help="override the global concurrency")
+    p.add_argument("--max-attempts", type=_positive_int, help="override the attempts per item")
+    p.add_argument("--timeout", type=_positive_float, help="override the per-request total timeout (s)")
+    p.add_argument("--grace", type=float, default=10.0, help="seconds in-flight work gets on Ctrl-C/SIGTERM")
+    p.add_argument(
+        "--progress",
+        choices=("auto", "rich", "json", "quiet"),
+        default="auto",
+        help="live display (rich), JSON-lines events on stdout, or nothing",
+    )
+    p.add_argument("-q", "--quiet", action="store_const", const="quiet", dest="progress")
+
+
+def register(sub: Any) -> None:
+    run = sub.add_parser("run", help="run a JSONL batch durably (re-run the same command to resume)")
+    run.add_argument("input", type=Path, help="JSONL input (OpenAI Batch, Anthropic batch or plain lines)")
+    run.add_argument("--config", type=Path, required=True, help="gateway config (YAML)")
+    run.add_argument("--output", type=Path, required=True, help="results (JSONL, OpenAI Batch output shape)")
+    run.add_argument("--dry-run", action="store_true", help="print the plan and send nothing")
+    _add_run_options(run)
+    run.set_defaults(handler=_run)
+
+    resume = sub.add_parser("resume", help="continue a stopped or crashed job")
+    resume.add_argument("job", help="job id (see `batchgate jobs`)")
+    resume.add_argument("--config", type=Path, default=None, help="config (default: the one the job used)")
+    _add_run_options(resume)
+    resume.set_defaults(handler=_resume)
+
+    plan = sub.add_parser("plan", help="projected tokens, cost and time per provider; sends nothing")
+    plan.add_argument("input", type=Path)
+    plan.add_argument("--config", type=Path, required=True)
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    plan.add_argument("--skip-invalid", action="store_true")
+    plan.set_defaults(handler=_plan)
+
+
+def _engine_options(args: argparse.Namespace) -> EngineOptions:
+    return EngineOptions(
+        concurrency=args.concurrency,
+        max_attempts=args.max_attempts,
+        timeout=args.timeout,
+        grace_seconds=args.grace,
+    )
+
+
+def _request(args: argparse.Namespace, input_path: Path, config: Path, output: Path) -> RunRequest:
+    return RunRequest(
+        input_path=input_path,
+        config_path=config,
+        output_path=output,
+        store_path=args.store,
+        errors_path=args.errors,
+        ordered=args.ordered,
+        skip_invalid=args.skip_invalid,
+        allow_changed_input=args.allow_changed_input,
+        engine=_engine_options(args),
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        args.json = False
+        return _plan(args)
+    config = load_config(args.config)
+    req = _request(args, args.input, args.config, args.output)
+    return asyncio.run(run_job(req, config, make_sink(args.progress)))
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from batchgate.jobs.sqlite_store import SqliteJobStore
+
+    async def find() -> Any:
+        store = await SqliteJobStore.open(args.store)
+        try:
+            return await store.get_job(args.job)
+        finally:
+            await store.close()
+
+    if not Path(args.store).exists():
+        raise JobError(f"no job store at {args.store} (pass --store)")
+    job = asyncio.run(find())
+    if job is None:
+        raise JobError(f"no job {args.job!r} in {args.store} (see `batchgate jobs`)")
+    config_path = args.config or Path(job.config_path)
+    config = load_config(config_path)
+    if args.errors is None and job.options.get("errors_path"):
+        args.errors = Path(job.options["errors_path"])
+    if not args.ordered and job.options.get("ordered"):
+        args.ordered = True
+    req = _request(args, Path(job.input_path), config_path, Path(job.output_path))
+    return asyncio.run(run_job(req, config, make_sink(args.progress)))
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from batchgate.jobs.plan import make_plan, render_plan
+
+    config = load_config(args.config)
+    req = RunRequest(
+        input_path=args.input, config_path=args.config, output_path=Path("-"), skip_invalid=args.skip_invalid
+    )
+    check_input(req, config, lambda s: print(s, file=sys.stderr))
+    plan = make_plan(config, args.input)
+    if args.json:
+        print(orjson.dumps(plan, option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(render_plan(plan))
+    return 0

@@ -1,0 +1,237 @@
+"""The public library API: a `Gateway` built from a config runs chat requests across providers.
+
+    async with Gateway(config) as gw:
+        results = await gw.abatch(requests)          # aligned with the inputs
+        async for result in gw.stream(aiter_of_requests, window=4096): ...
+        print(gw.statistics())
+
+`gw.batch(requests)` is the same for synchronous callers (it runs its own event loop).
+If the config has an `emulator:` section, providers whose base_url is `emulator` are served by an
+embedded emulator started and stopped with the gateway — no key and no network needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+
+from batchgate.clock import Clock, LoopClock
+from batchgate.config import GatewayConfig
+from batchgate.models import ChatBody, Result
+from batchgate.policy.retry import RetryPolicy, RetrySettings
+from batchgate.providers.base import make_client, make_token_counter
+from batchgate.providers.http import create_session
+from batchgate.runtime import ProviderRuntime, build_runtime
+from batchgate.scheduler import Scheduler, Target
+from batchgate.stats import GatewayStatistics
+
+DEFAULT_WINDOW = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    provider: str
+    model: str
+    prompt_tokens: int
+    max_output_tokens: int
+
+
+class Gateway:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        clock: Clock | None = None,
+        base_urls: Mapping[str, str] | None = None,
+        concurrency: int | None = None,
+        max_attempts: int | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """`base_urls` overrides providers' URLs (e.g. an emulator started by the caller);
+        `concurrency`, `max_attempts` and `timeout` override the config's settings."""
+        self.config = config
+        self._clock: Clock = clock or LoopClock()
+        self._base_urls = dict(base_urls or {})
+        self._concurrency = concurrency or config.settings.concurrency
+        self._max_attempts = max_attempts or config.settings.retry.max_attempts
+        self._timeout = timeout
+        self._session: aiohttp.ClientSession | None = None
+        self._emulator: Any = None
+        self._runtimes: dict[str, ProviderRuntime] = {}
+        self._scheduler: Scheduler | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> Gateway:
+        if self._scheduler is not None:
+            return self
+        cfg = self.config
+        if cfg.emulator is not None and any(p.emulated for p in cfg.providers):
+            from batchgate.emulator import Emulator, emulator_config_from_dict
+
+            emu = Emulator(emulator_config_from_dict(cfg.emulator, source=f"{cfg.source}: emulator"))
+            await emu.__aenter__()
+            self._emulator = emu
+            for p in cfg.providers:
+                if p.emulated and p.name not in self._base_urls:
+                    self._base_urls[p.name] = emu.base_url(p.name)
+        timeouts = cfg.settings.timeouts
+        if self._timeout is not None:
+            timeouts = type(timeouts)(connect=min(timeouts.connect, self._timeout), total=self._timeout)
+        self._session = create_session(connect_timeout=timeouts.connect)
+        seed = cfg.settings.seed if cfg.settings.seed is not None else random.randrange(2**32)
+        for p in cfg.providers:
+            client = make_client(p, self._session, timeouts, base_url=self._base_urls.get(p.name))
+            self._runtimes[p.name] = build_runtime(
+                p, client, make_token_counter(p), self._clock, cfg.settings.circuit, seed=seed
+            )
+        routes = {
+            r.model: [Target(self._runtimes[t.provider], t.model or r.model) for t in r.targets]
+            for r in cfg.routes
+        }
+        retry = cfg.settings.retry
+        policy = RetryPolicy(
+            RetrySettings(
+                max_attempts=self._max_attempts,
+                base_delay=retry.base_delay,
+                max_delay=retry.max_delay,
+                max_hint=retry.max_hint,
+            ),
+            random.Random(seed),
+        )
+        self._scheduler = Scheduler(
+            routes, clock=self._clock, retry=policy, global_slots=asyncio.Semaphore(self._concurrency)
+        )
+        return self
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        if self._emulator is not None:
+            await self._emulator.__aexit__(None, None, None)
+            self._emulator = None
+        self._scheduler = None
+
+    async def __aenter__(self) -> Gateway:
+        return await self.start()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    @property
+    def emulator(self) -> Any:
+        """The embedded emulator, when the config asked for one (for its counters)."""
+        return self._emulator
+
+    def _sched(self) -> Scheduler:
+        if self._scheduler is None:
+            raise RuntimeError("the gateway is not started: use `async with Gateway(config)`")
+        return self._scheduler
+
+    # -- running requests ------------------------------------------------------------------
+    async def arun(self, body: ChatBody, *, index: int = 0, custom_id: str | None = None) -> Result:
+        """Run one request to completion (success or final error); never raises for the item."""
+        return await self._sched().run(index, body, custom_id)
+
+    async def abatch(self, requests: Sequence[ChatBody]) -> list[Result]:
+        """Run all requests; results are aligned with the inputs."""
+        results: list[Result | None] = [None] * len(requests)
+        async for result in self.stream(requests):
+            results[result.index] = result
+        return [r for r in results if r is not None]
+
+    def batch(self, requests: Sequence[ChatBody]) -> list[Result]:
+        """Synchronous `abatch` (starts and stops the gateway on a fresh event loop)."""
+
+        async def go() -> list[Result]:
+            async with Gateway(self.config, base_urls=self._base_urls) as gw:
+                results = await gw.abatch(requests)
+                self._last_stats = gw.statistics()
+                return results
+
+        return asyncio.run(go())
+
+    async def stream(
+        self,
+        requests: Iterable[ChatBody] | AsyncIterable[ChatBody],
+        *,
+        window: int = DEFAULT_WINDOW,
+    ) -> AsyncIterator[Result]:
+        """Yield results as they complete, keeping at most `window` requests alive at once.
+
+        Inputs of any size: the iterable is consumed lazily. `Result.index` is the input position.
+        """
+        sched = self._sched()
+        source = _aiter(requests)
+        pending: set[asyncio.Task[Result]] = set()
+        index = 0
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(pending) < window:
+                    try:
+                        body = await anext(source)
+                    except StopAsyncIteration:
+                        exhausted = True
+                        break
+                    pending.add(asyncio.ensure_future(sched.run(index, body)))
+                    index += 1
+                if not pending:
+                    return
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    yield task.result()
+        finally:
+            for task in pending:
+                task.cancel()
+            if pending:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.gather(*pending, return_exceptions=True)
+
+    def estimate(self, body: ChatBody) -> Estimate:
+        """Where a request would go first and what it would reserve there (for plans and budgets)."""
+        sched = self._sched()
+        model = body.get("model")
+        target = sched.targets_for(model if isinstance(model, str) else "")[0]
+        cost, prompt = sched.estimate(target, body)
+        return Estimate(target.runtime.name, target.model, prompt, cost.output_tokens)
+
+    # -- introspection ---------------------------------------------------------------------
+    def statistics(self) -> GatewayStatistics:
+        if self._scheduler is None and getattr(self, "_last_stats", None) is not None:
+            stats: GatewayStatistics = self._last_stats
+            return stats
+        sched = self._sched()
+        return GatewayStatistics(
+            providers={
+                name: rt.recorder.snapshot(rt.pool.statistics()) for name, rt in self._runtimes.items()
+            },
+            items_succeeded=sched.items_succeeded,
+            items_failed=sched.items_failed,
+        )
+
+    @property
+    def runtimes(self) -> Mapping[str, ProviderRuntime]:
+        return self._runtimes
+
+    def __repr__(self) -> str:
+        state = "started" if self._scheduler else "stopped"
+        return f"Gateway({state}, providers={[p.name for p in self.config.providers]})"
+
+
+async def _aiter(items: Iterable[ChatBody] | AsyncIterable[ChatBody]) -> AsyncIterator[ChatBody]:
+    if isinstance(items, AsyncIterable):
+        async for item in items:
+            yield item
+    else:
+        for item in items:
+            yield item

@@ -1,0 +1,127 @@
+"""The plan: before anything is sent, the projected requests, tokens, cost (live and at the Batch
+API discount) and quota-bound duration per provider, for `batchgate plan` and `run --dry-run`.
+
+Work on a route with several targets is split in proportion to their request quotas, as the
+router's headroom-based spreading does in the long run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from batchgate.config import GatewayConfig, ProviderConfig
+from batchgate.jobs.input import read_tasks
+from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.store import TaskSpec
+from batchgate.models import Usage
+from batchgate.providers.base import make_token_counter
+from batchgate.scheduler import requested_output_tokens
+from batchgate.tokens import TokenCounter
+
+
+@dataclass(slots=True)
+class ProviderPlan:
+    requests: float = 0.0
+    prompt_tokens: float = 0.0
+    max_output_tokens: float = 0.0
+    cost_usd: float = 0.0
+    batch_cost_usd: float = 0.0
+
+    def quota_seconds(self, p: ProviderConfig) -> float:
+        """The least time its quotas allow for this share of work."""
+        lim = p.limits
+        bounds = [0.0]
+        if lim.rpm:
+            bounds.append(self.requests / lim.rpm * 60.0)
+        if lim.tpm:
+            bounds.append((self.prompt_tokens + self.max_output_tokens) / lim.tpm * 60.0)
+        if lim.itpm:
+            bounds.append(self.prompt_tokens / lim.itpm * 60.0)
+        if lim.otpm:
+            bounds.append(self.max_output_tokens / lim.otpm * 60.0)
+        return max(bounds)
+
+
+def _weight(p: ProviderConfig) -> float:
+    return p.limits.rpm or 1.0
+
+
+def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
+    prices = PriceTable(config.prices)
+    counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
+    plans: dict[str, ProviderPlan] = {p.name: ProviderPlan() for p in config.providers}
+    routes = {r.model: r for r in config.routes}
+    tasks = 0
+    for item in read_tasks(input_path, known_models=config.route_models()):
+        if not isinstance(item, TaskSpec):
+            continue
+        tasks += 1
+        route = routes[item.body["model"]]
+        providers = [config.provider(t.provider) for t in route.targets]
+        total_w = sum(_weight(p) for p in providers)
+        first = providers[0]
+        prompt = counters[first.name].count_prompt(item.body)
+        for target, p in zip(route.targets, providers, strict=True):
+            share = _weight(p) / total_w
+            out = requested_output_tokens(item.body, p.default_max_tokens)
+            model = target.model or route.model
+            usage = Usage(prompt_tokens=prompt, completion_tokens=out)
+            plan = plans[p.name]
+            plan.requests += share
+            plan.prompt_tokens += share * prompt
+            plan.max_output_tokens += share * out
+            plan.cost_usd += share * prices.cost(model, usage)
+            plan.batch_cost_usd += share * prices.cost(model, usage, batch=True)
+    by_provider = {
+        name: {
+            "requests": round(pl.requests),
+            "prompt_tokens": round(pl.prompt_tokens),
+            "max_output_tokens": round(pl.max_output_tokens),
+            "cost_usd_max": round(pl.cost_usd, 6),
+            "batch_api_cost_usd_max": round(pl.batch_cost_usd, 6),
+            "quota_seconds": round(pl.quota_seconds(config.provider(name)), 1),
+        }
+        for name, pl in plans.items()
+        if pl.requests
+    }
+    total_cost = sum(p["cost_usd_max"] for p in by_provider.values())
+    batch_cost = sum(p["batch_api_cost_usd_max"] for p in by_provider.values())
+    return {
+        "input": str(input_path),
+        "tasks": tasks,
+        "providers": by_provider,
+        "prompt_tokens": sum(p["prompt_tokens"] for p in by_provider.values()),
+        "max_output_tokens": sum(p["max_output_tokens"] for p in by_provider.values()),
+        "cost_usd_max": round(total_cost, 6),
+        "batch_api_cost_usd_max": round(batch_cost, 6),
+        "batch_api_saving_usd": round(total_cost - batch_cost, 6),
+        "quota_seconds": max((p["quota_seconds"] for p in by_provider.values()), default=0.0),
+        "budget_usd": config.budget.max_cost_usd,
+        "over_budget": config.budget.max_cost_usd is not None and total_cost > config.budget.max_cost_usd,
+    }
+
+
+def render_plan(plan: dict[str, Any]) -> str:
+    lines = [
+        f"plan for {plan['input']}: {plan['tasks']} tasks, {plan['prompt_tokens']} prompt tokens, "
+        f"up to {plan['max_output_tokens']} output tokens",
+        f"  {'provider':<12}{'requests':>10}{'prompt tok':>12}{'max out tok':>13}{'max cost $':>12}"
+        f"{'batch API $':>13}{'quota time':>12}",
+    ]
+    for name, p in sorted(plan["providers"].items()):
+        lines.append(
+            f"  {name:<12}{p['requests']:>10}{p['prompt_tokens']:>12}{p['max_output_tokens']:>13}"
+            f"{p['cost_usd_max']:>12.4f}{p['batch_api_cost_usd_max']:>13.4f}{p['quota_seconds']:>11.0f}s"
+        )
+    lines.append(
+        f"  total: at most ${plan['cost_usd_max']:.4f} live, "
+        f"${plan['batch_api_cost_usd_max']:.4f} via Batch APIs "
+        f"(saving ${plan['batch_api_saving_usd']:.4f}); "
+        f"quotas allow it in about {plan['quota_seconds']:.0f} s"
+    )
+    if plan["budget_usd"] is not None:
+        verdict = "OVER" if plan["over_budget"] else "within"
+        lines.append(f"  budget ${plan['budget_usd']:.4f}: {verdict} budget")
+    return "\n".join(lines)

@@ -1,0 +1,45 @@
+"""What a request costs in money: the config's price table (USD per million tokens) applied to
+estimated or real usage, live or at the Batch API discount."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from batchgate.config import Price
+from batchgate.models import Usage
+
+PER = 1_000_000.0
+
+
+class PriceTable:
+    def __init__(self, prices: Mapping[str, Price]) -> None:
+        self._prices = dict(prices)
+
+    def price(self, model: str | None) -> Price | None:
+        if model is None:
+            return None
+        if model in self._prices:
+            return self._prices[model]
+        # Providers answer with dated model names ("gpt-4o-mini-2024-07-18"): match the longest prefix.
+        best = max((m for m in self._prices if model.startswith(m)), key=len, default=None)
+        return self._prices[best] if best is not None else None
+
+    def cost(self, model: str | None, usage: Usage, *, batch: bool = False) -> float:
+        p = self.price(model)
+        if p is None:
+            return 0.0
+        cached = min(usage.cached_tokens, usage.prompt_tokens)
+        cached_price = p.cached_input if p.cached_input is not None else p.input
+        total = (
+            (usage.prompt_tokens - cached) * p.input
+            + cached * cached_price
+            + usage.completion_tokens * p.output
+        ) / PER
+        return total * (p.batch_discount if batch else 1.0)
+
+    def estimate(self, model: str | None, prompt_tokens: int, max_output_tokens: int) -> float:
+        """Worst case for a request not yet sent: all prompt uncached, every output token used."""
+        return self.cost(model, Usage(prompt_tokens=prompt_tokens, completion_tokens=max_output_tokens))
+
+    def __bool__(self) -> bool:
+        return bool(self._prices)

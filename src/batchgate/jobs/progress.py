@@ -1,0 +1,164 @@
+"""Showing a running job: a snapshot of its figures, and three ways to show it — a live rich
+display (terminal), JSON-lines events (scripts), or nothing (quiet).
+
+The snapshot is also what `batchgate status` reads from the store while a job runs elsewhere.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, Any, Protocol
+
+import orjson
+
+from batchgate.jobs.engine import Progress
+from batchgate.stats import GatewayStatistics
+
+
+def snapshot(
+    job_id: str, progress: Progress, stats: GatewayStatistics | None, elapsed_s: float, wall: float
+) -> dict[str, Any]:
+    done_now = progress.succeeded + progress.failed
+    rate = done_now / elapsed_s if elapsed_s > 0 else 0.0
+    pending = max(0, progress.total - progress.done)
+    providers: dict[str, Any] = {}
+    rate_limited = 0
+    if stats is not None:
+        for name, p in stats.providers.items():
+            rate_limited += p.rate_limited
+            providers[name] = {
+                "requests": p.requests,
+                "ok": p.succeeded,
+                "errors": p.failed_attempts,
+                "rate_limited": p.rate_limited,
+                "in_flight": p.in_flight,
+                "tokens": p.prompt_tokens + p.completion_tokens,
+                "p50_ms": round(p.latency_p50_ms, 1),
+            }
+    return {
+        "event": "progress",
+        "job": job_id,
+        "time": round(wall, 3),
+        "total": progress.total,
+        "done": progress.done,
+        "succeeded": progress.succeeded,
+        "failed": progress.failed,
+        "done_before": progress.done_before,
+        "pending": pending,
+        "in_flight": progress.in_flight,
+        "rate_per_s": round(rate, 2),
+        "eta_s": round(pending / rate, 1) if rate > 0 else None,
+        "rate_limited": rate_limited,
+        "tokens": progress.prompt_tokens + progress.completion_tokens,
+        "cost_usd": round(progress.cost_usd, 6),
+        "elapsed_s": round(elapsed_s, 2),
+        "providers": providers,
+    }
+
+
+class ProgressSink(Protocol):
+    def event(self, name: str, **fields: Any) -> None: ...
+
+    def update(self, snap: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class QuietSink:
+    def event(self, name: str, **fields: Any) -> None:
+        return None
+
+    def update(self, snap: dict[str, Any]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class JsonLinesSink:
+    """One JSON object per line on stdout: `started`, `progress` (each tick), `stopped`/`finished`."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self._stream = stream or sys.stdout
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        self._stream.write(orjson.dumps(obj).decode() + "\n")
+        self._stream.flush()
+
+    def event(self, name: str, **fields: Any) -> None:
+        self._write({"event": name, **fields})
+
+    def update(self, snap: dict[str, Any]) -> None:
+        self._write(snap)
+
+    def close(self) -> None:
+        return None
+
+
+def _fmt_eta(eta: float | None) -> str:
+    if eta is None:
+        return "--"
+    minutes, seconds = divmod(int(eta), 60)
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+class RichSink:
+    """A live table on stderr: overall progress, rate, ETA, 429s, tokens, cost, and one row per provider."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self._console = Console(stderr=True)
+        self._live = Live(console=self._console, refresh_per_second=4, transient=False)
+        self._live.start()
+
+    def event(self, name: str, **fields: Any) -> None:
+        if name == "started":
+            self._console.print(
+                f"[bold]batchgate[/] job {fields.get('job')}: {fields.get('pending')} to run, "
+                f"{fields.get('done')} already done"
+            )
+
+    def update(self, snap: dict[str, Any]) -> None:
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        from rich.text import Text
+
+        total = max(1, snap["total"])
+        head = Text.assemble(
+            (f"{snap['done']}/{snap['total']} done", "bold"),
+            f"  ok {snap['succeeded']}  failed {snap['failed']}  pending {snap['pending']}"
+            f"  in flight {snap['in_flight']}  ·  {snap['rate_per_s']:.1f}/s  ETA {_fmt_eta(snap['eta_s'])}"
+            f"  ·  429s {snap['rate_limited']}  ·  {snap['tokens']} tokens  ·  ${snap['cost_usd']:.4f}",
+        )
+        table = Table(box=None, pad_edge=False, header_style="dim")
+        for col in ("provider", "requests", "ok", "errors", "429s", "in flight", "tokens", "p50 ms"):
+            table.add_column(col, justify="left" if col == "provider" else "right")
+        for name, p in sorted(snap["providers"].items()):
+            table.add_row(
+                name,
+                str(p["requests"]),
+                str(p["ok"]),
+                str(p["errors"]),
+                str(p["rate_limited"]),
+                str(p["in_flight"]),
+                str(p["tokens"]),
+                f"{p['p50_ms']:.0f}",
+            )
+        bar = ProgressBar(total=total, completed=snap["done"], width=60)
+        self._live.update(Group(head, bar, table))
+
+    def close(self) -> None:
+        self._live.stop()
+
+
+def make_sink(mode: str) -> ProgressSink:
+    if mode == "json":
+        return JsonLinesSink()
+    if mode == "quiet":
+        return QuietSink()
+    if mode == "auto" and not sys.stderr.isatty():
+        return QuietSink()
+    return RichSink()

@@ -1,0 +1,58 @@
+"""Everything batchgate keeps alive for one provider: its client, quota pool, concurrency slots,
+circuit breaker, token counter and statistics recorder — built from its config."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from batchgate.clock import Clock
+from batchgate.config import CircuitConfig, ProviderConfig
+from batchgate.policy.circuit import CircuitBreaker, CircuitSettings
+from batchgate.providers.base import ProviderClient
+from batchgate.quota.pool import QuotaLimits, QuotaPool
+from batchgate.stats import ProviderRecorder
+from batchgate.tokens import TokenCounter
+
+UNLIMITED_SLOTS = 1_000_000
+
+
+@dataclass(slots=True)
+class ProviderRuntime:
+    name: str
+    config: ProviderConfig
+    client: ProviderClient
+    pool: QuotaPool
+    slots: asyncio.Semaphore
+    breaker: CircuitBreaker
+    counter: TokenCounter
+    recorder: ProviderRecorder
+
+
+def build_runtime(
+    config: ProviderConfig,
+    client: ProviderClient,
+    counter: TokenCounter,
+    clock: Clock,
+    circuit: CircuitConfig,
+    seed: int = 0,
+) -> ProviderRuntime:
+    lim = config.limits
+    pool = QuotaPool(
+        config.name,
+        QuotaLimits(rpm=lim.rpm, tpm=lim.tpm, itpm=lim.itpm, otpm=lim.otpm),
+        clock,
+    )
+    breaker = CircuitBreaker(
+        CircuitSettings(failure_threshold=circuit.failure_threshold, open_seconds=circuit.open_seconds)
+    )
+    return ProviderRuntime(
+        name=config.name,
+        config=config,
+        client=client,
+        pool=pool,
+        slots=asyncio.Semaphore(lim.max_concurrency or UNLIMITED_SLOTS),
+        breaker=breaker,
+        counter=counter,
+        recorder=ProviderRecorder(config.name, seed=seed),
+    )

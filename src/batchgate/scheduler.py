@@ -1,0 +1,265 @@
+"""The scheduler decides *when*: it carries one request through routing, the quota pool, the
+concurrency slots, the provider call and the retry policy, recording every attempt.
+
+Order per attempt: pick a target by expected wait and headroom (routing policy, circuit breakers)
+→ reserve the estimated cost in that provider's quota pool (event-driven wait; never while holding
+a slot) → take the provider's and the global concurrency slot → send → reconcile the reservation
+with real usage and calibrate from headers, or classify the failure, feed AIMD / the breaker /
+the pool pause, and ask the retry policy what to do. Every retry goes through the pool again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from batchgate.clock import Clock
+from batchgate.errors import (
+    BatchgateError,
+    ConnectError,
+    NeverFitsError,
+    ProviderError,
+    RateLimitError,
+    RoutingError,
+)
+from batchgate.models import Attempt, ChatBody, Cost, ProviderResponse, Result
+from batchgate.policy.hints import parse_retry_hint
+from batchgate.policy.retry import RetryPolicy
+from batchgate.quota.pool import Reservation
+from batchgate.runtime import ProviderRuntime
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    runtime: ProviderRuntime
+    model: str
+
+
+Candidate = tuple[Target, Cost, int]  # a target, what the request costs there, its prompt estimate
+
+
+def requested_output_tokens(body: Mapping[str, Any], default: int) -> int:
+    value = body.get("max_completion_tokens", body.get("max_tokens"))
+    limit = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+    n = body.get("n", 1)
+    return limit * (n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        routes: Mapping[str, Sequence[Target]],
+        *,
+        clock: Clock,
+        retry: RetryPolicy,
+        global_slots: asyncio.Semaphore,
+    ) -> None:
+        self._routes = routes
+        self._clock = clock
+        self._retry = retry
+        self._global = global_slots
+        self.items_succeeded = 0
+        self.items_failed = 0
+
+    def targets_for(self, model: str) -> Sequence[Target]:
+        targets = self._routes.get(model)
+        if not targets:
+            known = ", ".join(sorted(self._routes)) or "none"
+            raise RoutingError(f"no route for model {model!r} (routes: {known})")
+        return targets
+
+    def estimate(self, target: Target, body: Mapping[str, Any]) -> tuple[Cost, int]:
+        rt = target.runtime
+        prompt = rt.counter.count_prompt(body)
+        output = requested_output_tokens(body, rt.config.default_max_tokens)
+        return Cost(requests=1, tokens=prompt + output, input_tokens=prompt, output_tokens=output), prompt
+
+    async def run(self, index: int, body: ChatBody, custom_id: str | None = None) -> Result:
+        started = self._clock.now()
+        attempts: list[Attempt] = []
+        result = Result(index=index, ok=False, custom_id=custom_id, attempts=attempts)
+        try:
+            await self._attempt_loop(body, result)
+        except BatchgateError as exc:
+            result.error = exc
+        result.latency_ms = (self._clock.now() - started) * 1000.0
+        if result.ok:
+            self.items_succeeded += 1
+        else:
+            self.items_failed += 1
+        return result
+
+    def _fitting(self, targets: Sequence[Target], body: ChatBody) -> list[Candidate]:
+        fitting: list[Candidate] = []
+        last: NeverFitsError | None = None
+        for t in targets:
+            cost, prompt = self.estimate(t, body)
+            try:
+                t.runtime.pool.check_fits(cost)
+            except NeverFitsError as exc:
+                last = exc
+                continue
+            fitting.append((t, cost, prompt))
+        if not fitting:
+            assert last is not None
+            raise last
+        return fitting
+
+    async def _attempt_loop(self, body: ChatBody, result: Result) -> None:
+        model = body.get("model")
+        if not isinstance(model, str):
+            raise RoutingError("the request has no model")
+        candidates = self._fitting(self.targets_for(model), body)
+        attempt_no = 0
+        while True:
+            attempt_no += 1
+            chosen, reservation = await self._acquire_any(candidates)
+            target, cost, prompt = chosen
+            error = await self._attempt(target, body, cost, prompt, reservation, result)
+            if error is None:
+                return
+            decision = self._retry.decide(error, attempt_no, self._clock.wall())
+            if not decision.retry:
+                raise error
+            target.runtime.recorder.retries += 1
+            if decision.delay > 0 and not decision.hinted:
+                await self._clock.sleep(decision.delay)
+
+    async def _acquire_any(self, candidates: list[Candidate]) -> tuple[Candidate, Reservation]:
+        """Reserve quota at whichever healthy target admits the request first.
+
+        The request waits in every candidate's queue at once and takes the first admission (the
+        others are withdrawn, and refunded if they were admitted in the same instant). Binding a
+        request to a target only when quota is really there keeps every target busy until the
+        route's work runs out, so a route's throughput approaches the sum of its targets' quotas.
+        """
+        now = self._clock.now()
+        live = [c for c in candidates if c[0].runtime.breaker.available(now)] or candidates
+        if len(live) == 1:
+            only = live[0]
+            return only, await only[0].runtime.pool.acquire(only[1])
+        for c in sorted(live, key=lambda c: -c[0].runtime.pool.headroom()):
+            res = c[0].runtime.pool.try_acquire(c[1])
+            if res is not None:
+                c[0].runtime.breaker.allow(now)
+                return c, res
+        waits = {asyncio.ensure_future(c[0].runtime.pool.acquire(c[1])): c for c in live}
+        try:
+            _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            for w in waits:
+                w.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+            raise
+        for w in pending:
+            w.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        winner: tuple[Candidate, Reservation] | None = None
+        failure: BaseException | None = None
+        for w, c in waits.items():
+            if w.cancelled():
+                continue
+            exc = w.exception()
+            if exc is not None:
+                failure = failure or exc
+                continue
+            if winner is None:
+                winner = (c, w.result())
+            else:
+                c[0].runtime.pool.refund(w.result())  # admitted in the same instant: give it back
+        if winner is None:
+            assert failure is not None
+            raise failure
+        winner[0][0].runtime.breaker.allow(self._clock.now())
+        return winner
+
+    async def _attempt(
+        self,
+        target: Target,
+        body: ChatBody,
+        cost: Cost,
+        prompt: int,
+        reservation: Reservation,
+        result: Result,
+    ) -> ProviderError | None:
+        rt = target.runtime
+        async with rt.slots, self._global:
+            rt.recorder.requests += 1
+            rt.recorder.in_flight += 1
+            sent = self._clock.now()
+            try:
+                response: ProviderResponse = await rt.client.send(body, model=target.model)
+            except ProviderError as exc:
+                latency = (self._clock.now() - sent) * 1000.0
+                self._on_failure(rt, exc, reservation, cost, latency, sent, result)
+                return exc
+            finally:
+                rt.recorder.in_flight -= 1
+        latency = (self._clock.now() - sent) * 1000.0
+        usage = response.usage
+        rt.pool.reconcile(reservation, usage, prompt_estimate=prompt)
+        rt.counter.observe(body, usage.prompt_tokens)
+        rt.pool.calibrate(rt.client.rate_limits(response.headers, self._clock.wall()))
+        rt.pool.on_success()
+        rt.breaker.record_success(self._clock.now())
+        rt.recorder.record_success(latency, usage.prompt_tokens, usage.completion_tokens)
+        result.attempts.append(
+            Attempt(
+                provider=rt.name,
+                started=sent,
+                latency_ms=latency,
+                status=response.status,
+                tokens_charged=cost.tokens,
+            )
+        )
+        result.ok = True
+        result.body = response.body
+        result.provider = rt.name
+        result.model = target.model
+        result.status_code = response.status
+        result.request_id = response.request_id
+        result.usage = usage
+        return None
+
+    def _on_failure(
+        self,
+        rt: ProviderRuntime,
+        exc: ProviderError,
+        reservation: Reservation,
+        cost: Cost,
+        latency: float,
+        sent: float,
+        result: Result,
+    ) -> None:
+        now = self._clock.now()
+        charged = cost.input_tokens
+        if isinstance(exc, RateLimitError):
+            # The provider refused at the door: it charged nothing, but it told us we are too fast.
+            rt.pool.on_rate_limited(reservation)
+            charged = 0
+            hint = parse_retry_hint(exc.headers, self._clock.wall(), max_hint=self._retry.settings.max_hint)
+            if hint is not None and hint > 0:
+                rt.pool.pause(hint)
+            rt.pool.calibrate(rt.client.rate_limits(exc.headers, self._clock.wall()))
+        elif isinstance(exc, ConnectError) and exc.status is None and latency < 1.0:
+            rt.pool.refund(reservation)  # refused before anything was sent
+            charged = 0
+        if exc.status is None or exc.status >= 500:
+            rt.breaker.record_failure(now)
+        rt.recorder.record_failure(exc.kind, latency, charged)
+        result.attempts.append(
+            Attempt(
+                provider=rt.name,
+                started=sent,
+                latency_ms=latency,
+                status=exc.status,
+                error_kind=exc.kind,
+                error_message=exc.message,
+                tokens_charged=charged,
+            )
+        )
+        result.provider = rt.name
+        result.status_code = exc.status

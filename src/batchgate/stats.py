@@ -1,0 +1,136 @@
+"""Per-provider statistics of a gateway: counters, latency percentiles, tokens (incl. wasted).
+
+Latencies are kept in a bounded, seeded reservoir so memory stays flat on million-item jobs.
+`statistics()` returns frozen snapshots; the mutable recorders stay private to the gateway.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+RESERVOIR = 20_000
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile of an already sorted list (0 for an empty one)."""
+    if not sorted_values:
+        return 0.0
+    rank = max(0, min(len(sorted_values) - 1, round(q / 100.0 * (len(sorted_values) - 1))))
+    return sorted_values[rank]
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderStatistics:
+    name: str
+    requests: int  # attempts sent
+    succeeded: int
+    failed_attempts: int
+    rate_limited: int  # 429s received
+    retries: int
+    errors_by_kind: dict[str, int]
+    latency_p50_ms: float
+    latency_p95_ms: float
+    latency_p99_ms: float
+    avg_latency_ms: float
+    prompt_tokens: int
+    completion_tokens: int
+    wasted_tokens: int  # tokens charged by the provider for attempts that failed
+    in_flight: int
+    quota: Any = None  # the quota pool's own statistics snapshot
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__slots__ if k != "quota"}
+        out["errors_by_kind"] = dict(self.errors_by_kind)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayStatistics:
+    providers: dict[str, ProviderStatistics]
+    items_succeeded: int
+    items_failed: int
+
+    @property
+    def rate_limited(self) -> int:
+        return sum(p.rate_limited for p in self.providers.values())
+
+    @property
+    def requests(self) -> int:
+        return sum(p.requests for p in self.providers.values())
+
+    @property
+    def wasted_tokens(self) -> int:
+        return sum(p.wasted_tokens for p in self.providers.values())
+
+
+@dataclass
+class ProviderRecorder:
+    """Mutable counters for one provider; only the gateway's scheduler writes them."""
+
+    name: str
+    seed: int = 0
+    requests: int = 0
+    succeeded: int = 0
+    failed_attempts: int = 0
+    rate_limited: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    wasted_tokens: int = 0
+    in_flight: int = 0
+    latency_sum_ms: float = 0.0
+    latency_count: int = 0
+    errors_by_kind: Counter[str] = field(default_factory=Counter)
+    _reservoir: list[float] = field(default_factory=list)
+    _rng: random.Random = field(default_factory=random.Random)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(f"{self.seed}:{self.name}")
+
+    def record_latency(self, ms: float) -> None:
+        self.latency_sum_ms += ms
+        self.latency_count += 1
+        if len(self._reservoir) < RESERVOIR:
+            self._reservoir.append(ms)
+        else:
+            slot = self._rng.randrange(self.latency_count)
+            if slot < RESERVOIR:
+                self._reservoir[slot] = ms
+
+    def record_success(self, latency_ms: float, prompt_tokens: int, completion_tokens: int) -> None:
+        self.succeeded += 1
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        self.record_latency(latency_ms)
+
+    def record_failure(self, kind: str, latency_ms: float, wasted_tokens: int) -> None:
+        self.failed_attempts += 1
+        self.errors_by_kind[kind] += 1
+        self.wasted_tokens += wasted_tokens
+        if kind == "rate_limit":
+            self.rate_limited += 1
+        self.record_latency(latency_ms)
+
+    def snapshot(self, quota: Any = None) -> ProviderStatistics:
+        ordered = sorted(self._reservoir)
+        return ProviderStatistics(
+            name=self.name,
+            requests=self.requests,
+            succeeded=self.succeeded,
+            failed_attempts=self.failed_attempts,
+            rate_limited=self.rate_limited,
+            retries=self.retries,
+            errors_by_kind=dict(self.errors_by_kind),
+            latency_p50_ms=percentile(ordered, 50),
+            latency_p95_ms=percentile(ordered, 95),
+            latency_p99_ms=percentile(ordered, 99),
+            avg_latency_ms=self.latency_sum_ms / self.latency_count if self.latency_count else 0.0,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            wasted_tokens=self.wasted_tokens,
+            in_flight=self.in_flight,
+            quota=quota,
+        )
