@@ -30,6 +30,7 @@ from batchgate.providers.base import make_client, make_token_counter
 from batchgate.providers.http import create_session
 from batchgate.runtime import ProviderRuntime, build_runtime
 from batchgate.scheduler import Scheduler, Target
+from batchgate.slots import FairSlots
 from batchgate.stats import GatewayStatistics
 
 DEFAULT_WINDOW = 4096
@@ -106,7 +107,10 @@ class Gateway:
             random.Random(seed),
         )
         self._scheduler = Scheduler(
-            routes, clock=self._clock, retry=policy, global_slots=asyncio.Semaphore(self._concurrency)
+            routes,
+            clock=self._clock,
+            retry=policy,
+            global_slots=FairSlots(self._concurrency, self._runtimes, self._clock),
         )
         return self
 

@@ -29,6 +29,7 @@ from batchgate.policy.hints import parse_retry_hint
 from batchgate.policy.retry import RetryPolicy
 from batchgate.quota.pool import Reservation
 from batchgate.runtime import ProviderRuntime
+from batchgate.slots import FairSlots
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,7 @@ class Scheduler:
         *,
         clock: Clock,
         retry: RetryPolicy,
-        global_slots: asyncio.Semaphore,
+        global_slots: FairSlots,
     ) -> None:
         self._routes = routes
         self._clock = clock
@@ -186,7 +187,7 @@ class Scheduler:
         result: Result,
     ) -> ProviderError | None:
         rt = target.runtime
-        async with rt.slots, self._global:
+        async with rt.slots, self._global.slot(rt.name):
             rt.recorder.requests += 1
             rt.recorder.in_flight += 1
             sent = self._clock.now()

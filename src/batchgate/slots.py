@@ -1,0 +1,101 @@
+"""The global concurrency cap, shared fairly between providers.
+
+Each provider is guaranteed an equal share of the global slots; beyond its share it may borrow
+free slots, but never those that another *active* provider still needs to reach its share. A
+provider counts as active while it has work in flight or waiting, and for `idle_after` seconds
+after its last request (from the start, every provider is active), so its share is kept for it
+even before its first request arrives. A slow or hung provider can therefore never take every
+global slot from the others, while an idle one lends its share. Waiters are woken on release,
+in FIFO order — no polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+
+from batchgate.clock import Clock
+
+
+class FairSlots:
+    def __init__(self, total: int, providers: Iterable[str], clock: Clock, idle_after: float = 10.0) -> None:
+        names = list(providers)
+        self._clock = clock
+        self.idle_after = idle_after
+        self._last_seen = dict.fromkeys(names, clock.now())
+        if total < 1 or not names:
+            raise ValueError("need at least one slot and one provider")
+        self.total = total
+        self.share = max(1, total // len(names))
+        self.in_use = dict.fromkeys(names, 0)
+        self.used = 0
+        self._waiting = dict.fromkeys(names, 0)
+        self._queues: dict[str, deque[asyncio.Future[None]]] = {n: deque() for n in names}
+
+    def _may_take(self, name: str) -> bool:
+        if self.used >= self.total:
+            return False
+        if self.in_use[name] < self.share:
+            return True
+        now = self._clock.now()
+        owed = sum(
+            max(0, self.share - used)
+            for other, used in self.in_use.items()
+            if other != name and (self._waiting[other] > 0 or now - self._last_seen[other] < self.idle_after)
+        )
+        return self.total - self.used > owed
+
+    def _take(self, name: str) -> None:
+        self.in_use[name] += 1
+        self.used += 1
+
+    async def acquire(self, name: str) -> None:
+        self._last_seen[name] = self._clock.now()
+        queue = self._queues[name]
+        if not queue and self._may_take(name):
+            self._take(name)
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue.append(fut)
+        self._waiting[name] += 1
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release(name)  # granted in the same instant the caller went away
+            else:
+                queue.remove(fut)
+                self._waiting[name] -= 1
+            raise
+
+    def release(self, name: str) -> None:
+        self.in_use[name] -= 1
+        self.used -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        """Grant free slots to waiting providers in turn, each in its own FIFO order."""
+        granted = True
+        while granted and self.used < self.total:
+            granted = False
+            for name, queue in self._queues.items():
+                if queue and self._may_take(name):
+                    fut = queue.popleft()
+                    self._waiting[name] -= 1
+                    self._take(name)
+                    fut.set_result(None)
+                    granted = True
+
+    @asynccontextmanager
+    async def slot(self, name: str) -> AsyncIterator[None]:
+        await self.acquire(name)
+        try:
+            yield
+        finally:
+            self.release(name)
+
+    def __repr__(self) -> str:
+        waiting = sum(self._waiting.values())
+        return f"FairSlots(used={self.used}/{self.total}, share={self.share}, waiting={waiting})"
