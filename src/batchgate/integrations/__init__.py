@@ -1,0 +1,1 @@
+"""Adapters that let other frameworks drive a batchgate Gateway (optional extras)."""
