@@ -1,0 +1,122 @@
+"""AIMD: how far below its declared rate a provider should be driven, as a factor in (0, 1].
+
+A 429 cuts the factor multiplicatively; each clean period (no 429 for `clean_period` seconds)
+restores it additively. Damping, twice: after a cut, further 429s within `cooldown` seconds do not
+cut again — they are usually answers to requests sent before the cut, and counting them would
+collapse throughput after a single burst; and 429s that stay at most `noise_ratio` of the recent
+answers (exponentially decayed over `noise_window` seconds) are noise, not a verdict on the rate —
+a provider that sheds a few % of requests at random must not be driven to the floor. Recovery is
+careful near the factor that last provoked a cut: increases stop one step below it, and only after
+`probe_period` seconds without a cut does the factor probe past it again, so a provider whose real
+limit lies below the declared one settles just under that limit instead of overshooting every few
+seconds. Pure: the caller passes the time in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class AimdSettings:
+    decrease: float = 0.7  # factor multiplier on a (non-damped) 429
+    increase: float = 0.05  # fraction of the declared rate restored per clean period
+    clean_period: float = 2.0  # seconds without a 429 that earn one increase
+    min_factor: float = 0.1
+    cooldown: float = 1.0  # after a cut, 429s within this many seconds do not cut again
+    noise_ratio: float = 0.05  # 429s up to this share of recent answers are noise
+    noise_window: float = 10.0  # seconds over which that share decays
+    probe_period: float = 30.0  # seconds without a cut before the factor may pass the last cut point
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.decrease <= 1.0:
+            raise ValueError("decrease must be in (0, 1]")
+        if self.increase < 0 or self.clean_period <= 0 or self.cooldown < 0 or self.probe_period < 0:
+            raise ValueError("increase, cooldown and probe_period must be >= 0, clean_period > 0")
+        if not 0.0 < self.min_factor <= 1.0:
+            raise ValueError("min_factor must be in (0, 1]")
+        if not 0.0 <= self.noise_ratio < 1.0 or self.noise_window <= 0:
+            raise ValueError("noise_ratio must be in [0, 1) and noise_window positive")
+
+
+class AimdController:
+    """The live factor of one provider's rate; see the module docstring."""
+
+    def __init__(self, settings: AimdSettings | None = None) -> None:
+        self.settings = settings or AimdSettings()
+        self.factor = 1.0
+        self.cuts = 0
+        self.increases = 0
+        self.rate_limited = 0
+        self._last_cut = -math.inf
+        self._last_rate_limited = -math.inf
+        self._last_increase = -math.inf
+        self._ceiling = math.inf  # the factor at which the last cut happened
+        self._recent_429 = 0.0  # decayed counts of recent answers
+        self._recent_all = 0.0
+        self._recent_at = -math.inf
+
+    def _observe(self, now: float, rate_limited: bool) -> float:
+        """Add one answer to the decayed counts; the share of 429s among them."""
+        if now > self._recent_at:
+            keep = math.exp(-(now - self._recent_at) / self.settings.noise_window)
+            self._recent_429 *= keep
+            self._recent_all *= keep
+            self._recent_at = now
+        self._recent_all += 1.0
+        self._recent_429 += 1.0 if rate_limited else 0.0
+        return self._recent_429 / self._recent_all
+
+    def on_rate_limited(self, now: float) -> bool:
+        """Record a 429; True when it cut the factor (False when damped, noise or at the floor)."""
+        s = self.settings
+        self.rate_limited += 1
+        if self._observe(now, rate_limited=True) <= s.noise_ratio:
+            return False
+        self._last_rate_limited = now
+        if now - self._last_cut < s.cooldown:
+            return False
+        new = max(s.min_factor, self.factor * s.decrease)
+        self._last_cut = now
+        if new >= self.factor:
+            return False
+        self._ceiling = self.factor
+        self.factor = new
+        self.cuts += 1
+        return True
+
+    def on_success(self, now: float) -> bool:
+        """Record a success; True when a clean period has passed and the factor went up."""
+        self._observe(now, rate_limited=False)
+        if self.factor >= 1.0:
+            return False
+        s = self.settings
+        clean_since = max(self._last_rate_limited, self._last_increase)
+        if now - clean_since < s.clean_period:
+            return False
+        new = self.factor + s.increase
+        new = 1.0 if new > 1.0 - 1e-9 else new
+        if new >= self._ceiling - 1e-12 and now - self._last_cut < s.probe_period:
+            return False  # hold one step below the rate that was too much, for a while
+        self.factor = new
+        self._last_increase = now
+        self.increases += 1
+        return True
+
+    def rescale(self, ratio: float) -> None:
+        """Multiply the factor by `ratio` (capped to [min_factor, 1]).
+
+        Used when a provider's headers reveal a lower limit: the cuts that the lower limit
+        explains are undone, so the effective rate does not drop twice for one cause.
+        """
+        if ratio <= 0 or not math.isfinite(ratio):
+            raise ValueError(f"ratio must be positive and finite, got {ratio}")
+        self.factor = min(1.0, max(self.settings.min_factor, self.factor * ratio))
+        self._ceiling *= ratio
+
+    def __repr__(self) -> str:
+        return (
+            f"AimdController(factor={self.factor:.3f}, cuts={self.cuts}, "
+            f"increases={self.increases}, rate_limited={self.rate_limited})"
+        )

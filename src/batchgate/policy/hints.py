@@ -1,0 +1,123 @@
+"""Parsing what providers say in headers: retry hints, `x-should-retry`, durations and resets.
+
+Pure functions over a header mapping (a plain dict in any letter case, or a CIMultiDict).
+Nothing here trusts a header: negative, NaN, infinite or unparsable values give None, and retry
+hints are capped at `max_hint`, so a garbage `retry-after: 86400` can never become a day's sleep.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+_PAST_DATE_SLACK = 5.0  # an HTTP date up to this far in the past means "now" (clock skew)
+_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def header(headers: Mapping[str, str], name: str) -> str | None:
+    """The value of header `name`, looked up case-insensitively; None when absent."""
+    value = headers.get(name)
+    if value is None:
+        lowered = name.lower()
+        for key, candidate in headers.items():
+            if key.lower() == lowered:
+                value = candidate
+                break
+    return value.strip() if isinstance(value, str) else None
+
+
+def _finite_non_negative(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if not math.isfinite(value) or value < 0:
+        return None
+    return value
+
+
+def parse_retry_hint(headers: Mapping[str, str], wall_now: float, *, max_hint: float = 60.0) -> float | None:
+    """Seconds the provider asks us to wait, or None when it gave no usable hint.
+
+    `retry-after-ms` wins, then `retry-after` as seconds, then `retry-after` as an HTTP date
+    (relative to `wall_now`, Unix seconds). Values above `max_hint` are capped to it.
+    """
+    value: float | None = None
+    ms = header(headers, "retry-after-ms")
+    if ms is not None:
+        parsed = _finite_non_negative(ms)
+        value = parsed / 1000.0 if parsed is not None else None
+    if value is None:
+        text = header(headers, "retry-after")
+        if text is not None:
+            value = _finite_non_negative(text)
+            if value is None:
+                value = _http_date_delta(text, wall_now)
+    if value is None:
+        return None
+    return min(value, max_hint)
+
+
+def _http_date_delta(text: str, wall_now: float) -> float | None:
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    try:
+        delta = when.timestamp() - wall_now
+    except (OverflowError, OSError):
+        return None
+    if not math.isfinite(delta) or delta < -_PAST_DATE_SLACK:
+        return None
+    return max(0.0, delta)
+
+
+def parse_should_retry(headers: Mapping[str, str]) -> bool | None:
+    """`x-should-retry: true|false` as a bool; None when absent or neither word."""
+    value = header(headers, "x-should-retry")
+    if value is None:
+        return None
+    lowered = value.lower()
+    if lowered == "true":
+        return True
+    if lowered == "false":
+        return False
+    return None
+
+
+def parse_go_duration(text: str) -> float | None:
+    """Seconds in a Go duration such as `1s`, `6m0s`, `12ms`, `23h47m36.648s` (None if invalid)."""
+    text = text.strip()
+    if text == "0":
+        return 0.0
+    if not text:
+        return None
+    total, pos = 0.0, 0
+    while pos < len(text):
+        match = _GO_PART.match(text, pos)
+        if match is None:
+            return None
+        total += float(match.group(1)) * _GO_UNITS[match.group(2)]
+        pos = match.end()
+    return total if math.isfinite(total) else None
+
+
+def parse_rfc3339_delta(text: str, wall_now: float) -> float | None:
+    """Seconds from `wall_now` until the RFC 3339 timestamp `text` (0 if past, None if invalid)."""
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    try:
+        delta = when.timestamp() - wall_now
+    except (OverflowError, OSError):
+        return None
+    return max(0.0, delta) if math.isfinite(delta) else None

@@ -1,0 +1,7 @@
+"""Quota: token buckets mirroring the providers' admission rule, and the per-key quota pool."""
+
+from batchgate.quota.bucket import TokenBucket
+from batchgate.quota.limits import DIMENSIONS, QuotaLimits, QuotaStats, Reservation
+from batchgate.quota.pool import QuotaPool
+
+__all__ = ["DIMENSIONS", "QuotaLimits", "QuotaPool", "QuotaStats", "Reservation", "TokenBucket"]

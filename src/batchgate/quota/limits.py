@@ -1,0 +1,113 @@
+"""The quota pool's value objects: declared limits, reservations and statistics.
+
+Dimensions, named after the `Cost` fields that charge them:
+
+    rpm  → requests       tpm  → tokens (prompt + max_tokens × n, OpenAI-style combined)
+    itpm → input_tokens   otpm → output_tokens (Anthropic-style split limits)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from batchgate.models import Cost
+
+DIMENSIONS: tuple[tuple[str, str], ...] = (
+    ("rpm", "requests"),
+    ("tpm", "tokens"),
+    ("itpm", "input_tokens"),
+    ("otpm", "output_tokens"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaLimits:
+    """One provider key's declared per-minute limits (None: not limited) and our safety margins.
+
+    `safety` scales every rate so network bunching rarely provokes a 429; `burst_seconds` sizes
+    each bucket as that many seconds of its (effective) rate.
+    """
+
+    rpm: float | None = None
+    tpm: float | None = None
+    itpm: float | None = None
+    otpm: float | None = None
+    safety: float = 0.97
+    burst_seconds: float = 0.5
+
+    def __post_init__(self) -> None:
+        for key, _ in DIMENSIONS:
+            value = getattr(self, key)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{key} must be a non-negative number, got {value!r}")
+        if not 0.0 < self.safety <= 1.0:
+            raise ValueError(f"safety must be in (0, 1], got {self.safety!r}")
+        if not (math.isfinite(self.burst_seconds) and self.burst_seconds > 0):
+            raise ValueError(f"burst_seconds must be positive, got {self.burst_seconds!r}")
+
+    def declared(self) -> dict[str, float]:
+        """The limited dimensions: Cost field name → per-minute limit."""
+        out: dict[str, float] = {}
+        for key, name in DIMENSIONS:
+            value = getattr(self, key)
+            if value is not None:
+                out[name] = float(value)
+        return out
+
+
+def cost_amounts(cost: Cost, dimensions: Mapping[str, object]) -> dict[str, float]:
+    """What `cost` charges on each of `dimensions` (zero charges are left out)."""
+    out: dict[str, float] = {}
+    for name in dimensions:
+        amount = float(getattr(cost, name))
+        if amount < 0 or not math.isfinite(amount):
+            raise ValueError(f"cost {name} must be a non-negative number, got {amount!r}")
+        if amount > 0:
+            out[name] = amount
+    return out
+
+
+class Reservation:
+    """What one admitted request took from a pool, per dimension, until it is settled.
+
+    Settle it exactly once: `QuotaPool.reconcile` after a response, `refund` when the provider
+    never admitted it (429, connect error before sending), or `on_rate_limited(res)`.
+    """
+
+    __slots__ = ("admitted_at", "charged", "cost", "pool", "settled")
+
+    def __init__(self, pool: str, cost: Cost, charged: dict[str, float], admitted_at: float) -> None:
+        self.pool = pool
+        self.cost = cost
+        self.charged = charged  # Cost field name → units currently charged
+        self.admitted_at = admitted_at
+        self.settled = False
+
+    def __repr__(self) -> str:
+        charged = ", ".join(f"{k}={v:g}" for k, v in self.charged.items())
+        state = "settled" if self.settled else "open"
+        return f"Reservation({self.pool!r}, {charged or 'nothing'}, at={self.admitted_at:.3f}, {state})"
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaStats:
+    """A pool's live state; per-dimension maps are keyed by Cost field name."""
+
+    name: str
+    limits_per_minute: Mapping[str, float]  # min(declared, limit reported by headers)
+    effective_per_second: Mapping[str, float]  # × safety × AIMD factor
+    levels: Mapping[str, float]
+    capacities: Mapping[str, float]
+    waiters: int
+    paused_until: float | None
+    aimd_factor: float
+    cuts: int
+    rate_limited: int
+    admitted: int
+    refunded: int
+    reconciled: int
+    never_fit: int
+    pauses: int = 0
+    calibrations: int = 0

@@ -1,0 +1,353 @@
+"""The quota pool of one provider key: admission against token buckets, FIFO and event-driven.
+
+A request reserves its estimated cost on every limited dimension before it is sent (providers
+charge prompt + max_tokens at admission) and the reservation is settled after: `reconcile` with
+real usage, `refund` when the provider never admitted it. Waiters queue in FIFO order, so a big
+request at the head is never starved by small ones behind it; one timer (`clock.call_at`) is armed
+for the head's deadline and the queue is also re-examined whenever capacity comes back, limits
+change or a pause ends — no polling. Rates are the declared (or header-reported, if lower) limits
+× safety × the AIMD factor; 429s cut the factor, clean periods restore it, retry hints pause
+everybody. A request that exceeds a whole per-minute limit fails at once with NeverFitsError.
+"""
+
+from __future__ import annotations
+
+import math
+
+from batchgate.clock import Clock
+from batchgate.errors import NeverFitsError
+from batchgate.models import Cost, RateLimitSnapshot, Usage
+from batchgate.policy.aimd import AimdController, AimdSettings
+from batchgate.quota.bucket import TokenBucket
+from batchgate.quota.limits import DIMENSIONS, QuotaLimits, QuotaStats, Reservation, cost_amounts
+from batchgate.quota.queue import FifoGate
+
+__all__ = ["QuotaLimits", "QuotaPool", "QuotaStats", "Reservation"]
+
+_KEY = {name: key for key, name in DIMENSIONS}
+_FAR_BELOW = 0.25  # calibrate lowers our level when the provider's is this fraction of a bucket lower
+
+
+class _Dimension:
+    __slots__ = ("bucket", "declared", "name", "reported")
+
+    def __init__(self, name: str, declared: float, bucket: TokenBucket) -> None:
+        self.name = name
+        self.declared = declared
+        self.reported: float | None = None  # a lower limit the provider's headers revealed
+        self.bucket = bucket
+
+    @property
+    def limit(self) -> float:
+        return self.declared if self.reported is None else min(self.declared, self.reported)
+
+
+class _Request:
+    __slots__ = ("amounts", "cost")
+
+    def __init__(self, cost: Cost, amounts: dict[str, float]) -> None:
+        self.cost = cost
+        self.amounts = amounts
+
+
+class QuotaPool:
+    """Admission control for one provider key; see the module docstring."""
+
+    def __init__(
+        self, name: str, limits: QuotaLimits, clock: Clock, aimd: AimdSettings | None = None
+    ) -> None:
+        self.name = name
+        self.limits = limits
+        self._clock = clock
+        self._aimd = AimdController(aimd)
+        now = clock.now()
+        self._dims: dict[str, _Dimension] = {
+            name_: _Dimension(name_, limit, TokenBucket(0.0, 0.0, now))
+            for name_, limit in limits.declared().items()
+        }
+        self._apply_rates(now, fill=True)
+        self._gate: FifoGate[_Request, Reservation] = FifoGate(
+            clock,
+            lambda r, now: self._wait_for(r.amounts, now),
+            lambda r, now: self._admit(r.cost, r.amounts, now),
+            self.refund,
+        )
+        self._paused_until = -math.inf
+        self._counts = dict.fromkeys(
+            ("admitted", "refunded", "reconciled", "never_fit", "pauses", "calibrations"), 0
+        )
+
+    # -- admission ---------------------------------------------------------------------------
+
+    def check_fits(self, cost: Cost) -> None:
+        """Raise NeverFitsError if `cost` exceeds a whole per-minute limit on any dimension."""
+        problem = self._never_fits(cost_amounts(cost, self._dims))
+        if problem is not None:
+            self._counts["never_fit"] += 1
+            raise NeverFitsError(problem)
+
+    async def acquire(self, cost: Cost) -> Reservation:
+        """Wait (FIFO) until `cost` is admissible, then reserve it."""
+        self.check_fits(cost)
+        amounts = cost_amounts(cost, self._dims)
+        now = self._clock.now()
+        if not self._gate.busy() and self._wait_for(amounts, now) <= 0.0:
+            return self._admit(cost, amounts, now)
+        return await self._gate.wait(_Request(cost, amounts))
+
+    def try_acquire(self, cost: Cost) -> Reservation | None:
+        """Reserve `cost` now if nobody is queued and it is admissible; else None."""
+        self.check_fits(cost)
+        amounts = cost_amounts(cost, self._dims)
+        now = self._clock.now()
+        if self._gate.busy() or self._wait_for(amounts, now) > 0.0:
+            return None
+        return self._admit(cost, amounts, now)
+
+    def wait_estimate(self, cost: Cost) -> float:
+        """Rough seconds until `cost` would be admitted if queued now (inf if it never fits)."""
+        amounts = cost_amounts(cost, self._dims)
+        if self._never_fits(amounts) is not None:
+            return math.inf
+        now = self._clock.now()
+        wait = max(0.0, self._paused_until - now)
+        for name, dim in self._dims.items():
+            bucket = dim.bucket
+            ahead = sum(r.amounts.get(name, 0.0) for r in self._gate.waiting())
+            need = ahead + min(amounts.get(name, 0.0), bucket.capacity) - bucket.level(now)
+            if need > 0:
+                wait = max(wait, need / bucket.rate if bucket.rate > 0 else math.inf)
+        return wait
+
+    def headroom(self) -> float:
+        """How much could be admitted right now, as the emptiest bucket's fill fraction (0..1)."""
+        now = self._clock.now()
+        if now < self._paused_until or self._gate.busy():
+            return 0.0
+        fractions = [
+            d.bucket.level(now) / d.bucket.capacity if d.bucket.capacity > 0 else 0.0
+            for d in self._dims.values()
+        ]
+        return min((max(0.0, min(1.0, f)) for f in fractions), default=1.0)
+
+    # -- settling ----------------------------------------------------------------------------
+
+    def reconcile(
+        self,
+        res: Reservation,
+        usage: Usage,
+        *,
+        prompt_estimate: int | None = None,
+        output_adjusted: bool = False,
+    ) -> bool:
+        """Correct a reservation with the provider's real usage; False if already settled.
+
+        Providers charge the prompt estimate + max_tokens at admission and keep that charge, so
+        only the prompt part is corrected: on `tokens` by actual − estimated prompt tokens (the
+        estimate is `prompt_estimate`, default `res.cost.input_tokens`; no correction when it is
+        0), on `input_tokens` by uncached actual prompt tokens − `cost.input_tokens`. With
+        `output_adjusted` (a provider that refunds unused max_tokens) `output_tokens` is
+        corrected to the real completion tokens too.
+        """
+        if not self._open(res):
+            return False
+        estimate = res.cost.input_tokens if prompt_estimate is None else prompt_estimate
+        target: dict[str, float] = {}
+        if "tokens" in res.charged and estimate > 0:
+            target["tokens"] = res.charged["tokens"] + usage.prompt_tokens - estimate
+        if "input_tokens" in res.charged:
+            target["input_tokens"] = float(max(0, usage.prompt_tokens - usage.cached_tokens))
+        if "output_tokens" in res.charged and output_adjusted:
+            target["output_tokens"] = float(usage.completion_tokens)
+        now = self._clock.now()
+        for name, amount in target.items():
+            dim = self._dims.get(name)
+            delta = max(0.0, amount) - res.charged[name]
+            if dim is not None and delta > 0:
+                dim.bucket.take(delta, now)
+            elif dim is not None and delta < 0:
+                dim.bucket.give_back(-delta, now)
+            res.charged[name] = max(0.0, amount)
+        res.settled = True
+        self._counts["reconciled"] += 1
+        self._dispatch()
+        return True
+
+    def refund(self, res: Reservation) -> bool:
+        """Give a reservation back entirely (the provider never admitted it); False if settled."""
+        if not self._open(res):
+            return False
+        self._give_back(res)
+        self._dispatch()
+        return True
+
+    # -- adaptation --------------------------------------------------------------------------
+
+    def pause(self, seconds: float) -> None:
+        """A retry hint: admit nobody until now + `seconds` (extends, never shortens, a pause)."""
+        if not math.isfinite(seconds) or seconds <= 0:
+            return
+        self._counts["pauses"] += 1
+        self._paused_until = max(self._paused_until, self._clock.now() + seconds)
+        self._dispatch()
+
+    def on_rate_limited(self, res: Reservation | None = None) -> bool:
+        """A 429: refund `res` if given, empty the buckets, cut the rates (damped). True if cut."""
+        now = self._clock.now()
+        if res is not None and self._open(res):
+            self._give_back(res)
+        cut = self._aimd.on_rate_limited(now)
+        if cut:
+            self._apply_rates(now)
+        for dim in self._dims.values():  # the provider says it is empty: stop the burst
+            dim.bucket.set_level(min(0.0, dim.bucket.level(now)), now)
+        self._dispatch()
+        return cut
+
+    def on_success(self) -> bool:
+        """A clean answer; True when a clean period earned a rate increase."""
+        now = self._clock.now()
+        if not self._aimd.on_success(now):
+            return False
+        self._apply_rates(now)
+        self._dispatch()
+        return True
+
+    def calibrate(self, snapshot: RateLimitSnapshot) -> bool:
+        """Follow a provider's rate-limit headers; True if a limit or level changed.
+
+        A reported limit below the declared one is adopted (× safety) — and the AIMD cuts it
+        explains are undone; a later higher report restores up to the declared limit, never past
+        it. A reported `remaining` far below our own level lowers the level to match (as the
+        same fraction of a bucket), never raises it.
+        """
+        now = self._clock.now()
+        ratio, limits_changed, changed = 1.0, False, False
+        for name, dim in self._dims.items():
+            reported = getattr(snapshot, f"limit_{name}")
+            if reported is None or not math.isfinite(reported) or reported <= 0:
+                continue
+            before = dim.limit
+            dim.reported = reported if reported < dim.declared else None
+            if dim.limit != before:
+                limits_changed = True
+                ratio = max(ratio, before / dim.limit)
+        if limits_changed:
+            self._counts["calibrations"] += 1
+            if ratio > 1.0:
+                self._aimd.rescale(ratio)
+            self._apply_rates(now)
+            self._fail_never_fitting()
+        for name, dim in self._dims.items():
+            remaining = getattr(snapshot, f"remaining_{name}")
+            if remaining is None or not math.isfinite(remaining):
+                continue
+            reported = getattr(snapshot, f"limit_{name}") or dim.limit
+            bucket = dim.bucket
+            target = max(0.0, min(1.0, remaining / reported)) * bucket.capacity
+            if target < bucket.level(now) - _FAR_BELOW * bucket.capacity:
+                bucket.set_level(target, now)
+                changed = True
+        if limits_changed:
+            self._dispatch()
+        return changed or limits_changed
+
+    # -- introspection -----------------------------------------------------------------------
+
+    @property
+    def aimd(self) -> AimdController:
+        return self._aimd
+
+    def statistics(self) -> QuotaStats:
+        now = self._clock.now()
+        return QuotaStats(
+            name=self.name,
+            limits_per_minute={n: d.limit for n, d in self._dims.items()},
+            effective_per_second={n: d.bucket.rate for n, d in self._dims.items()},
+            levels={n: d.bucket.level(now) for n, d in self._dims.items()},
+            capacities={n: d.bucket.capacity for n, d in self._dims.items()},
+            waiters=len(self._gate),
+            paused_until=self._paused_until if self._paused_until > now else None,
+            aimd_factor=self._aimd.factor,
+            cuts=self._aimd.cuts,
+            rate_limited=self._aimd.rate_limited,
+            admitted=self._counts["admitted"],
+            refunded=self._counts["refunded"],
+            reconciled=self._counts["reconciled"],
+            never_fit=self._counts["never_fit"],
+            pauses=self._counts["pauses"],
+            calibrations=self._counts["calibrations"],
+        )
+
+    def close(self) -> None:
+        """Cancel the timer and every waiter (shutdown)."""
+        self._gate.close()
+
+    def __repr__(self) -> str:
+        now = self._clock.now()
+        dims = ", ".join(
+            f"{_KEY[n]}={d.bucket.level(now):.4g}/{d.bucket.capacity:.4g}@{d.bucket.rate:.4g}/s"
+            for n, d in self._dims.items()
+        )
+        paused = f", paused={self._paused_until - now:.3g}s" if self._paused_until > now else ""
+        waiters = len(self._gate)
+        return (
+            f"QuotaPool({self.name!r}, {dims or 'unlimited'}, waiters={waiters}, "
+            f"factor={self._aimd.factor:.3g}{paused})"
+        )
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _never_fits(self, amounts: dict[str, float]) -> str | None:
+        for name, amount in amounts.items():
+            limit = self._dims[name].limit
+            if amount > limit:
+                return (
+                    f"request needs {amount:g} {name} but provider {self.name!r} allows at most "
+                    f"{limit:g} {name} per minute ({_KEY[name]}); it can never be admitted"
+                )
+        return None
+
+    def _wait_for(self, amounts: dict[str, float], now: float) -> float:
+        wait = max(0.0, self._paused_until - now)
+        for name, amount in amounts.items():
+            wait = max(wait, self._dims[name].bucket.time_until(amount, now))
+        return wait
+
+    def _admit(self, cost: Cost, amounts: dict[str, float], now: float) -> Reservation:
+        for name, amount in amounts.items():
+            self._dims[name].bucket.take(amount, now)
+        self._counts["admitted"] += 1
+        return Reservation(self.name, cost, dict(amounts), now)
+
+    def _open(self, res: Reservation) -> bool:
+        if res.pool != self.name:
+            raise ValueError(f"reservation of pool {res.pool!r} settled on pool {self.name!r}")
+        return not res.settled
+
+    def _give_back(self, res: Reservation) -> None:
+        now = self._clock.now()
+        for name, amount in res.charged.items():
+            dim = self._dims.get(name)
+            if dim is not None:
+                dim.bucket.give_back(amount, now)
+        res.settled = True
+        self._counts["refunded"] += 1
+
+    def _apply_rates(self, now: float, *, fill: bool = False) -> None:
+        scale = self.limits.safety * self._aimd.factor / 60.0
+        for dim in self._dims.values():
+            rate = dim.limit * scale
+            dim.bucket.set_rate(rate, now, capacity=rate * self.limits.burst_seconds)
+            if fill:
+                dim.bucket.set_level(dim.bucket.capacity, now)
+
+    def _fail_never_fitting(self) -> None:
+        def reason(request: _Request) -> NeverFitsError | None:
+            problem = self._never_fits(request.amounts)
+            return None if problem is None else NeverFitsError(problem)
+
+        self._counts["never_fit"] += self._gate.fail(reason)
+
+    def _dispatch(self) -> None:
+        self._gate.wake()

@@ -1,0 +1,69 @@
+"""FifoGate, the pool's waiting mechanism, on its own: order, one timer, failing, closing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from batchgate.clock import FakeClock
+from batchgate.quota.queue import FifoGate
+
+
+def gate_at(clock: FakeClock, ready: dict[str, float], released: list[str]) -> FifoGate[str, str]:
+    return FifoGate(
+        clock,
+        wait_for=lambda item, now: max(0.0, ready[item] - now),
+        admit=lambda item, now: f"{item}@{now:g}",
+        release=released.append,
+    )
+
+
+async def test_serves_in_order_even_when_a_later_item_is_ready_first() -> None:
+    clock = FakeClock(start=0.0)
+    ready = {"a": 2.0, "b": 1.0}
+    gate = gate_at(clock, ready, [])
+    a = asyncio.create_task(gate.wait("a"))
+    b = asyncio.create_task(gate.wait("b"))
+    await asyncio.sleep(0)
+    assert len(gate) == 2
+    assert list(gate.waiting()) == ["a", "b"]
+    assert clock.pending_timers() == 1
+    clock.advance(1.0)
+    await asyncio.sleep(0)
+    assert not b.done()
+    clock.advance(1.0)
+    assert await a == "a@2"
+    assert await b == "b@2"
+    assert clock.pending_timers() == 0
+    assert not gate.busy()
+
+
+async def test_fail_removes_matching_waiters() -> None:
+    clock = FakeClock(start=0.0)
+    gate = gate_at(clock, {"x": 5.0, "y": 5.0}, [])
+    x = asyncio.create_task(gate.wait("x"))
+    y = asyncio.create_task(gate.wait("y"))
+    await asyncio.sleep(0)
+    assert gate.fail(lambda item: ValueError(item) if item == "x" else None) == 1
+    with pytest.raises(ValueError, match="x"):
+        await x
+    assert list(gate.waiting()) == ["y"]
+    assert "waiting=1" in repr(gate)
+    gate.close()
+    await asyncio.sleep(0)
+    assert y.cancelled()
+    assert clock.pending_timers() == 0
+
+
+async def test_admitted_then_cancelled_is_released() -> None:
+    clock = FakeClock(start=0.0)
+    released: list[str] = []
+    gate = gate_at(clock, {"z": 1.0}, released)
+    z = asyncio.create_task(gate.wait("z"))
+    await asyncio.sleep(0)
+    clock.advance(1.0)  # admitted by the timer callback
+    z.cancel()
+    await asyncio.sleep(0)
+    assert z.cancelled()
+    assert released == ["z@1"]
