@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from batchgate.config import (
     EMULATOR_BASE_URL,
@@ -16,6 +16,7 @@ from batchgate.config import (
     Limits,
     Price,
     ProviderConfig,
+    ProviderKind,
     RetryConfig,
     RouteConfig,
     RouteTarget,
@@ -210,10 +211,10 @@ def _provider(top: _Section, i: int, raw: Any, environ: Mapping[str, str]) -> Pr
     assert default_max is not None
     return ProviderConfig(
         name=name,
-        kind=kind,
+        kind=cast("ProviderKind", kind),
         base_url=base_url.rstrip("/"),
         api_key=key,
-        api_key_env=key_env,  # type: ignore[arg-type]
+        api_key_env=key_env,
         limits=limits,
         tokenizer=s.string("tokenizer", "auto") or "auto",
         default_max_tokens=default_max,
