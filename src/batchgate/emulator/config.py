@@ -86,6 +86,22 @@ class FaultRates:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchConfig:
+    """The provider's Batch API: how long a batch takes, when it expires, its quota and size limits.
+
+    `max_requests` / `max_bytes` of None mean the family's documented limits (OpenAI 50,000 requests
+    and 200 MB per input file; Anthropic 100,000 requests and 256 MB per batch).
+    """
+
+    processing_seconds: float = 2.0
+    expire_after_seconds: float | None = None  # None: the real 24 h window
+    enqueued_token_limit: int | None = None  # prompt tokens of in-progress batches; None: no quota
+    fail_validation: bool = False  # every batch fails validation (OpenAI) / is refused (Anthropic)
+    max_requests: int | None = None
+    max_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ProviderConfig:
     name: str
     family: Family
@@ -98,6 +114,7 @@ class ProviderConfig:
     concurrency: ConcurrencyConfig = field(default_factory=ConcurrencyConfig)
     latency: LatencyConfig = field(default_factory=LatencyConfig)
     faults: FaultRates = field(default_factory=FaultRates)
+    batch: BatchConfig = field(default_factory=BatchConfig)
 
     @property
     def headers_honest(self) -> bool:
@@ -205,7 +222,7 @@ class _Reader:
     def provider(self, value: Any, key: str) -> ProviderConfig:
         allowed = (
             "name", "family", "api_key", "models", "limits", "enforced", "limit_changes",
-            "default_max_tokens", "concurrency", "latency", "faults",
+            "default_max_tokens", "concurrency", "latency", "faults", "batch",
         )  # fmt: skip
         m = self.mapping(value, key, allowed)
         name = m.get("name")
@@ -239,6 +256,7 @@ class _Reader:
             concurrency=self.concurrency(m.get("concurrency"), f"{key}.concurrency"),
             latency=self.latency(m.get("latency"), f"{key}.latency"),
             faults=self.faults(m.get("faults"), f"{key}.faults"),
+            batch=self.batch(m.get("batch"), f"{key}.batch"),
         )
 
     def changes(self, value: Any, key: str, family: str) -> tuple[LimitChange, ...]:
@@ -288,3 +306,27 @@ class _Reader:
         if sum(rates.values()) > 1 + 1e-9:
             raise self.fail(key, "the fault rates must add up to at most 1")
         return FaultRates(**rates)
+
+    def batch(self, value: Any, key: str) -> BatchConfig:
+        allowed = (
+            "processing_seconds", "expire_after_seconds", "enqueued_token_limit", "fail_validation",
+            "max_requests", "max_bytes",
+        )  # fmt: skip
+        m = self.mapping(value if value is not None else {}, key, allowed)
+        fail = m.get("fail_validation", False)
+        if not isinstance(fail, bool):
+            raise self.fail(f"{key}.fail_validation", f"must be true or false, got {type(fail).__name__}")
+        expire = m.get("expire_after_seconds")
+        tokens, count, size = (m.get(k) for k in ("enqueued_token_limit", "max_requests", "max_bytes"))
+        return BatchConfig(
+            processing_seconds=self.number(m.get("processing_seconds", 2.0), f"{key}.processing_seconds"),
+            expire_after_seconds=None
+            if expire is None
+            else self.number(expire, f"{key}.expire_after_seconds", positive=True),
+            enqueued_token_limit=None
+            if tokens is None
+            else self.integer(tokens, f"{key}.enqueued_token_limit", 1),
+            fail_validation=fail,
+            max_requests=None if count is None else self.integer(count, f"{key}.max_requests", 1),
+            max_bytes=None if size is None else self.integer(size, f"{key}.max_bytes", 1),
+        )

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.emulator.anthropic_api import AnthropicFamily
+from batchgate.emulator.batch_service import BatchService
 from batchgate.emulator.config import EmulatorConfig
 from batchgate.emulator.openai_api import OpenAIFamily
 from batchgate.emulator.provider import Plan, ProviderRuntime
@@ -50,6 +51,7 @@ class Emulator:
             openai.counter  # noqa: B018 -- load the encoding now, not on the first request
         self._families: dict[str, Family] = {"openai": openai, "anthropic": AnthropicFamily()}
         self.runtimes: dict[str, ProviderRuntime] = {}
+        self.batches = BatchService(self._clock)  # the Batch APIs (files, batches)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._hangs: dict[asyncio.Future[None], str] = {}  # hanging request -> provider name
@@ -77,6 +79,7 @@ class Emulator:
                 app.router.add_route(
                     "*", f"/{rt.name}{path}", self._handler(rt, serves=rt.family.name == name)
                 )
+        self.batches.register(app, self.runtimes)
         app.router.add_get(f"{OPERATOR_PREFIX}/stats", self._stats_endpoint)
         app.router.add_post(f"{OPERATOR_PREFIX}/reset", self._reset_endpoint)
         app.router.add_route("*", "/{tail:.*}", self._unrouted_endpoint)
@@ -172,6 +175,7 @@ class Emulator:
             entry["peak_in_flight"] = rt.peak_active
             entry["queued"] = rt.queued
             entry["hanging"] = self.hanging(name)
+            entry["batches"] = self.batches.stats(name)
             entry["enforced_limits"] = {
                 k: v for k in ("rpm", "tpm", "itpm", "otpm") if (v := getattr(rt.quota.current_limits, k))
             }
@@ -184,6 +188,7 @@ class Emulator:
         self._unrouted = 0
         for rt in self.runtimes.values():
             rt.reset(now)
+        self.batches.reset()
 
     async def _stats_endpoint(self, request: web.Request) -> web.Response:
         return web.Response(body=orjson.dumps(self.stats()), content_type=_JSON)

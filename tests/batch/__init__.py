@@ -1,0 +1,1 @@
+"""Tests of the Batch API clients and the emulated Batch APIs."""

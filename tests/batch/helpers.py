@@ -1,0 +1,96 @@
+"""Helpers for the Batch API tests: emulator configs, clients, request factories and a clock that
+lets a client's poll sleeps drive the emulator's FakeClock (so lifecycles run without real waits)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+
+from batchgate.clock import Clock, FakeClock, TimerHandle
+from batchgate.config import ProviderConfig, TimeoutConfig
+from batchgate.emulator import Emulator, emulator_config_from_dict
+from batchgate.providers.batch_common import BatchClient, BatchRequest, PollPolicy, make_batch_client
+from batchgate.providers.http import create_session
+
+KINDS = ("openai", "anthropic")
+TIMEOUTS = TimeoutConfig(connect=2.0, total=10.0)
+REVIEWS = ("I loved it, wonderful", "terrible and boring", "it was a film", "great fun, would recommend")
+LABELS = ("positive", "negative", "neutral", "positive")
+
+
+def provider(name: str, family: str, **batch: Any) -> dict[str, Any]:
+    """A provider with generous live limits and the given `batch` settings."""
+    limits = {"rpm": 1_000_000, "itpm": 10**8, "otpm": 10**8} if family == "anthropic" else {"rpm": 10**6}
+    return {"name": name, "family": family, "limits": limits, "batch": batch}
+
+
+@asynccontextmanager
+async def running(*providers: dict[str, Any], clock: FakeClock | None = None) -> AsyncIterator[Emulator]:
+    config = emulator_config_from_dict({"seed": 3, "providers": list(providers)})
+    async with Emulator(config, clock=clock) as emu:
+        yield emu
+
+
+@asynccontextmanager
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with create_session(connect_timeout=2.0) as s:
+        yield s
+
+
+def batch_client(
+    emu: Emulator,
+    name: str,
+    http: aiohttp.ClientSession,
+    clock: Clock | None = None,
+    poll: PollPolicy | None = None,
+) -> BatchClient:
+    kind = emu.config.provider(name).family
+    cfg = ProviderConfig(name=name, kind=kind, base_url="emulator")
+    return make_batch_client(
+        cfg, http, TIMEOUTS, base_url=emu.base_url(name), clock=clock, poll=poll or PollPolicy(1.0, 2.0, 4.0)
+    )
+
+
+def sentiment_requests(n: int, prefix: str = "r") -> list[BatchRequest]:
+    """`n` OpenAI-shaped chat requests whose emulated answers are known sentiment labels."""
+    return [
+        BatchRequest(
+            f"{prefix}{i}",
+            {
+                "model": "gpt-x",
+                "messages": [{"role": "user", "content": f"Classify the sentiment: {REVIEWS[i % 4]}"}],
+                "max_tokens": 10,
+            },
+        )
+        for i in range(n)
+    ]
+
+
+def label(custom_id: str) -> str:
+    return LABELS[int(custom_id.lstrip("abcdefghijklmnopqrstuvwxyz_")) % 4]
+
+
+class SteppingClock:
+    """A client clock over the emulator's FakeClock: each poll sleep moves emulator time forward."""
+
+    def __init__(self, fake: FakeClock) -> None:
+        self.fake = fake
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self.fake.now()
+
+    def wall(self) -> float:
+        return self.fake.wall()
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
+        return self.fake.call_at(when, callback)
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.fake.advance(seconds)
+        await asyncio.sleep(0)
