@@ -176,30 +176,33 @@ class Gateway:
         """
         sched = self._sched()
         source = _aiter(requests)
-        pending: set[asyncio.Task[Result]] = set()
+        done: asyncio.Queue[asyncio.Task[Result]] = asyncio.Queue()
+        alive: set[asyncio.Task[Result]] = set()
         index = 0
         exhausted = False
         try:
             while True:
-                while not exhausted and len(pending) < window:
+                while not exhausted and len(alive) < window:
                     try:
                         body = await anext(source)
                     except StopAsyncIteration:
                         exhausted = True
                         break
-                    pending.add(asyncio.ensure_future(sched.run(index, body)))
+                    task = asyncio.ensure_future(sched.run(index, body))
+                    task.add_done_callback(done.put_nowait)  # O(1) per completion, whatever the window
+                    alive.add(task)
                     index += 1
-                if not pending:
+                if not alive:
                     return
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    yield task.result()
+                finished = await done.get()
+                alive.discard(finished)
+                yield finished.result()
         finally:
-            for task in pending:
+            for task in alive:
                 task.cancel()
-            if pending:
+            if alive:
                 with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.gather(*pending, return_exceptions=True)
+                    await asyncio.gather(*alive, return_exceptions=True)
 
     def estimate(self, body: ChatBody) -> Estimate:
         """Where a request would go first and what it would reserve there (for plans and budgets)."""

@@ -13,14 +13,15 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-# OpenAI's documented chat accounting: every message costs its content plus ~3 tokens of framing,
-# and every reply is primed with 3 more.
-TOKENS_PER_MESSAGE = 3
+# OpenAI's documented chat accounting: every message costs its content plus ~3 tokens of framing
+# and its role (one token for every standard role), and every reply is primed with 3 more.
+TOKENS_PER_MESSAGE = 4
 TOKENS_PER_REPLY = 3
 
 
 def iter_prompt_text(body: Mapping[str, Any]) -> Iterator[str]:
-    """Every piece of text in a chat body that a provider counts as prompt."""
+    """Every piece of text in a chat body that a provider counts as prompt (roles excluded: each
+    role is a single token, counted in the per-message framing)."""
     system = body.get("system")
     if isinstance(system, str):
         yield system
@@ -34,9 +35,6 @@ def iter_prompt_text(body: Mapping[str, Any]) -> Iterator[str]:
         for message in messages:
             if not isinstance(message, Mapping):
                 continue
-            role = message.get("role")
-            if isinstance(role, str):
-                yield role
             content = message.get("content")
             if isinstance(content, str):
                 yield content
