@@ -7,7 +7,8 @@
     ├── NeverFitsError           a request costs more than a provider's whole per-minute quota
     ├── ProviderError            anything that went wrong talking to a provider
     │   ├── TransportError       no usable HTTP answer: retryable
-    │   │   ├── ConnectError         connection refused, DNS failure, reset before the answer
+    │   │   ├── ConnectError         the connection broke before the answer (reset)
+    │   │   │   └── UnreachableError     connection refused or DNS failure: nothing was sent
     │   │   ├── RequestTimeout       connect or total timeout elapsed (a hang)
     │   │   └── MalformedResponse    a 2xx whose body is truncated, not JSON, or lacks usage
     │   └── HTTPStatusError      the provider answered with an error status
@@ -103,6 +104,10 @@ class ConnectError(TransportError):
     """Could not connect to the provider, or the connection broke before the answer."""
 
 
+class UnreachableError(ConnectError):
+    """Could not reach the provider (connection refused, DNS failure): nothing was sent."""
+
+
 class RequestTimeout(TransportError):
     """The provider did not answer in time."""
 
@@ -169,6 +174,7 @@ class ErrorRateExceededError(JobError):
 
 _KIND: dict[type[BaseException], str] = {
     ConnectError: "connect",
+    UnreachableError: "unreachable",
     RequestTimeout: "timeout",
     MalformedResponse: "malformed_response",
     RateLimitError: "rate_limit",

@@ -18,11 +18,11 @@ from typing import Any
 from batchgate.clock import Clock
 from batchgate.errors import (
     BatchgateError,
-    ConnectError,
     NeverFitsError,
     ProviderError,
     RateLimitError,
     RoutingError,
+    UnreachableError,
 )
 from batchgate.models import Attempt, ChatBody, Cost, ProviderResponse, Result
 from batchgate.policy.hints import parse_retry_hint
@@ -245,8 +245,8 @@ class Scheduler:
             if hint is not None and hint > 0:
                 rt.pool.pause(hint)
             rt.pool.calibrate(rt.client.rate_limits(exc.headers, self._clock.wall()))
-        elif isinstance(exc, ConnectError) and exc.status is None and latency < 1.0:
-            rt.pool.refund(reservation)  # refused before anything was sent
+        elif isinstance(exc, UnreachableError):
+            rt.pool.refund(reservation)  # refused or unresolvable: nothing was sent, nothing charged
             charged = 0
         if exc.status is None or exc.status >= 500:
             rt.breaker.record_failure(now)

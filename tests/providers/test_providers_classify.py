@@ -21,6 +21,7 @@ from batchgate.errors import (
     RequestTimeout,
     RetryableStatusError,
     ServerError,
+    UnreachableError,
 )
 from batchgate.providers.classify import error_for_exception, error_for_response
 
@@ -159,7 +160,7 @@ def exceptions() -> list[tuple[BaseException, type[Exception]]]:
         (TimeoutError("read"), RequestTimeout),
         (aiohttp.ServerTimeoutError("Timeout on reading data from socket"), RequestTimeout),
         (aiohttp.ConnectionTimeoutError("connect"), RequestTimeout),
-        (aiohttp.ClientConnectorError(key, OSError(111, "Connection refused")), ConnectError),
+        (aiohttp.ClientConnectorError(key, OSError(111, "Connection refused")), UnreachableError),
         (aiohttp.ServerDisconnectedError(), ConnectError),
         (aiohttp.ClientOSError(104, "Connection reset by peer"), ConnectError),
         (ConnectionResetError(104, "reset"), ConnectError),

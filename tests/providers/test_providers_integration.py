@@ -23,6 +23,7 @@ from batchgate.errors import (
     RateLimitError,
     RequestTimeout,
     ServerError,
+    UnreachableError,
 )
 from batchgate.providers import ProviderClient, create_session, make_client
 
@@ -220,11 +221,11 @@ def closed_port() -> int:
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
-async def test_connection_refused_is_a_connect_error(kind: str) -> None:
+async def test_connection_refused_is_unreachable(kind: str) -> None:
     cfg = ProviderConfig(name="gone", kind=kind, base_url=f"http://127.0.0.1:{closed_port()}/v1")  # type: ignore[arg-type]
     async with create_session(connect_timeout=2.0) as session:
         client = make_client(cfg, session, TimeoutConfig(connect=2.0, total=5.0))
-        with pytest.raises(ConnectError, match="gone: connection failed"):
+        with pytest.raises(UnreachableError, match="gone: unreachable"):
             await client.send(BODY, model="m")
 
 

@@ -51,6 +51,7 @@ from batchgate.errors import (
     RetryableStatusError,
     ServerError,
     TransportError,
+    UnreachableError,
 )
 
 MESSAGE_LIMIT = 300
@@ -156,6 +157,8 @@ def error_for_exception(
         cls, what = MalformedResponse, "response body broke off"
     elif isinstance(exc, aiohttp.ClientResponseError):
         cls, what = MalformedResponse, "invalid HTTP response"
+    elif isinstance(exc, aiohttp.ClientConnectorError):  # refused, DNS: the request never left
+        cls, what = UnreachableError, "unreachable"
     else:
         cls, what = ConnectError, "connection failed"
     detail = str(exc)
