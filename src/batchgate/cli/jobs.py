@@ -12,7 +12,15 @@ from typing import Any
 import orjson
 
 from batchgate.errors import JobError, JobLockedError
-from batchgate.jobs.report import REPORT_BLOB, build_report, load_invalid_ids, load_segments, render_summary
+from batchgate.jobs.report import (
+    OPEN_SEGMENT_BLOB,
+    REPORT_BLOB,
+    build_report,
+    fold_open_segment,
+    load_invalid,
+    load_segments,
+    render_summary,
+)
 from batchgate.jobs.runner import DEFAULT_STORE, LIVE_BLOB
 from batchgate.jobs.sqlite_store import SqliteJobStore
 from batchgate.jobs.store import JobRecord, JobStore, TaskState
@@ -147,14 +155,18 @@ def _report(args: argparse.Namespace) -> int:
         store = await _open(args.store)
         try:
             job = await _find(store, args.job)
-            blob = await store.get_blob(job.job_id, REPORT_BLOB)
-            return build_report(
+            segments = load_segments(await store.get_blob(job.job_id, REPORT_BLOB))
+            # a run that is going on, or was killed, has left its figures so far (read, not written)
+            fold_open_segment(segments, await store.get_blob(job.job_id, OPEN_SEGMENT_BLOB))
+            report = build_report(
                 job,
                 await store.counts(job.job_id),
                 await store.totals(job.job_id),
-                load_segments(blob),
-                invalid_ids=load_invalid_ids(blob),
+                segments,
+                invalid=await load_invalid(store, job.job_id),
             )
+            report["state"] = _state(store, job)
+            return report
         finally:
             await store.close()
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from batchgate.config import load_config
+from batchgate.config import GatewayConfig, load_config
 from batchgate.errors import JobError
 from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.progress import make_sink
@@ -31,6 +31,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return value
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", type=Path, default=DEFAULT_STORE, help="job database (default: %(default)s)")
     p.add_argument("--errors", type=Path, default=None, help="errors file (default: OUTPUT.errors.jsonl)")
@@ -46,7 +53,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=_positive_int, help="override the global concurrency")
     p.add_argument("--max-attempts", type=_positive_int, help="override the attempts per item")
     p.add_argument("--timeout", type=_positive_float, help="override the per-request total timeout (s)")
-    p.add_argument("--grace", type=float, default=10.0, help="seconds in-flight work gets on Ctrl-C/SIGTERM")
+    p.add_argument(
+        "--grace",
+        type=_non_negative_float,
+        default=10.0,
+        help="seconds in-flight work gets on Ctrl-C/SIGTERM (default: %(default)s; a second Ctrl-C cuts it)",
+    )
     p.add_argument(
         "--progress",
         choices=("auto", "rich", "json", "quiet"),
@@ -108,7 +120,17 @@ def _run(args: argparse.Namespace) -> int:
         return _plan(args)
     config = load_config(args.config)
     req = _request(args, args.input, args.config, args.output)
-    return asyncio.run(run_job(req, config, make_sink(args.progress)))
+    return _go(req, config, args.progress)
+
+
+def _go(req: RunRequest, config: GatewayConfig, progress: str) -> int:
+    # In JSON-lines mode stdout carries only events; the human lines go to stderr.
+    out = _stderr if progress == "json" else print
+    return asyncio.run(run_job(req, config, make_sink(progress), out=out))
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr)
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -130,10 +152,13 @@ def _resume(args: argparse.Namespace) -> int:
     config = load_config(config_path)
     if args.errors is None and job.options.get("errors_path"):
         args.errors = Path(job.options["errors_path"])
+    # The job keeps the choices it was started with unless the user repeats or overrides them.
     if not args.ordered and job.options.get("ordered"):
         args.ordered = True
+    if not args.skip_invalid and job.options.get("skip_invalid"):
+        args.skip_invalid = True
     req = _request(args, Path(job.input_path), config_path, Path(job.output_path))
-    return asyncio.run(run_job(req, config, make_sink(args.progress)))
+    return _go(req, config, args.progress)
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -143,7 +168,7 @@ def _plan(args: argparse.Namespace) -> int:
     req = RunRequest(
         input_path=args.input, config_path=args.config, output_path=Path("-"), skip_invalid=args.skip_invalid
     )
-    check_input(req, config, lambda s: print(s, file=sys.stderr))
+    check_input(req, config, _stderr)
     plan = make_plan(config, args.input)
     if args.json:
         print(orjson.dumps(plan, option=orjson.OPT_INDENT_2).decode())

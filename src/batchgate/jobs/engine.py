@@ -3,7 +3,8 @@ outcome, enforces the budget and the error-rate stop, and stops gracefully on re
 
 Delivery is at-least-once: a task is `running` from its claim until its outcome is committed; after
 a crash, `requeue_running` puts such tasks back, so they are sent again. A succeeded task is final
-and never sent again.
+and never sent again. On a stop, dispatch ends at once; in-flight tasks get `grace_seconds` to
+finish (a second `interrupt` cuts that short), and whatever did not finish goes back to pending.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from batchgate.clock import Clock, LoopClock
@@ -24,8 +25,12 @@ from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
 from batchgate.jobs.output import format_error_line, format_success_line
 from batchgate.jobs.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.progress import Progress
+from batchgate.jobs.report import INVALID_CODE, hist_add
 from batchgate.jobs.store import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Result, Usage
+
+__all__ = ["EngineOptions", "EngineOutcome", "JobEngine", "Progress"]
 
 CLAIM_CHUNK = 512
 
@@ -39,29 +44,6 @@ class EngineOptions:
     window: int | None = None  # tasks alive at once; default 4 x concurrency (>= 1024)
 
 
-@dataclass(slots=True)
-class Progress:
-    """Live figures of one run, read by the progress display and the status snapshot."""
-
-    started: float
-    total: int
-    done_before: int = 0  # terminal tasks from earlier runs
-    succeeded: int = 0
-    failed: int = 0
-    invalid: int = 0
-    in_flight: int = 0
-    cost_usd: float = 0.0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    retry_extra_tokens: int = 0
-    invalid_ids: list[str] = field(default_factory=list)
-    cost_by_provider: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def done(self) -> int:
-        return self.done_before + self.succeeded + self.failed
-
-
 @dataclass(frozen=True, slots=True)
 class EngineOutcome:
     status: str  # completed | stopped
@@ -70,6 +52,10 @@ class EngineOutcome:
     statistics: Any  # GatewayStatistics of this run
     progress: Progress
     emulator_stats: dict[str, Any] | None
+
+
+class _Abandoned(Exception):
+    """A task given up because the job is stopping: not committed, so it is requeued."""
 
 
 class JobEngine:
@@ -83,7 +69,10 @@ class JobEngine:
         clock: Clock | None = None,
         base_urls: dict[str, str] | None = None,
         on_gateway: Callable[[Gateway], None] | None = None,
+        spent_extra_tokens: int = 0,
     ) -> None:
+        """`spent_extra_tokens`: tokens earlier runs were billed beyond the stored answers (rejected
+        answers), counted against the token budget."""
         self.config = config
         self.store = store
         self.job_id = job_id
@@ -91,21 +80,36 @@ class JobEngine:
         self.clock = clock or LoopClock()
         self._base_urls = base_urls
         self._on_gateway = on_gateway
+        self._spent_extra_tokens = spent_extra_tokens
         self.prices = PriceTable(config.prices)
         self.budget = BudgetGuard(config.budget)
         self.errors = ErrorRateWindow(config.job.error_rate_threshold, config.job.error_rate_window)
-        self.check = OutputCheck(config.job.validate_regex, config.job.validate_schema)
+        self.check = OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)
         self.progress = Progress(started=time.time(), total=0)
         self.stop_reason: str | None = None
         self._stop = asyncio.Event()
+        self._hurry = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._inflight: set[asyncio.Task[None]] = set()  # claimed tasks alive in this run
+        self._sending: set[asyncio.Task[None]] = set()  # those past the engine's concurrency gate
+        self._slots = asyncio.Semaphore(self.options.concurrency or config.settings.concurrency)
+        self._failure: BaseException | None = None
         self.gateway: Gateway | None = None
-        self._estimates: dict[int, tuple[float, int]] = {}  # budget reserved per in-flight seq
+        self._reservations = 0  # budget reservations outstanding
+        self._settled: asyncio.Future[None] | None = None  # resolved at the next settlement
 
     def request_stop(self, reason: str) -> None:
         """Stop dispatching (idempotent; the first reason wins). In-flight work gets a grace period."""
         if self.stop_reason is None:
             self.stop_reason = reason
         self._stop.set()
+        self._wake.set()
+
+    def interrupt(self, reason: str) -> None:
+        """A signal: the first stops dispatching, the second also ends the grace period at once."""
+        if self.stopping:
+            self._hurry.set()
+        self.request_stop(reason)
 
     @property
     def stopping(self) -> bool:
@@ -117,7 +121,10 @@ class JobEngine:
         self.progress.done_before = counts[TaskState.SUCCEEDED] + counts[TaskState.FAILED]
         totals = await self.store.totals(self.job_id)
         self.budget.spent_cost = float(totals.get("cost_usd", 0.0))
-        self.budget.spent_tokens = int(totals.get("prompt_tokens", 0) + totals.get("completion_tokens", 0))
+        self.budget.spent_tokens = (
+            int(totals.get("prompt_tokens", 0) + totals.get("completion_tokens", 0))
+            + self._spent_extra_tokens
+        )
         await self.store.requeue_running(self.job_id)
         opts = self.options
         gateway = Gateway(
@@ -138,7 +145,7 @@ class JobEngine:
                 await self._dispatch(gateway, committer)
             finally:
                 await committer.close()
-                await self.store.requeue_running(self.job_id)
+                await self.store.requeue_running(self.job_id)  # claimed but unfinished -> pending
             stats = gateway.statistics()
             emu = gateway.emulator.stats() if gateway.emulator is not None else None
         self.gateway = None
@@ -146,140 +153,207 @@ class JobEngine:
         return EngineOutcome(status, self.stop_reason, self.clock.now() - started, stats, self.progress, emu)
 
     # -- dispatch ------------------------------------------------------------------------------
-    def _window(self, gateway: Gateway) -> int:
+    def _window(self) -> int:
         if self.options.window:
             return self.options.window
         conc = self.options.concurrency or self.config.settings.concurrency
         return max(1024, 4 * conc)
 
+    def _on_done(self, task: asyncio.Task[None]) -> None:
+        self._inflight.discard(task)
+        if not task.cancelled() and task.exception() is not None and self._failure is None:
+            self._failure = task.exception()  # a store failure or a bug: end the run with it
+            self.request_stop("internal error")
+        self._wake.set()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
     async def _dispatch(self, gateway: Gateway, committer: GroupCommitter) -> None:
-        window = self._window(gateway)
-        inflight: set[asyncio.Task[None]] = set()
-        stop_wait = asyncio.ensure_future(self._stop.wait())
+        window = self._window()
         exhausted = False
         try:
             while not self.stopping:
-                if not exhausted and len(inflight) < window:
+                if not exhausted and len(self._inflight) < window:
                     claimed = await self.store.claim_tasks(
-                        self.job_id, min(CLAIM_CHUNK, window - len(inflight))
+                        self.job_id, min(CLAIM_CHUNK, window - len(self._inflight))
                     )
-                    if not claimed:
-                        exhausted = True
+                    exhausted = not claimed
                     for spec in claimed:
-                        if self.stopping or not self._admit_budget(gateway, spec):
-                            break  # unclaimed leftovers are requeued when the run ends
-                        inflight.add(asyncio.ensure_future(self._run_task(gateway, spec, committer)))
-                    if claimed and len(inflight) < window and not self.stopping:
-                        continue
-                if not inflight:
-                    if exhausted:
-                        return
-                    continue
-                done, _ = await asyncio.wait([*inflight, stop_wait], return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    if task is not stop_wait:
-                        inflight.discard(task)
-                        task.result()  # surfaces programming errors and store failures
-            await self._drain(inflight)
+                        task = asyncio.ensure_future(self._run_task(gateway, spec, committer))
+                        self._inflight.add(task)
+                        task.add_done_callback(self._on_done)
+                    if claimed and len(self._inflight) < window:
+                        continue  # keep filling the window
+                if not self._inflight and exhausted:
+                    return
+                self._wake.clear()
+                if self._inflight and not self.stopping:
+                    await self._wake.wait()  # a task finished, or a stop was asked for
+                self._raise_failure()
+            await self._drain()
+            self._raise_failure()
         finally:
-            stop_wait.cancel()
-            for task in inflight:
-                task.cancel()
-            if inflight:
-                await asyncio.gather(*inflight, return_exceptions=True)
+            await self._cancel_inflight()
 
-    async def _drain(self, inflight: set[asyncio.Task[None]]) -> None:
-        """After a stop: give in-flight work a grace period, then cancel what is left."""
-        if not inflight:
-            return
-        done, _ = await asyncio.wait(inflight, timeout=self.options.grace_seconds)
-        for task in done:
-            inflight.discard(task)
-            with contextlib.suppress(asyncio.CancelledError):
-                task.result()
+    async def _drain(self) -> None:
+        """After a stop: tasks still waiting for a slot were never sent and end at once; those in
+        flight get the grace period (cut short by a second `interrupt`)."""
+        for task in self._inflight - self._sending:
+            task.cancel()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.grace_seconds
+        while self._inflight and not self._hurry.is_set():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), remaining)
 
-    def _admit_budget(self, gateway: Gateway, spec: TaskSpec) -> bool:
+    async def _cancel_inflight(self) -> None:
+        tasks = list(self._inflight)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._inflight.clear()
+
+    async def _reserve(self, gateway: Gateway, spec: TaskSpec) -> tuple[float, int] | None:
+        """Reserve one call's worst case against the budget; None when the job must stop instead.
+
+        When the call does not fit but other calls hold reservations, it waits for them to settle
+        (they usually cost less than their worst case); when nothing is outstanding and it still
+        does not fit, the budget is spent: the job stops.
+        """
         if not self.budget.limited:
-            return True
+            return (0.0, 0)
         try:
             est = gateway.estimate(spec.body)
         except RoutingError:
-            return True  # the task fails on its own with a routing error
-        cost = self.prices.estimate(est.model, est.prompt_tokens, est.max_output_tokens)
-        tokens = est.prompt_tokens + est.max_output_tokens
-        if not self.budget.admit(cost, tokens):
-            self.request_stop(self.budget.reason())
-            return False
+            return (0.0, 0)  # the task fails on its own with a routing error
+        cost, tokens = self.prices.worst_case(self.config, spec.body, est.prompt_tokens)
+        while not self.budget.admit(cost, tokens):
+            if self._reservations == 0:
+                self.request_stop(self.budget.reason())
+                return None
+            if self._settled is None:
+                self._settled = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._settled)
+            if self.stopping:
+                return None
         self.budget.reserve(cost, tokens)
-        self._estimates[spec.seq] = (cost, tokens)
-        return True
+        self._reservations += 1
+        return cost, tokens
+
+    def _settle(self, reserved: tuple[float, int], billed: tuple[float, int]) -> None:
+        if not self.budget.limited:
+            return
+        self.budget.settle(reserved[0], reserved[1], billed[0], billed[1])
+        self._reservations -= 1
+        waiters, self._settled = self._settled, None
+        if waiters is not None and not waiters.done():
+            waiters.set_result(None)
 
     # -- one task ------------------------------------------------------------------------------
     async def _run_task(self, gateway: Gateway, spec: TaskSpec, committer: GroupCommitter) -> None:
-        self.progress.in_flight += 1
-        try:
-            result, attempts, invalid = await self._run_with_checks(gateway, spec)
-        finally:
-            self.progress.in_flight -= 1
+        """Run one claimed task and commit its outcome; a task that is given up (stop, budget) or
+        cancelled is not committed, so it goes back to pending when the run ends."""
+        billed = [0.0, 0]  # everything this task was billed (USD, tokens)
+        async with self._slots:
+            if self.stopping:
+                return
+            try:
+                result, attempts, invalid = await self._run_with_checks(gateway, spec, billed)
+            except _Abandoned:
+                return
         if isinstance(result.error, QuotaExhaustedError):
             # The account is out of quota: every further call would fail the same way. Stop the job
-            # and leave this task to be sent again after the user tops up (it stays running →
-            # requeued), instead of recording a failure that is not the item's fault.
+            # and leave this task uncommitted (requeued when the run ends) to be sent again after
+            # the user tops up, instead of recording a failure that is not the item's fault.
             self.request_stop(f"provider {result.provider} refused: {result.error.message}")
-            self._settle_budget(spec, 0.0, 0)
             return
-        committer.add(self._outcome(spec, result, attempts, invalid))
+        committer.add(self._outcome(spec, result, attempts, invalid, billed))
         if self.errors.record(not result.ok or invalid is not None):
             self.request_stop(self.errors.reason())
 
-    async def _run_with_checks(self, gateway: Gateway, spec: TaskSpec) -> tuple[Result, int, str | None]:
+    async def _run_with_checks(
+        self, gateway: Gateway, spec: TaskSpec, billed: list[Any]
+    ) -> tuple[Result, int, str | None]:
         """Run the task; with an output check, re-run an invalid answer up to the job's limit.
 
-        Returns the last result, the provider calls made in all, and the last problem (None if valid).
+        Returns the last result, the provider calls made in all, and the last problem (None if
+        valid). Raises `_Abandoned` instead of starting a call once the job is stopping or the
+        call would pass the budget.
         """
         rounds = max(1, self.config.job.validation_attempts) if self.check.active else 1
         calls = 0
         problem: str | None = None
-        for _ in range(rounds):
-            result = await gateway.arun(spec.body, index=spec.seq, custom_id=spec.custom_id)
+        me = asyncio.current_task()
+        assert me is not None
+        for round_no in range(rounds):
+            reserved = await self._reserve(gateway, spec) if not self.stopping else None
+            if reserved is None:
+                raise _Abandoned(spec.custom_id)
+            before = (float(billed[0]), int(billed[1]))
+            self._sending.add(me)
+            self.progress.in_flight += 1
+            try:
+                result = await gateway.arun(spec.body, index=spec.seq, custom_id=spec.custom_id)
+                self._observe(result, billed)
+            finally:
+                self.progress.in_flight -= 1
+                self._sending.discard(me)
+                self._settle(reserved, (billed[0] - before[0], billed[1] - before[1]))
             calls += len(result.attempts)
             if not result.ok or not self.check.active:
                 return result, calls, None
             problem = self.check.problem(result.text)
             if problem is None:
                 return result, calls, None
-            self._account(result, wasted=True)
+            problem = f"{problem} (answer: {(result.text or '')[:200]!r})"
+            if round_no + 1 < rounds:
+                self._count_rejected(result)
         return result, calls, problem
 
-    def _account(self, result: Result, *, wasted: bool) -> float:
+    def _observe(self, result: Result, billed: list[Any]) -> None:
+        """Account one gateway result: latencies, wasted tokens, and what it was billed."""
+        for attempt in result.attempts:
+            hist_add(self.progress.latency.setdefault(attempt.provider, {}), attempt.latency_ms)
+            if attempt.error_kind is not None:
+                self.progress.retry_extra_tokens += attempt.tokens_charged
+        if not result.ok:
+            return
         usage = result.usage or Usage()
         cost = self.prices.cost(result.model, usage)
-        if wasted:
-            self.progress.retry_extra_tokens += usage.total_tokens
-        else:
-            self.progress.prompt_tokens += usage.prompt_tokens
-            self.progress.completion_tokens += usage.completion_tokens
-        wasted_tokens = sum(a.tokens_charged for a in result.attempts if a.error_kind is not None)
-        self.progress.retry_extra_tokens += wasted_tokens
+        billed[0] += cost
+        billed[1] += usage.total_tokens
         self.progress.cost_usd += cost
         if result.provider is not None:
             by = self.progress.cost_by_provider
             by[result.provider] = by.get(result.provider, 0.0) + cost
-        return cost
 
-    def _settle_budget(self, spec: TaskSpec, cost: float, tokens: int) -> None:
-        est = self._estimates.pop(spec.seq, None)
-        if est is not None or self.budget.limited:
-            e_cost, e_tokens = est or (0.0, 0)
-            self.budget.settle(e_cost, e_tokens, cost, tokens)
+    def _count_rejected(self, result: Result) -> None:
+        """An answer the output check refused and that will be asked again: billed, not kept."""
+        tokens = (result.usage or Usage()).total_tokens
+        self.progress.validation_tokens += tokens
+        self.progress.retry_extra_tokens += tokens
+        if result.provider is not None:
+            by = self.progress.validation_by_provider
+            by[result.provider] = by.get(result.provider, 0) + tokens
 
-    def _outcome(self, spec: TaskSpec, result: Result, attempts: int, invalid: str | None) -> TaskOutcome:
-        cost = self._account(result, wasted=False)
+    def _outcome(
+        self, spec: TaskSpec, result: Result, attempts: int, invalid: str | None, billed: list[Any]
+    ) -> TaskOutcome:
+        """The stored outcome: the kept answer's tokens, and every cent the task was billed."""
         usage = result.usage or Usage()
-        self._settle_budget(spec, cost, usage.total_tokens)
+        cost = float(billed[0])
         latency = round(result.latency_ms, 1)
         if result.ok and invalid is None:
             self.progress.succeeded += 1
+            self.progress.prompt_tokens += usage.prompt_tokens
+            self.progress.completion_tokens += usage.completion_tokens
             line = format_success_line(
                 spec.custom_id,
                 request_id=result.request_id,
@@ -306,7 +380,8 @@ class JobEngine:
             self.progress.invalid += 1
             if len(self.progress.invalid_ids) < 1000:
                 self.progress.invalid_ids.append(spec.custom_id)
-            code, message = "invalid_output", invalid
+            self._count_rejected(result)  # the last answer is billed but not kept either
+            code, message = INVALID_CODE, invalid
         else:
             err = result.error
             code = err.kind if isinstance(err, BatchgateError) else "error"
@@ -327,7 +402,7 @@ class JobEngine:
             output_line=line,
             error=f"{code}: {message}"[:500],
             provider=result.provider,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
+            prompt_tokens=0,
+            completion_tokens=0,
             cost_usd=cost,
         )

@@ -12,17 +12,30 @@ from typing import Any
 
 import orjson
 
+from batchgate.errors import ConfigError
+
 
 class OutputCheck:
-    def __init__(self, regex: str | None = None, schema: Mapping[str, Any] | None = None) -> None:
-        self._regex = re.compile(regex) if regex else None
+    def __init__(
+        self, regex: str | None = None, schema: Mapping[str, Any] | None = None, *, source: str = "<config>"
+    ) -> None:
+        """A bad regex or schema raises `ConfigError` naming `source` and the `job.` key."""
+        try:
+            self._regex = re.compile(regex) if regex else None
+        except re.error as exc:
+            raise ConfigError(source, "job.validate_regex", f"invalid regular expression: {exc}") from None
         self._validator: Any = None
         if schema is not None:
             import jsonschema
 
             as_dict = dict(schema)
             cls = jsonschema.validators.validator_for(as_dict)
-            cls.check_schema(as_dict)
+            try:
+                cls.check_schema(as_dict)
+            except jsonschema.SchemaError as exc:
+                where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+                reason = f"not a valid JSON Schema at {where}: {exc.message[:200]}"
+                raise ConfigError(source, "job.validate_schema", reason) from None
             self._validator = cls(as_dict)
 
     @property

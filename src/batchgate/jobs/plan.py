@@ -54,6 +54,7 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
     plans: dict[str, ProviderPlan] = {p.name: ProviderPlan() for p in config.providers}
     routes = {r.model: r for r in config.routes}
     tasks = 0
+    used_models: set[str] = set()
     for item in read_tasks(input_path, known_models=config.route_models()):
         if not isinstance(item, TaskSpec):
             continue
@@ -67,6 +68,7 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
             share = _weight(p) / total_w
             out = requested_output_tokens(item.body, p.default_max_tokens)
             model = target.model or route.model
+            used_models.add(model)
             usage = Usage(prompt_tokens=prompt, completion_tokens=out)
             plan = plans[p.name]
             plan.requests += share
@@ -88,18 +90,25 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
     }
     total_cost = sum(p["cost_usd_max"] for p in by_provider.values())
     batch_cost = sum(p["batch_api_cost_usd_max"] for p in by_provider.values())
+    prompt_total = sum(p["prompt_tokens"] for p in by_provider.values())
+    output_total = sum(p["max_output_tokens"] for p in by_provider.values())
+    budget = config.budget
+    over_cost = budget.max_cost_usd is not None and total_cost > budget.max_cost_usd
+    over_tokens = budget.max_tokens is not None and prompt_total + output_total > budget.max_tokens
     return {
         "input": str(input_path),
         "tasks": tasks,
         "providers": by_provider,
-        "prompt_tokens": sum(p["prompt_tokens"] for p in by_provider.values()),
-        "max_output_tokens": sum(p["max_output_tokens"] for p in by_provider.values()),
+        "prompt_tokens": prompt_total,
+        "max_output_tokens": output_total,
         "cost_usd_max": round(total_cost, 6),
         "batch_api_cost_usd_max": round(batch_cost, 6),
         "batch_api_saving_usd": round(total_cost - batch_cost, 6),
         "quota_seconds": max((p["quota_seconds"] for p in by_provider.values()), default=0.0),
-        "budget_usd": config.budget.max_cost_usd,
-        "over_budget": config.budget.max_cost_usd is not None and total_cost > config.budget.max_cost_usd,
+        "budget_usd": budget.max_cost_usd,
+        "budget_tokens": budget.max_tokens,
+        "over_budget": over_cost or over_tokens,
+        "unpriced_models": prices.unpriced(sorted(used_models)),
     }
 
 
@@ -121,7 +130,18 @@ def render_plan(plan: dict[str, Any]) -> str:
         f"(saving ${plan['batch_api_saving_usd']:.4f}); "
         f"quotas allow it in about {plan['quota_seconds']:.0f} s"
     )
+    limits = []
     if plan["budget_usd"] is not None:
-        verdict = "OVER" if plan["over_budget"] else "within"
-        lines.append(f"  budget ${plan['budget_usd']:.4f}: {verdict} budget")
+        limits.append(f"${plan['budget_usd']:.4f}")
+    if plan.get("budget_tokens") is not None:
+        limits.append(f"{plan['budget_tokens']} tokens")
+    if limits:
+        verdict = (
+            "the worst case is OVER it: the run stops when the next request could pass it"
+            if plan["over_budget"]
+            else "the worst case is within it"
+        )
+        lines.append(f"  budget {' and '.join(limits)}: {verdict}")
+    if plan.get("unpriced_models"):
+        lines.append(f"  no price in the config for: {', '.join(plan['unpriced_models'])} (counted as free)")
     return "\n".join(lines)

@@ -4,9 +4,11 @@ estimated or real usage, live or at the Batch API discount."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from batchgate.config import Price
+from batchgate.config import GatewayConfig, Price
 from batchgate.models import Usage
+from batchgate.scheduler import requested_output_tokens
 
 PER = 1_000_000.0
 
@@ -40,6 +42,27 @@ class PriceTable:
     def estimate(self, model: str | None, prompt_tokens: int, max_output_tokens: int) -> float:
         """Worst case for a request not yet sent: all prompt uncached, every output token used."""
         return self.cost(model, Usage(prompt_tokens=prompt_tokens, completion_tokens=max_output_tokens))
+
+    def worst_case(
+        self, config: GatewayConfig, body: Mapping[str, Any], prompt_tokens: int
+    ) -> tuple[float, int]:
+        """The most one call of `body` can cost (USD, tokens) on any target of its route.
+
+        A route may fall back to a dearer model; the budget must hold whichever one answers.
+        """
+        cost, tokens = 0.0, 0
+        for route in config.routes:
+            if route.model != body.get("model"):
+                continue
+            for target in route.targets:
+                out = requested_output_tokens(body, config.provider(target.provider).default_max_tokens)
+                cost = max(cost, self.estimate(target.model or route.model, prompt_tokens, out))
+                tokens = max(tokens, prompt_tokens + out)
+        return cost, tokens
+
+    def unpriced(self, models: list[str]) -> list[str]:
+        """The models (of those given) the price table has no price for: they count as free."""
+        return sorted({m for m in models if self.price(m) is None})
 
     def __bool__(self) -> bool:
         return bool(self._prices)

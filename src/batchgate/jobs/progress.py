@@ -7,12 +7,44 @@ The snapshot is also what `batchgate status` reads from the store while a job ru
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 import orjson
 
-from batchgate.jobs.engine import Progress
+from batchgate.errors import JobError
 from batchgate.stats import GatewayStatistics
+
+
+@dataclass(slots=True)
+class Progress:
+    """Live figures of one run (one process), kept by the engine and read by the displays.
+
+    `prompt_tokens`/`completion_tokens` count the answers kept; `validation_tokens` the answers
+    rejected by the output check (billed all the same); `cost_usd` is everything billed.
+    `latency` holds per-provider latency histograms (see `report.hist_add`) so runs can be merged.
+    """
+
+    started: float
+    total: int
+    done_before: int = 0  # terminal tasks from earlier runs
+    succeeded: int = 0
+    failed: int = 0
+    invalid: int = 0
+    in_flight: int = 0
+    cost_usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    validation_tokens: int = 0
+    retry_extra_tokens: int = 0  # failed attempts' charged tokens + validation_tokens
+    invalid_ids: list[str] = field(default_factory=list)
+    cost_by_provider: dict[str, float] = field(default_factory=dict)
+    validation_by_provider: dict[str, int] = field(default_factory=dict)
+    latency: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def done(self) -> int:
+        return self.done_before + self.succeeded + self.failed
 
 
 def snapshot(
@@ -23,9 +55,11 @@ def snapshot(
     pending = max(0, progress.total - progress.done)
     providers: dict[str, Any] = {}
     rate_limited = 0
+    sending = 0  # requests at the providers; the engine's other active tasks wait for quota
     if stats is not None:
         for name, p in stats.providers.items():
             rate_limited += p.rate_limited
+            sending += p.in_flight
             providers[name] = {
                 "requests": p.requests,
                 "ok": p.succeeded,
@@ -34,6 +68,7 @@ def snapshot(
                 "in_flight": p.in_flight,
                 "tokens": p.prompt_tokens + p.completion_tokens,
                 "p50_ms": round(p.latency_p50_ms, 1),
+                "cost_usd": round(progress.cost_by_provider.get(name, 0.0), 6),
             }
     return {
         "event": "progress",
@@ -45,11 +80,12 @@ def snapshot(
         "failed": progress.failed,
         "done_before": progress.done_before,
         "pending": pending,
-        "in_flight": progress.in_flight,
+        "in_flight": sending if stats is not None else progress.in_flight,
+        "waiting": max(0, progress.in_flight - sending) if stats is not None else 0,
         "rate_per_s": round(rate, 2),
         "eta_s": round(pending / rate, 1) if rate > 0 else None,
         "rate_limited": rate_limited,
-        "tokens": progress.prompt_tokens + progress.completion_tokens,
+        "tokens": progress.prompt_tokens + progress.completion_tokens + progress.validation_tokens,
         "cost_usd": round(progress.cost_usd, 6),
         "elapsed_s": round(elapsed_s, 2),
         "providers": providers,
@@ -76,7 +112,8 @@ class QuietSink:
 
 
 class JsonLinesSink:
-    """One JSON object per line on stdout: `started`, `progress` (each tick), `stopped`/`finished`."""
+    """One JSON object per line on stdout: `started`, `progress` (each tick), then `finished` or
+    `stopped` (with the exit code, the files written and how to resume). Nothing else goes to stdout."""
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         self._stream = stream or sys.stdout
@@ -119,6 +156,11 @@ class RichSink:
                 f"[bold]batchgate[/] job {fields.get('job')}: {fields.get('pending')} to run, "
                 f"{fields.get('done')} already done"
             )
+        elif name == "stopping":
+            self._console.print(
+                f"[yellow]stopping[/]: {fields.get('reason')}; waiting up to {fields.get('grace_s')} s for "
+                f"{fields.get('in_flight')} in-flight requests (press Ctrl-C again to stop at once)"
+            )
 
     def update(self, snap: dict[str, Any]) -> None:
         from rich.console import Group
@@ -130,11 +172,22 @@ class RichSink:
         head = Text.assemble(
             (f"{snap['done']}/{snap['total']} done", "bold"),
             f"  ok {snap['succeeded']}  failed {snap['failed']}  pending {snap['pending']}"
-            f"  in flight {snap['in_flight']}  ·  {snap['rate_per_s']:.1f}/s  ETA {_fmt_eta(snap['eta_s'])}"
+            f"  in flight {snap['in_flight']} (+{snap.get('waiting', 0)} waiting for quota)"
+            f"  ·  {snap['rate_per_s']:.1f}/s  ETA {_fmt_eta(snap['eta_s'])}"
             f"  ·  429s {snap['rate_limited']}  ·  {snap['tokens']} tokens  ·  ${snap['cost_usd']:.4f}",
         )
         table = Table(box=None, pad_edge=False, header_style="dim")
-        for col in ("provider", "requests", "ok", "errors", "429s", "in flight", "tokens", "p50 ms"):
+        for col in (
+            "provider",
+            "requests",
+            "ok",
+            "errors",
+            "429s",
+            "in flight",
+            "tokens",
+            "cost $",
+            "p50 ms",
+        ):
             table.add_column(col, justify="left" if col == "provider" else "right")
         for name, p in sorted(snap["providers"].items()):
             table.add_row(
@@ -145,9 +198,11 @@ class RichSink:
                 str(p["rate_limited"]),
                 str(p["in_flight"]),
                 str(p["tokens"]),
+                f"{p.get('cost_usd', 0.0):.4f}",
                 f"{p['p50_ms']:.0f}",
             )
-        bar = ProgressBar(total=total, completed=snap["done"], width=60)
+        bar = Table.grid()  # a grid row of its own, so the table starts on the next line
+        bar.add_row(ProgressBar(total=total, completed=snap["done"], width=60))
         self._live.update(Group(head, bar, table))
 
     def close(self) -> None:
@@ -160,5 +215,12 @@ def make_sink(mode: str) -> ProgressSink:
     if mode == "quiet":
         return QuietSink()
     if mode == "auto" and not sys.stderr.isatty():
+        return QuietSink()
+    try:
+        import rich  # noqa: F401 - the live display needs the `cli` extra
+    except ImportError:
+        if mode == "rich":
+            raise JobError("the live display needs rich: pip install 'batchgate[cli]'") from None
+        print("batchgate: no live display (pip install 'batchgate[cli]' for one)", file=sys.stderr)
         return QuietSink()
     return RichSink()

@@ -4,14 +4,19 @@ readable summary table for the terminal."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import orjson
 
-from batchgate.jobs.store import JobRecord, TaskState
+from batchgate.jobs.progress import Progress
+from batchgate.jobs.store import JobRecord, JobStore, TaskState
 from batchgate.stats import GatewayStatistics
 
 REPORT_BLOB = "report"
+OPEN_SEGMENT_BLOB = "report.open"  # the running run's figures, refreshed every few seconds
+INVALID_CODE = "invalid_output"
+MAX_LISTED_INVALID = 1000
 
 _ADDITIVE = (
     "request_count",
@@ -22,11 +27,49 @@ _ADDITIVE = (
     "prompt_tokens",
     "completion_tokens",
     "wasted_tokens",
+    "validation_tokens",
 )
+# Latency histograms: bucket i holds latencies near HIST_BASE**i ms (2 % wide), so runs merge exactly
+# up to the bucket width while a provider's histogram stays a few hundred entries at most.
+HIST_BASE = 1.02
 
 
-def run_segment(stats: GatewayStatistics, elapsed_s: float, costs: dict[str, float]) -> dict[str, Any]:
-    """What one run (one process, from start or resume to stop) contributes to the report."""
+def hist_add(hist: dict[str, int], ms: float) -> None:
+    key = str(round(math.log(max(ms, 1.0), HIST_BASE)))
+    hist[key] = hist.get(key, 0) + 1
+
+
+def hist_percentiles(hist: dict[str, int]) -> dict[str, float]:
+    """Nearest-rank p50/p95/p99 (ms) of a histogram; zeros for an empty one."""
+    buckets = sorted((int(k), n) for k, n in hist.items() if n > 0)
+    count = sum(n for _, n in buckets)
+    out = {"p50": 0.0, "p95": 0.0, "p99": 0.0}
+    if not count:
+        return out
+    for name, q in (("p50", 50), ("p95", 95), ("p99", 99)):
+        rank = max(0, min(count - 1, round(q / 100.0 * (count - 1))))
+        seen = 0
+        for key, n in buckets:
+            seen += n
+            if seen > rank:
+                out[name] = round(HIST_BASE**key, 1)
+                break
+    return out
+
+
+def run_segment(
+    stats: GatewayStatistics,
+    elapsed_s: float,
+    progress: Progress,
+    *,
+    run_id: str,
+    finished: bool = True,
+) -> dict[str, Any]:
+    """What one run (one process, from start or resume to stop) contributes to the report.
+
+    A run killed before it finished leaves its last periodic segment (`finished` False) behind;
+    the next run folds it in (`fold_open_segment`), so a crash loses at most a few seconds of figures.
+    """
     providers: dict[str, Any] = {}
     for name, p in stats.providers.items():
         providers[name] = {
@@ -42,39 +85,61 @@ def run_segment(stats: GatewayStatistics, elapsed_s: float, costs: dict[str, flo
                 "p95": round(p.latency_p95_ms, 1),
                 "p99": round(p.latency_p99_ms, 1),
             },
+            "latency_hist": dict(progress.latency.get(name, {})),
             "prompt_tokens": p.prompt_tokens,
             "completion_tokens": p.completion_tokens,
             "wasted_tokens": p.wasted_tokens,
-            "cost_usd": round(costs.get(name, 0.0), 6),
+            "validation_tokens": progress.validation_by_provider.get(name, 0),
+            "cost_usd": round(progress.cost_by_provider.get(name, 0.0), 6),
         }
-    return {"elapsed_ms": round(elapsed_s * 1000.0), "providers": providers}
+    return {
+        "run_id": run_id,
+        "finished": finished,
+        "elapsed_ms": round(elapsed_s * 1000.0),
+        "providers": providers,
+    }
+
+
+def _empty_provider() -> dict[str, Any]:
+    return dict.fromkeys(_ADDITIVE, 0) | {
+        "errors_by_kind": {},
+        "avg_latency_ms": 0.0,
+        "latency_ms": {"p50": 0.0, "p95": 0.0, "p99": 0.0},
+        "latency_hist": {},
+        "cost_usd": 0.0,
+        "_runs": 0,
+        "_latency_sum": 0.0,
+    }
 
 
 def merge_segments(segments: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
-    """Sum counters over runs; latency figures come from the latest run that sent requests."""
+    """Sum counters over runs. The average latency is weighted by each run's answered attempts;
+    percentiles are exact for a provider seen in one run, else read from the merged histograms."""
     elapsed = 0
     merged: dict[str, dict[str, Any]] = {}
     for seg in segments:
         elapsed += int(seg.get("elapsed_ms", 0))
         for name, p in seg.get("providers", {}).items():
-            into = merged.setdefault(
-                name,
-                dict.fromkeys(_ADDITIVE, 0)
-                | {
-                    "errors_by_kind": {},
-                    "avg_latency_ms": 0.0,
-                    "latency_ms": {"p50": 0.0, "p95": 0.0, "p99": 0.0},
-                    "cost_usd": 0.0,
-                },
-            )
+            into = merged.setdefault(name, _empty_provider())
             for k in _ADDITIVE:
                 into[k] += int(p.get(k, 0))
             into["cost_usd"] = round(into["cost_usd"] + float(p.get("cost_usd", 0.0)), 6)
             for kind, n in p.get("errors_by_kind", {}).items():
                 into["errors_by_kind"][kind] = into["errors_by_kind"].get(kind, 0) + int(n)
-            if p.get("request_count"):
-                into["avg_latency_ms"] = p.get("avg_latency_ms", 0.0)
-                into["latency_ms"] = p.get("latency_ms", into["latency_ms"])
+            answered = int(p.get("success_count", 0)) + int(p.get("error_count", 0))
+            if not answered:
+                continue
+            into["_runs"] += 1
+            into["_latency_sum"] += float(p.get("avg_latency_ms", 0.0)) * answered
+            into["latency_ms"] = dict(p.get("latency_ms", into["latency_ms"]))
+            for key, n in p.get("latency_hist", {}).items():
+                into["latency_hist"][key] = into["latency_hist"].get(key, 0) + int(n)
+    for into in merged.values():
+        answered = into["success_count"] + into["error_count"]
+        into["avg_latency_ms"] = round(into.pop("_latency_sum") / answered, 1) if answered else 0.0
+        if into.pop("_runs") > 1 and into["latency_hist"]:
+            into["latency_ms"] = hist_percentiles(into["latency_hist"])
+        del into["latency_hist"]
     return elapsed, merged
 
 
@@ -84,7 +149,7 @@ def build_report(
     totals: dict[str, float],
     segments: list[dict[str, Any]],
     *,
-    invalid_ids: list[str] | None = None,
+    invalid: tuple[int, list[dict[str, Any]]] = (0, []),
 ) -> dict[str, Any]:
     elapsed, providers = merge_segments(segments)
     errors_by_kind: dict[str, int] = {}
@@ -101,7 +166,8 @@ def build_report(
         "success_count": counts.get(TaskState.SUCCEEDED, 0),
         "failed_count": counts.get(TaskState.FAILED, 0),
         "pending_count": counts.get(TaskState.PENDING, 0) + counts.get(TaskState.RUNNING, 0),
-        "invalid_outputs": invalid_ids or [],
+        "invalid_count": invalid[0],
+        "invalid_outputs": invalid[1],
         "total_elapsed_ms": elapsed,
         "runs": len(segments),
         "providers": providers,
@@ -111,10 +177,42 @@ def build_report(
         "token_usage": {
             "prompt_tokens": int(totals.get("prompt_tokens", 0)),
             "completion_tokens": int(totals.get("completion_tokens", 0)),
-            "retry_extra_tokens": sum(p["wasted_tokens"] for p in providers.values()),
+            "retry_extra_tokens": sum(
+                p["wasted_tokens"] + p["validation_tokens"] for p in providers.values()
+            ),
         },
         "cost_usd": round(float(totals.get("cost_usd", 0.0)), 6),
     }
+
+
+async def load_invalid(
+    store: JobStore, job_id: str, limit: int = MAX_LISTED_INVALID
+) -> tuple[int, list[dict[str, Any]]]:
+    """How many tasks' answers failed the output check, and the first `limit` of them (custom_id,
+    input line, problem) — read from the store, so a crash loses none."""
+    count = 0
+    found: list[dict[str, Any]] = []
+    async for record in store.iter_results(job_id, ordered=True, states=[TaskState.FAILED]):
+        error = _line_error(record.output_line)
+        if error.get("code") != INVALID_CODE:
+            continue
+        count += 1
+        if len(found) < limit:
+            found.append(
+                {"custom_id": record.custom_id, "line": record.line_no, "problem": error.get("message")}
+            )
+    return count, found
+
+
+def _line_error(line: bytes | None) -> dict[str, Any]:
+    if not line:
+        return {}
+    try:
+        parsed = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return {}
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    return error if isinstance(error, dict) else {}
 
 
 def load_segments(blob: bytes | None) -> list[dict[str, Any]]:
@@ -124,15 +222,22 @@ def load_segments(blob: bytes | None) -> list[dict[str, Any]]:
     return list(data.get("segments", [])) if isinstance(data, dict) else []
 
 
-def dump_segments(segments: list[dict[str, Any]], invalid_ids: list[str]) -> bytes:
-    return orjson.dumps({"segments": segments, "invalid_ids": invalid_ids})
+def dump_segments(segments: list[dict[str, Any]]) -> bytes:
+    return orjson.dumps({"segments": segments})
 
 
-def load_invalid_ids(blob: bytes | None) -> list[str]:
-    if not blob:
-        return []
-    data = orjson.loads(blob)
-    return list(data.get("invalid_ids", [])) if isinstance(data, dict) else []
+def fold_open_segment(segments: list[dict[str, Any]], open_blob: bytes | None) -> bool:
+    """Add the periodic segment a killed run left behind, unless that run already finished.
+    Returns True when `segments` changed."""
+    if not open_blob:
+        return False
+    seg = orjson.loads(open_blob)
+    if not isinstance(seg, dict) or not seg.get("run_id"):
+        return False
+    if any(s.get("run_id") == seg["run_id"] for s in segments):
+        return False
+    segments.append(seg)
+    return True
 
 
 def render_summary(report: dict[str, Any]) -> str:
@@ -161,8 +266,9 @@ def render_summary(report: dict[str, Any]) -> str:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report["errors_by_kind"].items()))
         lines.append(f"  errors by kind: {kinds}")
     if report.get("invalid_outputs"):
+        ids = [item["custom_id"] for item in report["invalid_outputs"]]
         lines.append(
-            f"  invalid outputs for review: {', '.join(report['invalid_outputs'][:10])}"
-            + (" ..." if len(report["invalid_outputs"]) > 10 else "")
+            f"  {report['invalid_count']} invalid outputs for review (in the errors file): "
+            f"{', '.join(ids[:10])}" + (" ..." if len(ids) > 10 else "")
         )
     return "\n".join(lines)

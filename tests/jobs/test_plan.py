@@ -1,0 +1,91 @@
+"""Plan figures: tasks split over a route's targets by request quota, priced per model, and the
+budget verdict — checked against numbers worked out by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from batchgate.config import config_from_dict
+from batchgate.jobs.plan import make_plan, render_plan
+from batchgate.jobs.pricing import PriceTable
+from batchgate.models import Usage
+from batchgate.providers.base import make_token_counter
+
+
+def _config(budget: dict[str, Any] | None = None) -> Any:
+    data: dict[str, Any] = {
+        "providers": [
+            {"name": "a", "kind": "openai", "base_url": "http://127.0.0.1:1/v1", "limits": {"rpm": 300}},
+            {"name": "b", "kind": "openai", "base_url": "http://127.0.0.1:2/v1", "limits": {"rpm": 100}},
+        ],
+        "routes": [{"model": "m", "targets": ["a:cheap", "b:dear"]}],
+        "prices": {"cheap": {"input": 1.0, "output": 2.0}, "dear": {"input": 10.0, "output": 20.0}},
+    }
+    if budget:
+        data["budget"] = budget
+    return config_from_dict(data, source="test")
+
+
+def _input(path: Path, n: int) -> Path:
+    lines = [
+        {
+            "custom_id": f"c{i}",
+            "model": "m",
+            "max_tokens": 10,
+            "messages": [{"role": "user", "content": "hello"}],
+        }
+        for i in range(n)
+    ]
+    path.write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")
+    return path
+
+
+def test_plan_splits_by_quota_and_prices_each_model(tmp_path: Path) -> None:
+    config = _config()
+    src = _input(tmp_path / "in.jsonl", 100)
+    prompt = make_token_counter(config.provider("a")).count_prompt(
+        {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+    )
+    plan = make_plan(config, src)
+    assert plan["tasks"] == 100
+    a, b = plan["providers"]["a"], plan["providers"]["b"]
+    assert (a["requests"], b["requests"]) == (75, 25)  # rpm 300 : 100
+    assert a["prompt_tokens"] == 75 * prompt
+    assert b["max_output_tokens"] == 250
+    assert a["cost_usd_max"] == pytest.approx(75 * (prompt * 1.0 + 10 * 2.0) / 1e6)
+    assert b["cost_usd_max"] == pytest.approx(25 * (prompt * 10.0 + 10 * 20.0) / 1e6)
+    assert b["batch_api_cost_usd_max"] == pytest.approx(b["cost_usd_max"] / 2)
+    assert a["quota_seconds"] == pytest.approx(15.0)  # 75 requests at 300 a minute
+    assert plan["quota_seconds"] == pytest.approx(15.0)
+    assert plan["budget_usd"] is None
+    assert not plan["over_budget"]
+    assert plan["unpriced_models"] == []
+    text = render_plan(plan)
+    assert "100 tasks" in text
+    assert "budget" not in text
+
+
+def test_plan_budget_verdicts(tmp_path: Path) -> None:
+    src = _input(tmp_path / "in.jsonl", 100)
+    assert make_plan(_config({"max_cost_usd": 1000.0}), src)["over_budget"] is False
+    tight = make_plan(_config({"max_cost_usd": 0.0001}), src)
+    assert tight["over_budget"] is True
+    assert "OVER" in render_plan(tight)
+    tokens = make_plan(_config({"max_tokens": 500}), src)
+    assert tokens["over_budget"] is True
+    assert "500 tokens" in render_plan(tokens)
+
+
+def test_worst_case_takes_the_dearest_target() -> None:
+    config = _config()
+    prices = PriceTable(config.prices)
+    body = {"model": "m", "max_tokens": 10, "messages": []}
+    cost, tokens = prices.worst_case(config, body, prompt_tokens=100)
+    assert cost == pytest.approx((100 * 10.0 + 10 * 20.0) / 1e6)
+    assert tokens == 110
+    assert prices.cost("dear-2024-01-01", Usage(prompt_tokens=1_000_000)) == pytest.approx(10.0)  # prefix
+    assert prices.unpriced(["cheap", "other"]) == ["other"]

@@ -1,0 +1,152 @@
+"""The report: segments of several runs merged, a killed run's figures folded in once, the
+summary table, and invalid outputs read back from the store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from batchgate.jobs.memory_store import MemoryJobStore
+from batchgate.jobs.output import format_error_line
+from batchgate.jobs.report import (
+    build_report,
+    dump_segments,
+    fold_open_segment,
+    hist_add,
+    hist_percentiles,
+    load_invalid,
+    load_segments,
+    merge_segments,
+    render_summary,
+)
+from batchgate.jobs.store import TaskOutcome, TaskState
+
+from .factories import job, outcome, specs
+
+
+def _provider(requests: int, ok: int, errors: int, latencies: list[float], **extra: Any) -> dict[str, Any]:
+    hist: dict[str, int] = {}
+    for ms in latencies:
+        hist_add(hist, ms)
+    ordered = sorted(latencies)
+    return {
+        "request_count": requests,
+        "success_count": ok,
+        "error_count": errors,
+        "rate_limited": extra.get("rate_limited", 0),
+        "retries": extra.get("retries", 0),
+        "errors_by_kind": extra.get("errors_by_kind", {}),
+        "avg_latency_ms": sum(latencies) / len(latencies) if latencies else 0.0,
+        "latency_ms": {"p50": ordered[len(ordered) // 2] if ordered else 0.0, "p95": 0.0, "p99": 0.0},
+        "latency_hist": hist,
+        "prompt_tokens": 10 * ok,
+        "completion_tokens": 2 * ok,
+        "wasted_tokens": extra.get("wasted_tokens", 0),
+        "validation_tokens": extra.get("validation_tokens", 0),
+        "cost_usd": 0.5,
+    }
+
+
+def test_histogram_percentiles_within_two_percent() -> None:
+    hist: dict[str, int] = {}
+    values = [float(v) for v in range(1, 1001)]
+    for v in values:
+        hist_add(hist, v)
+    got = hist_percentiles(hist)
+    for name, expected in (("p50", 500.0), ("p95", 950.0), ("p99", 990.0)):
+        assert got[name] == pytest.approx(expected, rel=0.02)
+    assert hist_percentiles({}) == {"p50": 0.0, "p95": 0.0, "p99": 0.0}
+
+
+def test_merge_sums_counters_and_weights_latency() -> None:
+    first = {
+        "run_id": "a",
+        "elapsed_ms": 1000,
+        "providers": {
+            "alpha": _provider(10, 8, 2, [100.0] * 10, rate_limited=2, errors_by_kind={"rate_limit": 2}),
+        },
+    }
+    second = {
+        "run_id": "b",
+        "elapsed_ms": 500,
+        "providers": {
+            "alpha": _provider(30, 30, 0, [300.0] * 30, retries=1, validation_tokens=7, wasted_tokens=3),
+            "gamma": _provider(4, 4, 0, [50.0] * 4),
+        },
+    }
+    elapsed, merged = merge_segments([first, second])
+    assert elapsed == 1500
+    alpha = merged["alpha"]
+    assert alpha["request_count"] == 40
+    assert alpha["success_count"] == 38
+    assert alpha["error_count"] == 2
+    assert alpha["rate_limited"] == 2
+    assert alpha["retries"] == 1
+    assert alpha["errors_by_kind"] == {"rate_limit": 2}
+    assert alpha["avg_latency_ms"] == pytest.approx(250.0)  # (10 x 100 + 30 x 300) / 40
+    assert alpha["latency_ms"]["p50"] == pytest.approx(300.0, rel=0.02)  # from the merged histogram
+    assert alpha["latency_ms"]["p95"] == pytest.approx(300.0, rel=0.02)
+    assert alpha["cost_usd"] == pytest.approx(1.0)
+    assert merged["gamma"]["latency_ms"]["p50"] == 50.0  # one run: its exact figure is kept
+    assert "latency_hist" not in alpha
+
+    report = build_report(
+        job(task_total=50),
+        {TaskState.SUCCEEDED: 42, TaskState.FAILED: 2, TaskState.PENDING: 6, TaskState.RUNNING: 0},
+        {"prompt_tokens": 420.0, "completion_tokens": 84.0, "cost_usd": 1.25, "attempts": 50.0},
+        [first, second],
+    )
+    assert report["runs"] == 2
+    assert report["total_elapsed_ms"] == 1500
+    assert report["success_count"] == 42
+    assert report["failed_count"] == 2
+    assert report["pending_count"] == 6
+    assert report["token_usage"] == {"prompt_tokens": 420, "completion_tokens": 84, "retry_extra_tokens": 10}
+    assert report["rate_limited"] == 2
+    assert report["errors_by_kind"] == {"rate_limit": 2}
+    assert report["cost_usd"] == 1.25
+    summary = render_summary(report)
+    assert "alpha" in summary
+    assert "gamma" in summary
+    assert "rate_limit 2" in summary
+
+
+def test_open_segment_of_a_killed_run_is_folded_once() -> None:
+    segments = load_segments(dump_segments([{"run_id": "a", "elapsed_ms": 10, "providers": {}}]))
+    killed = orjson.dumps({"run_id": "b", "finished": False, "elapsed_ms": 5, "providers": {}})
+    assert fold_open_segment(segments, killed)
+    assert [s["run_id"] for s in segments] == ["a", "b"]
+    assert not fold_open_segment(segments, killed)  # that run is in already
+    assert not fold_open_segment(segments, b"")
+    assert not fold_open_segment(segments, None)
+    assert len(segments) == 2
+
+
+async def test_invalid_outputs_are_read_from_the_store() -> None:
+    store = MemoryJobStore()
+    await store.create_job(job())
+    await store.add_tasks("job1", specs(4))
+    await store.claim_tasks("job1", 4)
+    invalid = format_error_line(
+        "req-1",
+        status_code=200,
+        code="invalid_output",
+        message="no match",
+        provider="a",
+        attempts=2,
+        latency_ms=1,
+    )
+    await store.complete_tasks(
+        "job1",
+        [
+            outcome(0),
+            TaskOutcome(1, TaskState.FAILED, 2, invalid, "invalid_output: no match", "a"),
+            outcome(2, TaskState.FAILED),
+        ],
+    )
+    count, items = await load_invalid(store, "job1")
+    assert count == 1
+    assert items == [{"custom_id": "req-1", "line": 2, "problem": "no match"}]
+    assert (await load_invalid(store, "job1", limit=0)) == (1, [])
