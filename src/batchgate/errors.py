@@ -5,6 +5,7 @@
     ├── InputError               an input line is wrong (file, line, reason)
     ├── RoutingError             a request names no known route / no usable target
     ├── NeverFitsError           a request costs more than a provider's whole per-minute quota
+    ├── DispatchStopped          the gateway stopped sending (a job is stopping); nothing was sent
     ├── ProviderError            anything that went wrong talking to a provider
     │   ├── TransportError       no usable HTTP answer: retryable
     │   │   ├── ConnectError         the connection broke before the answer (reset)
@@ -75,6 +76,10 @@ class RoutingError(BatchgateError):
 
 class NeverFitsError(BatchgateError):
     """The request costs more than the provider's whole per-minute quota and can never be admitted."""
+
+
+class DispatchStopped(BatchgateError):
+    """The gateway stopped sending requests (the job is stopping); this one was not sent."""
 
 
 class ProviderError(BatchgateError):
@@ -185,6 +190,7 @@ _KIND: dict[type[BaseException], str] = {
     BadRequestError: "bad_request",
     QuotaExhaustedError: "quota_exhausted",
     NeverFitsError: "never_fits",
+    DispatchStopped: "stopped",
     RoutingError: "routing",
     BudgetExceededError: "budget",
     ErrorRateExceededError: "error_rate",

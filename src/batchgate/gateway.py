@@ -204,6 +204,11 @@ class Gateway:
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.gather(*alive, return_exceptions=True)
 
+    def stop_sending(self) -> None:
+        """Send nothing more: requests waiting for quota end at once with `DispatchStopped`
+        (nothing sent, nothing charged); requests already sent finish normally."""
+        self._sched().stop_sending()
+
     def estimate(self, body: ChatBody) -> Estimate:
         """Where a request would go first and what it would reserve there (for plans and budgets)."""
         sched = self._sched()

@@ -18,6 +18,7 @@ from typing import Any
 from batchgate.clock import Clock
 from batchgate.errors import (
     BatchgateError,
+    DispatchStopped,
     NeverFitsError,
     ProviderError,
     RateLimitError,
@@ -63,6 +64,8 @@ class Scheduler:
         self._global = global_slots
         self.items_succeeded = 0
         self.items_failed = 0
+        self._stopping = False
+        self._acquiring: set[asyncio.Future[Reservation]] = set()
 
     def targets_for(self, model: str) -> Sequence[Target]:
         targets = self._routes.get(model)
@@ -128,6 +131,13 @@ class Scheduler:
             if decision.delay > 0 and not decision.hinted:
                 await self._clock.sleep(decision.delay)
 
+    def stop_sending(self) -> None:
+        """From now on no request is sent: those waiting for quota give up at once (their
+        reservations refunded) and fail with `DispatchStopped`; calls already sent finish."""
+        self._stopping = True
+        for wait in self._acquiring:
+            wait.cancel()
+
     async def _acquire_any(self, candidates: list[Candidate]) -> tuple[Candidate, Reservation]:
         """Reserve quota at whichever healthy target admits the request first.
 
@@ -136,28 +146,32 @@ class Scheduler:
         request to a target only when quota is really there keeps every target busy until the
         route's work runs out, so a route's throughput approaches the sum of its targets' quotas.
         """
+        if self._stopping:
+            raise DispatchStopped()
         now = self._clock.now()
         live = [c for c in candidates if c[0].runtime.breaker.available(now)] or candidates
-        if len(live) == 1:
-            only = live[0]
-            return only, await only[0].runtime.pool.acquire(only[1])
-        for c in sorted(live, key=lambda c: -c[0].runtime.pool.headroom()):
+        ranked = live if len(live) == 1 else sorted(live, key=lambda c: -c[0].runtime.pool.headroom())
+        for c in ranked:
             res = c[0].runtime.pool.try_acquire(c[1])
             if res is not None:
                 c[0].runtime.breaker.allow(now)
                 return c, res
         waits = {asyncio.ensure_future(c[0].runtime.pool.acquire(c[1])): c for c in live}
+        self._acquiring.update(waits)
         try:
-            _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
-            for w in waits:
-                w.cancel()
-            await asyncio.gather(*waits, return_exceptions=True)
+            for w, c in waits.items():
+                if w.done() and not w.cancelled() and w.exception() is None:
+                    c[0].runtime.pool.refund(w.result())
             raise
-        for w in pending:
-            w.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        finally:
+            self._acquiring.difference_update(waits)
+            pending = [w for w in waits if not w.done()]
+            for w in pending:
+                w.cancel()
+            if pending:  # a waiter admitted as it is cancelled gives its admission back itself
+                await asyncio.gather(*pending, return_exceptions=True)
         winner: tuple[Candidate, Reservation] | None = None
         failure: BaseException | None = None
         for w, c in waits.items():
@@ -166,12 +180,13 @@ class Scheduler:
             exc = w.exception()
             if exc is not None:
                 failure = failure or exc
-                continue
-            if winner is None:
+            elif winner is None and not self._stopping:
                 winner = (c, w.result())
             else:
                 c[0].runtime.pool.refund(w.result())  # admitted in the same instant: give it back
         if winner is None:
+            if self._stopping:
+                raise DispatchStopped()
             assert failure is not None
             raise failure
         winner[0][0].runtime.breaker.allow(self._clock.now())

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from batchgate.errors import NeverFitsError, QuotaExhaustedError, RoutingError
+from batchgate.errors import DispatchStopped, NeverFitsError, QuotaExhaustedError, RoutingError
 from batchgate.gateway import Gateway
 
 from .conftest import chat, emu_provider, gateway_config
@@ -243,3 +243,23 @@ def test_sync_batch_runs_its_own_loop() -> None:
         results = gw.batch([chat("Summarize: the quick brown fox jumps")] * 3)
     assert [r.ok for r in results] == [True, True, True]
     assert gw.statistics().items_succeeded == 3
+
+
+async def test_stop_sending_abandons_requests_waiting_for_quota(emulator: Start) -> None:
+    providers = [emu_provider("alpha", limits={"rpm": 120, "tpm": 1_000_000})]
+    emu = await emulator(providers)
+    cfg = gateway_config(emu, providers, [{"model": "m", "targets": ["alpha"]}])
+    results = []
+    async with Gateway(cfg) as gw:
+        async for result in gw.stream([chat(f"echo {i}") for i in range(30)]):
+            results.append(result)
+            if len(results) == 1:
+                gw.stop_sending()
+        quota = gw.runtimes["alpha"].pool.statistics()
+    stopped = [r for r in results if isinstance(r.error, DispatchStopped)]
+    sent = emu.stats()["providers"]["alpha"]["admitted"]
+    assert len(results) == 30
+    assert stopped, "requests still waiting for quota must give up"
+    assert all(r.attempts == [] for r in stopped)
+    assert sent == 30 - len(stopped)
+    assert quota.waiters == 0

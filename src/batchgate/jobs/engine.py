@@ -18,7 +18,7 @@ from typing import Any
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
-from batchgate.errors import BatchgateError, QuotaExhaustedError, RoutingError
+from batchgate.errors import BatchgateError, DispatchStopped, QuotaExhaustedError, RoutingError
 from batchgate.gateway import Gateway
 from batchgate.jobs.commit import GroupCommitter
 from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
@@ -104,6 +104,8 @@ class JobEngine:
             self.stop_reason = reason
         self._stop.set()
         self._wake.set()
+        if self.gateway is not None:
+            self.gateway.stop_sending()  # requests still waiting for quota give up, unsent
 
     def interrupt(self, reason: str) -> None:
         """A signal: the first stops dispatching, the second also ends the grace period at once."""
@@ -268,6 +270,8 @@ class JobEngine:
                 result, attempts, invalid = await self._run_with_checks(gateway, spec, billed)
             except _Abandoned:
                 return
+        if isinstance(result.error, DispatchStopped):
+            return  # never sent: left uncommitted, so it is requeued when the run ends
         if isinstance(result.error, QuotaExhaustedError):
             # The account is out of quota: every further call would fail the same way. Stop the job
             # and leave this task uncommitted (requeued when the run ends) to be sent again after
