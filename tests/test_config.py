@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +113,82 @@ def test_load_config_file_errors(tmp_path: Path) -> None:
     not_map.write_text("- 1\n- 2\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="must be a mapping"):
         load_config(not_map)
+
+
+def test_batch_mode_keys_default_to_online_with_batch_apis_available() -> None:
+    cfg = config_from_dict(MINIMAL, environ={"OPENAI_API_KEY": "k"})
+    alpha = cfg.provider("alpha")
+    assert (alpha.batch_api, alpha.batch_max_requests, alpha.batch_max_bytes) == (True, None, None)
+    assert cfg.routes[0].mode == "online"
+    job = cfg.job
+    assert (job.mode, job.deadline_hours, job.batch_turnaround_hours) == (None, None, 24.0)
+    assert (job.batch_poll.initial, job.batch_poll.factor, job.batch_poll.maximum) == (5.0, 1.5, 60.0)
+
+
+def test_batch_mode_keys_load() -> None:
+    import copy
+
+    data: dict[str, Any] = copy.deepcopy(MINIMAL)
+    data["providers"][0].update(batch_max_requests=1000, batch_max_bytes=2_000_000)
+    data["providers"].append({"name": "local", "base_url": "http://127.0.0.1:8000/v1", "batch_api": False})
+    data["routes"] = [
+        {"model": "gpt-4o-mini", "targets": ["alpha"], "mode": "batch-api"},
+        {"model": "llama", "targets": ["local"], "mode": "auto"},
+    ]
+    data["job"] = {
+        "mode": "auto",
+        "deadline_hours": 30,
+        "batch_turnaround_hours": 2.5,
+        "batch_poll": {"initial": 2, "factor": 2, "maximum": 30},
+    }
+    cfg = config_from_dict(data, environ={"OPENAI_API_KEY": "k"})
+    assert cfg.provider("alpha").batch_max_requests == 1000
+    assert cfg.provider("alpha").batch_max_bytes == 2_000_000
+    assert cfg.provider("local").batch_api is False
+    assert [r.mode for r in cfg.routes] == ["batch-api", "auto"]
+    assert (cfg.job.mode, cfg.job.deadline_hours, cfg.job.batch_turnaround_hours) == ("auto", 30.0, 2.5)
+    assert (cfg.job.batch_poll.initial, cfg.job.batch_poll.factor, cfg.job.batch_poll.maximum) == (2, 2, 30)
+    small = config_from_dict(
+        {**data, "job": {"batch_poll": {"initial": 90}}}, environ={"OPENAI_API_KEY": "k"}
+    )
+    assert (small.job.batch_poll.initial, small.job.batch_poll.maximum) == (90.0, 90.0)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "key", "reason"),
+    [
+        (
+            lambda d: d["routes"][0].update(mode="batch"),
+            "routes[0].mode",
+            "must be one of online, batch-api, auto",
+        ),
+        (
+            lambda d: (d["providers"][0].update(batch_api=False), d["routes"][0].update(mode="batch-api")),
+            "routes[0].mode",
+            "no target provider has batch_api enabled",
+        ),
+        (lambda d: d["providers"][0].update(batch_api="yes"), "providers[0].batch_api", "true or false"),
+        (lambda d: d["providers"][0].update(batch_max_requests=0), "providers[0].batch_max_requests", ">= 1"),
+        (lambda d: d["providers"][0].update(batch_max_bytes=1.5), "providers[0].batch_max_bytes", "integer"),
+        (lambda d: d.update(job={"mode": "fast"}), "job.mode", "must be one of"),
+        (lambda d: d.update(job={"deadline_hours": -1}), "job.deadline_hours", "finite number > 0"),
+        (lambda d: d.update(job={"batch_turnaround_hours": 0}), "job.batch_turnaround_hours", "> 0"),
+        (lambda d: d.update(job={"batch_poll": {"factor": 0.5}}), "job.batch_poll.factor", ">= 1"),
+        (
+            lambda d: d.update(job={"batch_poll": {"initial": 10, "maximum": 5}}),
+            "job.batch_poll.maximum",
+            ">= initial",
+        ),
+        (lambda d: d.update(job={"batch_poll": {"every": 5}}), "job.batch_poll.every", "unknown key"),
+        (lambda d: d.update(job={"batch_poll": 5}), "job.batch_poll", "must be a mapping"),
+    ],
+)
+def test_bad_batch_mode_keys_are_named(mutate: object, key: str, reason: str) -> None:
+    import copy
+
+    data = copy.deepcopy(MINIMAL)
+    mutate(data)  # type: ignore[operator]
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(data, source="cfg.yaml", environ={"OPENAI_API_KEY": "k"})
+    assert info.value.key == key
+    assert reason in info.value.reason

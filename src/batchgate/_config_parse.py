@@ -9,6 +9,8 @@ from typing import Any, NoReturn, cast
 
 from batchgate.config import (
     EMULATOR_BASE_URL,
+    ROUTE_MODES,
+    BatchPollConfig,
     Budget,
     CircuitConfig,
     GatewayConfig,
@@ -19,6 +21,7 @@ from batchgate.config import (
     ProviderKind,
     RetryConfig,
     RouteConfig,
+    RouteMode,
     RouteTarget,
     Secret,
     Settings,
@@ -121,10 +124,13 @@ _PROVIDER = frozenset(
         "tokenizer",
         "default_max_tokens",
         "headers",
+        "batch_api",
+        "batch_max_requests",
+        "batch_max_bytes",
     }
 )
 _LIMITS = frozenset({"rpm", "tpm", "itpm", "otpm", "max_concurrency"})
-_ROUTE = frozenset({"model", "targets"})
+_ROUTE = frozenset({"model", "targets", "mode"})
 _SETTINGS = frozenset({"concurrency", "retry", "timeouts", "circuit", "seed"})
 _RETRY = frozenset({"max_attempts", "base_delay", "max_delay", "max_hint"})
 _TIMEOUTS = frozenset({"connect", "total"})
@@ -132,8 +138,19 @@ _CIRCUIT = frozenset({"failure_threshold", "open_seconds"})
 _PRICE = frozenset({"input", "output", "cached_input", "batch_discount"})
 _BUDGET = frozenset({"max_cost_usd", "max_tokens"})
 _JOB = frozenset(
-    {"error_rate_threshold", "error_rate_window", "validate_regex", "validate_schema", "validation_attempts"}
+    {
+        "error_rate_threshold",
+        "error_rate_window",
+        "validate_regex",
+        "validate_schema",
+        "validation_attempts",
+        "mode",
+        "deadline_hours",
+        "batch_turnaround_hours",
+        "batch_poll",
+    }
 )
+_BATCH_POLL = frozenset({"initial", "factor", "maximum"})
 
 
 def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> GatewayConfig:
@@ -145,9 +162,8 @@ def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> 
     for i, name in enumerate(names):
         if name in names[:i]:
             top.fail(f"providers[{i}].name", f"duplicate provider name {name!r}")
-    routes = tuple(
-        _route(top, i, raw, set(names)) for i, raw in enumerate(top.items("routes", required=True))
-    )
+    by_name = {p.name: p for p in providers}
+    routes = tuple(_route(top, i, raw, by_name) for i, raw in enumerate(top.items("routes", required=True)))
     models = [r.model for r in routes]
     for i, model in enumerate(models):
         if model in models[:i]:
@@ -209,6 +225,9 @@ def _provider(top: _Section, i: int, raw: Any, environ: Mapping[str, str]) -> Pr
         s.fail("headers", "must map header names to strings")
     default_max = s.integer("default_max_tokens", 1024)
     assert default_max is not None
+    batch_api = s.raw("batch_api")
+    if batch_api is not None and not isinstance(batch_api, bool):
+        s.fail("batch_api", f"must be true or false, got {_type_name(batch_api)}")
     return ProviderConfig(
         name=name,
         kind=cast("ProviderKind", kind),
@@ -219,10 +238,22 @@ def _provider(top: _Section, i: int, raw: Any, environ: Mapping[str, str]) -> Pr
         tokenizer=s.string("tokenizer", "auto") or "auto",
         default_max_tokens=default_max,
         headers=dict(headers_raw),
+        batch_api=True if batch_api is None else batch_api,
+        batch_max_requests=s.integer("batch_max_requests"),
+        batch_max_bytes=s.integer("batch_max_bytes"),
     )
 
 
-def _route(top: _Section, i: int, raw: Any, providers: set[str]) -> RouteConfig:
+def _mode(s: _Section, name: str) -> RouteMode | None:
+    value = s.raw(name)
+    if value is None:
+        return None
+    if value not in ROUTE_MODES:
+        s.fail(name, f"must be one of {', '.join(ROUTE_MODES)}, got {value!r}")
+    return cast("RouteMode", value)
+
+
+def _route(top: _Section, i: int, raw: Any, providers: Mapping[str, ProviderConfig]) -> RouteConfig:
     s = _Section(raw, top.source, f"routes[{i}]", _ROUTE)
     model = s.string("model", required=True)
     assert model is not None
@@ -235,7 +266,10 @@ def _route(top: _Section, i: int, raw: Any, providers: set[str]) -> RouteConfig:
         if provider not in providers:
             s.fail(key, f"unknown provider {provider!r} (known: {', '.join(sorted(providers))})")
         targets.append(RouteTarget(provider=provider, model=renamed or None))
-    return RouteConfig(model=model, targets=tuple(targets))
+    mode = _mode(s, "mode") or "online"
+    if mode == "batch-api" and not any(providers[t.provider].batch_api for t in targets):
+        s.fail("mode", "is 'batch-api' but no target provider has batch_api enabled")
+    return RouteConfig(model=model, targets=tuple(targets), mode=mode)
 
 
 def _settings(top: _Section) -> Settings:
@@ -315,4 +349,21 @@ def _job(top: _Section) -> JobSettings:
         validate_regex=regex,
         validate_schema=schema,
         validation_attempts=j.integer("validation_attempts", 3) or 3,
+        mode=_mode(j, "mode"),
+        deadline_hours=j.number("deadline_hours"),
+        batch_turnaround_hours=j.number("batch_turnaround_hours", 24.0) or 24.0,
+        batch_poll=_batch_poll(j),
     )
+
+
+def _batch_poll(job: _Section) -> BatchPollConfig:
+    b = job.section("batch_poll", _BATCH_POLL)
+    d = BatchPollConfig()
+    initial = b.number("initial", d.initial) or d.initial
+    factor = b.number("factor", d.factor) or d.factor
+    maximum = b.number("maximum", max(d.maximum, initial)) or d.maximum
+    if factor < 1:
+        b.fail("factor", f"must be >= 1 (intervals never shrink), got {factor!r}")
+    if maximum < initial:
+        b.fail("maximum", f"must be >= initial ({initial:g}), got {maximum:g}")
+    return BatchPollConfig(initial=initial, factor=factor, maximum=maximum)

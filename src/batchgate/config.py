@@ -9,13 +9,23 @@ here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them
         base_url: https://api.openai.com/v1     # or "emulator": served by the embedded emulator
         api_key_env: OPENAI_API_KEY
         limits: {rpm: 500, tpm: 200000, max_concurrency: 50}   # anthropic may add itpm, otpm
+        batch_api: true           # has a Batch API (default); false for vLLM, Ollama, ...
+        batch_max_requests: 50000 # optional: cut batches smaller than the documented limits
+        batch_max_bytes: 209715200
     routes:
       - model: gpt-4o-mini        # the model name requests carry
         targets: [alpha]          # provider, or provider:model to rename the model
+        mode: online              # online | batch-api | auto (by deadline and price)
     settings: {concurrency: 512, retry: {...}, timeouts: {...}, circuit: {...}}
     prices: {gpt-4o-mini: {input: 0.15, output: 0.60, cached_input: 0.075, batch_discount: 0.5}}
     budget: {max_cost_usd: 5.0, max_tokens: 2000000}
-    job: {error_rate_threshold: 0.5, error_rate_window: 200}
+    job:
+      error_rate_threshold: 0.5
+      error_rate_window: 200
+      mode: auto                  # optional: overrides every route's mode
+      deadline_hours: 30          # optional: results wanted within this long of the job's creation
+      batch_turnaround_hours: 24  # assumed Batch API turnaround (worst case)
+      batch_poll: {initial: 5, factor: 1.5, maximum: 60}   # batch status poll intervals, seconds
     emulator: {...}               # optional: an embedded emulator (same shape as emulator.yaml)
 """
 
@@ -32,6 +42,8 @@ import yaml
 from batchgate.errors import ConfigError
 
 ProviderKind = Literal["openai", "anthropic"]
+RouteMode = Literal["online", "batch-api", "auto"]
+ROUTE_MODES: tuple[str, ...] = ("online", "batch-api", "auto")
 EMULATOR_BASE_URL = "emulator"
 
 
@@ -78,6 +90,9 @@ class ProviderConfig:
     tokenizer: str = "auto"  # auto | estimate | an encoding name such as o200k_base
     default_max_tokens: int = 1024
     headers: Mapping[str, str] = field(default_factory=dict)
+    batch_api: bool = True  # the provider has a Batch API (false for vLLM, Ollama, ...)
+    batch_max_requests: int | None = None  # None: the provider's documented limit
+    batch_max_bytes: int | None = None
 
     @property
     def emulated(self) -> bool:
@@ -94,6 +109,7 @@ class RouteTarget:
 class RouteConfig:
     model: str
     targets: tuple[RouteTarget, ...]
+    mode: RouteMode = "online"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,12 +158,25 @@ class Budget:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchPollConfig:
+    """Batch status polls: `initial × factor^n` seconds apart, at most `maximum`."""
+
+    initial: float = 5.0
+    factor: float = 1.5
+    maximum: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
 class JobSettings:
     error_rate_threshold: float | None = None  # stop when failures / window passes this
     error_rate_window: int = 200
     validate_regex: str | None = None
     validate_schema: Mapping[str, Any] | None = None
     validation_attempts: int = 3
+    mode: RouteMode | None = None  # overrides every route's mode when given
+    deadline_hours: float | None = None  # results wanted this long after the job was created
+    batch_turnaround_hours: float = 24.0  # assumed Batch API turnaround (the providers' window)
+    batch_poll: BatchPollConfig = field(default_factory=BatchPollConfig)
 
 
 @dataclass(frozen=True, slots=True)

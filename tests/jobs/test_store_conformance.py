@@ -123,6 +123,34 @@ async def test_concurrent_claims_never_overlap(store: JobStore) -> None:
     assert sorted(seqs) == list(range(200))
 
 
+async def test_claim_seqs_claims_exactly_the_pending_ones_named(store: JobStore) -> None:
+    await store.create_job(job())
+    await store.add_tasks("job1", specs(8))
+    await store.claim_tasks("job1", 2)  # 0, 1 running
+    await store.complete_tasks("job1", [outcome(1)])  # 1 succeeded
+    claimed = await store.claim_seqs("job1", [6, 0, 1, 3, 3, 42])
+    assert claimed == [spec(3), spec(6)]  # by seq; running, succeeded, unknown and repeats ignored
+    assert await store.claim_seqs("job1", [3, 6]) == []
+    assert await store.claim_seqs("job1", []) == []
+    counts = await store.counts("job1")
+    assert (counts[TaskState.PENDING], counts[TaskState.RUNNING]) == (4, 3)
+    assert [t.seq for t in await store.claim_tasks("job1", 10)] == [2, 4, 5, 7]  # never hands 3, 6 out again
+    assert await store.requeue_running("job1") == 7
+    assert [t.seq for t in await store.claim_seqs("job1", range(8))] == [0, 2, 3, 4, 5, 6, 7]
+    with pytest.raises(JobError, match="nope"):
+        await store.claim_seqs("nope", [0])
+
+
+async def test_claim_seqs_and_claim_tasks_never_overlap(store: JobStore) -> None:
+    await store.create_job(job())
+    await store.add_tasks("job1", specs(100))
+    calls = [store.claim_seqs("job1", range(i, 100, 3)) for i in range(3)]
+    calls += [store.claim_tasks("job1", 9) for _ in range(10)]
+    batches = await asyncio.gather(*calls)
+    seqs = [t.seq for batch in batches for t in batch]
+    assert sorted(seqs) == list(range(100))
+
+
 async def test_complete_counts_and_totals(store: JobStore) -> None:
     await store.create_job(job())
     await store.add_tasks("job1", specs(5))

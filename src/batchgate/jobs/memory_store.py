@@ -135,6 +135,16 @@ class MemoryJobStore:
                 claimed.append(replace(task.spec, body=copy.deepcopy(task.spec.body)))
         return claimed
 
+    async def claim_seqs(self, job_id: str, seqs: Sequence[int]) -> list[TaskSpec]:
+        job = self._job(job_id)
+        claimed: list[TaskSpec] = []
+        for seq in sorted(set(seqs)):
+            task = job.tasks.get(seq)
+            if task is not None and task.state is TaskState.PENDING:  # its heap entry goes stale
+                task.state = TaskState.RUNNING
+                claimed.append(replace(task.spec, body=copy.deepcopy(task.spec.body)))
+        return claimed
+
     async def complete_tasks(self, job_id: str, outcomes: Sequence[TaskOutcome]) -> None:
         job = self._job(job_id)
         for outcome in outcomes:

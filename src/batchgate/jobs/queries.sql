@@ -143,6 +143,11 @@ WHERE rowid IN (
 )
 RETURNING seq, line_no, custom_id, body;
 
+-- task_claim_seqs --
+UPDATE tasks SET state = 'running'
+WHERE job = :job AND state = 'pending' AND seq IN (SELECT value FROM json_each(:seqs))
+RETURNING seq, line_no, custom_id, body;
+
 -- task_complete --
 UPDATE tasks SET state = ?, attempts = ?, output_line = ?, error = ?, provider = ?,
                  prompt_tokens = ?, completion_tokens = ?, cost_usd = ?, completed_order = ?

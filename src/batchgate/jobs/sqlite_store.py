@@ -193,6 +193,18 @@ class SqliteJobStore:
 
         return await self._run(claim)
 
+    async def claim_seqs(self, job_id: str, seqs: Sequence[int]) -> list[TaskSpec]:
+        wanted = orjson.dumps(sorted({int(s) for s in seqs}))
+
+        def claim() -> list[TaskSpec]:
+            pk = self._pk(job_id)
+            with self._tx() as conn:
+                rows = conn.execute(Q["task_claim_seqs"], {"job": pk, "seqs": wanted}).fetchall()
+            rows.sort(key=lambda r: r[0])
+            return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3])) for r in rows]
+
+        return await self._run(claim)
+
     async def complete_tasks(self, job_id: str, outcomes: Sequence[TaskOutcome]) -> None:
         for outcome in outcomes:
             check_outcome(outcome)

@@ -8,7 +8,8 @@ Semantics every store honours (the conformance suite checks each):
 - Job-scoped calls on an unknown job raise `JobError`, except `get_job`, `get_task_body` and
   `get_blob`, which return None.
 - `add_tasks` is idempotent on (job_id, seq): a task already present is left untouched.
-- `claim_tasks` hands out pending tasks in `seq` order, each to one caller only.
+- `claim_tasks` hands out pending tasks in `seq` order, each to one caller only; `claim_seqs` claims
+  exactly the named tasks that are pending (others are ignored), e.g. those of a persisted batch.
 - `complete_tasks` writes all outcomes in one transaction and gives each a job-wide, increasing
   `completed_order`; a task that already SUCCEEDED is final and never overwritten.
 - `requeue_running` puts running tasks back to pending (at-least-once after a crash or a stop).
@@ -125,6 +126,11 @@ class JobStore(Protocol):
 
     async def claim_tasks(self, job_id: str, limit: int) -> list[TaskSpec]:
         """Move up to `limit` pending tasks to running, lowest `seq` first, and return them."""
+        ...
+
+    async def claim_seqs(self, job_id: str, seqs: Sequence[int]) -> list[TaskSpec]:
+        """Move exactly the named tasks that are pending to running and return them by `seq`;
+        seqs that are not pending (or do not exist) are ignored."""
         ...
 
     async def complete_tasks(self, job_id: str, outcomes: Sequence[TaskOutcome]) -> None:

@@ -1,0 +1,126 @@
+"""Batch results as task outcomes, pure: the same OUT lines as live calls (`jobs.output`), priced at
+the Batch API rate, and the tasks worth another try (expired, cancelled, transiently failed)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from batchgate.jobs.batch_policy import (
+    failed_batch_error,
+    failed_batch_errors,
+    failed_batch_retryable,
+    item_retryable,
+)
+from batchgate.jobs.output import format_error_line, format_success_line
+from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.store import TaskOutcome, TaskSpec, TaskState
+from batchgate.models import Usage
+from batchgate.providers.batch_common import BatchItemResult
+
+
+def custom_id_for(seq: int) -> str:
+    """The batch custom_id of task `seq` (valid for both providers whatever the input's ids)."""
+    return f"t{seq}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchContext:
+    """What every item of one batch shares."""
+
+    provider: str
+    model: str  # the model the requests were sent with (priced when a result names none)
+    attempts: int  # the batch's round: how many batches its items have been in
+    latency_ms: float  # submission to results
+
+
+def success_outcome(
+    spec: TaskSpec, result: BatchItemResult, ctx: BatchContext, prices: PriceTable
+) -> TaskOutcome:
+    usage = result.usage or Usage()
+    body: dict[str, Any] = result.body or {}
+    model = body.get("model")
+    cost = prices.cost(model if isinstance(model, str) else ctx.model, usage, batch=True)
+    line = format_success_line(
+        spec.custom_id,
+        request_id=None,
+        status_code=result.status_code or 200,
+        body=body,
+        provider=ctx.provider,
+        attempts=ctx.attempts,
+        latency_ms=ctx.latency_ms,
+        usage=usage,
+    )
+    return TaskOutcome(
+        seq=spec.seq,
+        state=TaskState.SUCCEEDED,
+        attempts=ctx.attempts,
+        output_line=line,
+        error=None,
+        provider=ctx.provider,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost_usd=cost,
+    )
+
+
+def failure_outcome(
+    spec: TaskSpec, code: str, message: str, status: int | None, provider: str, attempts: int
+) -> TaskOutcome:
+    line = format_error_line(
+        spec.custom_id,
+        status_code=status,
+        code=code,
+        message=message,
+        provider=provider,
+        attempts=attempts,
+        latency_ms=0.0,
+    )
+    return TaskOutcome(
+        seq=spec.seq,
+        state=TaskState.FAILED,
+        attempts=attempts,
+        output_line=line,
+        error=f"{code}: {message}"[:500],
+        provider=provider,
+    )
+
+
+def sort_results(
+    specs: Mapping[int, TaskSpec],
+    results: Iterable[BatchItemResult],
+    ctx: BatchContext,
+    prices: PriceTable,
+) -> tuple[list[TaskOutcome], list[TaskSpec]]:
+    """The outcomes of an ended batch's tasks, and the tasks to try again (not processed,
+    transiently failed, or missing from the results). Results for other custom_ids are ignored."""
+    by_id = {r.custom_id: r for r in results}
+    outcomes: list[TaskOutcome] = []
+    again: list[TaskSpec] = []
+    for seq, spec in sorted(specs.items()):
+        result = by_id.get(custom_id_for(seq))
+        if result is None or (not result.ok and item_retryable(result)):
+            again.append(spec)
+        elif result.ok:
+            outcomes.append(success_outcome(spec, result, ctx, prices))
+        else:
+            err = result.error
+            code, message = (err.code, err.message) if err is not None else ("error", "")
+            outcomes.append(
+                failure_outcome(spec, code, message, result.status_code, ctx.provider, ctx.attempts)
+            )
+    return outcomes, again
+
+
+def failed_batch_outcomes(
+    specs: Mapping[int, TaskSpec], raw: Mapping[str, Any], ctx: BatchContext
+) -> tuple[list[TaskOutcome], list[TaskSpec]]:
+    """A batch that failed validation: every task fails with its reasons, or all are tried again
+    when every reason is a retryable one."""
+    errors = failed_batch_errors(raw)
+    ordered = [specs[seq] for seq in sorted(specs)]
+    if failed_batch_retryable(errors):
+        return [], ordered
+    code, message = failed_batch_error(errors)
+    return [failure_outcome(s, code, message, None, ctx.provider, ctx.attempts) for s in ordered], []
