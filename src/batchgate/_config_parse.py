@@ -44,7 +44,8 @@ class _Section:
         self.data: Mapping[str, Any] = data
         for key in data:
             if key not in allowed:
-                self.fail(str(key), f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+                name = key if isinstance(key, str) and key.strip() else repr(key)
+                self.fail(name, f"unknown key (expected one of: {', '.join(sorted(allowed))})")
 
     def key(self, name: str) -> str:
         return f"{self.path}.{name}" if self.path else name

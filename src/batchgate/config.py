@@ -211,6 +211,11 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> G
         raise ConfigError(source, "", f"cannot read: {exc.__class__.__name__}") from None
     try:
         data = yaml.safe_load(text)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow; no mark, a position
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigError(
+            source, f"line {line}", f"invalid YAML: character {exc.character!r} not allowed"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else ""

@@ -91,14 +91,7 @@ def test_read_only_output_directory(cli: Cli, emu: EmulatorThread, tmp_path: Pat
     [
         "random_bytes",
         "sqlite_magic_then_garbage",
-        pytest.param(
-            "foreign_sqlite",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="sqlite_schema.connect switches the file to WAL (rewriting header bytes 18-19) "
-                "before _migrate finds it is another application's database",
-            ),
-        ),
+        "foreign_sqlite",
         "empty_dir",
     ],
 )

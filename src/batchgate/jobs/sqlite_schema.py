@@ -30,6 +30,7 @@ def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise store_error(path, exc) from None
     try:
+        _refuse_foreign(path, conn)  # before WAL: never modify a database that is not ours
         mode = conn.execute(Q["set_wal"]).fetchone()
         if mode is None or str(mode[0]).lower() != "wal":
             raise StoreError(f"{path}: cannot switch the job database to WAL mode")
@@ -60,16 +61,19 @@ def _prepare_file(path: Path) -> None:
         raise StoreError(f"{path}: not a batchgate job database (not an SQLite file)")
 
 
+def _refuse_foreign(path: Path, conn: sqlite3.Connection) -> set[str]:
+    """The database's tables; StoreError if it holds tables and they are not batchgate's."""
+    tables = {row[0] for row in conn.execute(Q["list_tables"])}
+    if tables and not {"schema_version", "jobs"} <= tables:
+        raise StoreError(f"{path}: not a batchgate job database (it holds other tables)")
+    return tables
+
+
 def _migrate(path: Path, conn: sqlite3.Connection) -> None:
     conn.execute(Q["begin_write"])
     try:
-        tables = {row[0] for row in conn.execute(Q["list_tables"])}
-        if not tables:
-            version = -1
-        elif "schema_version" not in tables or "jobs" not in tables:
-            raise StoreError(f"{path}: not a batchgate job database (it holds other tables)")
-        else:
-            version = int(conn.execute(Q["get_schema_version"]).fetchone()[0] or 0)
+        tables = _refuse_foreign(path, conn)
+        version = -1 if not tables else int(conn.execute(Q["get_schema_version"]).fetchone()[0] or 0)
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{path}: made by a newer batchgate "
