@@ -1,0 +1,1 @@
+"""One small module per compared system; each exposes `run(spec, rec)` (see `systems.common`)."""
