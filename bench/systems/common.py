@@ -22,9 +22,12 @@ class Recorder:
         self.finished: float | None = None
         self.notes: list[str] = []
         self.extrapolated_makespan: float | None = None
+        self._cpu_started = time.process_time()
+        self._cpu_run: float | None = None
 
     def start(self) -> None:
         self.started = time.perf_counter()
+        self._cpu_started = time.process_time()
 
     def ok(self, rid: str, latency_ms: float | None) -> None:
         self.items[rid] = (True, latency_ms, None)
@@ -35,6 +38,7 @@ class Recorder:
     def finish(self) -> None:
         if self.finished is None:
             self.finished = time.perf_counter()
+            self._cpu_run = time.process_time() - self._cpu_started
 
     def to_json(self) -> dict[str, Any]:
         self.finish()
@@ -51,6 +55,7 @@ class Recorder:
             "failure_kinds": kinds,
             "notes": self.notes,
             "extrapolated_makespan": self.extrapolated_makespan,
+            "cpu_run_s": self._cpu_run,  # CPU from the first request to the last answer
         }
 
 
