@@ -124,7 +124,8 @@ request in the workload. *dup. completions*: requests the providers completed tw
 successful request (share of all tokens charged); a request refused with a 429 is charged
 nothing (as with real providers), so 429 storms cost time and failures, not tokens.
 *CPU ms / req*: the client process's CPU time from its first request to its last answer
-(start-up and imports excluded; the CLI: its whole process, start-up included) per request. *peak RSS*: the client process's.
+(start-up and imports excluded; the CLI: its whole process, start-up included) per request.
+*peak RSS*: the client process's.
 
 **Systems**, configured as their documentation recommends, each told the providers' *declared*
 limits: a serial loop and `asyncio.gather` with the official `openai`/`anthropic` SDKs and their
