@@ -30,11 +30,11 @@ def _config(budget: dict[str, Any] | None = None) -> Any:
     return config_from_dict(data, source="test")
 
 
-def _input(path: Path, n: int) -> Path:
+def _input(path: Path, n: int, model: str = "m") -> Path:
     lines = [
         {
             "custom_id": f"c{i}",
-            "model": "m",
+            "model": model,
             "max_tokens": 10,
             "messages": [{"role": "user", "content": "hello"}],
         }
@@ -89,3 +89,33 @@ def test_worst_case_takes_the_dearest_target() -> None:
     assert tokens == 110
     assert prices.cost("dear-2024-01-01", Usage(prompt_tokens=1_000_000)) == pytest.approx(10.0)  # prefix
     assert prices.unpriced(["cheap", "other"]) == ["other"]
+
+
+def test_plan_shows_each_route_mode_and_the_cost_both_ways(tmp_path: Path) -> None:
+    data: dict[str, Any] = {
+        "providers": [
+            {"name": "a", "kind": "openai", "base_url": "http://127.0.0.1:1/v1", "limits": {"rpm": 300}},
+            {"name": "local", "kind": "openai", "base_url": "http://127.0.0.1:2/v1", "batch_api": False},
+        ],
+        "routes": [
+            {"model": "m", "targets": ["a:cheap"], "mode": "auto"},
+            {"model": "n", "targets": ["local:cheap"], "mode": "auto"},
+        ],
+        "prices": {"cheap": {"input": 1.0, "output": 2.0, "batch_discount": 0.4}},
+        "job": {"deadline_hours": 30, "batch_turnaround_hours": 24},
+    }
+    src = _input(tmp_path / "in.jsonl", 10)
+    plan = make_plan(config_from_dict(data, source="test"), src)
+    route = plan["routes"]["m"]
+    assert (route["configured_mode"], route["mode"], route["batch_provider"]) == ("auto", "batch-api", "a")
+    assert route["batch_api_cost_usd_max"] == pytest.approx(0.4 * route["cost_usd_max"])
+    assert route["planned_cost_usd_max"] == route["batch_api_cost_usd_max"]
+    assert plan["providers"]["a"]["batch_api_saving_usd"] == pytest.approx(
+        0.6 * route["cost_usd_max"], abs=1e-6
+    )
+    assert plan["planned_cost_usd_max"] == pytest.approx(route["batch_api_cost_usd_max"])
+    assert "auto -> batch-api" in render_plan(plan)
+
+    late = make_plan(config_from_dict({**data, "job": {"deadline_hours": 10}}, source="test"), src)
+    assert late["routes"]["m"]["mode"] == "online"  # a batch might not end in time
+    assert late["planned_cost_usd_max"] == pytest.approx(late["routes"]["m"]["cost_usd_max"])

@@ -150,3 +150,53 @@ async def test_invalid_outputs_are_read_from_the_store() -> None:
     assert count == 1
     assert items == [{"custom_id": "req-1", "line": 2, "problem": "no match"}]
     assert (await load_invalid(store, "job1", limit=0)) == (1, [])
+
+
+def test_batches_merge_over_runs_with_the_cost_split_and_saving() -> None:
+    provider = _provider(4, 4, 0, [10.0] * 4) | {"cost_usd": 0.75, "batch_cost_usd": 0.25}  # 0.5 live
+    first: dict[str, Any] = {"run_id": "r1", "elapsed_ms": 100, "providers": {"p": provider}}
+    first["batches"] = {
+        "batches_submitted": 2,
+        "batches_ended": {"expired": 1},
+        "succeeded": 3,
+        "resubmitted": 1,
+        "cost_usd": 0.25,
+        "live_cost_usd": 0.5,
+        "by_provider": {"p": {"items": 3, "cost_usd": 0.25, "live_cost_usd": 0.5}},
+    }
+    second = {
+        "run_id": "r2",
+        "elapsed_ms": 50,
+        "providers": {"p": {"cost_usd": 0.1, "batch_cost_usd": 0.1}},
+        "batches": {
+            "batches_resumed": 1,
+            "batches_ended": {"completed": 1},
+            "succeeded": 1,
+            "sent_live": 2,
+            "cost_usd": 0.1,
+            "live_cost_usd": 0.2,
+            "by_provider": {"p": {"items": 1, "cost_usd": 0.1, "live_cost_usd": 0.2}},
+        },
+    }
+    counts = {TaskState.SUCCEEDED: 4}
+    report = build_report(job(task_total=4), counts, {"cost_usd": 0.85}, [first, second])
+    b = report["batches"]
+    assert (b["submitted"], b["resumed"], b["ended"]) == (2, 1, {"completed": 1, "expired": 1})
+    assert (b["items_succeeded"], b["resubmitted_items"], b["sent_live_items"]) == (4, 1, 2)
+    assert (b["cost_usd"], b["live_cost_usd"], b["saving_usd"]) == (0.35, 0.7, 0.35)
+    assert b["by_provider"]["p"] == {"items": 4, "cost_usd": 0.35, "live_cost_usd": 0.7, "saving_usd": 0.35}
+    p = report["providers"]["p"]
+    assert (p["cost_usd"], p["batch_cost_usd"], p["live_cost_usd"]) == (0.85, 0.35, 0.5)
+    assert p["batch_saving_usd"] == 0.35
+    assert report["cost_split"] == {
+        "live_usd": 0.5,
+        "batch_usd": 0.35,
+        "all_live_usd": 1.2,
+        "batch_saving_usd": 0.35,
+    }
+    text = render_summary(report)
+    assert "batches: 2 submitted, 1 resumed (completed 1, expired 1)" in text
+    assert "saving $0.3500" in text
+    plain = build_report(job(task_total=4), counts, {}, [{"run_id": "r", "providers": {}}])
+    assert plain["batches"]["submitted"] == 0
+    assert "batches:" not in render_summary(plain)

@@ -12,7 +12,12 @@ from batchgate.errors import BatchgateError
 
 # Each subcommand module exposes `register(subparsers) -> None`, which adds its parser and sets
 # `handler=<callable(args) -> int>` as a default.
-SUBCOMMANDS: tuple[str, ...] = ("batchgate.cli.run", "batchgate.cli.jobs", "batchgate.cli.emulate")
+SUBCOMMANDS: tuple[str, ...] = (
+    "batchgate.cli.run",
+    "batchgate.cli.jobs",
+    "batchgate.cli.cancel",
+    "batchgate.cli.emulate",
+)
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130

@@ -140,6 +140,14 @@ def _status(args: argparse.Namespace) -> int:
             f"  {live['rate_per_s']}/s, ETA {live['eta_s']} s, {live['rate_limited']} x 429, "
             f"{live['in_flight']} in flight, ${live['cost_usd']:.4f}"
         )
+        batches = live.get("batches")
+        if batches:
+            states = ", ".join(f"{k} {v}" for k, v in sorted(batches["by_state"].items())) or "none open"
+            print(
+                f"  batches: {batches['open']} open ({states}), {batches['processed']} of "
+                f"{batches['items']} items processed; {batches['submitted']} submitted, "
+                f"{batches['resumed']} resumed"
+            )
         for name, p in sorted(live["providers"].items()):
             print(
                 f"    {name}: {p['requests']} requests, {p['ok']} ok, {p['errors']} errors, "

@@ -10,11 +10,11 @@ from typing import Any
 
 import orjson
 
-from batchgate.config import GatewayConfig, load_config
+from batchgate.config import ROUTE_MODES, GatewayConfig, load_config
 from batchgate.errors import JobError
 from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.progress import make_sink
-from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, check_input, run_job
+from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, check_input, run_job, with_job_overrides
 
 
 def _positive_int(text: str) -> int:
@@ -38,7 +38,24 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def _add_mode_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--mode",
+        choices=ROUTE_MODES,
+        default=None,
+        help="online, batch-api (provider Batch APIs) or auto (by deadline and price); overrides job.mode",
+    )
+    p.add_argument(
+        "--deadline",
+        type=_positive_float,
+        default=None,
+        metavar="HOURS",
+        help="results wanted within HOURS of the job's creation; overrides job.deadline_hours",
+    )
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
+    _add_mode_options(p)
     p.add_argument("--store", type=Path, default=DEFAULT_STORE, help="job database (default: %(default)s)")
     p.add_argument("--errors", type=Path, default=None, help="errors file (default: OUTPUT.errors.jsonl)")
     p.add_argument(
@@ -88,6 +105,7 @@ def register(sub: Any) -> None:
     plan.add_argument("--config", type=Path, required=True)
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     plan.add_argument("--skip-invalid", action="store_true")
+    _add_mode_options(plan)
     plan.set_defaults(handler=_plan)
 
 
@@ -111,6 +129,8 @@ def _request(args: argparse.Namespace, input_path: Path, config: Path, output: P
         skip_invalid=args.skip_invalid,
         allow_changed_input=args.allow_changed_input,
         engine=_engine_options(args),
+        mode=args.mode,
+        deadline_hours=args.deadline,
     )
 
 
@@ -157,6 +177,7 @@ def _resume(args: argparse.Namespace) -> int:
         args.ordered = True
     if not args.skip_invalid and job.options.get("skip_invalid"):
         args.skip_invalid = True
+    # --mode and --deadline: the job remembers them (see runner.job_config)
     req = _request(args, Path(job.input_path), config_path, Path(job.output_path))
     return _go(req, config, args.progress)
 
@@ -164,7 +185,7 @@ def _resume(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from batchgate.jobs.plan import make_plan, render_plan
 
-    config = load_config(args.config)
+    config = with_job_overrides(load_config(args.config), args.mode, args.deadline)
     req = RunRequest(
         input_path=args.input, config_path=args.config, output_path=Path("-"), skip_invalid=args.skip_invalid
     )

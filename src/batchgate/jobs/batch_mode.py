@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any
 
@@ -46,8 +46,10 @@ from batchgate.jobs.batch_outcomes import (
     sort_results,
 )
 from batchgate.jobs.batch_policy import TasksEstimate, batch_target, deadline_near, hours_until, resolve_mode
+from batchgate.jobs.batch_stats import BatchModeStats, OpenBatches
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store import JobStore, TaskOutcome, TaskSpec, TaskState
+from batchgate.models import Usage
 from batchgate.providers.batch_common import (
     TRANSIENT_ERRORS,
     BatchClient,
@@ -56,26 +58,10 @@ from batchgate.providers.batch_common import (
     make_batch_client,
 )
 
+__all__ = ["BatchModeRunner", "BatchModeStats"]
+
 MAX_ROUNDS = 2  # an item is batched at most twice; then it goes live
 CREATE_ATTEMPTS = 30  # tries to create one batch through 429s / transient errors before going live
-
-
-@dataclass(slots=True)
-class BatchModeStats:
-    """What the runner did, for the report."""
-
-    batches_submitted: int = 0
-    batches_resumed: int = 0
-    creation_refused: int = 0  # 429s (quota) and transient errors on creation
-    batches_ended: dict[str, int] = field(default_factory=dict)  # by provider state
-    succeeded: int = 0
-    failed: int = 0
-    resubmitted: int = 0  # items put into a new batch
-    sent_live: int = 0  # items handed back to be sent live
-    cost_usd: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(slots=True)
@@ -99,19 +85,23 @@ class BatchModeRunner:
         prices: PriceTable | None = None,
         deadline: float | None = None,
         on_outcome: Callable[[TaskOutcome], None] | None = None,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         """`deadline`: wall seconds (see `batch_policy.job_deadline`), None for no deadline.
-        `base_urls` overrides providers' URLs (an embedded emulator's)."""
+        `base_urls` overrides providers' URLs (an embedded emulator's). `on_event(name, fields)`
+        hears `batch_submitted`, `batch_resumed` and `batch_ended`."""
         self.config = config
         self.store = store
         self.job_id = job_id
         self.stats = BatchModeStats()
+        self.open = OpenBatches()  # the batches followed now, with their last polled state
         self._session = session
         self._base_urls = dict(base_urls or {})
         self._clock: Clock = clock or LoopClock()
         self._prices = prices or PriceTable(config.prices)
         self._deadline = deadline
         self._on_outcome = on_outcome
+        self._on_event = on_event
         poll = config.job.batch_poll
         self._poll = PollPolicy(poll.initial, poll.factor, poll.maximum)
         self._ledger = BatchLedger(store, job_id)
@@ -137,6 +127,10 @@ class BatchModeRunner:
             specs = await self.store.claim_seqs(self.job_id, record.seqs)
             recovered.append(_Batch(record, {s.seq: s for s in specs}))
             self._active.add(record.key)
+            self.open.add(
+                record.key, record.handle.provider, record.handle.batch_id, len(specs), record.round
+            )
+            self._event("batch_resumed", record, requests=len(specs))
         self._recovered = recovered
         self.stats.batches_resumed += len(recovered)
         return sum(len(b.specs) for b in recovered)
@@ -269,7 +263,7 @@ class BatchModeRunner:
                     failure_outcome(s, exc.kind, exc.message, exc.status, client.name, round_no)
                     for s in specs
                 ]
-                await self._commit(fail)
+                await self._commit(fail, model)
                 return None
             except TRANSIENT_ERRORS:  # 429 on the enqueued-token quota, 5xx, transport
                 attempt += 1
@@ -283,6 +277,8 @@ class BatchModeRunner:
         await self._ledger.add(record)  # first thing after the provider accepted it
         self._active.add(record.key)
         self.stats.batches_submitted += 1
+        self.open.add(record.key, record.handle.provider, record.handle.batch_id, len(specs), round_no)
+        self._event("batch_submitted", record, requests=len(specs))
         if self._cancel_requested():  # cancel_all ran while this batch was being created
             await self._cancel(record)
         return _Batch(record, {s.seq: s for s in specs})
@@ -299,20 +295,37 @@ class BatchModeRunner:
         if not batch.specs:  # every task of it finished in an earlier run
             await self._ledger.finish(record, record.ended or "superseded", self._clock.wall())
             self._active.discard(record.key)
+            self.open.remove(record.key)
             return
         client = self._client(record.handle.provider)
-        status = await client.poll_until_done(record.handle)
-        ctx = BatchContext(record.handle.provider, record.model, record.round, self._latency_ms(record))
-        if status.state == "failed":
-            outcomes, leftovers = failed_batch_outcomes(batch.specs, status.raw, ctx)
-        else:
-            results = await client.results(record.handle)
-            outcomes, leftovers = sort_results(batch.specs, results, ctx, self._prices)
-        await self._commit(outcomes)
-        await self._ledger.finish(record, status.state, self._clock.wall())
+        ctx = BatchContext(record.handle.provider, record.model, record.round, 0.0)
+        try:
+            status = await client.poll_until_done(
+                record.handle, on_status=lambda s: self.open.update(record.key, s)
+            )
+            ctx = BatchContext(ctx.provider, ctx.model, ctx.attempts, self._latency_ms(record))
+            if status.state == "failed":
+                outcomes, leftovers = failed_batch_outcomes(batch.specs, status.raw, ctx)
+            else:
+                results = await client.results(record.handle)
+                outcomes, leftovers = sort_results(batch.specs, results, ctx, self._prices)
+            state: str = status.state
+        except BadRequestError:  # the provider no longer knows it (purged, or an emulator restarted)
+            state, outcomes, leftovers = "lost", [], [batch.specs[s] for s in sorted(batch.specs)]
+        await self._commit(outcomes, record.model)
+        await self._ledger.finish(record, state, self._clock.wall())
         self._active.discard(record.key)
-        ended = self.stats.batches_ended
-        ended[status.state] = ended.get(status.state, 0) + 1
+        self.open.remove(record.key)
+        self.stats.ended(state)
+        ok = sum(1 for o in outcomes if o.error is None)
+        self._event(
+            "batch_ended",
+            record,
+            state=state,
+            succeeded=ok,
+            failed=len(outcomes) - ok,
+            leftovers=len(leftovers),
+        )
         if leftovers and not self._cancelling:
             if record.round >= MAX_ROUNDS or self._near():
                 self.stats.sent_live += len(leftovers)
@@ -321,20 +334,33 @@ class BatchModeRunner:
                 self.stats.resubmitted += len(leftovers)
                 await self._run_group(record.handle.provider, record.model, leftovers, record.round + 1, live)
 
-    async def _commit(self, outcomes: list[TaskOutcome]) -> None:
+    async def _commit(self, outcomes: list[TaskOutcome], model: str) -> None:
         if not outcomes:
             return
         await self.store.complete_tasks(self.job_id, outcomes)
         for outcome in outcomes:
-            if outcome.state is TaskState.SUCCEEDED:
-                self.stats.succeeded += 1
-            else:
-                self.stats.failed += 1
-            self.stats.cost_usd += outcome.cost_usd
+            self.stats.add_outcome(outcome, self._live_cost(outcome, model))
             if self._on_outcome is not None:
                 self._on_outcome(outcome)
 
     # -- helpers ---------------------------------------------------------------------------------
+
+    def _live_cost(self, outcome: TaskOutcome, model: str) -> float:
+        """What an answer bought at the Batch API price would have cost live."""
+        price = self._prices.price(model)
+        if price is None or not outcome.cost_usd:
+            return outcome.cost_usd
+        if price.batch_discount > 0:
+            return outcome.cost_usd / price.batch_discount
+        return self._prices.cost(model, Usage(outcome.prompt_tokens, outcome.completion_tokens))
+
+    def _event(self, name: str, record: BatchRecord, **fields: Any) -> None:
+        if self._on_event is not None:
+            handle = record.handle
+            self._on_event(
+                name,
+                {"provider": handle.provider, "batch_id": handle.batch_id, "round": record.round, **fields},
+            )
 
     def _cancel_requested(self) -> bool:
         return self._cancelling

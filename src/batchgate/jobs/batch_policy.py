@@ -54,6 +54,15 @@ def batch_target(route: RouteConfig, config: GatewayConfig) -> tuple[ProviderCon
     return None
 
 
+def may_batch(config: GatewayConfig) -> bool:
+    """Whether any route could run in `batch-api` mode (else a run need not look for batch tasks)."""
+    for route in config.routes:
+        mode = config.job.mode or route.mode
+        if mode != "online" and batch_target(route, config) is not None:
+            return True
+    return False
+
+
 def job_deadline(config: GatewayConfig, created_at: float) -> float | None:
     """The job's deadline in wall seconds (`job.deadline_hours` after its creation), or None."""
     hours = config.job.deadline_hours

@@ -1,10 +1,14 @@
-"""The job engine: claims tasks from the store, runs them through the gateway, group-commits each
-outcome, enforces the budget and the error-rate stop, and stops gracefully on request.
+"""The job engine: claims tasks from the store, runs them live through the gateway (`live_task`) or
+through provider Batch APIs (`batch_driver`), group-commits each outcome, enforces the budget and
+the error-rate stop, and stops gracefully on request.
 
 Delivery is at-least-once: a task is `running` from its claim until its outcome is committed; after
-a crash, `requeue_running` puts such tasks back, so they are sent again. A succeeded task is final
-and never sent again. On a stop, dispatch ends at once; in-flight tasks get `grace_seconds` to
-finish (a second `interrupt` cuts that short), and whatever did not finish goes back to pending.
+a crash, `requeue_running` puts such tasks back, so they are sent again (a task of a recorded batch
+is re-claimed and its batch polled instead). A succeeded task is final and never sent again. The
+run ends when no task is left and no batch is outstanding. On a stop, dispatch ends at once;
+in-flight calls get `grace_seconds` to finish (a second `interrupt` cuts that short), batches go on
+at the provider (or are cancelled there when the job is being cancelled), and whatever did not
+finish goes back to pending.
 """
 
 from __future__ import annotations
@@ -18,21 +22,23 @@ from typing import Any
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
-from batchgate.errors import BatchgateError, DispatchStopped, QuotaExhaustedError, RoutingError
+from batchgate.errors import DispatchStopped, QuotaExhaustedError
 from batchgate.gateway import Gateway
+from batchgate.jobs.batch_driver import BatchDriver, EventSink
+from batchgate.jobs.budget_gate import BudgetGate
 from batchgate.jobs.commit import GroupCommitter
 from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
-from batchgate.jobs.output import format_error_line, format_success_line
+from batchgate.jobs.live_task import Abandoned, LiveTasks
 from batchgate.jobs.output_check import OutputCheck
-from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.progress import Progress
-from batchgate.jobs.report import INVALID_CODE, hist_add
-from batchgate.jobs.store import JobStore, TaskOutcome, TaskSpec, TaskState
-from batchgate.models import Result, Usage
+from batchgate.jobs.store import JobStore, TaskSpec, TaskState
 
-__all__ = ["EngineOptions", "EngineOutcome", "JobEngine", "Progress"]
+__all__ = ["CANCEL_BLOB", "CANCEL_REASON", "EngineOptions", "EngineOutcome", "JobEngine", "Progress"]
 
 CLAIM_CHUNK = 512
+CANCEL_BLOB = "cancel_requested"  # written by `batchgate cancel` for the run that holds the job
+CANCEL_REASON = "cancelled"
+CANCEL_WAIT_S = 120.0  # at most this long cancelling batches at the providers before stopping
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +60,6 @@ class EngineOutcome:
     emulator_stats: dict[str, Any] | None
 
 
-class _Abandoned(Exception):
-    """A task given up because the job is stopping: not committed, so it is requeued."""
-
-
 class JobEngine:
     def __init__(
         self,
@@ -70,9 +72,12 @@ class JobEngine:
         base_urls: dict[str, str] | None = None,
         on_gateway: Callable[[Gateway], None] | None = None,
         spent_extra_tokens: int = 0,
+        deadline: float | None = None,
+        on_event: EventSink | None = None,
     ) -> None:
         """`spent_extra_tokens`: tokens earlier runs were billed beyond the stored answers (rejected
-        answers), counted against the token budget."""
+        answers), counted against the token budget. `deadline`: the job's deadline in wall seconds
+        (`batch_policy.job_deadline`). `on_event(name, fields)` hears the batch events."""
         self.config = config
         self.store = store
         self.job_id = job_id
@@ -81,22 +86,25 @@ class JobEngine:
         self._base_urls = base_urls
         self._on_gateway = on_gateway
         self._spent_extra_tokens = spent_extra_tokens
-        self.prices = PriceTable(config.prices)
+        self._deadline = deadline
+        self._on_event = on_event
         self.budget = BudgetGuard(config.budget)
         self.errors = ErrorRateWindow(config.job.error_rate_threshold, config.job.error_rate_window)
         self.check = OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)
         self.progress = Progress(started=time.time(), total=0)
         self.stop_reason: str | None = None
+        self.cancel_requested = False
         self._stop = asyncio.Event()
         self._hurry = asyncio.Event()
         self._wake = asyncio.Event()
         self._inflight: set[asyncio.Task[None]] = set()  # claimed tasks alive in this run
-        self._sending: set[asyncio.Task[None]] = set()  # those past the engine's concurrency gate
+        self._handed: list[TaskSpec] = []  # claimed tasks batch mode handed back to send live
         self._slots = asyncio.Semaphore(self.options.concurrency or config.settings.concurrency)
         self._failure: BaseException | None = None
+        self._gate = BudgetGate(self.budget, self.request_stop, lambda: self.stopping)
+        self._live: LiveTasks | None = None
         self.gateway: Gateway | None = None
-        self._reservations = 0  # budget reservations outstanding
-        self._settled: asyncio.Future[None] | None = None  # resolved at the next settlement
+        self.batches: BatchDriver | None = None
 
     def request_stop(self, reason: str) -> None:
         """Stop dispatching (idempotent; the first reason wins). In-flight work gets a grace period."""
@@ -106,6 +114,12 @@ class JobEngine:
         self._wake.set()
         if self.gateway is not None:
             self.gateway.stop_sending()  # requests still waiting for quota give up, unsent
+
+    def request_cancel(self) -> None:
+        """`batchgate cancel`: stop, and cancel the job's provider batches (keeping partial results)."""
+        self.cancel_requested = True
+        self.stop_reason = CANCEL_REASON
+        self.request_stop(CANCEL_REASON)
 
     def interrupt(self, reason: str) -> None:
         """A signal: the first stops dispatching, the second also ends the grace period at once."""
@@ -143,16 +157,42 @@ class JobEngine:
             self.gateway = gateway
             if self._on_gateway is not None:
                 self._on_gateway(gateway)
+            self._live = LiveTasks(
+                self.config, gateway, self._gate, self.check, self.progress, lambda: self.stopping
+            )
+            self.batches = BatchDriver(
+                self.config,
+                self.store,
+                self.job_id,
+                clock=self.clock,
+                progress=self.progress,
+                budget=self._gate,
+                errors=self.errors,
+                to_live=self._hand_live,
+                stop=self.request_stop,
+                fail=self._fail,
+                deadline=self._deadline,
+                base_urls=self._base_urls,
+                on_event=self._on_event,
+            )
             try:
+                await self.batches.start(gateway)
                 await self._dispatch(gateway, committer)
             finally:
-                await committer.close()
-                await self.store.requeue_running(self.job_id)  # claimed but unfinished -> pending
+                try:
+                    await self._stop_batches()
+                finally:
+                    await committer.close()
+                    await self.store.requeue_running(self.job_id)  # claimed but unfinished -> pending
             stats = gateway.statistics()
             emu = gateway.emulator.stats() if gateway.emulator is not None else None
         self.gateway = None
         status = "stopped" if self.stop_reason is not None else "completed"
         return EngineOutcome(status, self.stop_reason, self.clock.now() - started, stats, self.progress, emu)
+
+    async def cancel_asked(self) -> bool:
+        """Whether `batchgate cancel` asked (through the store) for this job to be cancelled."""
+        return bool(await self.store.get_blob(self.job_id, CANCEL_BLOB))
 
     # -- dispatch ------------------------------------------------------------------------------
     def _window(self) -> int:
@@ -161,38 +201,54 @@ class JobEngine:
         conc = self.options.concurrency or self.config.settings.concurrency
         return max(1024, 4 * conc)
 
+    def _hand_live(self, specs: list[TaskSpec]) -> None:
+        self._handed.extend(specs)
+        self._wake.set()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc  # a store failure or a bug: end the run with it
+            self.request_stop("internal error")
+
     def _on_done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)
-        if not task.cancelled() and task.exception() is not None and self._failure is None:
-            self._failure = task.exception()  # a store failure or a bug: end the run with it
-            self.request_stop("internal error")
+        if not task.cancelled() and task.exception() is not None:
+            self._fail(task.exception())  # type: ignore[arg-type]
         self._wake.set()
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
             raise self._failure
 
+    def _start(self, gateway: Gateway, spec: TaskSpec, committer: GroupCommitter) -> None:
+        task = asyncio.ensure_future(self._run_task(gateway, spec, committer))
+        self._inflight.add(task)
+        task.add_done_callback(self._on_done)
+
     async def _dispatch(self, gateway: Gateway, committer: GroupCommitter) -> None:
         window = self._window()
         exhausted = False
+        batches = self.batches
+        assert batches is not None
         try:
             while not self.stopping:
+                handed, self._handed = self._handed, []
+                for spec in handed:
+                    self._start(gateway, spec, committer)
                 if not exhausted and len(self._inflight) < window:
                     claimed = await self.store.claim_tasks(
                         self.job_id, min(CLAIM_CHUNK, window - len(self._inflight))
                     )
                     exhausted = not claimed
                     for spec in claimed:
-                        task = asyncio.ensure_future(self._run_task(gateway, spec, committer))
-                        self._inflight.add(task)
-                        task.add_done_callback(self._on_done)
+                        self._start(gateway, spec, committer)
                     if claimed and len(self._inflight) < window:
                         continue  # keep filling the window
-                if not self._inflight and exhausted:
+                if not self._inflight and exhausted and not self._handed and not batches.busy:
                     return
                 self._wake.clear()
-                if self._inflight and not self.stopping:
-                    await self._wake.wait()  # a task finished, or a stop was asked for
+                if (self._inflight or batches.busy) and not self._handed and not self.stopping:
+                    await self._wake.wait()  # a task finished, batches handed work back, or a stop
                 self._raise_failure()
             await self._drain()
             self._raise_failure()
@@ -202,7 +258,8 @@ class JobEngine:
     async def _drain(self) -> None:
         """After a stop: tasks still waiting for a slot were never sent and end at once; those in
         flight get the grace period (cut short by a second `interrupt`)."""
-        for task in self._inflight - self._sending:
+        sending = self._live.sending if self._live is not None else set()
+        for task in self._inflight - sending:
             task.cancel()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.options.grace_seconds
@@ -214,6 +271,21 @@ class JobEngine:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), remaining)
 
+    async def _stop_batches(self) -> None:
+        """At the end of a run: when the job is being cancelled, cancel its batches at the
+        providers first (bounded); then stop following them."""
+        batches = self.batches
+        if batches is None:
+            return
+        try:
+            if self.stopping and (self.cancel_requested or await self.cancel_asked()):
+                self.cancel_requested = True
+                self.stop_reason = CANCEL_REASON
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(batches.cancel_batches(), CANCEL_WAIT_S)
+        finally:
+            await batches.close()
+
     async def _cancel_inflight(self) -> None:
         tasks = list(self._inflight)
         for task in tasks:
@@ -222,53 +294,18 @@ class JobEngine:
             await asyncio.gather(*tasks, return_exceptions=True)
         self._inflight.clear()
 
-    async def _reserve(self, gateway: Gateway, spec: TaskSpec) -> tuple[float, int] | None:
-        """Reserve one call's worst case against the budget; None when the job must stop instead.
-
-        When the call does not fit but other calls hold reservations, it waits for them to settle
-        (they usually cost less than their worst case); when nothing is outstanding and it still
-        does not fit, the budget is spent: the job stops.
-        """
-        if not self.budget.limited:
-            return (0.0, 0)
-        try:
-            est = gateway.estimate(spec.body)
-        except RoutingError:
-            return (0.0, 0)  # the task fails on its own with a routing error
-        cost, tokens = self.prices.worst_case(self.config, spec.body, est.prompt_tokens)
-        while not self.budget.admit(cost, tokens):
-            if self._reservations == 0:
-                self.request_stop(self.budget.reason())
-                return None
-            if self._settled is None:
-                self._settled = asyncio.get_running_loop().create_future()
-            await asyncio.shield(self._settled)
-            if self.stopping:
-                return None
-        self.budget.reserve(cost, tokens)
-        self._reservations += 1
-        return cost, tokens
-
-    def _settle(self, reserved: tuple[float, int], billed: tuple[float, int]) -> None:
-        if not self.budget.limited:
-            return
-        self.budget.settle(reserved[0], reserved[1], billed[0], billed[1])
-        self._reservations -= 1
-        waiters, self._settled = self._settled, None
-        if waiters is not None and not waiters.done():
-            waiters.set_result(None)
-
     # -- one task ------------------------------------------------------------------------------
     async def _run_task(self, gateway: Gateway, spec: TaskSpec, committer: GroupCommitter) -> None:
         """Run one claimed task and commit its outcome; a task that is given up (stop, budget) or
         cancelled is not committed, so it goes back to pending when the run ends."""
-        billed = [0.0, 0]  # everything this task was billed (USD, tokens)
+        live = self._live
+        assert live is not None
         async with self._slots:
             if self.stopping:
                 return
             try:
-                result, attempts, invalid = await self._run_with_checks(gateway, spec, billed)
-            except _Abandoned:
+                result, attempts, invalid, billed = await live.run(spec)
+            except Abandoned:
                 return
         if isinstance(result.error, DispatchStopped):
             return  # never sent: left uncommitted, so it is requeued when the run ends
@@ -278,135 +315,6 @@ class JobEngine:
             # the user tops up, instead of recording a failure that is not the item's fault.
             self.request_stop(f"provider {result.provider} refused: {result.error.message}")
             return
-        committer.add(self._outcome(spec, result, attempts, invalid, billed))
+        committer.add(live.outcome(spec, result, attempts, invalid, billed))
         if self.errors.record(not result.ok or invalid is not None):
             self.request_stop(self.errors.reason())
-
-    async def _run_with_checks(
-        self, gateway: Gateway, spec: TaskSpec, billed: list[Any]
-    ) -> tuple[Result, int, str | None]:
-        """Run the task; with an output check, re-run an invalid answer up to the job's limit.
-
-        Returns the last result, the provider calls made in all, and the last problem (None if
-        valid). Raises `_Abandoned` instead of starting a call once the job is stopping or the
-        call would pass the budget.
-        """
-        rounds = max(1, self.config.job.validation_attempts) if self.check.active else 1
-        calls = 0
-        problem: str | None = None
-        me = asyncio.current_task()
-        assert me is not None
-        for round_no in range(rounds):
-            reserved = await self._reserve(gateway, spec) if not self.stopping else None
-            if reserved is None:
-                raise _Abandoned(spec.custom_id)
-            before = (float(billed[0]), int(billed[1]))
-            self._sending.add(me)
-            self.progress.in_flight += 1
-            try:
-                result = await gateway.arun(spec.body, index=spec.seq, custom_id=spec.custom_id)
-                self._observe(result, billed)
-            finally:
-                self.progress.in_flight -= 1
-                self._sending.discard(me)
-                self._settle(reserved, (billed[0] - before[0], billed[1] - before[1]))
-            calls += len(result.attempts)
-            if not result.ok or not self.check.active:
-                return result, calls, None
-            problem = self.check.problem(result.text)
-            if problem is None:
-                return result, calls, None
-            problem = f"{problem} (answer: {(result.text or '')[:200]!r})"
-            if round_no + 1 < rounds:
-                self._count_rejected(result)
-        return result, calls, problem
-
-    def _observe(self, result: Result, billed: list[Any]) -> None:
-        """Account one gateway result: latencies, wasted tokens, and what it was billed."""
-        for attempt in result.attempts:
-            hist_add(self.progress.latency.setdefault(attempt.provider, {}), attempt.latency_ms)
-            if attempt.error_kind is not None:
-                self.progress.retry_extra_tokens += attempt.tokens_charged
-        if not result.ok:
-            return
-        usage = result.usage or Usage()
-        cost = self.prices.cost(result.model, usage)
-        billed[0] += cost
-        billed[1] += usage.total_tokens
-        self.progress.cost_usd += cost
-        if result.provider is not None:
-            by = self.progress.cost_by_provider
-            by[result.provider] = by.get(result.provider, 0.0) + cost
-
-    def _count_rejected(self, result: Result) -> None:
-        """An answer the output check refused and that will be asked again: billed, not kept."""
-        tokens = (result.usage or Usage()).total_tokens
-        self.progress.validation_tokens += tokens
-        self.progress.retry_extra_tokens += tokens
-        if result.provider is not None:
-            by = self.progress.validation_by_provider
-            by[result.provider] = by.get(result.provider, 0) + tokens
-
-    def _outcome(
-        self, spec: TaskSpec, result: Result, attempts: int, invalid: str | None, billed: list[Any]
-    ) -> TaskOutcome:
-        """The stored outcome: the kept answer's tokens, and every cent the task was billed."""
-        usage = result.usage or Usage()
-        cost = float(billed[0])
-        latency = round(result.latency_ms, 1)
-        if result.ok and invalid is None:
-            self.progress.succeeded += 1
-            self.progress.prompt_tokens += usage.prompt_tokens
-            self.progress.completion_tokens += usage.completion_tokens
-            line = format_success_line(
-                spec.custom_id,
-                request_id=result.request_id,
-                status_code=result.status_code or 200,
-                body=result.body or {},
-                provider=result.provider,
-                attempts=attempts,
-                latency_ms=latency,
-                usage=usage,
-            )
-            return TaskOutcome(
-                seq=spec.seq,
-                state=TaskState.SUCCEEDED,
-                attempts=attempts,
-                output_line=line,
-                error=None,
-                provider=result.provider,
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                cost_usd=cost,
-            )
-        self.progress.failed += 1
-        if invalid is not None:
-            self.progress.invalid += 1
-            if len(self.progress.invalid_ids) < 1000:
-                self.progress.invalid_ids.append(spec.custom_id)
-            self._count_rejected(result)  # the last answer is billed but not kept either
-            code, message = INVALID_CODE, invalid
-        else:
-            err = result.error
-            code = err.kind if isinstance(err, BatchgateError) else "error"
-            message = err.message if isinstance(err, BatchgateError) else "unknown error"
-        line = format_error_line(
-            spec.custom_id,
-            status_code=result.status_code,
-            code=code,
-            message=message,
-            provider=result.provider,
-            attempts=attempts,
-            latency_ms=latency,
-        )
-        return TaskOutcome(
-            seq=spec.seq,
-            state=TaskState.FAILED,
-            attempts=attempts,
-            output_line=line,
-            error=f"{code}: {message}"[:500],
-            provider=result.provider,
-            prompt_tokens=0,
-            completion_tokens=0,
-            cost_usd=cost,
-        )

@@ -1,8 +1,11 @@
 """The plan: before anything is sent, the projected requests, tokens, cost (live and at the Batch
-API discount) and quota-bound duration per provider, for `batchgate plan` and `run --dry-run`.
+API discount, and the saving) and quota-bound duration per provider, for `batchgate plan` and
+`run --dry-run`; and per route the mode it would run in (`auto` decided by `choose_mode` from the
+deadline and the prices) with the cost that mode implies.
 
 Work on a route with several targets is split in proportion to their request quotas, as the
-router's headroom-based spreading does in the long run.
+router's headroom-based spreading does in the long run; a batch-mode route's batches go to its
+first target with a Batch API.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from batchgate.config import GatewayConfig, ProviderConfig
+from batchgate.jobs.batch_policy import TasksEstimate, batch_target, resolve_mode
 from batchgate.jobs.input import read_tasks
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store import TaskSpec
@@ -44,6 +48,15 @@ class ProviderPlan:
         return max(bounds)
 
 
+@dataclass(slots=True)
+class RoutePlan:
+    tasks: int = 0
+    prompt_tokens: int = 0
+    max_output_tokens: int = 0
+    cost_usd: float = 0.0  # live, spread over the targets
+    batch_cost_usd: float = 0.0  # everything through the batch target (0 without one)
+
+
 def _weight(p: ProviderConfig) -> float:
     return p.limits.rpm or 1.0
 
@@ -53,6 +66,7 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
     counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
     plans: dict[str, ProviderPlan] = {p.name: ProviderPlan() for p in config.providers}
     routes = {r.model: r for r in config.routes}
+    route_plans: dict[str, RoutePlan] = {}
     tasks = 0
     used_models: set[str] = set()
     for item in read_tasks(input_path, known_models=config.route_models()):
@@ -64,6 +78,15 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
         total_w = sum(_weight(p) for p in providers)
         first = providers[0]
         prompt = counters[first.name].count_prompt(item.body)
+        rp = route_plans.setdefault(route.model, RoutePlan())
+        rp.tasks += 1
+        rp.prompt_tokens += prompt
+        batch_to = batch_target(route, config)
+        if batch_to is not None:
+            batch_out = requested_output_tokens(item.body, batch_to[0].default_max_tokens)
+            rp.max_output_tokens += batch_out
+            used_models.add(batch_to[1])
+            rp.batch_cost_usd += prices.cost(batch_to[1], Usage(prompt, batch_out), batch=True)
         for target, p in zip(route.targets, providers, strict=True):
             share = _weight(p) / total_w
             out = requested_output_tokens(item.body, p.default_max_tokens)
@@ -75,6 +98,9 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
             plan.prompt_tokens += share * prompt
             plan.max_output_tokens += share * out
             plan.cost_usd += share * prices.cost(model, usage)
+            rp.cost_usd += share * prices.cost(model, usage)
+            if batch_to is None:
+                rp.max_output_tokens += round(share * out)
             plan.batch_cost_usd += share * prices.cost(model, usage, batch=True)
     by_provider = {
         name: {
@@ -83,11 +109,13 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
             "max_output_tokens": round(pl.max_output_tokens),
             "cost_usd_max": round(pl.cost_usd, 6),
             "batch_api_cost_usd_max": round(pl.batch_cost_usd, 6),
+            "batch_api_saving_usd": round(pl.cost_usd - pl.batch_cost_usd, 6),
             "quota_seconds": round(pl.quota_seconds(config.provider(name)), 1),
         }
         for name, pl in plans.items()
         if pl.requests
     }
+    by_route = {model: _route_entry(config, model, rp) for model, rp in route_plans.items()}
     total_cost = sum(p["cost_usd_max"] for p in by_provider.values())
     batch_cost = sum(p["batch_api_cost_usd_max"] for p in by_provider.values())
     prompt_total = sum(p["prompt_tokens"] for p in by_provider.values())
@@ -104,6 +132,9 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
         "cost_usd_max": round(total_cost, 6),
         "batch_api_cost_usd_max": round(batch_cost, 6),
         "batch_api_saving_usd": round(total_cost - batch_cost, 6),
+        "routes": by_route,
+        "planned_cost_usd_max": round(sum(r["planned_cost_usd_max"] for r in by_route.values()), 6),
+        "deadline_hours": config.job.deadline_hours,
         "quota_seconds": max((p["quota_seconds"] for p in by_provider.values()), default=0.0),
         "budget_usd": budget.max_cost_usd,
         "budget_tokens": budget.max_tokens,
@@ -112,17 +143,34 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
     }
 
 
+def _route_entry(config: GatewayConfig, model: str, rp: RoutePlan) -> dict[str, Any]:
+    route = next(r for r in config.routes if r.model == model)
+    estimate = TasksEstimate(rp.tasks, rp.prompt_tokens, rp.max_output_tokens)
+    mode = resolve_mode(route, config, estimate)
+    target = batch_target(route, config)
+    return {
+        "tasks": rp.tasks,
+        "configured_mode": config.job.mode or route.mode,
+        "mode": mode,
+        "batch_provider": target[0].name if target is not None else None,
+        "cost_usd_max": round(rp.cost_usd, 6),
+        "batch_api_cost_usd_max": round(rp.batch_cost_usd, 6) if target is not None else None,
+        "planned_cost_usd_max": round(rp.batch_cost_usd if mode == "batch-api" else rp.cost_usd, 6),
+    }
+
+
 def render_plan(plan: dict[str, Any]) -> str:
     lines = [
         f"plan for {plan['input']}: {plan['tasks']} tasks, {plan['prompt_tokens']} prompt tokens, "
         f"up to {plan['max_output_tokens']} output tokens",
         f"  {'provider':<12}{'requests':>10}{'prompt tok':>12}{'max out tok':>13}{'max cost $':>12}"
-        f"{'batch API $':>13}{'quota time':>12}",
+        f"{'batch API $':>13}{'saving $':>10}{'quota time':>12}",
     ]
     for name, p in sorted(plan["providers"].items()):
         lines.append(
             f"  {name:<12}{p['requests']:>10}{p['prompt_tokens']:>12}{p['max_output_tokens']:>13}"
-            f"{p['cost_usd_max']:>12.4f}{p['batch_api_cost_usd_max']:>13.4f}{p['quota_seconds']:>11.0f}s"
+            f"{p['cost_usd_max']:>12.4f}{p['batch_api_cost_usd_max']:>13.4f}"
+            f"{p.get('batch_api_saving_usd', 0.0):>10.4f}{p['quota_seconds']:>11.0f}s"
         )
     lines.append(
         f"  total: at most ${plan['cost_usd_max']:.4f} live, "
@@ -130,6 +178,21 @@ def render_plan(plan: dict[str, Any]) -> str:
         f"(saving ${plan['batch_api_saving_usd']:.4f}); "
         f"quotas allow it in about {plan['quota_seconds']:.0f} s"
     )
+    routes = plan.get("routes") or {}
+    if routes:
+        deadline = plan.get("deadline_hours")
+        lines.append(
+            f"  {'route':<24}{'tasks':>8}  {'mode':<22}{'live $':>10}{'batch API $':>13}{'planned $':>11}"
+            + (f"   (deadline {deadline:g} h)" if deadline is not None else "")
+        )
+        for model, r in sorted(routes.items()):
+            mode = r["mode"] if r["configured_mode"] != "auto" else f"auto -> {r['mode']}"
+            batch = "-" if r["batch_api_cost_usd_max"] is None else f"{r['batch_api_cost_usd_max']:.4f}"
+            lines.append(
+                f"  {model:<24}{r['tasks']:>8}  {mode:<22}{r['cost_usd_max']:>10.4f}{batch:>13}"
+                f"{r['planned_cost_usd_max']:>11.4f}"
+            )
+        lines.append(f"  as planned: at most ${plan['planned_cost_usd_max']:.4f}")
     limits = []
     if plan["budget_usd"] is not None:
         limits.append(f"${plan['budget_usd']:.4f}")

@@ -7,6 +7,7 @@ The snapshot is also what `batchgate status` reads from the store while a job ru
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
@@ -23,6 +24,8 @@ class Progress:
     `prompt_tokens`/`completion_tokens` count the answers kept; `validation_tokens` the answers
     rejected by the output check (billed all the same); `cost_usd` is everything billed.
     `latency` holds per-provider latency histograms (see `report.hist_add`) so runs can be merged.
+    `cost_by_provider` counts live and batch answers; `batch_cost_by_provider` the batch ones only.
+    `batch_view`, set by a run with batch mode, returns its open batches and batch counters.
     """
 
     started: float
@@ -41,6 +44,13 @@ class Progress:
     cost_by_provider: dict[str, float] = field(default_factory=dict)
     validation_by_provider: dict[str, int] = field(default_factory=dict)
     latency: dict[str, dict[str, int]] = field(default_factory=dict)
+    batch_cost_by_provider: dict[str, float] = field(default_factory=dict)
+    batch_view: Callable[[], dict[str, Any]] | None = None
+    batch_events: int = 0  # batches submitted, resumed or ended so far
+
+    def batches(self) -> dict[str, Any]:
+        """The batch view (empty when the run has no batch mode)."""
+        return self.batch_view() if self.batch_view is not None else {}
 
     @property
     def done(self) -> int:
@@ -69,8 +79,9 @@ def snapshot(
                 "tokens": p.prompt_tokens + p.completion_tokens,
                 "p50_ms": round(p.latency_p50_ms, 1),
                 "cost_usd": round(progress.cost_by_provider.get(name, 0.0), 6),
+                "batch_cost_usd": round(progress.batch_cost_by_provider.get(name, 0.0), 6),
             }
-    return {
+    snap: dict[str, Any] = {
         "event": "progress",
         "job": job_id,
         "time": round(wall, 3),
@@ -90,6 +101,20 @@ def snapshot(
         "elapsed_s": round(elapsed_s, 2),
         "providers": providers,
     }
+    view = progress.batches()
+    if view:
+        counters: dict[str, Any] = view.get("stats", {})
+        snap["batches"] = {
+            "open": view.get("open", 0),
+            "items": view.get("items", 0),
+            "processed": view.get("processed", 0),
+            "by_state": view.get("by_state", {}),
+            "submitted": counters.get("batches_submitted", 0),
+            "resumed": counters.get("batches_resumed", 0),
+            "ended": counters.get("batches_ended", {}),
+            "list": view.get("batches", []),
+        }
+    return snap
 
 
 class ProgressSink(Protocol):

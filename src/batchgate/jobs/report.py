@@ -1,6 +1,7 @@
 """The job report: a JSON account of what happened per provider (requests, errors by kind, 429s,
-retries, latency percentiles, tokens, cost), merged across the runs of a resumed job, and a
-readable summary table for the terminal."""
+retries, latency percentiles, tokens, cost split live / Batch API), what batch mode did (batches
+submitted, resumed, ended by state, items resubmitted or sent live, the saving against all-live),
+merged across the runs of a resumed job, and a readable summary table for the terminal."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from batchgate.jobs.batch_stats import merge_batch_stats
 from batchgate.jobs.progress import Progress
 from batchgate.jobs.store import JobRecord, JobStore, TaskState
 from batchgate.stats import GatewayStatistics
@@ -73,6 +75,7 @@ def run_segment(
     providers: dict[str, Any] = {}
     for name, p in stats.providers.items():
         providers[name] = {
+            "batch_cost_usd": round(progress.batch_cost_by_provider.get(name, 0.0), 6),
             "request_count": p.requests,
             "success_count": p.succeeded,
             "error_count": p.failed_attempts,
@@ -92,12 +95,16 @@ def run_segment(
             "validation_tokens": progress.validation_by_provider.get(name, 0),
             "cost_usd": round(progress.cost_by_provider.get(name, 0.0), 6),
         }
-    return {
+    segment: dict[str, Any] = {
         "run_id": run_id,
         "finished": finished,
         "elapsed_ms": round(elapsed_s * 1000.0),
         "providers": providers,
     }
+    batches = progress.batches().get("stats")
+    if batches:
+        segment["batches"] = batches
+    return segment
 
 
 def _empty_provider() -> dict[str, Any]:
@@ -107,6 +114,7 @@ def _empty_provider() -> dict[str, Any]:
         "latency_ms": {"p50": 0.0, "p95": 0.0, "p99": 0.0},
         "latency_hist": {},
         "cost_usd": 0.0,
+        "batch_cost_usd": 0.0,
         "_runs": 0,
         "_latency_sum": 0.0,
     }
@@ -124,6 +132,7 @@ def merge_segments(segments: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]
             for k in _ADDITIVE:
                 into[k] += int(p.get(k, 0))
             into["cost_usd"] = round(into["cost_usd"] + float(p.get("cost_usd", 0.0)), 6)
+            into["batch_cost_usd"] = round(into["batch_cost_usd"] + float(p.get("batch_cost_usd", 0.0)), 6)
             for kind, n in p.get("errors_by_kind", {}).items():
                 into["errors_by_kind"][kind] = into["errors_by_kind"].get(kind, 0) + int(n)
             answered = int(p.get("success_count", 0)) + int(p.get("error_count", 0))
@@ -135,6 +144,7 @@ def merge_segments(segments: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]
             for key, n in p.get("latency_hist", {}).items():
                 into["latency_hist"][key] = into["latency_hist"].get(key, 0) + int(n)
     for into in merged.values():
+        into["live_cost_usd"] = round(into["cost_usd"] - into["batch_cost_usd"], 6)
         answered = into["success_count"] + into["error_count"]
         into["avg_latency_ms"] = round(into.pop("_latency_sum") / answered, 1) if answered else 0.0
         if into.pop("_runs") > 1 and into["latency_hist"]:
@@ -152,6 +162,9 @@ def build_report(
     invalid: tuple[int, list[dict[str, Any]]] = (0, []),
 ) -> dict[str, Any]:
     elapsed, providers = merge_segments(segments)
+    batches = batch_section(segments)
+    for name, p in providers.items():
+        p["batch_saving_usd"] = round(batches["by_provider"].get(name, {}).get("saving_usd", 0.0), 6)
     errors_by_kind: dict[str, int] = {}
     for p in providers.values():
         for kind, n in p["errors_by_kind"].items():
@@ -182,6 +195,45 @@ def build_report(
             ),
         },
         "cost_usd": round(float(totals.get("cost_usd", 0.0)), 6),
+        "cost_split": {
+            "live_usd": round(sum(p["live_cost_usd"] for p in providers.values()), 6),
+            "batch_usd": batches["cost_usd"],
+            "all_live_usd": round(
+                sum(p["live_cost_usd"] for p in providers.values()) + batches["live_cost_usd"], 6
+            ),
+            "batch_saving_usd": batches["saving_usd"],
+        },
+        "batches": batches,
+    }
+
+
+def batch_section(segments: list[dict[str, Any]]) -> dict[str, Any]:
+    """What batch mode did over every run: batches submitted, resumed (after a restart), ended by
+    provider state, refused at creation; items answered, put into a new batch, or sent live; their
+    cost at the Batch API price, what they would have cost live, and the saving."""
+    merged = merge_batch_stats(seg["batches"] for seg in segments if seg.get("batches"))
+    by_provider = {
+        name: {
+            "items": int(p.get("items", 0)),
+            "cost_usd": round(float(p.get("cost_usd", 0.0)), 6),
+            "live_cost_usd": round(float(p.get("live_cost_usd", 0.0)), 6),
+            "saving_usd": round(float(p.get("live_cost_usd", 0.0)) - float(p.get("cost_usd", 0.0)), 6),
+        }
+        for name, p in sorted(merged.get("by_provider", {}).items())
+    }
+    return {
+        "submitted": int(merged["batches_submitted"]),
+        "resumed": int(merged["batches_resumed"]),
+        "ended": {k: int(v) for k, v in sorted(merged["batches_ended"].items())},
+        "creation_refused": int(merged["creation_refused"]),
+        "items_succeeded": int(merged["succeeded"]),
+        "items_failed": int(merged["failed"]),
+        "resubmitted_items": int(merged["resubmitted"]),
+        "sent_live_items": int(merged["sent_live"]),
+        "cost_usd": merged["cost_usd"],
+        "live_cost_usd": merged["live_cost_usd"],
+        "saving_usd": merged["saving_usd"],
+        "by_provider": by_provider,
     }
 
 
@@ -250,17 +302,30 @@ def render_summary(report: dict[str, Any]) -> str:
         f"{report['total_elapsed_ms'] / 1000:.1f} s  ·  ${report['cost_usd']:.4f}  ·  "
         f"{report['rate_limited']} x 429, {report['retries']} retries",
     ]
+    batches = report.get("batches") or {}
+    batched = bool(batches.get("submitted") or batches.get("resumed"))
     header = (
         f"  {'provider':<12}{'requests':>9}{'ok':>8}{'errors':>8}{'429s':>6}{'p50 ms':>9}"
         f"{'p95 ms':>9}{'p99 ms':>9}{'tokens':>10}{'cost $':>10}"
     )
-    lines.append(header)
+    lines.append(header + (f"{'live $':>10}{'batch $':>10}" if batched else ""))
     for name, p in sorted(report["providers"].items()):
         lat = p["latency_ms"]
+        split = (
+            f"{p.get('live_cost_usd', 0.0):>10.4f}{p.get('batch_cost_usd', 0.0):>10.4f}" if batched else ""
+        )
         lines.append(
             f"  {name:<12}{p['request_count']:>9}{p['success_count']:>8}{p['error_count']:>8}"
             f"{p['rate_limited']:>6}{lat['p50']:>9.0f}{lat['p95']:>9.0f}{lat['p99']:>9.0f}"
-            f"{p['prompt_tokens'] + p['completion_tokens']:>10}{p['cost_usd']:>10.4f}"
+            f"{p['prompt_tokens'] + p['completion_tokens']:>10}{p['cost_usd']:>10.4f}{split}"
+        )
+    if batched:
+        ended = ", ".join(f"{k} {v}" for k, v in batches["ended"].items()) or "none ended"
+        lines.append(
+            f"  batches: {batches['submitted']} submitted, {batches['resumed']} resumed ({ended}); "
+            f"{batches['items_succeeded']} items answered, {batches['resubmitted_items']} resubmitted, "
+            f"{batches['sent_live_items']} sent live; ${batches['cost_usd']:.4f} "
+            f"(${batches['live_cost_usd']:.4f} live, saving ${batches['saving_usd']:.4f})"
         )
     if report["errors_by_kind"]:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report["errors_by_kind"].items()))

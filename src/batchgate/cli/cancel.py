@@ -1,0 +1,49 @@
+"""`batchgate cancel JOB`: stop a job, cancel its provider batches and keep its partial results."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from batchgate.jobs.report import render_summary
+from batchgate.jobs.runner import DEFAULT_STORE
+
+
+def register(sub: Any) -> None:
+    cancel = sub.add_parser(
+        "cancel",
+        help="stop a job (running or not), cancel its provider batches, keep partial results",
+    )
+    cancel.add_argument("job", help="job id (see `batchgate jobs`)")
+    cancel.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    cancel.add_argument(
+        "--wait",
+        type=float,
+        default=180.0,
+        metavar="S",
+        help="how long to wait for a running job to stop (default: %(default)s)",
+    )
+    cancel.set_defaults(handler=_cancel)
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    from batchgate.jobs.cancel import cancel_job
+
+    def say(text: str) -> None:
+        print(text, file=sys.stderr)
+
+    result = asyncio.run(cancel_job(args.store, args.job, wait_s=args.wait, say=say))
+    done = result.finished
+    say(render_summary(done.report))
+    batches = f"; cancelled {result.batches_cancelled} batches" if result.batches_cancelled else ""
+    store_hint = "" if args.store == DEFAULT_STORE else f" --store {args.store.resolve()}"
+    print(
+        f"job {result.job_id}: {done.status}"
+        + (f" ({done.reason})" if done.reason else "")
+        + f"; {done.written} results kept, {done.unfinished} tasks left{batches}"
+        + (f"; resume with: batchgate resume {result.job_id}{store_hint}" if done.unfinished else "")
+    )
+    return 0

@@ -1,0 +1,161 @@
+"""`batchgate cancel JOB`: stop a job for good, keeping every result it has.
+
+When no run holds the job, its recorded, unfinished provider batches are cancelled (their partial
+results committed), every other unfinished task goes back to pending, OUT, the errors file and the
+report are written from the store, and the job is marked stopped with reason "cancelled". When a
+run holds it (another process), a cancel request is stored for that run to notice (it cancels its
+batches before stopping) and the run is sent SIGTERM; once it has let the job go, the same steps as
+above make sure nothing is left running. A later `batchgate run` or `resume` finishes the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from batchgate.config import load_config
+from batchgate.errors import JobError, JobLockedError
+from batchgate.gateway import Gateway
+from batchgate.jobs.batch_mode import BatchModeRunner
+from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON
+from batchgate.jobs.finish import Finished, OutputFiles, finish_job
+from batchgate.jobs.job_setup import job_config
+from batchgate.jobs.lockfile import lock_path_for
+from batchgate.jobs.report import OPEN_SEGMENT_BLOB, REPORT_BLOB, fold_open_segment, load_segments
+from batchgate.jobs.sqlite_store import SqliteJobStore
+from batchgate.jobs.store import JobRecord
+from batchgate.providers.http import create_session
+
+LOCK_RETRY_S = 0.1  # how often to look at the lock when the holder's exit cannot be awaited
+
+
+@dataclass(frozen=True, slots=True)
+class CancelResult:
+    job_id: str
+    signalled_pid: int | None  # the run that held the job, sent SIGTERM
+    batches_cancelled: int  # recorded batches this command cancelled (a running job cancels its own)
+    finished: Finished
+
+
+async def cancel_job(
+    store_path: Path, job_id: str, *, wait_s: float = 180.0, say: Callable[[str], None] = print
+) -> CancelResult:
+    if not store_path.exists():
+        raise JobError(f"no job store at {store_path} (pass --store)")
+    store = await SqliteJobStore.open(store_path)
+    try:
+        job = await store.get_job(job_id)
+        if job is None:
+            raise JobError(f"no job {job_id!r} in {store_path} (see `batchgate jobs`)")
+        pid: int | None = None
+        try:
+            with store.lock_job(job_id):
+                return await _cancel_locked(store, job, None)
+        except JobLockedError:
+            pid = _holder(store_path, job_id)
+        await store.put_blob(job_id, CANCEL_BLOB, b"1")  # before the signal: the run reads it at its stop
+        if pid is not None and pid != os.getpid():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        say(f"job {job_id} is running (pid {pid or '?'}): asked it to cancel; waiting up to {wait_s:g} s")
+        deadline = time.monotonic() + wait_s
+        waited: set[int] = set()  # holders whose exit was seen (a pidfd would wake at once)
+        while True:
+            try:
+                with store.lock_job(job_id):
+                    return await _cancel_locked(store, job, pid)
+            except JobLockedError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise JobError(
+                        f"job {job_id} is still running after {wait_s:g} s; its cancel request stays "
+                        "recorded (run `batchgate cancel` again, or stop it yourself)"
+                    ) from None
+                holder = _holder(store_path, job_id)
+                await _wait_exit(holder if holder not in waited else None, min(left, 5.0))
+                if holder is not None:
+                    waited.add(holder)
+    finally:
+        await store.close()
+
+
+async def _cancel_locked(store: SqliteJobStore, job: JobRecord, pid: int | None) -> CancelResult:
+    """With the job locked: cancel its open batches, requeue the rest, write the outputs."""
+    job_id = job.job_id
+    job = await store.get_job(job_id) or job
+    config = job_config(load_config(job.config_path), job)
+    await store.requeue_running(job_id)
+    segments = load_segments(await store.get_blob(job_id, REPORT_BLOB))
+    fold_open_segment(segments, await store.get_blob(job_id, OPEN_SEGMENT_BLOB))
+    started = time.monotonic()
+    async with Gateway(config) as gateway:  # starts an embedded emulator when the config has one
+        emulator = gateway.emulator
+        urls = {p.name: emulator.base_url(p.name) for p in config.providers if p.emulated and emulator}
+        async with create_session(connect_timeout=config.settings.timeouts.connect) as session:
+            runner = BatchModeRunner(config, store, job_id, session=session, base_urls=urls)
+            await runner.cancel_all()
+    await store.requeue_running(job_id)
+    stats = runner.stats
+    if stats.batches_resumed:
+        segments.append(_cancel_segment(stats.to_dict(), time.monotonic() - started))
+    done = await finish_job(store, job_id, OutputFiles.of_job(job), segments, stop_reason=CANCEL_REASON)
+    await store.put_blob(job_id, CANCEL_BLOB, b"")
+    return CancelResult(job_id, pid, stats.batches_resumed, done)
+
+
+def _cancel_segment(batches: dict[str, Any], elapsed_s: float) -> dict[str, Any]:
+    """The report figures of the cancel itself: the partial results it collected."""
+    providers = {
+        name: {"cost_usd": round(p["cost_usd"], 6), "batch_cost_usd": round(p["cost_usd"], 6)}
+        for name, p in batches.get("by_provider", {}).items()
+    }
+    return {
+        "run_id": f"cancel-{os.getpid()}-{time.time_ns()}",
+        "finished": True,
+        "elapsed_ms": round(elapsed_s * 1000.0),
+        "providers": providers,
+        "batches": batches,
+    }
+
+
+def _holder(store_path: Path, job_id: str) -> int | None:
+    """The pid the lock file records for the run holding the job."""
+    try:
+        text = lock_path_for(store_path, job_id).read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+async def _wait_exit(pid: int | None, limit_s: float) -> None:
+    """Wait until process `pid` has exited (a pidfd becomes readable), at most `limit_s` seconds;
+    without a pidfd, wait a short while before looking at the lock again."""
+    fd: int | None = None
+    if pid is not None:
+        with contextlib.suppress(AttributeError, OSError):
+            fd = os.pidfd_open(pid)
+    if fd is None:
+        await asyncio.sleep(min(limit_s, LOCK_RETRY_S))
+        return
+    loop = asyncio.get_running_loop()
+    exited: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(fd, readable)
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(exited, limit_s)
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+    await asyncio.sleep(0)  # the exit is seen; the kernel has dropped its flock

@@ -1,0 +1,97 @@
+"""The end of a run (or of `batchgate cancel`): the job's status and report figures stored, then
+OUT, the errors file and the JSON report written from the store — so each custom_id appears in
+OUT exactly once, whichever runs and batches produced it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from batchgate.jobs.output import write_outputs
+from batchgate.jobs.report import OPEN_SEGMENT_BLOB, REPORT_BLOB, build_report, dump_segments, load_invalid
+from batchgate.jobs.store import JobRecord, JobStore, TaskState
+
+
+@dataclass(frozen=True, slots=True)
+class OutputFiles:
+    output: Path
+    errors: Path
+    ordered: bool = False
+
+    @property
+    def report(self) -> Path:
+        return self.output.with_name(self.output.name + ".report.json")
+
+    @classmethod
+    def of_job(cls, job: JobRecord) -> OutputFiles:
+        """The files a job writes, as it recorded them when it was created."""
+        output = Path(job.output_path)
+        errors = job.options.get("errors_path")
+        return cls(
+            output,
+            Path(errors) if errors else output.with_name(output.name + ".errors.jsonl"),
+            bool(job.options.get("ordered")),
+        )
+
+    def as_dict(self) -> dict[str, str]:
+        return {"output": str(self.output), "errors": str(self.errors), "report": str(self.report)}
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    status: str  # completed | stopped
+    reason: str | None
+    unfinished: int
+    written: int
+    failed: int
+    report: dict[str, Any]
+
+
+async def finish_job(
+    store: JobStore,
+    job_id: str,
+    files: OutputFiles,
+    segments: list[dict[str, Any]],
+    *,
+    stop_reason: str | None,
+    emulator_stats: dict[str, Any] | None = None,
+) -> Finished:
+    """Store the job's status and report segments, then write OUT, errors and the report."""
+    counts = await store.counts(job_id)
+    unfinished = counts[TaskState.PENDING] + counts[TaskState.RUNNING]
+    status = "completed" if unfinished == 0 else "stopped"
+    reason = None if status == "completed" else (stop_reason or "unfinished")
+    await store.update_job(job_id, status=status, stop_reason=reason)
+    await store.put_blob(job_id, REPORT_BLOB, dump_segments(segments))
+    await store.put_blob(job_id, OPEN_SEGMENT_BLOB, b"")
+    written, failed = await write_outputs(store, job_id, files.output, files.errors, ordered=files.ordered)
+    job_now = await store.get_job(job_id)
+    assert job_now is not None
+    invalid = await load_invalid(store, job_id)
+    report = build_report(job_now, counts, await store.totals(job_id), segments, invalid=invalid)
+    if emulator_stats is not None:
+        report["emulator"] = _without_series(emulator_stats)
+    write_report(files.report, report)
+    return Finished(status, reason, unfinished, written, failed, report)
+
+
+def _without_series(stats: dict[str, Any]) -> dict[str, Any]:
+    providers = {
+        name: {k: v for k, v in p.items() if k != "series"} for name, p in stats.get("providers", {}).items()
+    }
+    return {**stats, "providers": providers}
+
+
+def write_report(path: Path, report: dict[str, Any]) -> None:
+    """Write the JSON report atomically (owner-only)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,182 @@
+"""Setting a job up before it runs: the run request, the job id its paths name, the validation
+pass over the input, the job created (or found and checked) in the store with its tasks, the
+options it remembers (--mode, --deadline), and the output and store paths checked."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from batchgate.config import GatewayConfig, RouteMode
+from batchgate.errors import InputChangedError, InputError, JobError
+from batchgate.jobs.engine import EngineOptions
+from batchgate.jobs.finish import OutputFiles
+from batchgate.jobs.input import ValidationReport, read_tasks, validate_input
+from batchgate.jobs.sqlite_store import SqliteJobStore
+from batchgate.jobs.store import JobRecord, JobStore, TaskSpec
+
+DEFAULT_STORE = Path(".batchgate") / "jobs.db"
+SHOWN_PROBLEMS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    input_path: Path
+    config_path: Path
+    output_path: Path
+    store_path: Path = DEFAULT_STORE
+    errors_path: Path | None = None
+    ordered: bool = False
+    skip_invalid: bool = False
+    allow_changed_input: bool = False
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    mode: RouteMode | None = None  # --mode: overrides job.mode (and is remembered by the job)
+    deadline_hours: float | None = None  # --deadline: overrides job.deadline_hours (remembered)
+
+    @property
+    def errors_file(self) -> Path:
+        if self.errors_path is not None:
+            return self.errors_path
+        return self.output_path.with_name(self.output_path.name + ".errors.jsonl")
+
+    @property
+    def report_file(self) -> Path:
+        return self.output_path.with_name(self.output_path.name + ".report.json")
+
+    @property
+    def files(self) -> OutputFiles:
+        return OutputFiles(self.output_path, self.errors_file, self.ordered)
+
+
+def with_job_overrides(
+    config: GatewayConfig, mode: RouteMode | None, deadline_hours: float | None
+) -> GatewayConfig:
+    """The config with `job.mode` / `job.deadline_hours` replaced by the given ones (None: kept)."""
+    job = config.job
+    if mode is not None:
+        job = replace(job, mode=mode)
+    if deadline_hours is not None:
+        job = replace(job, deadline_hours=deadline_hours)
+    return replace(config, job=job)
+
+
+def job_id_for(input_path: Path, output_path: Path) -> str:
+    """The same input and output (absolute paths) always name the same job: re-running resumes it."""
+    key = f"{input_path.resolve()}\0{output_path.resolve()}".encode()
+    return "job-" + hashlib.sha256(key).hexdigest()[:12]
+
+
+def check_input(req: RunRequest, config: GatewayConfig, err: Callable[[str], None]) -> ValidationReport:
+    """The validation pass: every bad line is reported with its number before anything is sent."""
+    report = validate_input(req.input_path, known_models=config.route_models())
+    if report.task_count == 0 and report.problem_count == 0:
+        raise InputError(str(req.input_path), None, "the input has no tasks")
+    if report.problem_count:
+        # Failing, the first problem is the error itself: list only the others (one bad line, one line).
+        shown = report.problems[0 if req.skip_invalid else 1 : SHOWN_PROBLEMS]
+        for problem in shown:
+            err(problem.describe(req.input_path))
+        more = report.problem_count - (0 if req.skip_invalid else 1) - len(shown)
+        if more > 0:
+            err(f"... and {more} more problems")
+        if not req.skip_invalid:
+            first = report.problems[0]
+            raise InputError(
+                str(req.input_path),
+                first.line_no,
+                f"{first.reason} ({report.problem_count} invalid lines in all; nothing was sent; "
+                "fix them or pass --skip-invalid)",
+            )
+        if report.task_count == 0:
+            raise InputError(str(req.input_path), None, "no valid tasks left after skipping invalid lines")
+    return report
+
+
+async def prepare_job(
+    store: JobStore, job_id: str, req: RunRequest, report: ValidationReport, config: GatewayConfig
+) -> JobRecord:
+    job = await store.get_job(job_id)
+    if job is not None:
+        if job.input_sha256 != report.sha256:
+            if not req.allow_changed_input:
+                raise InputChangedError(
+                    f"{req.input_path} changed since job {job_id} started (sha256 {job.input_sha256[:12]} "
+                    f"→ {report.sha256[:12]}); pass --allow-changed-input to continue the job with the tasks "
+                    "it stored, or write to a different --output to start a new job"
+                )
+            await store.update_job(job_id, input_sha256=report.sha256)
+        if _remembered(req):  # --mode / --deadline given again: the job keeps the latest
+            await store.update_job(job_id, options={**job.options, **_remembered(req)})
+            job = await store.get_job(job_id) or job
+        return job
+    now = time.time()
+    job = JobRecord(
+        job_id=job_id,
+        input_path=str(req.input_path.resolve()),
+        input_sha256=report.sha256,
+        output_path=str(req.output_path.resolve()),
+        config_path=str(req.config_path.resolve()),
+        status="created",
+        stop_reason=None,
+        created_at=now,
+        updated_at=now,
+        task_total=report.task_count,
+        options={
+            "ordered": req.ordered,
+            "skip_invalid": req.skip_invalid,
+            "errors_path": str(req.errors_file.resolve()),
+            **_remembered(req),
+        },
+    )
+    await store.create_job(job)
+    specs = (
+        t for t in read_tasks(req.input_path, known_models=config.route_models()) if isinstance(t, TaskSpec)
+    )
+    await store.add_tasks(job_id, specs)
+    return job
+
+
+def _remembered(req: RunRequest) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if req.mode is not None:
+        out["mode"] = req.mode
+    if req.deadline_hours is not None:
+        out["deadline_hours"] = req.deadline_hours
+    return out
+
+
+def job_config(config: GatewayConfig, job: JobRecord) -> GatewayConfig:
+    """The config a job runs with: its remembered --mode / --deadline applied."""
+    mode, hours = job.options.get("mode"), job.options.get("deadline_hours")
+    return with_job_overrides(
+        config,
+        mode if mode in ("online", "batch-api", "auto") else None,
+        float(hours) if isinstance(hours, int | float) else None,
+    )
+
+
+def check_output_writable(path: Path) -> None:
+    parent = path.resolve().parent
+    if not parent.is_dir():
+        raise JobError(f"{path}: cannot write output: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise JobError(f"{path}: cannot write output: directory {parent} is not writable")
+    if path.exists() and path.is_dir():
+        raise JobError(f"{path}: cannot write output: it is a directory")
+
+
+async def open_store(path: Path, *, create: bool) -> SqliteJobStore:
+    """Open the job database; `create` makes its folder (owner-only) when missing."""
+    if create and not path.parent.exists():
+        try:
+            path.parent.mkdir(mode=0o700, parents=True)
+        except OSError as exc:
+            raise JobError(f"{path}: cannot create the job store folder ({exc.strerror})") from None
+    elif not create and not path.exists():
+        raise JobError(f"no job store at {path} (pass --store)")
+    return await SqliteJobStore.open(path)

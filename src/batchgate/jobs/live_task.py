@@ -1,0 +1,188 @@
+"""One claimed task sent live through the gateway: reserve its worst case against the budget, send
+it, re-run an answer the output check refuses (up to `validation_attempts`), account what it was
+billed, and build the outcome the engine commits (the same OUT line shape as batch results)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from batchgate.config import GatewayConfig
+from batchgate.errors import BatchgateError, RoutingError
+from batchgate.gateway import Gateway
+from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate
+from batchgate.jobs.output import format_error_line, format_success_line
+from batchgate.jobs.output_check import OutputCheck
+from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.progress import Progress
+from batchgate.jobs.report import INVALID_CODE, hist_add
+from batchgate.jobs.store import TaskOutcome, TaskSpec, TaskState
+from batchgate.models import Result, Usage
+
+MAX_LISTED_INVALID = 1000
+
+
+class Abandoned(Exception):
+    """A task given up because the job is stopping: not committed, so it is requeued."""
+
+
+class LiveTasks:
+    """Runs claimed tasks through one gateway for one run; `sending` holds the asyncio tasks
+    between their call's start and end (the engine's grace period waits for those only)."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        gateway: Gateway,
+        budget: BudgetGate,
+        check: OutputCheck,
+        progress: Progress,
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.config = config
+        self.gateway = gateway
+        self.budget = budget
+        self.check = check
+        self.progress = progress
+        self.prices = PriceTable(config.prices)
+        self.sending: set[asyncio.Task[Any]] = set()
+        self._stopping = stopping
+
+    def worst_case(self, spec: TaskSpec) -> Amount:
+        """The most one live call of `spec` can cost (USD, tokens)."""
+        if not self.budget.limited:
+            return FREE
+        try:
+            est = self.gateway.estimate(spec.body)
+        except RoutingError:
+            return FREE  # the task fails on its own with a routing error
+        return self.prices.worst_case(self.config, spec.body, est.prompt_tokens)
+
+    async def run(self, spec: TaskSpec) -> tuple[Result, int, str | None, Amount]:
+        """Run the task; with an output check, re-run an invalid answer up to the job's limit.
+
+        Returns the last result, the provider calls made in all, the last problem (None if
+        valid) and everything billed. Raises `Abandoned` instead of starting a call once the job
+        is stopping or the call would pass the budget.
+        """
+        rounds = max(1, self.config.job.validation_attempts) if self.check.active else 1
+        calls = 0
+        billed: list[Any] = [0.0, 0]
+        problem: str | None = None
+        me = asyncio.current_task()
+        assert me is not None
+        for round_no in range(rounds):
+            reserved = await self.budget.reserve(self.worst_case(spec)) if not self._stopping() else None
+            if reserved is None:
+                raise Abandoned(spec.custom_id)
+            before = (float(billed[0]), int(billed[1]))
+            self.sending.add(me)
+            self.progress.in_flight += 1
+            try:
+                result = await self.gateway.arun(spec.body, index=spec.seq, custom_id=spec.custom_id)
+                self._observe(result, billed)
+            finally:
+                self.progress.in_flight -= 1
+                self.sending.discard(me)
+                self.budget.settle(reserved, (billed[0] - before[0], billed[1] - before[1]))
+            calls += len(result.attempts)
+            if not result.ok or not self.check.active:
+                return result, calls, None, (billed[0], billed[1])
+            problem = self.check.problem(result.text)
+            if problem is None:
+                return result, calls, None, (billed[0], billed[1])
+            problem = f"{problem} (answer: {(result.text or '')[:200]!r})"
+            if round_no + 1 < rounds:
+                self._count_rejected(result)
+        return result, calls, problem, (billed[0], billed[1])
+
+    def _observe(self, result: Result, billed: list[Any]) -> None:
+        """Account one gateway result: latencies, wasted tokens, and what it was billed."""
+        for attempt in result.attempts:
+            hist_add(self.progress.latency.setdefault(attempt.provider, {}), attempt.latency_ms)
+            if attempt.error_kind is not None:
+                self.progress.retry_extra_tokens += attempt.tokens_charged
+        if not result.ok:
+            return
+        usage = result.usage or Usage()
+        cost = self.prices.cost(result.model, usage)
+        billed[0] += cost
+        billed[1] += usage.total_tokens
+        self.progress.cost_usd += cost
+        if result.provider is not None:
+            by = self.progress.cost_by_provider
+            by[result.provider] = by.get(result.provider, 0.0) + cost
+
+    def _count_rejected(self, result: Result) -> None:
+        """An answer the output check refused and that will be asked again: billed, not kept."""
+        tokens = (result.usage or Usage()).total_tokens
+        self.progress.validation_tokens += tokens
+        self.progress.retry_extra_tokens += tokens
+        if result.provider is not None:
+            by = self.progress.validation_by_provider
+            by[result.provider] = by.get(result.provider, 0) + tokens
+
+    def outcome(
+        self, spec: TaskSpec, result: Result, attempts: int, invalid: str | None, billed: Amount
+    ) -> TaskOutcome:
+        """The stored outcome: the kept answer's tokens, and every cent the task was billed."""
+        usage = result.usage or Usage()
+        cost = float(billed[0])
+        latency = round(result.latency_ms, 1)
+        if result.ok and invalid is None:
+            self.progress.succeeded += 1
+            self.progress.prompt_tokens += usage.prompt_tokens
+            self.progress.completion_tokens += usage.completion_tokens
+            line = format_success_line(
+                spec.custom_id,
+                request_id=result.request_id,
+                status_code=result.status_code or 200,
+                body=result.body or {},
+                provider=result.provider,
+                attempts=attempts,
+                latency_ms=latency,
+                usage=usage,
+            )
+            return TaskOutcome(
+                seq=spec.seq,
+                state=TaskState.SUCCEEDED,
+                attempts=attempts,
+                output_line=line,
+                error=None,
+                provider=result.provider,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                cost_usd=cost,
+            )
+        self.progress.failed += 1
+        if invalid is not None:
+            self.progress.invalid += 1
+            if len(self.progress.invalid_ids) < MAX_LISTED_INVALID:
+                self.progress.invalid_ids.append(spec.custom_id)
+            self._count_rejected(result)  # the last answer is billed but not kept either
+            code, message = INVALID_CODE, invalid
+        else:
+            err = result.error
+            code = err.kind if isinstance(err, BatchgateError) else "error"
+            message = err.message if isinstance(err, BatchgateError) else "unknown error"
+        line = format_error_line(
+            spec.custom_id,
+            status_code=result.status_code,
+            code=code,
+            message=message,
+            provider=result.provider,
+            attempts=attempts,
+            latency_ms=latency,
+        )
+        return TaskOutcome(
+            seq=spec.seq,
+            state=TaskState.FAILED,
+            attempts=attempts,
+            output_line=line,
+            error=f"{code}: {message}"[:500],
+            provider=result.provider,
+            prompt_tokens=0,
+            completion_tokens=0,
+            cost_usd=cost,
+        )
