@@ -126,11 +126,6 @@ def test_twenty_sigkills_in_a_row_lose_nothing_and_resend_no_success(cli: Cli, e
     assert n <= totals["completed"] <= n + CONCURRENCY * figures["kills"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runner.prepare_job returns an existing job without loading its tasks: a run killed between "
-    "create_job and add_tasks leaves a job that later 'completes' with no results",
-)
 def test_killed_between_job_creation_and_task_loading_still_runs_every_task(
     cli: Cli, emu: EmulatorThread
 ) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from batchgate.config import GatewayConfig, RouteMode
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.finish import OutputFiles
-from batchgate.jobs.input import ValidationReport, read_tasks, validate_input
+from batchgate.jobs.input import ValidationReport, file_sha256, read_tasks, validate_input
 from batchgate.jobs.sqlite_store import SqliteJobStore
 from batchgate.jobs.store import JobRecord, JobStore, TaskSpec
 
@@ -97,6 +97,25 @@ def check_input(req: RunRequest, config: GatewayConfig, err: Callable[[str], Non
     return report
 
 
+def _valid_tasks(req: RunRequest, config: GatewayConfig) -> Iterator[TaskSpec]:
+    return (
+        t for t in read_tasks(req.input_path, known_models=config.route_models()) if isinstance(t, TaskSpec)
+    )
+
+
+async def unchanged_job_input(store: JobStore, job_id: str, req: RunRequest) -> ValidationReport | None:
+    """For a re-run: when the job exists with all its tasks and its input file is byte-for-byte the
+    one it was made from, the report of that input without a second validation pass (on a
+    million-line input the pass takes longer than resuming should). None otherwise."""
+    job = await store.get_job(job_id)
+    if job is None or sum((await store.counts(job_id)).values()) < job.task_total:
+        return None
+    sha = file_sha256(req.input_path)
+    if sha != job.input_sha256:
+        return None
+    return ValidationReport(str(req.input_path), sha, job.task_total, job.task_total, 0, [])
+
+
 async def prepare_job(
     store: JobStore, job_id: str, req: RunRequest, report: ValidationReport, config: GatewayConfig
 ) -> JobRecord:
@@ -113,6 +132,10 @@ async def prepare_job(
         if _remembered(req):  # --mode / --deadline given again: the job keeps the latest
             await store.update_job(job_id, options={**job.options, **_remembered(req)})
             job = await store.get_job(job_id) or job
+        if sum((await store.counts(job_id)).values()) < job.task_total:
+            # An earlier run died while storing the tasks (killed, disk full): store the rest now
+            # (add_tasks skips those already there), or the job would "complete" without them.
+            await store.add_tasks(job_id, _valid_tasks(req, config))
         return job
     now = time.time()
     job = JobRecord(
@@ -134,10 +157,7 @@ async def prepare_job(
         },
     )
     await store.create_job(job)
-    specs = (
-        t for t in read_tasks(req.input_path, known_models=config.route_models()) if isinstance(t, TaskSpec)
-    )
-    await store.add_tasks(job_id, specs)
+    await store.add_tasks(job_id, _valid_tasks(req, config))
     return job
 
 

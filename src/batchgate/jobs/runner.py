@@ -30,6 +30,7 @@ from batchgate.jobs.job_setup import (
     job_id_for,
     open_store,
     prepare_job,
+    unchanged_job_input,
     with_job_overrides,
 )
 from batchgate.jobs.output_check import OutputCheck
@@ -75,11 +76,14 @@ async def run_job(
     check_output_writable(req.output_path)
     check_output_writable(req.errors_file)
     check_output_writable(req.report_file)
-    report = check_input(req, config, err)
     job_id = job_id_for(req.input_path, req.output_path)
+    rerun = req.store_path.exists()
+    report = None if rerun else check_input(req, config, err)  # a new store: validate before creating it
     store = await open_store(req.store_path, create=True)
     try:
         with store.lock_job(job_id):
+            if report is None:
+                report = await unchanged_job_input(store, job_id, req) or check_input(req, config, err)
             job = await prepare_job(store, job_id, req, report, config)
             config = job_config(config, job)
             segments = await _load_segments(store, job_id)
