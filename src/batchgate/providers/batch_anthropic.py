@@ -10,7 +10,7 @@ Each result is normalised by `anthropic_item_result`: a succeeded message become
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -18,9 +18,10 @@ import orjson
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, TimeoutConfig
-from batchgate.errors import BadRequestError, BatchgateError
+from batchgate.errors import BadRequestError
 from batchgate.models import Usage
 from batchgate.providers.anthropic import ANTHROPIC_VERSION
+from batchgate.providers.batch_base import BatchClientBase
 from batchgate.providers.batch_common import (
     CANCELLED,
     EXPIRED,
@@ -34,8 +35,6 @@ from batchgate.providers.batch_common import (
     ItemError,
     PollPolicy,
     body_for,
-    parse_jsonl,
-    poll_until_done,
     split_for_batches,
 )
 from batchgate.providers.classify import error_fields, malformed
@@ -112,7 +111,7 @@ def _int(value: Any) -> int:
     return value if type(value) is int else 0
 
 
-class AnthropicBatchClient:
+class AnthropicBatchClient(BatchClientBase):
     """Runs batches on one Anthropic provider's Message Batches API."""
 
     kind = "anthropic"
@@ -182,47 +181,14 @@ class AnthropicBatchClient:
             raise malformed(self.name, 200, {}, orjson.dumps(batch), "the batch object has no id")
         return BatchHandle(self.name, batch_id, self.kind)
 
-    async def status(self, handle: BatchHandle) -> BatchStatus:
-        return self._status(await self._http.json("GET", self._batch_url(handle)))
+    def _batches_url(self) -> str:
+        return self._url
 
-    async def poll_until_done(
-        self, handle: BatchHandle, *, on_status: Callable[[BatchStatus], None] | None = None
-    ) -> BatchStatus:
-        """Poll until `processing_status` is `ended`."""
-        return await poll_until_done(
-            lambda: self.status(handle), self._clock, self._poll, on_status=on_status
-        )
+    def _parse_status(self, raw: Mapping[str, Any]) -> BatchStatus:
+        return anthropic_status(raw)
 
     async def results(self, handle: BatchHandle) -> list[BatchItemResult]:
-        """Every result of an ended batch."""
-        status = await self.status(handle)
-        if not status.done:
-            raise BatchgateError(f"{self.name}: batch {handle.batch_id} has not ended yet ({status.state})")
+        """Every result of an ended batch (fetched from the configured URL, never `results_url`)."""
+        await self._ended(handle)
         data = await self._http.raw("GET", f"{self._batch_url(handle)}/results")
-        results: list[BatchItemResult] = []
-        for line in parse_jsonl(data, self.name, "batch results"):
-            try:
-                results.append(anthropic_item_result(line))
-            except ValueError as exc:
-                raise malformed(
-                    self.name, 200, {}, orjson.dumps(line), f"a batch result line: {exc}"
-                ) from None
-        return results
-
-    async def cancel(self, handle: BatchHandle) -> BatchStatus:
-        """Ask the provider to cancel; the answer is usually still in progress (canceling)."""
-        return self._status(await self._http.json("POST", f"{self._batch_url(handle)}/cancel"))
-
-    def _batch_url(self, handle: BatchHandle) -> str:
-        if handle.kind != self.kind or handle.provider != self.name:
-            raise ValueError(f"{self.name}: the handle {handle.to_dict()} belongs to another provider")
-        return f"{self._url}/{handle.batch_id}"
-
-    def _status(self, raw: dict[str, Any]) -> BatchStatus:
-        try:
-            return anthropic_status(raw)
-        except ValueError as exc:
-            raise malformed(self.name, 200, {}, orjson.dumps(raw), f"not a batch object: {exc}") from None
-
-    def __repr__(self) -> str:
-        return f"AnthropicBatchClient(name={self.name!r}, base_url={self.base_url!r})"
+        return self._items(data, "batch result", anthropic_item_result)

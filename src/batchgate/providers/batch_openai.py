@@ -10,7 +10,7 @@ turned into `BatchItemResult`s by `openai_item_result`; the status into a `Batch
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -18,7 +18,8 @@ import orjson
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, TimeoutConfig
-from batchgate.errors import BatchgateError, ProviderError
+from batchgate.errors import ProviderError
+from batchgate.providers.batch_base import BatchClientBase
 from batchgate.providers.batch_common import (
     BatchCounts,
     BatchHandle,
@@ -30,8 +31,6 @@ from batchgate.providers.batch_common import (
     ItemError,
     PollPolicy,
     body_for,
-    parse_jsonl,
-    poll_until_done,
     split_for_batches,
 )
 from batchgate.providers.classify import error_fields, malformed
@@ -102,7 +101,7 @@ def _int(value: Any) -> int:
     return value if type(value) is int else 0
 
 
-class OpenAIBatchClient:
+class OpenAIBatchClient(BatchClientBase):
     """Runs batches on one OpenAI-compatible provider's Batch API."""
 
     kind = "openai"
@@ -178,51 +177,19 @@ class OpenAIBatchClient:
             raise malformed(self.name, 200, {}, orjson.dumps(batch), "the batch object has no id")
         return BatchHandle(self.name, batch_id, self.kind)
 
-    async def status(self, handle: BatchHandle) -> BatchStatus:
-        return self._status(await self._http.json("GET", self._batch_url(handle)))
+    def _batches_url(self) -> str:
+        return f"{self.base_url}/batches"
 
-    async def poll_until_done(
-        self, handle: BatchHandle, *, on_status: Callable[[BatchStatus], None] | None = None
-    ) -> BatchStatus:
-        """Poll until the batch has ended (completed, expired, cancelled or failed)."""
-        return await poll_until_done(
-            lambda: self.status(handle), self._clock, self._poll, on_status=on_status
-        )
+    def _parse_status(self, raw: Mapping[str, Any]) -> BatchStatus:
+        return openai_status(raw)
 
     async def results(self, handle: BatchHandle) -> list[BatchItemResult]:
         """Every result of an ended batch (output file, then error file); [] for a failed one."""
-        status = await self.status(handle)
-        if not status.done:
-            raise BatchgateError(f"{self.name}: batch {handle.batch_id} has not ended yet ({status.state})")
+        status = await self._ended(handle)
         results: list[BatchItemResult] = []
         for key in ("output_file_id", "error_file_id"):
             file_id = status.raw.get(key)
-            if not isinstance(file_id, str) or not file_id:
-                continue
-            data = await self._http.raw("GET", f"{self.base_url}/files/{file_id}/content")
-            for line in parse_jsonl(data, self.name, f"batch {key[:-8]} file"):
-                try:
-                    results.append(openai_item_result(line))
-                except ValueError as exc:
-                    raise malformed(
-                        self.name, 200, {}, orjson.dumps(line), f"a batch {key[:-8]} line: {exc}"
-                    ) from None
+            if isinstance(file_id, str) and file_id:
+                data = await self._http.raw("GET", f"{self.base_url}/files/{file_id}/content")
+                results.extend(self._items(data, f"batch {key[:-8]} file", openai_item_result))
         return results
-
-    async def cancel(self, handle: BatchHandle) -> BatchStatus:
-        """Ask the provider to cancel; the answer is usually still in progress (cancelling)."""
-        return self._status(await self._http.json("POST", f"{self._batch_url(handle)}/cancel"))
-
-    def _batch_url(self, handle: BatchHandle) -> str:
-        if handle.kind != self.kind or handle.provider != self.name:
-            raise ValueError(f"{self.name}: the handle {handle.to_dict()} belongs to another provider")
-        return f"{self.base_url}/batches/{handle.batch_id}"
-
-    def _status(self, raw: dict[str, Any]) -> BatchStatus:
-        try:
-            return openai_status(raw)
-        except ValueError as exc:
-            raise malformed(self.name, 200, {}, orjson.dumps(raw), f"not a batch object: {exc}") from None
-
-    def __repr__(self) -> str:
-        return f"OpenAIBatchClient(name={self.name!r}, base_url={self.base_url!r})"
