@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,10 @@ from typing import Any
 import orjson
 import yaml
 
+from acceptance.harness import provider_totals
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 
 MODEL = "m-rel"
-WAIT_LIMIT_S = 30.0
 
 
 def emu_provider(
@@ -108,23 +107,7 @@ def write_input(path: Path, n: int, *, model: str = MODEL, tag: str = "", start:
     return path
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
-
-
-def emu_totals(emu: EmulatorThread) -> dict[str, int]:
-    stats = emu.stats()["providers"]
-    keys = ("admitted", "completed", "duplicates", "in_flight")
-    return {k: sum(int(p[k]) for p in stats.values()) for k in keys}
-
-
-def wait_for(condition: Callable[[], bool], what: str, limit: float = WAIT_LIMIT_S) -> None:
-    """A bounded wait for another process (never a timing assertion)."""
-    deadline = time.monotonic() + limit
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)
+emu_totals = provider_totals
 
 
 def one_error_line(stderr: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from acceptance.harness import read_jsonl, wait_for
 from batchgate.emulator import EmulatorThread
 
 from .helpers import (
@@ -22,9 +23,7 @@ from .helpers import (
     emu_totals,
     gw_provider,
     one_error_line,
-    read_jsonl,
     start_emulator,
-    wait_for,
     write_config,
     write_input,
 )

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from acceptance.harness import read_jsonl
+
 from .helpers import (
     Cli,
     check_store_consistent,
     emu_provider,
     gw_provider,
-    read_jsonl,
     start_emulator,
     write_config,
     write_input,

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from acceptance.harness import read_jsonl, wait_for
+
 from .helpers import (
     Cli,
     check_store_consistent,
@@ -23,9 +25,7 @@ from .helpers import (
     emu_totals,
     files_under,
     gw_provider,
-    read_jsonl,
     start_emulator,
-    wait_for,
     write_config,
     write_input,
 )

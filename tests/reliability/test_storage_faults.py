@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from acceptance.harness import read_jsonl
 from batchgate.emulator import EmulatorThread
 
 from .helpers import (
@@ -22,7 +23,6 @@ from .helpers import (
     emu_provider,
     gw_provider,
     one_error_line,
-    read_jsonl,
     start_emulator,
     write_config,
     write_input,
