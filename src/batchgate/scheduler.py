@@ -74,9 +74,18 @@ class Scheduler:
             raise RoutingError(f"no route for model {model!r} (routes: {known})")
         return targets
 
-    def estimate(self, target: Target, body: Mapping[str, Any]) -> tuple[Cost, int]:
+    def estimate(
+        self, target: Target, body: Mapping[str, Any], counted: dict[int, int] | None = None
+    ) -> tuple[Cost, int]:
+        """What `body` would reserve at `target`; `counted` shares prompt counts between targets
+        that use the same counter (an exact tokenizer is shared by every provider using it)."""
         rt = target.runtime
-        prompt = rt.counter.count_prompt(body)
+        key = id(rt.counter)
+        prompt = counted.get(key) if counted is not None else None
+        if prompt is None:
+            prompt = rt.counter.count_prompt(body)
+            if counted is not None:
+                counted[key] = prompt
         output = requested_output_tokens(body, rt.config.default_max_tokens)
         return Cost(requests=1, tokens=prompt + output, input_tokens=prompt, output_tokens=output), prompt
 
@@ -98,8 +107,9 @@ class Scheduler:
     def _fitting(self, targets: Sequence[Target], body: ChatBody) -> list[Candidate]:
         fitting: list[Candidate] = []
         last: NeverFitsError | None = None
+        counted: dict[int, int] = {}
         for t in targets:
-            cost, prompt = self.estimate(t, body)
+            cost, prompt = self.estimate(t, body, counted)
             try:
                 t.runtime.pool.check_fits(cost)
             except NeverFitsError as exc:

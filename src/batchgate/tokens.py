@@ -84,6 +84,11 @@ class ExactTokenCounter:
         self.encoding_name = encoding_name
         self._encoding = _encoding(encoding_name)
 
+    @staticmethod
+    def shared(encoding_name: str) -> ExactTokenCounter:
+        """One counter per encoding for the whole process (it learns nothing, so it can be shared)."""
+        return _shared_counter(encoding_name)
+
     def count_text(self, text: str) -> int:
         return len(self._encoding.encode(text))
 
@@ -96,6 +101,11 @@ class ExactTokenCounter:
 
     def __repr__(self) -> str:
         return f"ExactTokenCounter({self.encoding_name!r})"
+
+
+@functools.cache
+def _shared_counter(encoding_name: str) -> ExactTokenCounter:
+    return ExactTokenCounter(encoding_name)
 
 
 class EstimatingTokenCounter:

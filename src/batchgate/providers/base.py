@@ -60,12 +60,12 @@ def make_token_counter(config: ProviderConfig, *, source: str = "<config>") -> T
     tokenizer = config.tokenizer
     if tokenizer == "auto":
         if config.kind == "openai":
-            return ExactTokenCounter("o200k_base")
+            return ExactTokenCounter.shared("o200k_base")
         return EstimatingTokenCounter()
     if tokenizer == "estimate":
         return EstimatingTokenCounter()
     try:
-        return ExactTokenCounter(tokenizer)
+        return ExactTokenCounter.shared(tokenizer)
     except (LookupError, RuntimeError):  # bpe-openai's UnsupportedModelError is both
         raise ConfigError(
             source,
