@@ -175,12 +175,12 @@ def _fill(directory: Path, leave: int) -> Path:
 
 def test_disk_full_while_loading_tasks_then_resume(cli: Cli, emu: EmulatorThread, tmp_path: Path) -> None:
     n = 300
-    with tmpfs(tmp_path / "small", "1m") as small:
+    with tmpfs(tmp_path / "small", "4m") as small:
         cli.store = small / "store" / "jobs.db"
         out = small / "out.jsonl"
         args = _args(cli, emu, n, out)
         filler = small / "filler"
-        filler.write_bytes(b"\0" * (934 * 1024))  # ~90 KB left: not enough for the tasks
+        filler.write_bytes(b"\0" * (4006 * 1024))  # ~90 KB left: not enough for the tasks
         done = cli.run(*args)
         assert done.returncode == 2, done.stdout
         assert "disk is full" in one_error_line(done.stderr)

@@ -161,7 +161,10 @@ async def write_outputs(
         await asyncio.to_thread(_commit, temps)
     finally:
         for _, temp, f in temps:
-            f.close()
+            # Committed files were flushed already; on failure the temp is discarded, and closing it
+            # may flush into the same full disk: that must not mask the one-line error above.
+            with contextlib.suppress(OSError):
+                f.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp)
     return written, failed
