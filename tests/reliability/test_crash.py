@@ -44,17 +44,6 @@ def emu() -> Iterator[EmulatorThread]:
         thread.stop()
 
 
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    work = tmp_path / "work"
-    work.mkdir()
-    runner = Cli(cwd=work, store=tmp_path / "store" / "jobs.db")
-    try:
-        yield runner
-    finally:
-        runner.stop_all()
-
-
 def _setup(cli: Cli, emu: EmulatorThread, n: int) -> tuple[list[str], Path]:
     src = write_input(cli.cwd / "in.jsonl", n)
     cfg = write_config(

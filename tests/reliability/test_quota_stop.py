@@ -4,9 +4,6 @@ and stops `batchgate run` with that reason (exit 3), recording no item as failed
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from acceptance.harness import read_jsonl
@@ -22,17 +19,6 @@ from .helpers import (
 )
 
 pytestmark = pytest.mark.acceptance
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    work = tmp_path / "work"
-    work.mkdir()
-    runner = Cli(cwd=work, store=tmp_path / "store" / "jobs.db")
-    try:
-        yield runner
-    finally:
-        runner.stop_all()
 
 
 @pytest.mark.parametrize("family", ["openai", "anthropic"])

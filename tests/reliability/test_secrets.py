@@ -10,7 +10,6 @@ import asyncio
 import signal
 import stat
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,17 +59,6 @@ class EchoServerThread:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    work = tmp_path / "work"
-    work.mkdir()
-    runner = Cli(cwd=work, store=tmp_path / "store" / "jobs.db")
-    try:
-        yield runner
-    finally:
-        runner.stop_all()
 
 
 def test_no_key_in_any_artifact_after_auth_failures_a_crash_and_a_resume(cli: Cli, tmp_path: Path) -> None:

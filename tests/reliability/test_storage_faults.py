@@ -40,17 +40,6 @@ def emu() -> Iterator[EmulatorThread]:
         thread.stop()
 
 
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    work = tmp_path / "work"
-    work.mkdir()
-    runner = Cli(cwd=work, store=tmp_path / "store" / "jobs.db")
-    try:
-        yield runner
-    finally:
-        runner.stop_all()
-
-
 @contextlib.contextmanager
 def tmpfs(directory: Path, size: str, *, read_only: bool = False) -> Iterator[Path]:
     directory.mkdir(parents=True, exist_ok=True)
