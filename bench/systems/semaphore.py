@@ -6,7 +6,8 @@ import asyncio
 
 from workload import Request, Spec
 
-from systems.common import Recorder, SdkClients
+from systems.common import Recorder
+from systems.sdk import SdkClients
 
 
 async def _main(spec: Spec, rec: Recorder) -> None:

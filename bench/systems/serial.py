@@ -11,7 +11,8 @@ import time
 
 from workload import Spec
 
-from systems.common import Recorder, SdkClients
+from systems.common import Recorder
+from systems.sdk import SdkClients
 
 
 async def _main(spec: Spec, rec: Recorder) -> None:
