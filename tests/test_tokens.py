@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from batchgate.tokens import EstimatingTokenCounter, ExactTokenCounter, iter_prompt_text
+from batchgate.tokens import CHUNK_CHARS, EstimatingTokenCounter, ExactTokenCounter, iter_prompt_text
 
 BODY = {
     "model": "m",
@@ -47,3 +47,20 @@ def test_estimate_forgets_old_samples() -> None:
     for _ in range(4):
         counter.observe(BODY, raw)
     assert abs(counter.factor - 1.0) < 1e-9
+
+
+def test_special_token_text_is_counted_as_ordinary_text() -> None:
+    counter = ExactTokenCounter()
+    quoted = counter.count_text("end <|endoftext|> here")
+    # the marker is several ordinary tokens (`<|`, `endo`, ...), not one special token, not an error
+    assert quoted > counter.count_text("end  here") + 1
+
+
+def test_texts_longer_than_the_encoder_takes_at_once_are_counted() -> None:
+    counter = ExactTokenCounter()
+    piece = "the quick brown fox jumps over the lazy dog. "
+    one = counter.count_text(piece * 1000)
+    # 45,000 characters a copy; 2.25M characters in all: far past the encoder's one-call limits
+    many = counter.count_text(piece * 50_000)
+    cuts = len(piece * 50_000) // CHUNK_CHARS
+    assert abs(many - one * 50) <= cuts + 50

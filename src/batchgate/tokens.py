@@ -17,6 +17,9 @@ from typing import Any, Protocol
 # and its role (one token for every standard role), and every reply is primed with 3 more.
 TOKENS_PER_MESSAGE = 4
 TOKENS_PER_REPLY = 3
+# The longest text given to the encoder at once: at most 4 UTF-8 bytes a character and at least one
+# byte a token keeps a chunk under the encoder's 200,000-token limit.
+CHUNK_CHARS = 40_000
 
 
 def iter_prompt_text(body: Mapping[str, Any]) -> Iterator[str]:
@@ -90,7 +93,14 @@ class ExactTokenCounter:
         return _shared_counter(encoding_name)
 
     def count_text(self, text: str) -> int:
-        return len(self._encoding.encode(text))
+        """Tokens in `text` read as ordinary text: a prompt that merely contains `<|endoftext|>`
+        is counted like the provider counts it, not refused. Long texts are counted in chunks the
+        encoder accepts (it refuses 1M characters, or more than 200k tokens, at once); a cut can
+        split a token, so a chunked count may exceed the exact one by one token per cut."""
+        encode = self._encoding.encode_ordinary
+        if len(text) <= CHUNK_CHARS:
+            return len(encode(text))
+        return sum(len(encode(text[i : i + CHUNK_CHARS])) for i in range(0, len(text), CHUNK_CHARS))
 
     def count_prompt(self, body: Mapping[str, Any]) -> int:
         total = sum(self.count_text(t) for t in iter_prompt_text(body))

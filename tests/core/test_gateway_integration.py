@@ -263,3 +263,18 @@ async def test_stop_sending_abandons_requests_waiting_for_quota(emulator: Start)
     assert all(r.attempts == [] for r in stopped)
     assert sent == 30 - len(stopped)
     assert quota.waiters == 0
+
+
+async def test_a_prompt_quoting_a_special_token_is_counted_as_text_and_sent(emulator: Start) -> None:
+    # `<|endoftext|>` in a user's text is ordinary text to the provider; counting it must not refuse
+    # the item, and the count must still be the one the provider reports.
+    providers = [emu_provider("alpha")]
+    emu = await emulator(providers)
+    cfg = gateway_config(emu, providers, [{"model": "m", "targets": ["alpha"]}])
+    body = chat("Why does my log end with <|endoftext|> and <|fim_prefix|>?")
+    async with Gateway(cfg) as gw:
+        estimate = gw.estimate(body)
+        result = await gw.arun(body)
+    assert result.ok, result.error
+    assert result.usage is not None
+    assert estimate.prompt_tokens == result.usage.prompt_tokens
