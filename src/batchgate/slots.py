@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Iterable
+from types import TracebackType
 
 from batchgate.clock import Clock
 
@@ -65,7 +65,7 @@ class FairSlots:
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():
                 self.release(name)  # granted in the same instant the caller went away
-            else:
+            elif fut in queue:  # `_wake` drops a cancelled waiter it meets, uncounted
                 queue.remove(fut)
                 self._waiting[name] -= 1
             raise
@@ -81,6 +81,9 @@ class FairSlots:
         while granted and self.used < self.total:
             granted = False
             for name, queue in self._queues.items():
+                while queue and queue[0].done():  # cancelled, its task not yet resumed: skip it
+                    queue.popleft()
+                    self._waiting[name] -= 1
                 if queue and self._may_take(name):
                     fut = queue.popleft()
                     self._waiting[name] -= 1
@@ -88,14 +91,29 @@ class FairSlots:
                     fut.set_result(None)
                     granted = True
 
-    @asynccontextmanager
-    async def slot(self, name: str) -> AsyncIterator[None]:
-        await self.acquire(name)
-        try:
-            yield
-        finally:
-            self.release(name)
+    def slot(self, name: str) -> Slot:
+        """`async with slots.slot(name):` holds one of `name`'s slots for the block."""
+        return Slot(self, name)
 
     def __repr__(self) -> str:
         waiting = sum(self._waiting.values())
         return f"FairSlots(used={self.used}/{self.total}, share={self.share}, waiting={waiting})"
+
+
+class Slot:
+    """One slot held for an `async with` block (a plain class: a parked request keeps fewer
+    objects alive than with a generator-based context manager)."""
+
+    __slots__ = ("_name", "_slots")
+
+    def __init__(self, slots: FairSlots, name: str) -> None:
+        self._slots = slots
+        self._name = name
+
+    async def __aenter__(self) -> None:
+        await self._slots.acquire(self._name)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._slots.release(self._name)

@@ -62,3 +62,34 @@ async def test_cancelled_waiter_leaves_no_trace() -> None:
     assert slots.used == 0
     await asyncio.wait_for(slots.acquire("a"), 1.0)
     assert slots.used == 1
+
+
+async def test_a_release_between_a_waiters_cancel_and_its_resumption_skips_it() -> None:
+    # The waiter's future is cancelled at once, but its task only resumes on a later loop turn:
+    # a release in between must pass the slot to the next live waiter, not crash on the dead one.
+    clock = FakeClock()
+    slots = FairSlots(1, ["a"], clock)
+    await slots.acquire("a")
+    gone = asyncio.ensure_future(slots.acquire("a"))
+    nxt = asyncio.ensure_future(slots.acquire("a"))
+    await asyncio.sleep(0)
+    gone.cancel()
+    slots.release("a")  # same loop turn: `gone` has not run its cancellation handler yet
+    results = await asyncio.gather(gone, nxt, return_exceptions=True)
+    assert isinstance(results[0], asyncio.CancelledError)
+    assert results[1] is None
+    assert slots.used == 1
+    assert "waiting=0" in repr(slots)
+    slots.release("a")
+    assert slots.used == 0
+
+
+async def test_slot_context_releases_on_error() -> None:
+    slots = FairSlots(1, ["a"], FakeClock())
+    try:
+        async with slots.slot("a"):
+            assert slots.used == 1
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    assert slots.used == 0
