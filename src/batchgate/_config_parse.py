@@ -132,7 +132,7 @@ _PROVIDER = frozenset(
 )
 _LIMITS = frozenset({"rpm", "tpm", "itpm", "otpm", "max_concurrency"})
 _ROUTE = frozenset({"model", "targets", "mode"})
-_SETTINGS = frozenset({"concurrency", "retry", "timeouts", "circuit", "seed"})
+_SETTINGS = frozenset({"concurrency", "retry", "timeouts", "circuit", "seed", "gc_threshold"})
 _RETRY = frozenset({"max_attempts", "base_delay", "max_delay", "max_hint"})
 _TIMEOUTS = frozenset({"connect", "total"})
 _CIRCUIT = frozenset({"failure_threshold", "open_seconds"})
@@ -299,7 +299,13 @@ def _settings(top: _Section) -> Settings:
             open_seconds=c.number("open_seconds", d_circ.open_seconds) or d_circ.open_seconds,
         ),
         seed=seed,
+        gc_threshold=_gc_threshold(s),
     )
+
+
+def _gc_threshold(s: _Section) -> int:
+    value = s.integer("gc_threshold", Settings().gc_threshold, minimum=0)
+    return Settings().gc_threshold if value is None else value
 
 
 def _prices(top: _Section) -> dict[str, Price]:

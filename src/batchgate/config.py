@@ -139,6 +139,7 @@ class Settings:
     timeouts: TimeoutConfig = field(default_factory=TimeoutConfig)
     circuit: CircuitConfig = field(default_factory=CircuitConfig)
     seed: int | None = None  # jitter seed; None = random
+    gc_threshold: int = 10_000  # youngest-generation GC threshold while a gateway is open; 0 = leave it
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from typing import Any
 
 import aiohttp
 
+from batchgate import gc_tuning
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.models import ChatBody, Result
@@ -67,6 +68,7 @@ class Gateway:
         self._emulator: Any = None
         self._runtimes: dict[str, ProviderRuntime] = {}
         self._scheduler: Scheduler | None = None
+        self._holds_gc = False
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> Gateway:
@@ -112,6 +114,7 @@ class Gateway:
             retry=policy,
             global_slots=FairSlots(self._concurrency, self._runtimes, self._clock),
         )
+        self._holds_gc = gc_tuning.hold(cfg.settings.gc_threshold)
         return self
 
     async def close(self) -> None:
@@ -122,6 +125,9 @@ class Gateway:
             await self._emulator.__aexit__(None, None, None)
             self._emulator = None
         self._scheduler = None
+        if self._holds_gc:
+            self._holds_gc = False
+            gc_tuning.let_go()
 
     async def __aenter__(self) -> Gateway:
         return await self.start()
