@@ -80,13 +80,18 @@ class Result:
     @property
     def text(self) -> str | None:
         """The first choice's message content, if any."""
-        if not self.body:
-            return None
-        try:
-            content = self.body["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            return None
-        return content if isinstance(content, str) else None
+        return answer_text(self.body)
+
+
+def answer_text(body: ChatBody | None) -> str | None:
+    """The first choice's message content of a `chat.completion` body, if any."""
+    if not body:
+        return None
+    try:
+        content = body["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return content if isinstance(content, str) else None
 
 
 @dataclass(frozen=True, slots=True)

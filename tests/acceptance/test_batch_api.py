@@ -68,7 +68,14 @@ def start_emulator(started: list[EmulatorThread], **batch: Any) -> EmulatorThrea
     return emu
 
 
-def write_config(path: Path, emu: EmulatorThread, provider: str = "alpha", **provider_extra: Any) -> Path:
+def write_config(
+    path: Path,
+    emu: EmulatorThread,
+    provider: str = "alpha",
+    *,
+    job: dict[str, Any] | None = None,
+    **provider_extra: Any,
+) -> Path:
     """One route (MODEL) to `provider`, with the Batch API poll sped up for the tests."""
     data: dict[str, Any] = {
         "providers": [
@@ -78,7 +85,7 @@ def write_config(path: Path, emu: EmulatorThread, provider: str = "alpha", **pro
         "routes": [{"model": MODEL, "targets": [f"{provider}:{MODELS[provider]}"]}],
         "settings": {"concurrency": 8, "retry": {"max_attempts": 3, "base_delay": 0.05, "max_delay": 0.2}},
         "prices": PRICES,
-        "job": {"batch_poll": POLL},
+        "job": {"batch_poll": POLL, **(job or {})},
     }
     for p in data["providers"]:
         if p["name"] == provider:
@@ -343,3 +350,35 @@ def test_cancel_after_a_kill_cancels_the_recorded_batch(cli: Cli, emu_factory: l
     report = cli.report(job)
     assert report["batches"]["ended"] == {"cancelled": 1}
     assert live_admitted(emu) == 0
+
+
+def test_batch_answers_failing_the_output_check_are_listed_invalid_never_kept(
+    cli: Cli, emu_factory: list[EmulatorThread]
+) -> None:
+    emu = start_emulator(emu_factory)
+    n = 12
+    mood = {0: "positive", 1: "negative", 2: "neutral"}  # the emulator answers "neutral" to the third
+    src = write_input(cli.cwd / "in.jsonl", n, lambda i: mood[i % 3])
+    cfg = write_config(cli.cwd / "gw.yaml", emu, job={"validate_regex": "positive|negative"})
+    out = cli.cwd / "out.jsonl"
+    run_ok(cli, ("run", str(src), "--config", str(cfg), "--output", str(out), "--mode", "batch-api", "-q"))
+    stats = batches(emu)
+    assert (stats["created"], stats["requests_succeeded"]) == (1, n)  # asked once, in the batch
+    assert live_admitted(emu) == 0
+    neutral = {f"item-{i:05d}" for i in range(n) if i % 3 == 2}
+    rows = read_jsonl(out)
+    assert ids_once(rows) == expected_ids(n)
+    for row in rows:
+        if row["custom_id"] in neutral:
+            assert row["error"]["code"] == "invalid_output"
+            assert "neutral" in row["error"]["message"]
+        else:
+            assert row["error"] is None
+    assert {r["custom_id"] for r in read_jsonl(cli.cwd / "out.jsonl.errors.jsonl")} == neutral
+    report = orjson.loads((cli.cwd / "out.jsonl.report.json").read_bytes())
+    assert report["invalid_count"] == len(neutral)
+    assert {item["custom_id"] for item in report["invalid_outputs"]} == neutral
+    assert report["success_count"] == n - len(neutral)
+    # the refused answers were billed at the batch price: all twelve are in the cost
+    assert report["batches"]["cost_usd"] == pytest.approx(report["cost_usd"], abs=1e-9)
+    assert report["token_usage"]["retry_extra_tokens"] > 0

@@ -10,7 +10,7 @@ import pytest
 from batchgate.config import GatewayConfig, Price, config_from_dict
 from batchgate.errors import JobError
 from batchgate.jobs.batch_ledger import INDEX_KEY, BatchLedger, BatchRecord
-from batchgate.jobs.batch_outcomes import BatchContext, failed_batch_outcomes, sort_results
+from batchgate.jobs.batch_outcomes import BatchContext, Rejected, failed_batch_outcomes, sort_results
 from batchgate.jobs.batch_policy import (
     TasksEstimate,
     batch_saving,
@@ -25,6 +25,7 @@ from batchgate.jobs.batch_policy import (
     resolve_mode,
 )
 from batchgate.jobs.memory_store import MemoryJobStore
+from batchgate.jobs.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store import TaskSpec, TaskState
 from batchgate.models import Usage
@@ -215,7 +216,8 @@ def test_sort_results_keeps_answers_fails_bad_items_and_retries_the_unprocessed(
     specs = {s: _spec(s) for s in range(4)}  # t3 has no result at all
     prices = PriceTable({"m": Price(input=2.0, output=8.0)})
     ctx = BatchContext("p", "m", attempts=2, latency_ms=1234.0)
-    outcomes, again = sort_results(specs, results, ctx, prices)
+    outcomes, again, rejected = sort_results(specs, results, ctx, prices)
+    assert rejected == []
     assert [s.seq for s in again] == [2, 3]
     ok, bad = outcomes
     assert (ok.seq, ok.state, ok.attempts, ok.provider) == (0, TaskState.SUCCEEDED, 2, "p")
@@ -225,6 +227,34 @@ def test_sort_results_keeps_answers_fails_bad_items_and_retries_the_unprocessed(
     assert line["usage"]["total_tokens"] == 1100
     assert (bad.seq, bad.state, bad.error) == (1, TaskState.FAILED, "invalid_request_error: empty content")
     assert orjson.loads(bad.output_line)["response"]["status_code"] == 400
+
+
+def test_sort_results_fails_answers_the_output_check_refuses_billed_and_not_kept() -> None:
+    def body(text: str) -> dict[str, Any]:
+        return {"object": "chat.completion", "model": "m", "choices": [{"message": {"content": text}}]}
+
+    results = [
+        BatchItemResult("t0", ok=True, body=body("positive"), usage=Usage(1000, 100), status_code=200),
+        BatchItemResult("t1", ok=True, body=body("I am not sure"), usage=Usage(1000, 100), status_code=200),
+    ]
+    specs = {s: _spec(s) for s in range(2)}
+    prices = PriceTable({"m": Price(input=2.0, output=8.0)})
+    ctx = BatchContext("p", "m", attempts=1, latency_ms=10.0)
+    outcomes, again, rejected = sort_results(specs, results, ctx, prices, OutputCheck("positive|negative"))
+    assert again == []
+    kept, refused = outcomes
+    assert kept.state is TaskState.SUCCEEDED
+    assert refused.state is TaskState.FAILED
+    assert refused.cost_usd == pytest.approx(kept.cost_usd)  # billed like a kept one
+    assert (refused.prompt_tokens, refused.completion_tokens) == (0, 0)  # tokens kept: none
+    error = orjson.loads(refused.output_line)["error"]
+    assert error["code"] == "invalid_output"
+    assert "I am not sure" in error["message"]
+    assert rejected == [Rejected(1, "in-1", "p", 1100)]
+    # without a check, the same answer is kept
+    outcomes, _, rejected = sort_results(specs, results, ctx, prices, OutputCheck())
+    assert [o.state for o in outcomes] == [TaskState.SUCCEEDED, TaskState.SUCCEEDED]
+    assert rejected == []
 
 
 def test_failed_batch_outcomes() -> None:

@@ -24,11 +24,14 @@ from batchgate.config import GatewayConfig
 from batchgate.errors import ProviderError, RoutingError
 from batchgate.gateway import Gateway
 from batchgate.jobs.batch_mode import BatchModeRunner
+from batchgate.jobs.batch_outcomes import Rejected
 from batchgate.jobs.batch_policy import batch_target, may_batch
 from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate
 from batchgate.jobs.guards import ErrorRateWindow
+from batchgate.jobs.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.progress import Progress
+from batchgate.jobs.report import MAX_LISTED_INVALID
 from batchgate.jobs.store import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.providers.http import create_session
 from batchgate.scheduler import requested_output_tokens
@@ -56,6 +59,7 @@ class BatchDriver:
         deadline: float | None = None,
         base_urls: Mapping[str, str] | None = None,
         on_event: EventSink | None = None,
+        check: OutputCheck | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -75,6 +79,8 @@ class BatchDriver:
         self._session: aiohttp.ClientSession | None = None
         self._background: set[asyncio.Future[list[TaskSpec]]] = set()
         self._reserved: dict[int, Amount] = {}
+        self._check = check
+        self._refused_tokens: dict[int, int] = {}  # seq -> tokens of its refused answer
 
     @property
     def busy(self) -> bool:
@@ -101,6 +107,8 @@ class BatchDriver:
             deadline=self._deadline,
             on_outcome=self._on_outcome,
             on_event=self._event,
+            check=self._check,
+            on_rejected=self._on_rejected,
         )
         self.runner = runner
         self._progress.batch_view = self.view
@@ -192,9 +200,21 @@ class BatchDriver:
         discount = price.batch_discount if price is not None else 1.0
         return self._prices.estimate(model, prompt, out) * discount, prompt + out
 
+    def _on_rejected(self, refused: Rejected) -> None:
+        """An answer the output check refused: counted invalid; its tokens billed, not kept."""
+        p = self._progress
+        p.invalid += 1
+        if len(p.invalid_ids) < MAX_LISTED_INVALID:
+            p.invalid_ids.append(refused.custom_id)
+        p.validation_tokens += refused.tokens
+        p.retry_extra_tokens += refused.tokens
+        by = p.validation_by_provider
+        by[refused.provider] = by.get(refused.provider, 0) + refused.tokens
+        self._refused_tokens[refused.seq] = refused.tokens
+
     def _on_outcome(self, outcome: TaskOutcome) -> None:
         p = self._progress
-        tokens = outcome.prompt_tokens + outcome.completion_tokens
+        tokens = outcome.prompt_tokens + outcome.completion_tokens + self._refused_tokens.pop(outcome.seq, 0)
         self._budget.settle(self._reserved.pop(outcome.seq, FREE), (outcome.cost_usd, tokens))
         failed = outcome.state is not TaskState.SUCCEEDED
         if failed:

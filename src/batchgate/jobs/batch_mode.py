@@ -7,7 +7,8 @@ anything else, polls all batches at once, and turns their results into the same 
 calls (`batch_outcomes`). Expired, cancelled or transiently failed items go into one new batch, or
 back to the caller to be sent live when the deadline is near or they were batched twice already.
 After a restart, `resume` re-claims and polls the recorded batches instead of submitting again.
-The runner commits outcomes itself (before marking a batch done); `on_outcome` only observes them.
+The runner commits outcomes itself (before marking a batch done); `on_outcome` only observes them,
+and `on_rejected` hears first of each answer the output check (`check`) refused.
 
 How a job run uses it (one runner per run, sharing the run's aiohttp session):
 
@@ -40,6 +41,7 @@ from batchgate.errors import BadRequestError, JobError
 from batchgate.jobs.batch_ledger import BatchLedger, BatchRecord
 from batchgate.jobs.batch_outcomes import (
     BatchContext,
+    Rejected,
     custom_id_for,
     failed_batch_outcomes,
     failure_outcome,
@@ -47,6 +49,7 @@ from batchgate.jobs.batch_outcomes import (
 )
 from batchgate.jobs.batch_policy import TasksEstimate, batch_target, deadline_near, hours_until, resolve_mode
 from batchgate.jobs.batch_stats import BatchModeStats, OpenBatches
+from batchgate.jobs.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Usage
@@ -86,6 +89,8 @@ class BatchModeRunner:
         deadline: float | None = None,
         on_outcome: Callable[[TaskOutcome], None] | None = None,
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        check: OutputCheck | None = None,
+        on_rejected: Callable[[Rejected], None] | None = None,
     ) -> None:
         """`deadline`: wall seconds (see `batch_policy.job_deadline`), None for no deadline.
         `base_urls` overrides providers' URLs (an embedded emulator's). `on_event(name, fields)`
@@ -102,6 +107,8 @@ class BatchModeRunner:
         self._deadline = deadline
         self._on_outcome = on_outcome
         self._on_event = on_event
+        self._check = check
+        self._on_rejected = on_rejected
         poll = config.job.batch_poll
         self._poll = PollPolicy(poll.initial, poll.factor, poll.maximum)
         self._ledger = BatchLedger(store, job_id)
@@ -308,7 +315,12 @@ class BatchModeRunner:
                 outcomes, leftovers = failed_batch_outcomes(batch.specs, status.raw, ctx)
             else:
                 results = await client.results(record.handle)
-                outcomes, leftovers = sort_results(batch.specs, results, ctx, self._prices)
+                outcomes, leftovers, rejected = sort_results(
+                    batch.specs, results, ctx, self._prices, self._check
+                )
+                for refused in rejected:
+                    if self._on_rejected is not None:
+                        self._on_rejected(refused)
             state: str = status.state
         except BadRequestError:  # the provider no longer knows it (purged, or an emulator restarted)
             state, outcomes, leftovers = "lost", [], [batch.specs[s] for s in sorted(batch.specs)]

@@ -1,10 +1,14 @@
 """Batch results as task outcomes, pure: the same OUT lines as live calls (`jobs.output`), priced at
-the Batch API rate, and the tasks worth another try (expired, cancelled, transiently failed)."""
+the Batch API rate, and the tasks worth another try (expired, cancelled, transiently failed).
+
+With an output check, an answer it refuses is not kept: the task fails as `invalid_output` (billed,
+listed for review like a live one). It is not asked again, as a live answer would be: another
+round would cost one more batch turnaround for each refusal."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from batchgate.jobs.batch_policy import (
@@ -14,9 +18,11 @@ from batchgate.jobs.batch_policy import (
     item_retryable,
 )
 from batchgate.jobs.output import format_error_line, format_success_line
+from batchgate.jobs.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.report import INVALID_CODE
 from batchgate.jobs.store import TaskOutcome, TaskSpec, TaskState
-from batchgate.models import Usage
+from batchgate.models import Usage, answer_text
 from batchgate.providers.batch_common import BatchItemResult
 
 
@@ -35,13 +41,27 @@ class BatchContext:
     latency_ms: float  # submission to results
 
 
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A batch answer the output check refused: billed, not kept."""
+
+    seq: int
+    custom_id: str
+    provider: str
+    tokens: int
+
+
+def _batch_cost(result: BatchItemResult, ctx: BatchContext, prices: PriceTable) -> tuple[Usage, float]:
+    usage = result.usage or Usage()
+    model = (result.body or {}).get("model")
+    return usage, prices.cost(model if isinstance(model, str) else ctx.model, usage, batch=True)
+
+
 def success_outcome(
     spec: TaskSpec, result: BatchItemResult, ctx: BatchContext, prices: PriceTable
 ) -> TaskOutcome:
-    usage = result.usage or Usage()
+    usage, cost = _batch_cost(result, ctx, prices)
     body: dict[str, Any] = result.body or {}
-    model = body.get("model")
-    cost = prices.cost(model if isinstance(model, str) else ctx.model, usage, batch=True)
     line = format_success_line(
         spec.custom_id,
         request_id=None,
@@ -63,6 +83,16 @@ def success_outcome(
         completion_tokens=usage.completion_tokens,
         cost_usd=cost,
     )
+
+
+def invalid_outcome(
+    spec: TaskSpec, result: BatchItemResult, problem: str, ctx: BatchContext, prices: PriceTable
+) -> TaskOutcome:
+    """A refused answer: the task fails as `invalid_output`, with every cent it was billed."""
+    _, cost = _batch_cost(result, ctx, prices)
+    message = f"{problem} (answer: {(answer_text(result.body) or '')[:200]!r})"
+    outcome = failure_outcome(spec, INVALID_CODE, message, result.status_code, ctx.provider, ctx.attempts)
+    return replace(outcome, cost_usd=cost)
 
 
 def failure_outcome(
@@ -92,25 +122,34 @@ def sort_results(
     results: Iterable[BatchItemResult],
     ctx: BatchContext,
     prices: PriceTable,
-) -> tuple[list[TaskOutcome], list[TaskSpec]]:
-    """The outcomes of an ended batch's tasks, and the tasks to try again (not processed,
-    transiently failed, or missing from the results). Results for other custom_ids are ignored."""
+    check: OutputCheck | None = None,
+) -> tuple[list[TaskOutcome], list[TaskSpec], list[Rejected]]:
+    """The outcomes of an ended batch's tasks, the tasks to try again (not processed,
+    transiently failed, or missing from the results) and the answers `check` refused (their
+    tasks' outcomes are `invalid_output` failures). Results for other custom_ids are ignored."""
     by_id = {r.custom_id: r for r in results}
     outcomes: list[TaskOutcome] = []
     again: list[TaskSpec] = []
+    rejected: list[Rejected] = []
     for seq, spec in sorted(specs.items()):
         result = by_id.get(custom_id_for(seq))
         if result is None or (not result.ok and item_retryable(result)):
             again.append(spec)
         elif result.ok:
-            outcomes.append(success_outcome(spec, result, ctx, prices))
+            problem = check.problem(answer_text(result.body)) if check is not None and check.active else None
+            if problem is None:
+                outcomes.append(success_outcome(spec, result, ctx, prices))
+            else:
+                outcomes.append(invalid_outcome(spec, result, problem, ctx, prices))
+                tokens = (result.usage or Usage()).total_tokens
+                rejected.append(Rejected(seq, spec.custom_id, ctx.provider, tokens))
         else:
             err = result.error
             code, message = (err.code, err.message) if err is not None else ("error", "")
             outcomes.append(
                 failure_outcome(spec, code, message, result.status_code, ctx.provider, ctx.attempts)
             )
-    return outcomes, again
+    return outcomes, again, rejected
 
 
 def failed_batch_outcomes(

@@ -174,6 +174,7 @@ class JobEngine:
                 deadline=self._deadline,
                 base_urls=self._base_urls,
                 on_event=self._on_event,
+                check=self.check,
             )
             try:
                 await self.batches.start(gateway)

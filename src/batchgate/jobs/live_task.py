@@ -16,11 +16,9 @@ from batchgate.jobs.output import format_error_line, format_success_line
 from batchgate.jobs.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.progress import Progress
-from batchgate.jobs.report import INVALID_CODE, hist_add
+from batchgate.jobs.report import INVALID_CODE, MAX_LISTED_INVALID, hist_add
 from batchgate.jobs.store import TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Result, Usage
-
-MAX_LISTED_INVALID = 1000
 
 
 class Abandoned(Exception):
