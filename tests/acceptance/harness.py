@@ -120,39 +120,45 @@ def wait_for(condition: Callable[[], bool], what: str, limit: float = WAIT_LIMIT
 
 @dataclass
 class Cli:
-    """`python -m batchgate ...` in `cwd`, with the job store under the test's tmp dir."""
+    """`python -m batchgate ...` in `cwd`, with the job store under the test's tmp dir (`--store`
+    appended where it applies). `env` is added to the environment; `transcript` keeps every
+    stdout and stderr seen (the secret scans read it)."""
 
     cwd: Path
     store: Path
+    env: dict[str, str] = field(default_factory=dict)
     started: list[subprocess.Popen[str]] = field(default_factory=list)
+    transcript: list[str] = field(default_factory=list)
 
-    def _argv(self, args: tuple[str, ...], store: bool) -> list[str]:
+    def argv(self, args: tuple[str, ...], store: bool = True) -> list[str]:
         argv = [sys.executable, "-m", "batchgate", *args]
         return [*argv, "--store", str(self.store)] if store else argv
 
-    @staticmethod
-    def _env() -> dict[str, str]:
+    def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("COLUMNS", None)
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(self.env)
         return env
 
     def run(
-        self, *args: str, store: bool = True, cwd: Path | None = None
+        self, *args: str, store: bool = True, cwd: Path | None = None, timeout: float = 90
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self._argv(args, store),
+        done = subprocess.run(
+            self.argv(args, store),
             cwd=cwd or self.cwd,
             env=self._env(),
             capture_output=True,
             text=True,
-            timeout=90,
+            timeout=timeout,
             check=False,
         )
+        self.transcript += [done.stdout, done.stderr]
+        return done
 
     def start(self, *args: str, store: bool = True) -> subprocess.Popen[str]:
         proc = subprocess.Popen(
-            self._argv(args, store),
+            self.argv(args, store),
             cwd=self.cwd,
             env=self._env(),
             stdout=subprocess.PIPE,
@@ -161,6 +167,12 @@ class Cli:
         )
         self.started.append(proc)
         return proc
+
+    def finish(self, proc: subprocess.Popen[str], sig: int | None = None) -> tuple[int, str, str]:
+        """`finish` (below), signalling only a process still running; its output is kept."""
+        code, out, err = finish(proc, sig if proc.poll() is None else None)
+        self.transcript += [out, err]
+        return code, out, err
 
     def stop_all(self) -> None:
         """Kill whatever a failed test left running."""

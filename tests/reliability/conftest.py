@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import Cli
+from acceptance.harness import Cli
 
 
 @pytest.fixture

@@ -1,23 +1,19 @@
 """Shared helpers of the reliability suite: emulators outside the process under test, gateway
 configs pointing at them, unique-prompt inputs, and the CLI run as a user runs it (a subprocess).
 
-Kept apart from tests/acceptance (owned by another suite) so both can change independently.
+The CLI runner (`Cli`) and `one_error_line` are the acceptance suite's, re-exported here.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 import yaml
 
-from acceptance.harness import provider_totals
+from acceptance.harness import Cli, provider_totals
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 
 MODEL = "m-rel"
@@ -108,81 +104,6 @@ def write_input(path: Path, n: int, *, model: str = MODEL, tag: str = "", start:
 
 
 emu_totals = provider_totals
-
-
-def one_error_line(stderr: str) -> str:
-    """stderr is exactly one `batchgate: error:` line, with no traceback."""
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert "Traceback" not in stderr, stderr
-    assert len(lines) == 1, stderr
-    assert lines[0].startswith("batchgate: error: "), stderr
-    return lines[0]
-
-
-@dataclass
-class Cli:
-    """`python -m batchgate ...` in `cwd` with `--store` appended where it applies."""
-
-    cwd: Path
-    store: Path
-    env: dict[str, str] = field(default_factory=dict)
-    started: list[subprocess.Popen[str]] = field(default_factory=list)
-    transcript: list[str] = field(default_factory=list)  # every stdout/stderr seen (secret scans)
-
-    def argv(self, args: tuple[str, ...], store: bool = True) -> list[str]:
-        argv = [sys.executable, "-m", "batchgate", *args]
-        return [*argv, "--store", str(self.store)] if store else argv
-
-    def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.pop("COLUMNS", None)
-        env["PYTHONUNBUFFERED"] = "1"
-        env.update(self.env)
-        return env
-
-    def run(self, *args: str, store: bool = True, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            self.argv(args, store),
-            cwd=self.cwd,
-            env=self._env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        self.transcript += [done.stdout, done.stderr]
-        return done
-
-    def start(self, *args: str, store: bool = True) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            self.argv(args, store),
-            cwd=self.cwd,
-            env=self._env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.started.append(proc)
-        return proc
-
-    def finish(self, proc: subprocess.Popen[str], sig: int | None = None) -> tuple[int, str, str]:
-        if sig is not None and proc.poll() is None:
-            proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
-        self.transcript += [out, err]
-        return proc.returncode, out, err
-
-    def stop_all(self) -> None:
-        for proc in self.started:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate(timeout=30)
-
-    def status(self) -> dict[str, Any]:
-        done = self.run("status", "--json")
-        assert done.returncode == 0, done.stderr
-        result: dict[str, Any] = orjson.loads(done.stdout)
-        return result
 
 
 def check_store_consistent(cli: Cli, total: int) -> dict[str, Any]:

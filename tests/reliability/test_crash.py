@@ -13,16 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from acceptance.harness import read_jsonl, wait_for
+from acceptance.harness import Cli, one_error_line, read_jsonl, wait_for
 from batchgate.emulator import EmulatorThread
 
 from .helpers import (
-    Cli,
     check_store_consistent,
     emu_provider,
     emu_totals,
     gw_provider,
-    one_error_line,
     start_emulator,
     write_config,
     write_input,

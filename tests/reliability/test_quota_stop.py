@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from acceptance.harness import read_jsonl
+from acceptance.harness import Cli, read_jsonl
 
 from .helpers import (
-    Cli,
     check_store_consistent,
     emu_provider,
     gw_provider,

@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from acceptance.harness import read_jsonl, wait_for
+from acceptance.harness import Cli, read_jsonl, wait_for
 
 from .helpers import (
-    Cli,
     check_store_consistent,
     emu_provider,
     emu_totals,

@@ -14,15 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from acceptance.harness import read_jsonl
+from acceptance.harness import Cli, one_error_line, read_jsonl
 from batchgate.emulator import EmulatorThread
 
 from .helpers import (
-    Cli,
     check_store_consistent,
     emu_provider,
     gw_provider,
-    one_error_line,
     start_emulator,
     write_config,
     write_input,
