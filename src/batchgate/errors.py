@@ -6,6 +6,7 @@
     ├── RoutingError             a request names no known route / no usable target
     ├── NeverFitsError           a request costs more than a provider's whole per-minute quota
     ├── DispatchStopped          the gateway stopped sending (a job is stopping); nothing was sent
+    ├── InternalError            an unexpected exception (a bug) while handling one request
     ├── ProviderError            anything that went wrong talking to a provider
     │   ├── TransportError       no usable HTTP answer: retryable
     │   │   ├── ConnectError         the connection broke before the answer (reset)
@@ -80,6 +81,16 @@ class NeverFitsError(BatchgateError):
 
 class DispatchStopped(BatchgateError):
     """The gateway stopped sending requests (the job is stopping); this one was not sent."""
+
+
+class InternalError(BatchgateError):
+    """An unexpected error while handling this request; it fails alone, the batch goes on."""
+
+    @classmethod
+    def of(cls, exc: Exception) -> InternalError:
+        """Name the unexpected exception (its type, and its text cut short) without raising it."""
+        text = str(exc).splitlines()[0][:200] if str(exc) else ""
+        return cls(f"internal error: {type(exc).__name__}" + (f": {text}" if text else ""))
 
 
 class ProviderError(BatchgateError):
@@ -191,6 +202,7 @@ _KIND: dict[type[BaseException], str] = {
     QuotaExhaustedError: "quota_exhausted",
     NeverFitsError: "never_fits",
     DispatchStopped: "stopped",
+    InternalError: "internal_error",
     RoutingError: "routing",
     BudgetExceededError: "budget",
     ErrorRateExceededError: "error_rate",

@@ -19,6 +19,7 @@ from batchgate.clock import Clock
 from batchgate.errors import (
     BatchgateError,
     DispatchStopped,
+    InternalError,
     NeverFitsError,
     ProviderError,
     RateLimitError,
@@ -102,6 +103,8 @@ class Scheduler:
             await self._attempt_loop(body, result)
         except BatchgateError as exc:
             result.error = exc
+        except Exception as exc:  # a bug must cost this one item, never the whole batch
+            result.error = InternalError.of(exc)
         result.latency_ms = (self._clock.now() - started) * 1000.0
         if result.ok:
             self.items_succeeded += 1
