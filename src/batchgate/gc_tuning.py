@@ -12,12 +12,15 @@ changed it in between; `gc_threshold: 0` leaves the collector alone.
 from __future__ import annotations
 
 import gc
+import threading
 
 
 class ThresholdHold:
-    """Counts the holders of a raised threshold; the process has one (`PROCESS`)."""
+    """Counts the holders of a raised threshold; the process has one (`PROCESS`). Thread-safe:
+    gateways run by `Gateway.batch` in several threads share it."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self.holders = 0
         self._saved: tuple[int, int, int] | None = None
         self._ours: tuple[int, int, int] | None = None
@@ -27,25 +30,27 @@ class ThresholdHold:
         whether this holder counts (`threshold` > 0)."""
         if threshold <= 0:
             return False
-        if self.holders == 0:
-            self._saved = gc.get_threshold()
-            self._ours = None
-        current = gc.get_threshold()
-        if current[0] < threshold:
-            self._ours = (threshold, current[1], current[2])
-            gc.set_threshold(*self._ours)
-        self.holders += 1
+        with self._lock:
+            if self.holders == 0:
+                self._saved = gc.get_threshold()
+                self._ours = None
+            current = gc.get_threshold()
+            if current[0] < threshold:
+                self._ours = (threshold, current[1], current[2])
+                gc.set_threshold(*self._ours)
+            self.holders += 1
         return True
 
     def let_go(self) -> None:
         """One holder is done; the last one puts the threshold back (if still the one we set)."""
-        if self.holders == 0:
-            return
-        self.holders -= 1
-        if self.holders == 0:
-            if self._ours is not None and self._saved is not None and gc.get_threshold() == self._ours:
-                gc.set_threshold(*self._saved)
-            self._saved = self._ours = None
+        with self._lock:
+            if self.holders == 0:
+                return
+            self.holders -= 1
+            if self.holders == 0:
+                if self._ours is not None and self._saved is not None and gc.get_threshold() == self._ours:
+                    gc.set_threshold(*self._saved)
+                self._saved = self._ours = None
 
 
 PROCESS = ThresholdHold()

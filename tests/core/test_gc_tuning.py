@@ -77,3 +77,22 @@ async def test_an_opted_out_gateway_changes_nothing(restore_threshold: tuple[int
     async with Gateway(config_from_dict(_config(0), environ={})):
         assert gc.get_threshold() == restore_threshold
     assert gc.get_threshold() == restore_threshold
+
+
+def test_holders_in_many_threads_leave_the_threshold_as_found(
+    restore_threshold: tuple[int, int, int],
+) -> None:
+    import threading
+
+    def churn() -> None:
+        for _ in range(2_000):
+            gc_tuning.hold(10_000)
+            gc_tuning.let_go()
+
+    threads = [threading.Thread(target=churn) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert gc_tuning.PROCESS.holders == 0
+    assert gc.get_threshold() == restore_threshold
