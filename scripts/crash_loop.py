@@ -13,19 +13,20 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+# tests/, as pytest puts it on the path: the suites import each other's helpers
+sys.path[:0] = [str(ROOT / "tests")]
 
-from tests.reliability.helpers import (
-    Cli,
+from acceptance.harness import Cli, read_jsonl  # noqa: E402
+from reliability.helpers import (  # noqa: E402
     emu_provider,
     emu_totals,
     gw_provider,
-    read_jsonl,
     start_emulator,
     write_config,
     write_input,
 )
-from tests.reliability.test_crash import crash_loop
+from reliability.test_crash import crash_loop  # noqa: E402
 
 
 def run(kills: int, items: int, seed: int, concurrency: int = 16, latency_ms: float = 80.0) -> dict[str, int]:

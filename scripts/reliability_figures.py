@@ -14,17 +14,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+# tests/, as pytest puts it on the path: the suites import each other's helpers
+sys.path[:0] = [str(ROOT / "tests")]
 
-from batchgate.config import config_from_dict, load_config
-from batchgate.emulator import Emulator, emulator_config_from_dict
-from batchgate.emulator.config import FAULT_KINDS
-from batchgate.errors import ConnectError, QuotaExhaustedError
-from batchgate.gateway import Gateway
+from batchgate.config import config_from_dict, load_config  # noqa: E402
+from batchgate.emulator import Emulator, emulator_config_from_dict  # noqa: E402
+from batchgate.emulator.config import FAULT_KINDS  # noqa: E402
+from batchgate.errors import ConnectError, QuotaExhaustedError  # noqa: E402
+from batchgate.gateway import Gateway  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import crash_loop
-from tests.reliability import test_fuzz
+import crash_loop  # noqa: E402
+
+from reliability import test_fuzz  # noqa: E402
 
 NEVER_RETRIED = {"insufficient_quota": QuotaExhaustedError}
 
