@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
-from typing import Any, NoReturn, cast
+from typing import Any, cast
 
+from batchgate._config_section import Section, type_name
 from batchgate.config import (
     EMULATOR_BASE_URL,
     ROUTE_MODES,
@@ -27,90 +27,8 @@ from batchgate.config import (
     Settings,
     TimeoutConfig,
 )
-from batchgate.errors import ConfigError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-class _Section:
-    """A mapping being read, that knows its key path and refuses keys nobody asked for."""
-
-    def __init__(self, data: Any, source: str, path: str, allowed: frozenset[str]) -> None:
-        self.source, self.path = source, path
-        if data is None:
-            data = {}
-        if not isinstance(data, Mapping):
-            self.fail("", f"must be a mapping, got {_type_name(data)}")
-        self.data: Mapping[str, Any] = data
-        for key in data:
-            if key not in allowed:
-                name = key if isinstance(key, str) and key.strip() else repr(key)
-                self.fail(name, f"unknown key (expected one of: {', '.join(sorted(allowed))})")
-
-    def key(self, name: str) -> str:
-        return f"{self.path}.{name}" if self.path else name
-
-    def fail(self, name: str, reason: str) -> NoReturn:
-        raise ConfigError(self.source, self.key(name) if name else self.path, reason)
-
-    def has(self, name: str) -> bool:
-        return self.data.get(name) is not None
-
-    def raw(self, name: str) -> Any:
-        return self.data.get(name)
-
-    def string(self, name: str, default: str | None = None, *, required: bool = False) -> str | None:
-        value = self.data.get(name)
-        if value is None:
-            if required:
-                self.fail(name, "is required")
-            return default
-        if not isinstance(value, str) or not value.strip():
-            self.fail(name, f"must be a non-empty string, got {_type_name(value)}")
-        return value
-
-    def number(
-        self, name: str, default: float | None = None, *, minimum: float = 0.0, strict_min: bool = True
-    ) -> float | None:
-        value = self.data.get(name)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            self.fail(name, f"must be a number, got {_type_name(value)}")
-        bad = value <= minimum if strict_min else value < minimum
-        if bad or not math.isfinite(value):
-            op = ">" if strict_min else ">="
-            self.fail(name, f"must be a finite number {op} {minimum:g}, got {value!r}")
-        return float(value)
-
-    def integer(self, name: str, default: int | None = None, *, minimum: int = 1) -> int | None:
-        value = self.data.get(name)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(name, f"must be an integer, got {_type_name(value)}")
-        if value < minimum:
-            self.fail(name, f"must be >= {minimum}, got {value}")
-        return value
-
-    def section(self, name: str, allowed: frozenset[str]) -> _Section:
-        return _Section(self.data.get(name), self.source, self.key(name), allowed)
-
-    def items(self, name: str, *, required: bool = False) -> list[Any]:
-        value = self.data.get(name)
-        if value is None:
-            if required:
-                self.fail(name, "is required")
-            return []
-        if not isinstance(value, list):
-            self.fail(name, f"must be a list, got {_type_name(value)}")
-        if required and not value:
-            self.fail(name, "must not be empty")
-        return value
-
-
-def _type_name(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
 
 
 _TOP = frozenset({"providers", "routes", "settings", "prices", "budget", "job", "emulator"})
@@ -155,7 +73,7 @@ _BATCH_POLL = frozenset({"initial", "factor", "maximum"})
 
 
 def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> GatewayConfig:
-    top = _Section(data, source, "", _TOP)
+    top = Section(data, source, "", _TOP)
     providers = tuple(
         _provider(top, i, raw, environ) for i, raw in enumerate(top.items("providers", required=True))
     )
@@ -187,8 +105,8 @@ def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> 
     )
 
 
-def _provider(top: _Section, i: int, raw: Any, environ: Mapping[str, str]) -> ProviderConfig:
-    s = _Section(raw, top.source, f"providers[{i}]", _PROVIDER)
+def _provider(top: Section, i: int, raw: Any, environ: Mapping[str, str]) -> ProviderConfig:
+    s = Section(raw, top.source, f"providers[{i}]", _PROVIDER)
     name = s.string("name", required=True)
     assert name is not None
     if not _NAME.match(name):
@@ -228,7 +146,7 @@ def _provider(top: _Section, i: int, raw: Any, environ: Mapping[str, str]) -> Pr
     assert default_max is not None
     batch_api = s.raw("batch_api")
     if batch_api is not None and not isinstance(batch_api, bool):
-        s.fail("batch_api", f"must be true or false, got {_type_name(batch_api)}")
+        s.fail("batch_api", f"must be true or false, got {type_name(batch_api)}")
     return ProviderConfig(
         name=name,
         kind=cast("ProviderKind", kind),
@@ -245,7 +163,7 @@ def _provider(top: _Section, i: int, raw: Any, environ: Mapping[str, str]) -> Pr
     )
 
 
-def _mode(s: _Section, name: str) -> RouteMode | None:
+def _mode(s: Section, name: str) -> RouteMode | None:
     value = s.raw(name)
     if value is None:
         return None
@@ -254,8 +172,8 @@ def _mode(s: _Section, name: str) -> RouteMode | None:
     return cast("RouteMode", value)
 
 
-def _route(top: _Section, i: int, raw: Any, providers: Mapping[str, ProviderConfig]) -> RouteConfig:
-    s = _Section(raw, top.source, f"routes[{i}]", _ROUTE)
+def _route(top: Section, i: int, raw: Any, providers: Mapping[str, ProviderConfig]) -> RouteConfig:
+    s = Section(raw, top.source, f"routes[{i}]", _ROUTE)
     model = s.string("model", required=True)
     assert model is not None
     targets: list[RouteTarget] = []
@@ -273,7 +191,7 @@ def _route(top: _Section, i: int, raw: Any, providers: Mapping[str, ProviderConf
     return RouteConfig(model=model, targets=tuple(targets), mode=mode)
 
 
-def _settings(top: _Section) -> Settings:
+def _settings(top: Section) -> Settings:
     s = top.section("settings", _SETTINGS)
     r = s.section("retry", _RETRY)
     t = s.section("timeouts", _TIMEOUTS)
@@ -303,18 +221,18 @@ def _settings(top: _Section) -> Settings:
     )
 
 
-def _gc_threshold(s: _Section) -> int:
+def _gc_threshold(s: Section) -> int:
     value = s.integer("gc_threshold", Settings().gc_threshold, minimum=0)
     return Settings().gc_threshold if value is None else value
 
 
-def _prices(top: _Section) -> dict[str, Price]:
+def _prices(top: Section) -> dict[str, Price]:
     raw = top.raw("prices") or {}
     if not isinstance(raw, Mapping):
         top.fail("prices", "must map model names to prices")
     prices: dict[str, Price] = {}
     for model, entry in raw.items():
-        p = _Section(entry, top.source, f"prices.{model}", _PRICE)
+        p = Section(entry, top.source, f"prices.{model}", _PRICE)
         inp = p.number("input", strict_min=False)
         out = p.number("output", strict_min=False)
         if inp is None or out is None:
@@ -331,12 +249,12 @@ def _prices(top: _Section) -> dict[str, Price]:
     return prices
 
 
-def _budget(top: _Section) -> Budget:
+def _budget(top: Section) -> Budget:
     b = top.section("budget", _BUDGET)
     return Budget(max_cost_usd=b.number("max_cost_usd"), max_tokens=b.integer("max_tokens"))
 
 
-def _job(top: _Section) -> JobSettings:
+def _job(top: Section) -> JobSettings:
     j = top.section("job", _JOB)
     threshold = j.number("error_rate_threshold")
     if threshold is not None and threshold > 1:
@@ -363,7 +281,7 @@ def _job(top: _Section) -> JobSettings:
     )
 
 
-def _batch_poll(job: _Section) -> BatchPollConfig:
+def _batch_poll(job: Section) -> BatchPollConfig:
     b = job.section("batch_poll", _BATCH_POLL)
     d = BatchPollConfig()
     initial = b.number("initial", d.initial) or d.initial
