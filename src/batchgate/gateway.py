@@ -13,6 +13,7 @@ embedded emulator started and stopped with the gateway — no key and no network
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import random
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
@@ -160,7 +161,11 @@ class Gateway:
         return [r for r in results if r is not None]
 
     def batch(self, requests: Sequence[ChatBody]) -> list[Result]:
-        """Synchronous `abatch` (starts and stops the gateway on a fresh event loop)."""
+        """Synchronous `abatch` (starts and stops the gateway on a fresh event loop).
+
+        Called where an event loop already runs in this thread (a Jupyter cell, say), it runs
+        that fresh loop in a worker thread and blocks until it is done.
+        """
 
         async def go() -> list[Result]:
             async with Gateway(self.config, base_urls=self._base_urls) as gw:
@@ -168,7 +173,12 @@ class Gateway:
                 self._last_stats = gw.statistics()
                 return results
 
-        return asyncio.run(go())
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop here: the usual case
+            return asyncio.run(go())
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="batchgate-batch") as pool:
+            return pool.submit(asyncio.run, go()).result()
 
     async def stream(
         self,

@@ -3,6 +3,7 @@ quota pacing, isolation between providers, streaming with a bounded window, stat
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -278,3 +279,18 @@ async def test_a_prompt_quoting_a_special_token_is_counted_as_text_and_sent(emul
     assert result.ok, result.error
     assert result.usage is not None
     assert estimate.prompt_tokens == result.usage.prompt_tokens
+
+
+async def test_sync_batch_works_inside_a_running_loop() -> None:
+    # A notebook (Jupyter) runs its cells inside an event loop: the synchronous API must still
+    # work there, as LangChain's `batch` does, instead of refusing to start a second loop.
+    from batchgate.emulator import EmulatorThread, emulator_config_from_dict
+
+    providers = [emu_provider("alpha")]
+    with EmulatorThread(emulator_config_from_dict({"seed": 1, "providers": providers})) as emu:
+        cfg = gateway_config(emu, providers, [{"model": "m", "targets": ["alpha"]}])  # type: ignore[arg-type]
+        gw = Gateway(cfg)
+        asyncio.get_running_loop()  # we are inside one
+        results = gw.batch([chat("Summarize: the quick brown fox jumps")] * 2)
+    assert [r.ok for r in results] == [True, True]
+    assert gw.statistics().items_succeeded == 2
