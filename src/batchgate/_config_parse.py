@@ -217,13 +217,8 @@ def _settings(top: Section) -> Settings:
             open_seconds=c.number("open_seconds", d_circ.open_seconds) or d_circ.open_seconds,
         ),
         seed=seed,
-        gc_threshold=_gc_threshold(s),
+        gc_threshold=s.integer("gc_threshold", Settings().gc_threshold, minimum=0) or 0,
     )
-
-
-def _gc_threshold(s: Section) -> int:
-    value = s.integer("gc_threshold", Settings().gc_threshold, minimum=0)
-    return Settings().gc_threshold if value is None else value
 
 
 def _prices(top: Section) -> dict[str, Price]:

@@ -89,8 +89,9 @@ class InternalError(BatchgateError):
     @classmethod
     def of(cls, exc: Exception) -> InternalError:
         """Name the unexpected exception (its type, and its text cut short) without raising it."""
-        text = str(exc).splitlines()[0][:200] if str(exc) else ""
-        return cls(f"internal error: {type(exc).__name__}" + (f": {text}" if text else ""))
+        lines = str(exc).splitlines()
+        text = f": {lines[0][:200]}" if lines else ""
+        return cls(f"internal error: {type(exc).__name__}{text}")
 
 
 class ProviderError(BatchgateError):

@@ -9,7 +9,7 @@ import pytest
 
 from batchgate.emulator import EmulatorThread
 
-from .harness import Cli, emulator
+from .harness import Cli, cli_under, emulator
 
 
 @pytest.fixture
@@ -23,10 +23,5 @@ def emu() -> Iterator[EmulatorThread]:
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
-    work = tmp_path / "work"
-    work.mkdir()
-    runner = Cli(cwd=work, store=tmp_path / "store" / "jobs.db")
-    try:
+    with cli_under(tmp_path) as runner:
         yield runner
-    finally:
-        runner.stop_all()

@@ -3,6 +3,7 @@ process (so it outlives a `kill -9` of the CLI and its counters can be read afte
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -197,6 +198,18 @@ class Cli:
         assert done.returncode == 0, done.stderr
         result: dict[str, Any] = orjson.loads(done.stdout)
         return result
+
+
+@contextlib.contextmanager
+def cli_under(tmp_path: Path) -> Iterator[Cli]:
+    """A `Cli` working in tmp_path/work with its store in tmp_path/store; kills what it left running."""
+    work = tmp_path / "work"
+    work.mkdir()
+    runner = Cli(cwd=work, store=tmp_path / "store" / "jobs.db")
+    try:
+        yield runner
+    finally:
+        runner.stop_all()
 
 
 def finish(proc: subprocess.Popen[str], sig: int | None = None) -> tuple[int, str, str]:

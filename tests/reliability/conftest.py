@@ -7,15 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from acceptance.harness import Cli
+from acceptance.harness import Cli, cli_under
 
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
-    work = tmp_path / "work"
-    work.mkdir()
-    runner = Cli(cwd=work, store=tmp_path / "store" / "jobs.db")
-    try:
+    with cli_under(tmp_path) as runner:
         yield runner
-    finally:
-        runner.stop_all()

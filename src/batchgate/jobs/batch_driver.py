@@ -31,7 +31,6 @@ from batchgate.jobs.guards import ErrorRateWindow
 from batchgate.jobs.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.progress import Progress
-from batchgate.jobs.report import MAX_LISTED_INVALID
 from batchgate.jobs.store import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.providers.http import create_session
 from batchgate.scheduler import requested_output_tokens
@@ -202,14 +201,8 @@ class BatchDriver:
 
     def _on_rejected(self, refused: Rejected) -> None:
         """An answer the output check refused: counted invalid; its tokens billed, not kept."""
-        p = self._progress
-        p.invalid += 1
-        if len(p.invalid_ids) < MAX_LISTED_INVALID:
-            p.invalid_ids.append(refused.custom_id)
-        p.validation_tokens += refused.tokens
-        p.retry_extra_tokens += refused.tokens
-        by = p.validation_by_provider
-        by[refused.provider] = by.get(refused.provider, 0) + refused.tokens
+        self._progress.count_invalid(refused.custom_id)
+        self._progress.count_refused(refused.provider, refused.tokens)
         self._refused_tokens[refused.seq] = refused.tokens
 
     def _on_outcome(self, outcome: TaskOutcome) -> None:

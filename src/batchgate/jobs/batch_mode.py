@@ -318,8 +318,8 @@ class BatchModeRunner:
                 outcomes, leftovers, rejected = sort_results(
                     batch.specs, results, ctx, self._prices, self._check
                 )
-                for refused in rejected:
-                    if self._on_rejected is not None:
+                if self._on_rejected is not None:
+                    for refused in rejected:
                         self._on_rejected(refused)
             state: str = status.state
         except BadRequestError:  # the provider no longer knows it (purged, or an emulator restarted)

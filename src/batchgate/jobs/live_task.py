@@ -16,7 +16,7 @@ from batchgate.jobs.output import format_error_line, format_success_line
 from batchgate.jobs.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.progress import Progress
-from batchgate.jobs.report import INVALID_CODE, MAX_LISTED_INVALID, hist_add
+from batchgate.jobs.report import INVALID_CODE, hist_add
 from batchgate.jobs.store import TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Result, Usage
 
@@ -114,12 +114,7 @@ class LiveTasks:
 
     def _count_rejected(self, result: Result) -> None:
         """An answer the output check refused and that will be asked again: billed, not kept."""
-        tokens = (result.usage or Usage()).total_tokens
-        self.progress.validation_tokens += tokens
-        self.progress.retry_extra_tokens += tokens
-        if result.provider is not None:
-            by = self.progress.validation_by_provider
-            by[result.provider] = by.get(result.provider, 0) + tokens
+        self.progress.count_refused(result.provider, (result.usage or Usage()).total_tokens)
 
     def outcome(
         self, spec: TaskSpec, result: Result, attempts: int, invalid: str | None, billed: Amount
@@ -155,9 +150,7 @@ class LiveTasks:
             )
         self.progress.failed += 1
         if invalid is not None:
-            self.progress.invalid += 1
-            if len(self.progress.invalid_ids) < MAX_LISTED_INVALID:
-                self.progress.invalid_ids.append(spec.custom_id)
+            self.progress.count_invalid(spec.custom_id)
             self._count_rejected(result)  # the last answer is billed but not kept either
             code, message = INVALID_CODE, invalid
         else:

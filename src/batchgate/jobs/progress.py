@@ -16,6 +16,8 @@ import orjson
 from batchgate.errors import JobError
 from batchgate.stats import GatewayStatistics
 
+MAX_LISTED_INVALID = 1000  # invalid custom_ids kept for the display and the report
+
 
 @dataclass(slots=True)
 class Progress:
@@ -55,6 +57,20 @@ class Progress:
     @property
     def done(self) -> int:
         return self.done_before + self.succeeded + self.failed
+
+    def count_refused(self, provider: str | None, tokens: int) -> None:
+        """An answer the output check refused: its tokens were billed, the answer is not kept."""
+        self.validation_tokens += tokens
+        self.retry_extra_tokens += tokens
+        if provider is not None:
+            by = self.validation_by_provider
+            by[provider] = by.get(provider, 0) + tokens
+
+    def count_invalid(self, custom_id: str) -> None:
+        """A task ended as `invalid_output` (the first `MAX_LISTED_INVALID` are listed)."""
+        self.invalid += 1
+        if len(self.invalid_ids) < MAX_LISTED_INVALID:
+            self.invalid_ids.append(custom_id)
 
 
 def snapshot(

@@ -11,14 +11,13 @@ from typing import Any
 import orjson
 
 from batchgate.jobs.batch_stats import merge_batch_stats
-from batchgate.jobs.progress import Progress
+from batchgate.jobs.progress import MAX_LISTED_INVALID, Progress
 from batchgate.jobs.store import JobRecord, JobStore, TaskState
 from batchgate.stats import GatewayStatistics
 
 REPORT_BLOB = "report"
 OPEN_SEGMENT_BLOB = "report.open"  # the running run's figures, refreshed every few seconds
 INVALID_CODE = "invalid_output"
-MAX_LISTED_INVALID = 1000
 
 _ADDITIVE = (
     "request_count",
