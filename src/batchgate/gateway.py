@@ -93,7 +93,13 @@ class Gateway:
         for p in cfg.providers:
             client = make_client(p, self._session, timeouts, base_url=self._base_urls.get(p.name))
             self._runtimes[p.name] = build_runtime(
-                p, client, make_token_counter(p), self._clock, cfg.settings.circuit, seed=seed
+                p,
+                client,
+                make_token_counter(p),
+                self._clock,
+                cfg.settings.circuit,
+                seed=seed,
+                timeout=timeouts.total,
             )
         routes = {
             r.model: [Target(self._runtimes[t.provider], t.model or r.model) for t in r.targets]

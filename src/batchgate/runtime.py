@@ -1,20 +1,23 @@
-"""Everything batchgate keeps alive for one provider: its client, quota pool, concurrency slots,
-circuit breaker, token counter and statistics recorder — built from its config."""
+"""Everything batchgate keeps alive for one provider: its client, quota pool, in-flight limit (and
+the policy that learns it), latency model, circuit breaker, token counter and statistics
+recorder — built from its config."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from batchgate.clock import Clock
 from batchgate.config import CircuitConfig, ProviderConfig
+from batchgate.inflight import InflightLimit
 from batchgate.policy.circuit import CircuitBreaker, CircuitSettings
+from batchgate.policy.concurrency import ConcurrencyAimd
+from batchgate.policy.latency import LatencyModel
 from batchgate.providers.base import ProviderClient
 from batchgate.quota.pool import QuotaLimits, QuotaPool
 from batchgate.stats import ProviderRecorder
 from batchgate.tokens import TokenCounter
 
-UNLIMITED_SLOTS = 1_000_000
+DEFAULT_TIMEOUT = 120.0
 
 
 @dataclass(slots=True)
@@ -23,10 +26,12 @@ class ProviderRuntime:
     config: ProviderConfig
     client: ProviderClient
     pool: QuotaPool
-    slots: asyncio.Semaphore
+    slots: InflightLimit
     breaker: CircuitBreaker
     counter: TokenCounter
     recorder: ProviderRecorder
+    concurrency: ConcurrencyAimd
+    latency: LatencyModel
 
 
 def build_runtime(
@@ -36,7 +41,10 @@ def build_runtime(
     clock: Clock,
     circuit: CircuitConfig,
     seed: int = 0,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> ProviderRuntime:
+    """`timeout` is the configured per-request maximum the adaptive timeouts stay under."""
     lim = config.limits
     pool = QuotaPool(
         config.name,
@@ -51,8 +59,10 @@ def build_runtime(
         config=config,
         client=client,
         pool=pool,
-        slots=asyncio.Semaphore(lim.max_concurrency or UNLIMITED_SLOTS),
+        slots=InflightLimit(lim.max_concurrency),
         breaker=breaker,
         counter=counter,
         recorder=ProviderRecorder(config.name, seed=seed),
+        concurrency=ConcurrencyAimd(lim.max_concurrency),
+        latency=LatencyModel(timeout),
     )

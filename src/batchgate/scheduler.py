@@ -1,11 +1,12 @@
 """The scheduler decides *when*: it carries one request through routing, the quota pool, the
 concurrency slots, the provider call and the retry policy, recording every attempt.
 
-Order per attempt: pick a target by expected wait and headroom (routing policy, circuit breakers)
-→ reserve the estimated cost in that provider's quota pool (event-driven wait; never while holding
-a slot) → take the provider's and the global concurrency slot → send → reconcile the reservation
-with real usage and calibrate from headers, or classify the failure, feed AIMD / the breaker /
-the pool pause, and ask the retry policy what to do. Every retry goes through the pool again.
+Order per attempt: pick a target by expected wait and headroom (`policy.routing.choose_target`
+over the targets whose circuit is available) → reserve the estimated cost in that provider's
+quota pool (our own prompt count scaled by what that provider is learned to charge; an
+event-driven wait, never while holding a slot) → send under the learned in-flight limit with the
+adaptive timeout, hedging a straggler (`batchgate.attempt`) → ask the retry policy what to do.
+Every retry goes through the pool again.
 """
 
 from __future__ import annotations
@@ -15,20 +16,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from batchgate.attempt import Attempts, Send
 from batchgate.clock import Clock
 from batchgate.errors import (
     BatchgateError,
     DispatchStopped,
     InternalError,
     NeverFitsError,
-    ProviderError,
-    RateLimitError,
+    RequestTimeout,
     RoutingError,
-    UnreachableError,
 )
-from batchgate.models import Attempt, ChatBody, Cost, ProviderResponse, Result
-from batchgate.policy.hints import parse_retry_hint
+from batchgate.models import Attempt, ChatBody, Cost, Result
 from batchgate.policy.retry import RetryPolicy
+from batchgate.policy.routing import choose_target
 from batchgate.quota.pool import Reservation
 from batchgate.runtime import ProviderRuntime
 from batchgate.slots import FairSlots
@@ -40,12 +40,7 @@ class Target:
     model: str
 
 
-# Rate-limit headers calibrate the pool on every answer at first, then on every 8th: enough to
-# follow a provider within a fraction of a second at any useful rate, at an eighth of the parsing.
-CALIBRATE_ALWAYS = 32
-CALIBRATE_EVERY = 8
-
-Candidate = tuple[Target, Cost, int]  # a target, what the request costs there, its prompt estimate
+Candidate = tuple[Target, Cost, int, int]  # a target, the cost there, its prompt part, our count
 
 
 def requested_output_tokens(body: Mapping[str, Any], default: int) -> int:
@@ -67,7 +62,7 @@ class Scheduler:
         self._routes = routes
         self._clock = clock
         self._retry = retry
-        self._global = global_slots
+        self._attempts = Attempts(clock, global_slots, retry.settings.max_hint)
         self.items_succeeded = 0
         self.items_failed = 0
         self._stopping = False
@@ -83,17 +78,31 @@ class Scheduler:
     def estimate(
         self, target: Target, body: Mapping[str, Any], counted: dict[int, int] | None = None
     ) -> tuple[Cost, int]:
-        """What `body` would reserve at `target`; `counted` shares prompt counts between targets
-        that use the same counter (an exact tokenizer is shared by every provider using it)."""
+        """What `body` would reserve at `target` and its prompt part; `counted` shares prompt
+        counts between targets that use the same counter."""
+        cost, prompt, _ = self._estimate(target, body, counted)
+        return cost, prompt
+
+    def _estimate(
+        self, target: Target, body: Mapping[str, Any], counted: dict[int, int] | None
+    ) -> tuple[Cost, int, int]:
         rt = target.runtime
         key = id(rt.counter)
-        prompt = counted.get(key) if counted is not None else None
-        if prompt is None:
-            prompt = rt.counter.count_prompt(body)
+        count = counted.get(key) if counted is not None else None
+        if count is None:
+            count = rt.counter.count_prompt(body)
             if counted is not None:
-                counted[key] = prompt
+                counted[key] = count
+        charges = rt.pool.charges
+        prompt = charges.reserve("tokens", count)
         output = requested_output_tokens(body, rt.config.default_max_tokens)
-        return Cost(requests=1, tokens=prompt + output, input_tokens=prompt, output_tokens=output), prompt
+        cost = Cost(
+            requests=1,
+            tokens=prompt + output,
+            input_tokens=charges.reserve("input_tokens", count),
+            output_tokens=output,
+        )
+        return cost, prompt, count
 
     async def run(self, index: int, body: ChatBody, custom_id: str | None = None) -> Result:
         started = self._clock.now()
@@ -117,13 +126,13 @@ class Scheduler:
         last: NeverFitsError | None = None
         counted: dict[int, int] = {}
         for t in targets:
-            cost, prompt = self.estimate(t, body, counted)
+            cost, prompt, count = self._estimate(t, body, counted)
             try:
                 t.runtime.pool.check_fits(cost)
             except NeverFitsError as exc:
                 last = exc
                 continue
-            fitting.append((t, cost, prompt))
+            fitting.append((t, cost, prompt, count))
         if not fitting:
             assert last is not None
             raise last
@@ -135,13 +144,16 @@ class Scheduler:
             raise RoutingError("the request has no model")
         candidates = self._fitting(self.targets_for(model), body)
         attempt_no = 0
+        timeouts = 0
         while True:
             attempt_no += 1
             chosen, reservation = await self._acquire_any(candidates)
-            target, cost, prompt = chosen
-            error = await self._attempt(target, body, cost, prompt, reservation, result)
+            target, cost, prompt, count = chosen
+            send = Send(target.runtime, target.model, body, cost, prompt, count, timeouts)
+            error = await self._attempts.run(send, reservation, result)
             if error is None:
                 return
+            timeouts += isinstance(error, RequestTimeout)
             decision = self._retry.decide(error, attempt_no, self._clock.wall())
             if not decision.retry:
                 raise error
@@ -153,6 +165,7 @@ class Scheduler:
         """From now on no request is sent: those waiting for quota give up at once (their
         reservations refunded) and fail with `DispatchStopped`; calls already sent finish."""
         self._stopping = True
+        self._attempts.stopping = True
         for wait in self._acquiring:
             wait.cancel()
 
@@ -168,12 +181,12 @@ class Scheduler:
             raise DispatchStopped()
         now = self._clock.now()
         live = [c for c in candidates if c[0].runtime.breaker.available(now)] or candidates
-        ranked = live if len(live) == 1 else sorted(live, key=lambda c: -c[0].runtime.pool.headroom())
-        for c in ranked:
-            res = c[0].runtime.pool.try_acquire(c[1])
+        first = live[0] if len(live) == 1 else _soonest(live)
+        if first is not None:
+            res = first[0].runtime.pool.try_acquire(first[1])
             if res is not None:
-                c[0].runtime.breaker.allow(now)
-                return c, res
+                first[0].runtime.breaker.allow(now)
+                return first, res
         waits = {asyncio.ensure_future(c[0].runtime.pool.acquire(c[1])): c for c in live}
         self._acquiring.update(waits)
         try:
@@ -210,91 +223,13 @@ class Scheduler:
         winner[0][0].runtime.breaker.allow(self._clock.now())
         return winner
 
-    async def _attempt(
-        self,
-        target: Target,
-        body: ChatBody,
-        cost: Cost,
-        prompt: int,
-        reservation: Reservation,
-        result: Result,
-    ) -> ProviderError | None:
-        rt = target.runtime
-        async with rt.slots, self._global.slot(rt.name):
-            rt.recorder.requests += 1
-            rt.recorder.in_flight += 1
-            sent = self._clock.now()
-            try:
-                response: ProviderResponse = await rt.client.send(body, model=target.model)
-            except ProviderError as exc:
-                latency = (self._clock.now() - sent) * 1000.0
-                self._on_failure(rt, exc, reservation, cost, latency, sent, result)
-                return exc
-            finally:
-                rt.recorder.in_flight -= 1
-        latency = (self._clock.now() - sent) * 1000.0
-        usage = response.usage
-        rt.pool.reconcile(reservation, usage, prompt_estimate=prompt)
-        rt.counter.observe(body, usage.prompt_tokens)
-        if rt.recorder.succeeded < CALIBRATE_ALWAYS or rt.recorder.succeeded % CALIBRATE_EVERY == 0:
-            rt.pool.calibrate(rt.client.rate_limits(response.headers, self._clock.wall()))
-        rt.pool.on_success()
-        rt.breaker.record_success(self._clock.now())
-        rt.recorder.record_success(latency, usage.prompt_tokens, usage.completion_tokens)
-        result.attempts.append(
-            Attempt(
-                provider=rt.name,
-                started=sent,
-                latency_ms=latency,
-                status=response.status,
-                tokens_charged=cost.tokens,
-            )
-        )
-        result.ok = True
-        result.body = response.body
-        result.provider = rt.name
-        result.model = target.model
-        result.status_code = response.status
-        result.request_id = response.request_id
-        result.usage = usage
-        return None
 
-    def _on_failure(
-        self,
-        rt: ProviderRuntime,
-        exc: ProviderError,
-        reservation: Reservation,
-        cost: Cost,
-        latency: float,
-        sent: float,
-        result: Result,
-    ) -> None:
-        now = self._clock.now()
-        charged = cost.input_tokens
-        if isinstance(exc, RateLimitError):
-            # The provider refused at the door: it charged nothing, but it told us we are too fast.
-            rt.pool.on_rate_limited(reservation)
-            charged = 0
-            hint = parse_retry_hint(exc.headers, self._clock.wall(), max_hint=self._retry.settings.max_hint)
-            if hint is not None and hint > 0:
-                rt.pool.pause(hint)
-            rt.pool.calibrate(rt.client.rate_limits(exc.headers, self._clock.wall()))
-        elif isinstance(exc, UnreachableError):
-            rt.pool.refund(reservation)  # refused or unresolvable: nothing was sent, nothing charged
-            charged = 0
-        if exc.status is None or exc.status >= 500:
-            rt.breaker.record_failure(now)
-        rt.recorder.record_failure(exc.kind, latency, charged)
-        result.attempts.append(
-            Attempt(
-                provider=rt.name,
-                started=sent,
-                latency_ms=latency,
-                status=exc.status,
-                error_kind=exc.kind,
-                error_message=exc.message,
-                tokens_charged=charged,
-            )
-        )
-        result.provider = rt.name
-        result.status_code = exc.status
+def _soonest(live: list[Candidate]) -> Candidate | None:
+    """Among the targets with nobody queued (their wait estimate is cheap and any queued one
+    could not admit at once anyway), the one that can serve soonest (`choose_target`)."""
+    return choose_target(
+        [c for c in live if not c[0].runtime.pool.busy()],
+        wait_of=lambda c: c[0].runtime.pool.wait_estimate(c[1]),
+        headroom_of=lambda c: c[0].runtime.pool.headroom(),
+        allowed=lambda c: True,
+    )

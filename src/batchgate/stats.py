@@ -39,6 +39,8 @@ class ProviderStatistics:
     completion_tokens: int
     wasted_tokens: int  # tokens charged by the provider for attempts that failed
     in_flight: int
+    hedged: int = 0  # duplicate sends of stragglers (first answer wins)
+    duplicate_tokens: int = 0  # prompt tokens charged for the legs of a hedge that lost
     quota: Any = None  # the quota pool's own statistics snapshot
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,6 +83,8 @@ class ProviderRecorder:
     completion_tokens: int = 0
     wasted_tokens: int = 0
     in_flight: int = 0
+    hedged: int = 0
+    duplicate_tokens: int = 0
     latency_sum_ms: float = 0.0
     latency_count: int = 0
     errors_by_kind: Counter[str] = field(default_factory=Counter)
@@ -132,5 +136,7 @@ class ProviderRecorder:
             completion_tokens=self.completion_tokens,
             wasted_tokens=self.wasted_tokens,
             in_flight=self.in_flight,
+            hedged=self.hedged,
+            duplicate_tokens=self.duplicate_tokens,
             quota=quota,
         )

@@ -1,9 +1,11 @@
 """Counting prompt tokens before a request is sent, so the quota pool can reserve the right amount.
 
-Pluggable: `ExactTokenCounter` uses an offline BPE encoding (bpe-openai ships OpenAI's encodings)
-and counts chat messages the way OpenAI charges them; `EstimatingTokenCounter` guesses from the
-text length and corrects itself from the usage providers report, biased to over- rather than
-under-estimate (an under-estimate provokes 429s, an over-estimate only wastes a little headroom).
+Pluggable: `CharCounter` (the default) counts UTF-8 bytes ÷ 4 plus the chat framing — cheap, no
+tables to load, and what the quota pool's charge model (`batchgate.quota.charge`) scales to what
+each provider really charges; `ExactTokenCounter` uses an offline BPE encoding (bpe-openai ships
+OpenAI's encodings) and counts chat messages the way OpenAI bills them; `EstimatingTokenCounter`
+guesses from the text length and corrects itself from the usage providers report, biased to over-
+rather than under-estimate.
 """
 
 from __future__ import annotations
@@ -118,6 +120,26 @@ def _shared_counter(encoding_name: str) -> ExactTokenCounter:
     return ExactTokenCounter(encoding_name)
 
 
+def char_count(body: Mapping[str, Any], bytes_per_token: float = 4.0) -> int:
+    """UTF-8 bytes of the prompt text ÷ `bytes_per_token`, plus the per-message framing."""
+    size = sum(len(t.encode("utf-8")) for t in iter_prompt_text(body))
+    return math.ceil(size / bytes_per_token) + TOKENS_PER_MESSAGE * message_count(body) + TOKENS_PER_REPLY
+
+
+class CharCounter:
+    """Counts a prompt from its length alone (`char_count`); learns nothing itself: the quota
+    pool's charge model learns, per provider, what that count is worth there."""
+
+    def count_prompt(self, body: Mapping[str, Any]) -> int:
+        return char_count(body)
+
+    def observe(self, body: Mapping[str, Any], actual: int) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "CharCounter()"
+
+
 class EstimatingTokenCounter:
     """Estimates from UTF-8 length, then scales by the worst recent actual/estimated ratio seen."""
 
@@ -129,8 +151,7 @@ class EstimatingTokenCounter:
         self._factor = 1.0
 
     def raw_estimate(self, body: Mapping[str, Any]) -> int:
-        size = sum(len(t.encode("utf-8")) for t in iter_prompt_text(body))
-        return math.ceil(size / self.bytes_per_token) + TOKENS_PER_MESSAGE * message_count(body) + 3
+        return char_count(body, self.bytes_per_token)
 
     def count_prompt(self, body: Mapping[str, Any]) -> int:
         return math.ceil(self.raw_estimate(body) * self._factor)

@@ -34,6 +34,7 @@ def gateway_config(
     *,
     limits: dict[str, dict[str, Any]] | None = None,
     settings: dict[str, Any] | None = None,
+    tokenizer: str = "auto",
 ) -> GatewayConfig:
     """A gateway config whose providers are the emulator's, reached over HTTP."""
     limits = limits or {}
@@ -45,6 +46,7 @@ def gateway_config(
                     "kind": p["family"],
                     "base_url": emu.base_url(p["name"]),
                     "limits": limits.get(p["name"], p["limits"]),
+                    "tokenizer": tokenizer,
                 }
                 for p in providers
             ],

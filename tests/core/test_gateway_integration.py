@@ -97,7 +97,8 @@ async def test_each_retryable_fault_is_retried_to_success(emulator: Start, fault
     assert all(r.ok for r in results), [r.error for r in results if not r.ok][:3]
     injected = emu.stats()["providers"]["alpha"]["faults"][fault]
     assert injected > 0
-    assert stats.retries >= injected
+    # a hung call is either timed out and retried or overtaken by a hedge (first answer wins)
+    assert stats.retries + stats.hedged >= injected
     assert sum(len(r.attempts) for r in results) == 40 + stats.failed_attempts
     failed_kinds = {a.error_kind for r in results for a in r.attempts if a.error_kind}
     assert failed_kinds, "the faults must show in the attempt history"
@@ -268,10 +269,10 @@ async def test_stop_sending_abandons_requests_waiting_for_quota(emulator: Start)
 
 async def test_a_prompt_quoting_a_special_token_is_counted_as_text_and_sent(emulator: Start) -> None:
     # `<|endoftext|>` in a user's text is ordinary text to the provider; counting it must not refuse
-    # the item, and the count must still be the one the provider reports.
+    # the item, and the exact count (a named encoding) must still be the one the provider reports.
     providers = [emu_provider("alpha")]
     emu = await emulator(providers)
-    cfg = gateway_config(emu, providers, [{"model": "m", "targets": ["alpha"]}])
+    cfg = gateway_config(emu, providers, [{"model": "m", "targets": ["alpha"]}], tokenizer="o200k_base")
     body = chat("Why does my log end with <|endoftext|> and <|fim_prefix|>?")
     async with Gateway(cfg) as gw:
         estimate = gw.estimate(body)

@@ -18,7 +18,7 @@ from batchgate.errors import ConfigError
 from batchgate.models import ProviderResponse, RateLimitSnapshot
 from batchgate.providers.anthropic import AnthropicClient
 from batchgate.providers.openai import OpenAIClient
-from batchgate.tokens import EstimatingTokenCounter, ExactTokenCounter, TokenCounter
+from batchgate.tokens import CharCounter, EstimatingTokenCounter, ExactTokenCounter, TokenCounter
 
 
 class ProviderClient(Protocol):
@@ -56,12 +56,12 @@ def make_client(
 
 
 def make_token_counter(config: ProviderConfig, *, source: str = "<config>") -> TokenCounter:
-    """How to count `config`'s prompt tokens: its `tokenizer` setting, "auto" by kind."""
+    """How to count `config`'s prompt tokens: its `tokenizer` setting. "auto" counts characters
+    (`CharCounter`): what a provider really charges per counted token is learned by its quota
+    pool's charge model, so no exact tokenizer is loaded unless one is named."""
     tokenizer = config.tokenizer
     if tokenizer == "auto":
-        if config.kind == "openai":
-            return ExactTokenCounter.shared("o200k_base")
-        return EstimatingTokenCounter()
+        return CharCounter()
     if tokenizer == "estimate":
         return EstimatingTokenCounter()
     try:

@@ -27,7 +27,9 @@ class QuotaLimits:
     """One provider key's declared per-minute limits (None: not limited) and our safety margins.
 
     `safety` scales every rate so network bunching rarely provokes a 429; `burst_seconds` sizes
-    each bucket as that many seconds of its (effective) rate.
+    each bucket as that many seconds of its (effective) rate. None (the default) assumes no burst
+    at all: requests leave evenly spaced, and a burst is used only once the provider has shown it
+    tolerates one (`batchgate.quota.burst`).
     """
 
     rpm: float | None = None
@@ -35,7 +37,7 @@ class QuotaLimits:
     itpm: float | None = None
     otpm: float | None = None
     safety: float = 0.97
-    burst_seconds: float = 0.5
+    burst_seconds: float | None = None
 
     def __post_init__(self) -> None:
         for key, _ in DIMENSIONS:
@@ -44,7 +46,8 @@ class QuotaLimits:
                 raise ValueError(f"{key} must be a non-negative number, got {value!r}")
         if not 0.0 < self.safety <= 1.0:
             raise ValueError(f"safety must be in (0, 1], got {self.safety!r}")
-        if not (math.isfinite(self.burst_seconds) and self.burst_seconds > 0):
+        burst = self.burst_seconds
+        if burst is not None and not (math.isfinite(burst) and burst > 0):
             raise ValueError(f"burst_seconds must be positive, got {self.burst_seconds!r}")
 
     def declared(self) -> dict[str, float]:

@@ -1,8 +1,11 @@
 """The quota pool of one provider key: admission against token buckets, FIFO and event-driven.
 
 A request reserves its estimated cost on every limited dimension before it is sent (providers
-charge prompt + max_tokens at admission) and the reservation is settled after: `reconcile` with
-real usage, `refund` when the provider never admitted it. Waiters queue in FIFO order, so a big
+charge prompt + max_tokens at admission; the prompt part as the pool's charge model says this
+provider charges, `batchgate.quota.charge`) and the reservation is settled after: `reconcile`
+with real usage, `refund` when the provider never admitted it. Buckets hold only the burst the
+provider has shown it tolerates (`batchgate.quota.burst`; none at first), so requests leave
+evenly spaced at the rate and no window of any length is overrun. Waiters queue in FIFO order, so a big
 request at the head is never starved by small ones behind it; one timer (`clock.call_at`) is armed
 for the head's deadline and the queue is also re-examined whenever capacity comes back, limits
 change or a pause ends — no polling. Rates are the declared (or header-reported, if lower) limits
@@ -19,6 +22,8 @@ from batchgate.errors import NeverFitsError
 from batchgate.models import Cost, RateLimitSnapshot, Usage
 from batchgate.policy.aimd import AimdController, AimdSettings
 from batchgate.quota.bucket import TokenBucket
+from batchgate.quota.burst import BurstLearner
+from batchgate.quota.charge import ChargeModel
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, QuotaStats, Reservation, cost_amounts
 from batchgate.quota.queue import FifoGate
 
@@ -60,6 +65,8 @@ class QuotaPool:
         self.limits = limits
         self._clock = clock
         self._aimd = AimdController(aimd)
+        self.burst = BurstLearner()
+        self.charges = ChargeModel()
         now = clock.now()
         self._dims: dict[str, _Dimension] = {
             name_: _Dimension(name_, limit, TokenBucket(0.0, 0.0, now))
@@ -86,14 +93,23 @@ class QuotaPool:
             self._counts["never_fit"] += 1
             raise NeverFitsError(problem)
 
-    async def acquire(self, cost: Cost) -> Reservation:
-        """Wait (FIFO) until `cost` is admissible, then reserve it."""
+    async def acquire(self, cost: Cost, *, urgent: bool = False) -> Reservation:
+        """Wait (FIFO) until `cost` is admissible, then reserve it; `urgent` (a hedge) queues at
+        the head — it is still paced at the rate, it only passes the queue."""
         self.check_fits(cost)
         amounts = cost_amounts(cost, self._dims)
         now = self._clock.now()
         if not self._gate.busy() and self._wait_for(amounts, now) <= 0.0:
-            return self._admit(cost, amounts, now)
-        return await self._gate.wait(_Request(cost, amounts))
+            return self._admit_idle(cost, amounts, now)
+        return await self._gate.wait(_Request(cost, amounts), front=urgent)
+
+    def limited(self) -> bool:
+        """Whether any dimension is rate-limited here."""
+        return bool(self._dims)
+
+    def busy(self) -> bool:
+        """Whether requests are queued here (a newcomer could not be admitted at once)."""
+        return self._gate.busy()
 
     def try_acquire(self, cost: Cost) -> Reservation | None:
         """Reserve `cost` now if nobody is queued and it is admissible; else None."""
@@ -102,7 +118,7 @@ class QuotaPool:
         now = self._clock.now()
         if self._gate.busy() or self._wait_for(amounts, now) > 0.0:
             return None
-        return self._admit(cost, amounts, now)
+        return self._admit_idle(cost, amounts, now)
 
     def wait_estimate(self, cost: Cost) -> float:
         """Rough seconds until `cost` would be admitted if queued now (inf if it never fits)."""
@@ -124,10 +140,7 @@ class QuotaPool:
         now = self._clock.now()
         if now < self._paused_until or self._gate.busy():
             return 0.0
-        fractions = [
-            d.bucket.level(now) / d.bucket.capacity if d.bucket.capacity > 0 else 0.0
-            for d in self._dims.values()
-        ]
+        fractions = [_fill(d.bucket, now) for d in self._dims.values()]
         return min((max(0.0, min(1.0, f)) for f in fractions), default=1.0)
 
     # -- settling ----------------------------------------------------------------------------
@@ -143,9 +156,10 @@ class QuotaPool:
         """Correct a reservation with the provider's real usage; False if already settled.
 
         Providers charge the prompt estimate + max_tokens at admission and keep that charge, so
-        only the prompt part is corrected: on `tokens` by actual − estimated prompt tokens (the
+        only the prompt part is corrected: on `tokens` by charged − estimated prompt tokens (the
         estimate is `prompt_estimate`, default `res.cost.input_tokens`; no correction when it is
-        0), on `input_tokens` by uncached actual prompt tokens − `cost.input_tokens`. With
+        0), on `input_tokens` by charged uncached prompt tokens − `cost.input_tokens`; "charged"
+        is the reported count as the charge model says this provider charges it. With
         `output_adjusted` (a provider that refunds unused max_tokens) `output_tokens` is
         corrected to the real completion tokens too.
         """
@@ -153,10 +167,12 @@ class QuotaPool:
             return False
         estimate = res.cost.input_tokens if prompt_estimate is None else prompt_estimate
         target: dict[str, float] = {}
+        charged = self.charges.charged
         if "tokens" in res.charged and estimate > 0:
-            target["tokens"] = res.charged["tokens"] + usage.prompt_tokens - estimate
+            target["tokens"] = res.charged["tokens"] + charged("tokens", usage.prompt_tokens) - estimate
         if "input_tokens" in res.charged:
-            target["input_tokens"] = float(max(0, usage.prompt_tokens - usage.cached_tokens))
+            uncached = max(0, usage.prompt_tokens - usage.cached_tokens)
+            target["input_tokens"] = float(charged("input_tokens", uncached))
         if "output_tokens" in res.charged and output_adjusted:
             target["output_tokens"] = float(usage.completion_tokens)
         now = self._clock.now()
@@ -171,6 +187,14 @@ class QuotaPool:
         res.settled = True
         self._counts["reconciled"] += 1
         self._dispatch()
+        return True
+
+    def settle(self, res: Reservation) -> bool:
+        """Keep a reservation as charged (an answer abandoned after the provider admitted it)."""
+        if not self._open(res):
+            return False
+        res.settled = True
+        self._counts["reconciled"] += 1
         return True
 
     def refund(self, res: Reservation) -> bool:
@@ -197,7 +221,7 @@ class QuotaPool:
         if res is not None and self._open(res):
             self._give_back(res)
         cut = self._aimd.on_rate_limited(now)
-        if cut:
+        if self.burst.on_rate_limited(now) or cut:
             self._apply_rates(now)
         for dim in self._dims.values():  # the provider says it is empty: stop the burst
             dim.bucket.set_level(min(0.0, dim.bucket.level(now)), now)
@@ -207,7 +231,8 @@ class QuotaPool:
     def on_success(self) -> bool:
         """A clean answer; True when a clean period earned a rate increase."""
         now = self._clock.now()
-        if not self._aimd.on_success(now):
+        grew = self.burst.on_success(now)
+        if not self._aimd.on_success(now) and not grew:
             return False
         self._apply_rates(now)
         self._dispatch()
@@ -314,6 +339,12 @@ class QuotaPool:
             wait = max(wait, self._dims[name].bucket.time_until(amount, now))
         return wait
 
+    def _admit_idle(self, cost: Cost, amounts: dict[str, float], now: float) -> Reservation:
+        """Admit a request that found nobody waiting: if every bucket was full, it tries the burst."""
+        if all(self._dims[n].bucket.level(now) >= self._dims[n].bucket.capacity for n in amounts):
+            self.burst.on_full_burst_spent(now)
+        return self._admit(cost, amounts, now)
+
     def _admit(self, cost: Cost, amounts: dict[str, float], now: float) -> Reservation:
         for name, amount in amounts.items():
             self._dims[name].bucket.take(amount, now)
@@ -336,9 +367,11 @@ class QuotaPool:
 
     def _apply_rates(self, now: float, *, fill: bool = False) -> None:
         scale = self.limits.safety * self._aimd.factor / 60.0
+        burst = self.limits.burst_seconds
+        seconds = self.burst.seconds if burst is None else burst
         for dim in self._dims.values():
             rate = dim.limit * scale
-            dim.bucket.set_rate(rate, now, capacity=rate * self.limits.burst_seconds)
+            dim.bucket.set_rate(rate, now, capacity=rate * seconds)
             if fill:
                 dim.bucket.set_level(dim.bucket.capacity, now)
 
@@ -351,3 +384,10 @@ class QuotaPool:
 
     def _dispatch(self) -> None:
         self._gate.wake()
+
+
+def _fill(bucket: TokenBucket, now: float) -> float:
+    """How full a bucket is (0..1); a bucket without burst is either ready (1) or in debt (0)."""
+    if bucket.capacity > 0:
+        return bucket.level(now) / bucket.capacity
+    return 1.0 if bucket.can_take(0.0, now) else 0.0

@@ -59,11 +59,14 @@ class FifoGate(Generic[T, R]):
     def __len__(self) -> int:
         return sum(1 for _ in self.waiting())
 
-    async def wait(self, item: T) -> R:
-        """Queue `item` and wait for its admission."""
+    async def wait(self, item: T, *, front: bool = False) -> R:
+        """Queue `item` (at the head with `front`: an urgent item) and wait for its admission."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         waiter = _Waiter(item, future)
-        self._queue.append(waiter)
+        if front:
+            self._queue.appendleft(waiter)
+        else:
+            self._queue.append(waiter)
         self.wake()
         try:
             return await future

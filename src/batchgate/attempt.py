@@ -1,0 +1,207 @@
+"""One attempt of one request at one target, once quota is reserved: the wire and what it teaches.
+
+The call runs under the provider's learned in-flight limit and the global fair slots, with the
+provider's adaptive timeout; a straggler is hedged (`batchgate.racing`: sent again with quota
+reserved at the head of the pool's queue, first answer wins, the loser cancelled and its charge
+counted as duplicate spend). Every answer feeds the provider's models: success → the charge model
+(usage against our count), header calibration, AIMD, the latency model, the in-flight limit and
+the breaker; failure → 429s to the charge model (by the dimension the provider names) or to the
+in-flight limit (a refusal that names no exhausted dimension), breaker failures by
+`counts_as_failure` (so a 200 with a malformed body counts too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from batchgate.clock import Clock
+from batchgate.errors import (
+    ProviderError,
+    RateLimitError,
+    RequestTimeout,
+    UnreachableError,
+)
+from batchgate.models import Attempt, ChatBody, Cost, ProviderResponse, Result
+from batchgate.policy.circuit import counts_as_failure
+from batchgate.policy.hints import parse_retry_hint
+from batchgate.providers.classify import error_fields
+from batchgate.quota.charge import PROMPT_DIMENSIONS, binding_dimension
+from batchgate.quota.pool import Reservation
+from batchgate.racing import Leg, RaceTimeout, race
+from batchgate.runtime import ProviderRuntime
+from batchgate.slots import FairSlots
+
+# Rate-limit headers calibrate the pool on every answer at first, then on every 8th: enough to
+# follow a provider within a fraction of a second at any useful rate, at an eighth of the parsing.
+CALIBRATE_ALWAYS = 32
+CALIBRATE_EVERY = 8
+
+
+@dataclass(slots=True)
+class Send:
+    """What one attempt sends: the request, its target's model, its reservation and our count."""
+
+    rt: ProviderRuntime
+    model: str
+    body: ChatBody
+    cost: Cost
+    prompt: int  # the prompt part reserved on `tokens`
+    count: int  # our own count of the prompt
+    timeouts: int = 0  # earlier attempts of this request that timed out
+
+
+@dataclass(slots=True)
+class _Tag:
+    reservation: Reservation
+    sent: float
+    in_flight: int
+
+
+class Attempts:
+    """Runs attempts; one per scheduler."""
+
+    def __init__(self, clock: Clock, global_slots: FairSlots, max_hint: float) -> None:
+        self._clock = clock
+        self._global = global_slots
+        self._max_hint = max_hint
+        self.stopping = False
+
+    async def run(self, s: Send, reservation: Reservation, result: Result) -> ProviderError | None:
+        """Send, settle and record one attempt; the error that ended it, or None on success."""
+        rt = s.rt
+        async with rt.slots, self._global.slot(rt.name):
+            primary = self._leg(s, 0, reservation)
+            timeout = rt.latency.timeout(s.timeouts)
+            hedge_after = rt.latency.hedge_after()
+            sent = self._clock.now()
+            failure: list[ProviderError] = []
+            try:
+                leg, response = await race(
+                    self._clock,
+                    primary,
+                    deadline=sent + timeout,
+                    hedge_at=None if hedge_after is None else sent + hedge_after,
+                    hedge_timeout=timeout,
+                    start_hedge=lambda: self._hedge(s),
+                    on_failed=lambda leg, exc: failure.append(self._failed(s, leg, exc, result)),
+                    on_cancelled=lambda leg, won: self._abandoned(s, leg, won, result, failure),
+                )
+            except RaceTimeout:
+                return failure[0] if failure else RequestTimeout("timed out", provider=rt.name)
+            except ProviderError as exc:
+                return exc
+        self._succeeded(s, leg, response, result)
+        return None
+
+    def _leg(self, s: Send, index: int, reservation: Reservation) -> Leg[ProviderResponse]:
+        rt = s.rt
+        rt.recorder.requests += 1
+        rt.recorder.in_flight += 1
+        task = asyncio.ensure_future(rt.client.send(s.body, model=s.model))
+        task.add_done_callback(lambda _: _left(rt))
+        in_flight = rt.recorder.in_flight
+        return Leg(index, task, _Tag(reservation, self._clock.now(), in_flight))
+
+    async def _hedge(self, s: Send) -> Leg[ProviderResponse] | None:
+        if self.stopping or not s.rt.breaker.available(self._clock.now()):
+            return None
+        reservation = await s.rt.pool.acquire(s.cost, urgent=True)
+        s.rt.recorder.hedged += 1
+        return self._leg(s, 1, reservation)
+
+    def _succeeded(
+        self, s: Send, leg: Leg[ProviderResponse], response: ProviderResponse, result: Result
+    ) -> None:
+        rt, tag = s.rt, _tag(leg)
+        now = self._clock.now()
+        latency = now - tag.sent
+        usage = response.usage
+        rt.pool.charges.observe_usage(s.count, usage.prompt_tokens, now)
+        rt.pool.reconcile(tag.reservation, usage, prompt_estimate=s.prompt)
+        rt.counter.observe(s.body, usage.prompt_tokens)
+        if rt.recorder.succeeded < CALIBRATE_ALWAYS or rt.recorder.succeeded % CALIBRATE_EVERY == 0:
+            rt.pool.calibrate(rt.client.rate_limits(response.headers, self._clock.wall()))
+        rt.pool.on_success()
+        rt.latency.observe(latency)
+        if rt.concurrency.on_success(now):
+            rt.slots.set_limit(rt.concurrency.limit)
+        rt.breaker.record_success(now)
+        rt.recorder.record_success(latency * 1000.0, usage.prompt_tokens, usage.completion_tokens)
+        result.attempts.append(
+            Attempt(rt.name, tag.sent, latency * 1000.0, response.status, tokens_charged=s.cost.tokens)
+        )
+        result.ok = True
+        result.body = response.body
+        result.provider = rt.name
+        result.model = s.model
+        result.status_code = response.status
+        result.request_id = response.request_id
+        result.usage = usage
+
+    def _abandoned(
+        self, s: Send, leg: Leg[ProviderResponse], won: bool, result: Result, failure: list[ProviderError]
+    ) -> None:
+        """A leg cancelled: the other leg won (duplicate spend) or the deadline passed (a timeout)."""
+        rt, tag = s.rt, _tag(leg)
+        if won:
+            rt.pool.settle(tag.reservation)  # the provider admitted and charged it
+            rt.recorder.duplicate_tokens += s.cost.input_tokens
+            return
+        exc = RequestTimeout(f"{rt.name}: no answer within the adaptive timeout", provider=rt.name)
+        failure.append(self._failed(s, leg, exc, result))
+
+    def _failed(
+        self, s: Send, leg: Leg[ProviderResponse], exc: BaseException, result: Result
+    ) -> ProviderError:
+        rt, tag = s.rt, _tag(leg)
+        if not isinstance(exc, ProviderError):
+            raise exc
+        now = self._clock.now()
+        charged = s.cost.input_tokens
+        if isinstance(exc, RateLimitError):
+            charged = 0
+            self._refused(s, tag, exc, now)
+        elif isinstance(exc, UnreachableError):
+            rt.pool.refund(tag.reservation)  # refused or unresolvable: nothing was sent, nothing charged
+            charged = 0
+        if counts_as_failure(exc):
+            rt.breaker.record_failure(now)
+        latency = (now - tag.sent) * 1000.0
+        rt.recorder.record_failure(exc.kind, latency, charged)
+        result.attempts.append(
+            Attempt(rt.name, tag.sent, latency, exc.status, exc.kind, exc.message, charged)
+        )
+        result.provider = rt.name
+        result.status_code = exc.status
+        return exc
+
+    def _refused(self, s: Send, tag: _Tag, exc: RateLimitError, now: float) -> None:
+        """A 429: which limit said no — a rate dimension the provider names (cut the rate; a token
+        dimension also raises the charge margin), or none named: the in-flight cap (learn it; the
+        rate is cut too unless the provider has no rate limits at all)."""
+        rt = s.rt
+        snapshot = rt.client.rate_limits(exc.headers, self._clock.wall())
+        dim = binding_dimension(error_fields(exc.body)[0], snapshot)
+        if dim in PROMPT_DIMENSIONS:
+            rt.pool.charges.on_rate_limited(dim, now)
+        if dim is None and rt.concurrency.on_refused(tag.in_flight, now):
+            rt.slots.set_limit(rt.concurrency.limit)
+        if dim is None and not rt.pool.limited():
+            rt.pool.refund(tag.reservation)  # turned away at the door: nothing charged, no rate at fault
+        else:
+            rt.pool.on_rate_limited(tag.reservation)
+            hint = parse_retry_hint(exc.headers, self._clock.wall(), max_hint=self._max_hint)
+            if hint is not None and hint > 0:
+                rt.pool.pause(hint)
+            rt.pool.calibrate(snapshot)
+
+
+def _tag(leg: Leg[ProviderResponse]) -> _Tag:
+    tag = leg.tag
+    assert isinstance(tag, _Tag)
+    return tag
+
+
+def _left(rt: ProviderRuntime) -> None:
+    rt.recorder.in_flight -= 1

@@ -1,0 +1,80 @@
+"""A provider's in-flight cap whose size can change: the mechanism under the learned concurrency.
+
+`async with limit:` holds one place while a request is out. Waiters are served in FIFO order,
+woken when a place is released or the limit grows (no polling); lowering the limit takes effect
+as places come back (nobody already in flight is interrupted). A limit of None admits everybody.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from types import TracebackType
+
+
+class InflightLimit:
+    """An adjustable semaphore; see the module docstring."""
+
+    __slots__ = ("_limit", "_waiters", "in_use")
+
+    def __init__(self, limit: int | None = None) -> None:
+        self._limit = limit
+        self.in_use = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def limit(self) -> int | None:
+        return self._limit
+
+    def set_limit(self, limit: int | None) -> None:
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        self._limit = limit
+        self._wake()
+
+    def _free(self) -> bool:
+        return self._limit is None or self.in_use < self._limit
+
+    async def acquire(self) -> None:
+        if not self._waiters and self._free():
+            self.in_use += 1
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # handed a place as the caller went away
+            else:
+                self._waiters.remove(fut)
+            raise
+
+    def release(self) -> None:
+        self.in_use -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self._free():
+            fut = self._waiters.popleft()
+            if not fut.done():
+                self.in_use += 1
+                fut.set_result(None)
+
+    def locked(self) -> bool:
+        """Whether a newcomer would have to wait."""
+        return bool(self._waiters) or not self._free()
+
+    def waiting(self) -> int:
+        return sum(1 for f in self._waiters if not f.done())
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"InflightLimit({self.in_use}/{self._limit}, waiting={self.waiting()})"

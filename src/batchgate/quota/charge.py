@@ -1,0 +1,165 @@
+"""What a provider charges for a prompt, learned per provider and per token dimension.
+
+We count every prompt cheaply ourselves (`batchgate.tokens.CharCounter`: UTF-8 bytes ÷ 4 plus
+framing); what the provider charges is some multiple of that count, and the multiple differs:
+one provider charges exact tokens (fewer than our count on English prose, more on code or CJK),
+another estimates from characters like we do. So the reservation for a prompt is
+
+    factor(dimension) × our count,   factor = usage ratio × margin(dimension)
+
+- the usage ratio is Σ reported prompt tokens ÷ Σ our counts, over the answers so far (weighted
+  toward the recent; before any answer, our count is taken as is);
+- the margin (≥ 1) covers providers that charge more than they report in `usage`: a 429 the
+  provider attributes to a token dimension (the `error.type` OpenAI sends, or the dimension its
+  rate-limit headers show emptiest) raises it by `raise_by` (at most once per `cooldown`, up to
+  `max_margin`); it relaxes back toward 1 by `relax_by` every `relax_period` without one.
+- the drop in a provider's remaining tokens between two answers, against what we sent between
+  them, is a direct measurement of the charge (`observe_drop`); where a provider's headers allow
+  it, it sets the margin directly.
+
+`charged(dim, reported)` turns a reported prompt count into what we believe was charged, so a
+reservation is settled against the same scale it was reserved on. Pure: time is passed in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from batchgate.models import RateLimitSnapshot
+
+PROMPT_DIMENSIONS = ("tokens", "input_tokens")
+EMPTY = 0.25  # headers showing a dimension at most this full name it as the one a 429 was about
+_ERROR_TYPES = {
+    "tokens": "tokens",
+    "requests": "requests",
+    "input_tokens": "input_tokens",
+    "input tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "output tokens": "output_tokens",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ChargeSettings:
+    memory: float = 200.0  # answers over which the usage ratio is averaged (exponential weight)
+    raise_by: float = 1.15
+    max_margin: float = 2.5
+    cooldown: float = 1.0
+    relax_by: float = 1.02
+    relax_period: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.memory < 1 or self.raise_by < 1 or self.max_margin < 1 or self.relax_by < 1:
+            raise ValueError("memory, raise_by, max_margin and relax_by must be at least 1")
+        if self.cooldown < 0 or self.relax_period <= 0:
+            raise ValueError("cooldown must be >= 0 and relax_period positive")
+
+
+class _Margin:
+    __slots__ = ("last_event", "last_raise", "value")
+
+    def __init__(self) -> None:
+        self.value = 1.0
+        self.last_raise = -math.inf
+        self.last_event = -math.inf
+
+
+class ChargeModel:
+    """One provider's learned prompt charges; see the module docstring."""
+
+    def __init__(self, settings: ChargeSettings | None = None) -> None:
+        self.settings = settings or ChargeSettings()
+        self._counted = 0.0  # decayed Σ our counts
+        self._reported = 0.0  # decayed Σ reported prompt tokens
+        self._margins = {d: _Margin() for d in PROMPT_DIMENSIONS}
+        self.samples = 0
+        self.raises = 0
+
+    @property
+    def usage_ratio(self) -> float:
+        if self._counted <= 0:
+            return 1.0
+        return self._reported / self._counted
+
+    def margin(self, dim: str) -> float:
+        m = self._margins.get(dim)
+        return 1.0 if m is None else m.value
+
+    def factor(self, dim: str) -> float:
+        """Provider charge per unit of our count on `dim`."""
+        return self.usage_ratio * self.margin(dim)
+
+    def reserve(self, dim: str, count: int) -> int:
+        """The prompt charge to reserve on `dim` for a prompt we counted at `count`."""
+        return math.ceil(count * self.factor(dim)) if count > 0 else 0
+
+    def charged(self, dim: str, reported: int) -> int:
+        """What the provider charged on `dim` for a prompt it reported as `reported` tokens."""
+        return math.ceil(reported * self.margin(dim)) if reported > 0 else 0
+
+    def observe_usage(self, count: int, reported: int, now: float) -> None:
+        """Learn from one answer: our count of its prompt and the prompt tokens the provider reported."""
+        if count <= 0 or reported <= 0:
+            return
+        keep = 1.0 - 1.0 / self.settings.memory
+        self._counted = self._counted * keep + count
+        self._reported = self._reported * keep + reported
+        self.samples += 1
+        for m in self._margins.values():
+            if m.value > 1.0 and now - max(m.last_event, m.last_raise) >= self.settings.relax_period:
+                m.value = max(1.0, m.value / self.settings.relax_by)
+                m.last_event = now
+
+    def on_rate_limited(self, dim: str | None, now: float) -> bool:
+        """A 429 attributed to `dim`; True when it raised that dimension's margin."""
+        m = self._margins.get(dim) if dim is not None else None
+        if m is None:
+            return False
+        m.last_event = now
+        if now - m.last_raise < self.settings.cooldown or m.value >= self.settings.max_margin:
+            return False
+        m.value = min(self.settings.max_margin, m.value * self.settings.raise_by)
+        m.last_raise = now
+        self.raises += 1
+        return True
+
+    def observe_drop(self, dim: str, measured: float, reserved: float, now: float) -> bool:
+        """A measurement: the provider charged `measured` where we reserved `reserved` (same
+        requests, prompt parts only). Sets the margin so the two agree; True if it changed."""
+        m = self._margins.get(dim)
+        if m is None or reserved <= 0 or measured <= 0 or not math.isfinite(measured):
+            return False
+        ratio = measured / reserved
+        new = min(self.settings.max_margin, max(1.0, m.value * ratio))
+        if abs(new - m.value) < 0.02 * m.value:
+            return False
+        if new > m.value:
+            m.last_raise = now
+        m.value = new
+        m.last_event = now
+        return True
+
+    def __repr__(self) -> str:
+        margins = ", ".join(f"{d}×{m.value:.3g}" for d, m in self._margins.items())
+        return f"ChargeModel(usage_ratio={self.usage_ratio:.3g}, {margins}, samples={self.samples})"
+
+
+def binding_dimension(error_type: str | None, snapshot: RateLimitSnapshot | None) -> str | None:
+    """The dimension a 429 was about: the provider's error type if it names one (OpenAI sends
+    "tokens" or "requests"), else the dimension its rate-limit headers show emptiest if that one
+    is nearly empty (at most `EMPTY` of its limit); None when neither says."""
+    if error_type is not None and error_type in _ERROR_TYPES:
+        return _ERROR_TYPES[error_type]
+    if snapshot is None:
+        return None
+    best, best_fraction = None, math.inf
+    for dim in ("requests", "tokens", "input_tokens", "output_tokens"):
+        limit = getattr(snapshot, f"limit_{dim}")
+        remaining = getattr(snapshot, f"remaining_{dim}")
+        if limit is None or remaining is None or limit <= 0:
+            continue
+        fraction = remaining / limit
+        if fraction < best_fraction:
+            best, best_fraction = dim, fraction
+    return best if best_fraction <= EMPTY else None
