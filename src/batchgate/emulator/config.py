@@ -15,6 +15,14 @@ from typing import Any, Literal
 
 import yaml
 
+from batchgate.emulator.modes import (
+    Charge,
+    Enforcement,
+    HeaderStyle,
+    read_charge,
+    read_enforcement,
+    read_headers,
+)
 from batchgate.errors import ConfigError
 
 Family = Literal["openai", "anthropic"]
@@ -58,8 +66,12 @@ class LimitChange:
 
 @dataclass(frozen=True, slots=True)
 class ConcurrencyConfig:
+    """A cap on requests in flight; past it, queue or reject with `status` (None: the family's 503/529;
+    429: a bare 429 without hints or rate-limit headers, as local servers and proxies answer)."""
+
     max: int | None = None
     overflow: Overflow = "queue"
+    status: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +127,9 @@ class ProviderConfig:
     latency: LatencyConfig = field(default_factory=LatencyConfig)
     faults: FaultRates = field(default_factory=FaultRates)
     batch: BatchConfig = field(default_factory=BatchConfig)
+    enforcement: Enforcement = field(default_factory=Enforcement)
+    charge: Charge = field(default_factory=Charge)
+    headers: HeaderStyle = "minute"
 
     @property
     def headers_honest(self) -> bool:
@@ -222,7 +237,8 @@ class _Reader:
     def provider(self, value: Any, key: str) -> ProviderConfig:
         allowed = (
             "name", "family", "api_key", "models", "limits", "enforced", "limit_changes",
-            "default_max_tokens", "concurrency", "latency", "faults", "batch",
+            "default_max_tokens", "concurrency", "latency", "faults", "batch", "enforcement", "charge",
+            "headers",
         )  # fmt: skip
         m = self.mapping(value, key, allowed)
         name = m.get("name")
@@ -257,6 +273,9 @@ class _Reader:
             latency=self.latency(m.get("latency"), f"{key}.latency"),
             faults=self.faults(m.get("faults"), f"{key}.faults"),
             batch=self.batch(m.get("batch"), f"{key}.batch"),
+            enforcement=read_enforcement(m.get("enforcement"), self.source, f"{key}.enforcement"),
+            charge=read_charge(m.get("charge"), self.source, f"{key}.charge"),
+            headers=read_headers(m.get("headers"), self.source, f"{key}.headers"),
         )
 
     def changes(self, value: Any, key: str, family: str) -> tuple[LimitChange, ...]:
@@ -279,13 +298,16 @@ class _Reader:
         return tuple(out)
 
     def concurrency(self, value: Any, key: str) -> ConcurrencyConfig:
-        m = self.mapping(value if value is not None else {}, key, ("max", "overflow"))
+        m = self.mapping(value if value is not None else {}, key, ("max", "overflow", "status"))
         cap = m.get("max")
         cap = None if cap is None else self.integer(cap, f"{key}.max", 1)
         overflow = m.get("overflow", "queue")
         if overflow not in ("queue", "reject"):
             raise self.fail(f"{key}.overflow", f"must be 'queue' or 'reject', got {overflow!r}")
-        return ConcurrencyConfig(cap, overflow)
+        status = m.get("status")
+        if status is not None and (status not in (429, 503, 529) or isinstance(status, bool)):
+            raise self.fail(f"{key}.status", f"must be 429, 503 or 529, got {status!r}")
+        return ConcurrencyConfig(cap, overflow, status)
 
     def latency(self, value: Any, key: str) -> LatencyConfig:
         m = self.mapping(
