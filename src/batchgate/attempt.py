@@ -40,13 +40,12 @@ CALIBRATE_EVERY = 8
 
 @dataclass(slots=True)
 class Send:
-    """What one attempt sends: the request, its target's model, its reservation and our count."""
+    """What one attempt sends: the request, its target's model, what it reserved and our count."""
 
     rt: ProviderRuntime
     model: str
     body: ChatBody
-    cost: Cost
-    prompt: int  # the prompt part reserved on `tokens`
+    cost: Cost  # as priced at admission (prompt + output on `tokens`)
     count: int  # our own count of the prompt
     timeouts: int = 0  # earlier attempts of this request that timed out
 
@@ -96,6 +95,7 @@ class Attempts:
 
     def _leg(self, s: Send, index: int, reservation: Reservation) -> Leg[ProviderResponse]:
         rt = s.rt
+        rt.pool.charges.note_sent(s.count, s.cost.output_tokens)
         rt.recorder.requests += 1
         rt.recorder.in_flight += 1
         task = asyncio.ensure_future(rt.client.send(s.body, model=s.model))
@@ -106,7 +106,7 @@ class Attempts:
     async def _hedge(self, s: Send) -> Leg[ProviderResponse] | None:
         if self.stopping or not s.rt.breaker.available(self._clock.now()):
             return None
-        reservation = await s.rt.pool.acquire(s.cost, urgent=True)
+        reservation = await s.rt.pool.acquire(s.cost, count=s.count, urgent=True)
         s.rt.recorder.hedged += 1
         return self._leg(s, 1, reservation)
 
@@ -118,10 +118,14 @@ class Attempts:
         latency = now - tag.sent
         usage = response.usage
         rt.pool.charges.observe_usage(s.count, usage.prompt_tokens, now)
-        rt.pool.reconcile(tag.reservation, usage, prompt_estimate=s.prompt)
+        cost = tag.reservation.cost
+        rt.pool.reconcile(tag.reservation, usage, prompt_estimate=cost.tokens - cost.output_tokens)
         rt.counter.observe(s.body, usage.prompt_tokens)
         if rt.recorder.succeeded < CALIBRATE_ALWAYS or rt.recorder.succeeded % CALIBRATE_EVERY == 0:
-            rt.pool.calibrate(rt.client.rate_limits(response.headers, self._clock.wall()))
+            snapshot = rt.client.rate_limits(response.headers, self._clock.wall())
+            rt.pool.calibrate(snapshot)
+            if rt.pool.headers.style == "minute":
+                rt.pool.charges.observe_headers(snapshot, now)
         rt.pool.on_success()
         rt.latency.observe(latency)
         if rt.concurrency.on_success(now):
@@ -183,14 +187,13 @@ class Attempts:
         rt = s.rt
         snapshot = rt.client.rate_limits(exc.headers, self._clock.wall())
         dim = binding_dimension(error_fields(exc.body)[0], snapshot)
-        if dim in PROMPT_DIMENSIONS:
-            rt.pool.charges.on_rate_limited(dim, now)
+        explained = dim in PROMPT_DIMENSIONS and rt.pool.charges.on_rate_limited(dim, now)
         if dim is None and rt.concurrency.on_refused(tag.in_flight, now):
             rt.slots.set_limit(rt.concurrency.limit)
         if dim is None and not rt.pool.limited():
             rt.pool.refund(tag.reservation)  # turned away at the door: nothing charged, no rate at fault
         else:
-            rt.pool.on_rate_limited(tag.reservation)
+            rt.pool.on_rate_limited(tag.reservation, rate_at_fault=not explained)
             hint = parse_retry_hint(exc.headers, self._clock.wall(), max_hint=self._max_hint)
             if hint is not None and hint > 0:
                 rt.pool.pause(hint)

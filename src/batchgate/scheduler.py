@@ -148,8 +148,8 @@ class Scheduler:
         while True:
             attempt_no += 1
             chosen, reservation = await self._acquire_any(candidates)
-            target, cost, prompt, count = chosen
-            send = Send(target.runtime, target.model, body, cost, prompt, count, timeouts)
+            target, _, _, count = chosen
+            send = Send(target.runtime, target.model, body, reservation.cost, count, timeouts)
             error = await self._attempts.run(send, reservation, result)
             if error is None:
                 return
@@ -183,11 +183,11 @@ class Scheduler:
         live = [c for c in candidates if c[0].runtime.breaker.available(now)] or candidates
         first = live[0] if len(live) == 1 else _soonest(live)
         if first is not None:
-            res = first[0].runtime.pool.try_acquire(first[1])
+            res = first[0].runtime.pool.try_acquire(first[1], count=first[3])
             if res is not None:
                 first[0].runtime.breaker.allow(now)
                 return first, res
-        waits = {asyncio.ensure_future(c[0].runtime.pool.acquire(c[1])): c for c in live}
+        waits = {asyncio.ensure_future(c[0].runtime.pool.acquire(c[1], count=c[3])): c for c in live}
         self._acquiring.update(waits)
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

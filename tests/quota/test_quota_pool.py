@@ -327,6 +327,9 @@ async def test_calibrate_fails_waiters_that_no_longer_fit() -> None:
 
 async def test_calibrate_lowers_level_to_reported_remaining_never_raises() -> None:
     pool, _ = make()
+    # an idle provider showing most of its limit left: its remaining is on the per-minute scale
+    assert not pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=5900))
+    assert pool.headers.style == "minute"
     assert pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=600))
     assert pool.statistics().levels["tokens"] == pytest.approx(10.0)  # 10 % of the bucket
     assert not pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=6000))
@@ -335,6 +338,19 @@ async def test_calibrate_lowers_level_to_reported_remaining_never_raises() -> No
     assert res.charged["tokens"] == 10
     # close to our own accounting: left alone
     assert not pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=0))
+
+
+async def test_a_short_window_remaining_is_never_read_as_minute_capacity() -> None:
+    # "window" headers: 40 left of this second's 100 — not 40 of 6000 per minute (nearly empty)
+    pool, clock = make()
+    assert not pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=100))
+    assert pool.headers.style == "window"
+    assert pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=40))
+    assert pool.statistics().levels["tokens"] == pytest.approx(40.0)  # what the provider would admit
+    assert pool.try_acquire(tokens(40)) is not None
+    assert pool.try_acquire(tokens(40)) is None
+    clock.advance(0.4)  # 40 tokens of refill at 100/s
+    assert pool.try_acquire(tokens(40)) is not None
 
 
 async def test_headroom_statistics_and_repr() -> None:

@@ -5,6 +5,10 @@ A request of `amount` is admissible when the level is at least min(amount, capac
 request bigger than the bucket waits for a full bucket — and taking it may leave the level
 negative (a debt that refill repays). This is exactly how the providers (and our emulator)
 enforce per-minute limits over short windows, so mirroring it keeps us clear of 429s.
+
+`slack` lets the level rise that far above the capacity without changing what is admissible: a
+timer that fires a little late then admits with that much to spare, and the next request comes
+that much sooner, so timer lateness is not lost rate.
 """
 
 from __future__ import annotations
@@ -17,13 +21,17 @@ _REL_EPS = 1e-9  # float slack: a timer set for the exact refill moment must fin
 class TokenBucket:
     """A refilling bucket; see the module docstring."""
 
-    __slots__ = ("_capacity", "_level", "_rate", "_updated")
+    __slots__ = ("_capacity", "_level", "_rate", "_top", "_updated", "slack")
 
-    def __init__(self, rate: float, capacity: float, now: float, *, level: float | None = None) -> None:
+    def __init__(
+        self, rate: float, capacity: float, now: float, *, level: float | None = None, slack: float = 0.0
+    ) -> None:
         _check(rate, capacity)
         self._rate = rate
         self._capacity = capacity
-        self._level = capacity if level is None else min(level, capacity)
+        self.slack = slack
+        self._top = capacity + slack
+        self._level = capacity if level is None else min(level, self._top)
         self._updated = now
 
     @property
@@ -36,8 +44,8 @@ class TokenBucket:
 
     def _refill(self, now: float) -> None:
         if now > self._updated:
-            if self._level < self._capacity:
-                self._level = min(self._capacity, self._level + (now - self._updated) * self._rate)
+            if self._level < self._top:
+                self._level = min(self._top, self._level + (now - self._updated) * self._rate)
             self._updated = now
 
     def _eps(self) -> float:
@@ -69,16 +77,22 @@ class TokenBucket:
     def give_back(self, amount: float, now: float) -> None:
         """Return `amount` (a refund or an over-estimate); the level never passes capacity."""
         self._refill(now)
-        self._level = min(self._capacity, self._level + amount)
+        self._level = max(self._level, min(self._capacity, self._level + amount))
 
-    def set_rate(self, rate: float, now: float, *, capacity: float | None = None) -> None:
-        """Change the refill rate (and optionally the capacity) from `now` on; keeps the level."""
+    def set_rate(
+        self, rate: float, now: float, *, capacity: float | None = None, slack: float | None = None
+    ) -> None:
+        """Change the refill rate (and optionally the capacity and slack) from `now` on; keeps
+        the level."""
         new_capacity = self._capacity if capacity is None else capacity
         _check(rate, new_capacity)
         self._refill(now)
         self._rate = rate
         self._capacity = new_capacity
-        self._level = min(self._level, new_capacity)
+        if slack is not None:
+            self.slack = slack
+        self._top = new_capacity + self.slack
+        self._level = min(self._level, self._top)
 
     def set_level(self, level: float, now: float) -> None:
         """Force the level (capped at capacity), e.g. to what a provider's headers report."""

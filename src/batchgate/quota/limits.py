@@ -29,14 +29,16 @@ class QuotaLimits:
     `safety` scales every rate so network bunching rarely provokes a 429; `burst_seconds` sizes
     each bucket as that many seconds of its (effective) rate. None (the default) assumes no burst
     at all: requests leave evenly spaced, and a burst is used only once the provider has shown it
-    tolerates one (`batchgate.quota.burst`).
+    tolerates one (`batchgate.quota.burst`), one average request per second below the rate
+    (`batchgate.quota.dimension`). A configured burst says the enforcement is known: a token
+    bucket holding that many seconds, paced at the full rate.
     """
 
     rpm: float | None = None
     tpm: float | None = None
     itpm: float | None = None
     otpm: float | None = None
-    safety: float = 0.97
+    safety: float = 0.99
     burst_seconds: float | None = None
 
     def __post_init__(self) -> None:

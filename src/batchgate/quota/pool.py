@@ -24,35 +24,24 @@ from batchgate.policy.aimd import AimdController, AimdSettings
 from batchgate.quota.bucket import TokenBucket
 from batchgate.quota.burst import BurstLearner
 from batchgate.quota.charge import ChargeModel
+from batchgate.quota.dimension import TIMER_SLACK, Dimension
+from batchgate.quota.header_style import HeaderStyle
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, QuotaStats, Reservation, cost_amounts
 from batchgate.quota.queue import FifoGate
 
-__all__ = ["QuotaLimits", "QuotaPool", "QuotaStats", "Reservation"]
+__all__ = ["TIMER_SLACK", "QuotaLimits", "QuotaPool", "QuotaStats", "Reservation"]
 
 _KEY = {name: key for key, name in DIMENSIONS}
-_FAR_BELOW = 0.25  # calibrate lowers our level when the provider's is this fraction of a bucket lower
-
-
-class _Dimension:
-    __slots__ = ("bucket", "declared", "name", "reported")
-
-    def __init__(self, name: str, declared: float, bucket: TokenBucket) -> None:
-        self.name = name
-        self.declared = declared
-        self.reported: float | None = None  # a lower limit the provider's headers revealed
-        self.bucket = bucket
-
-    @property
-    def limit(self) -> float:
-        return self.declared if self.reported is None else min(self.declared, self.reported)
+_PLAUSIBLE = 0.1  # a reported limit below this share of the declared one is not a per-minute limit
 
 
 class _Request:
-    __slots__ = ("amounts", "cost")
+    __slots__ = ("amounts", "cost", "count")
 
-    def __init__(self, cost: Cost, amounts: dict[str, float]) -> None:
+    def __init__(self, cost: Cost, amounts: dict[str, float], count: int | None) -> None:
         self.cost = cost
         self.amounts = amounts
+        self.count = count  # our prompt count: the prompt parts are re-priced when it reaches the head
 
 
 class QuotaPool:
@@ -67,15 +56,16 @@ class QuotaPool:
         self._aimd = AimdController(aimd)
         self.burst = BurstLearner()
         self.charges = ChargeModel()
+        self.headers = HeaderStyle()
         now = clock.now()
-        self._dims: dict[str, _Dimension] = {
-            name_: _Dimension(name_, limit, TokenBucket(0.0, 0.0, now))
+        self._dims: dict[str, Dimension] = {
+            name_: Dimension(name_, limit, TokenBucket(0.0, 0.0, now))
             for name_, limit in limits.declared().items()
         }
         self._apply_rates(now, fill=True)
         self._gate: FifoGate[_Request, Reservation] = FifoGate(
             clock,
-            lambda r, now: self._wait_for(r.amounts, now),
+            lambda r, now: self._wait_for(self._reprice(r).amounts, now),
             lambda r, now: self._admit(r.cost, r.amounts, now),
             self.refund,
         )
@@ -93,15 +83,31 @@ class QuotaPool:
             self._counts["never_fit"] += 1
             raise NeverFitsError(problem)
 
-    async def acquire(self, cost: Cost, *, urgent: bool = False) -> Reservation:
+    async def acquire(self, cost: Cost, *, count: int | None = None, urgent: bool = False) -> Reservation:
         """Wait (FIFO) until `cost` is admissible, then reserve it; `urgent` (a hedge) queues at
-        the head — it is still paced at the rate, it only passes the queue."""
+        the head — it is still paced at the rate, it only passes the queue. With `count` (our own
+        prompt count) the prompt parts of `cost` are priced by the charge model as it stands when
+        the request is admitted (`priced`), not when it queued: `Reservation.cost` says what."""
         self.check_fits(cost)
+        if count is not None:
+            cost = self.priced(cost, count)
         amounts = cost_amounts(cost, self._dims)
         now = self._clock.now()
         if not self._gate.busy() and self._wait_for(amounts, now) <= 0.0:
             return self._admit_idle(cost, amounts, now)
-        return await self._gate.wait(_Request(cost, amounts), front=urgent)
+        return await self._gate.wait(_Request(cost, amounts, count), front=urgent)
+
+    def priced(self, cost: Cost, count: int) -> Cost:
+        """`cost` (prompt + output on `tokens`) with its prompt parts re-estimated from our
+        `count` as the charge model now says this provider charges."""
+        charges = self.charges
+        prompt = charges.reserve("tokens", count)
+        return Cost(
+            requests=cost.requests,
+            tokens=prompt + cost.output_tokens,
+            input_tokens=charges.reserve("input_tokens", count),
+            output_tokens=cost.output_tokens,
+        )
 
     def limited(self) -> bool:
         """Whether any dimension is rate-limited here."""
@@ -111,9 +117,12 @@ class QuotaPool:
         """Whether requests are queued here (a newcomer could not be admitted at once)."""
         return self._gate.busy()
 
-    def try_acquire(self, cost: Cost) -> Reservation | None:
-        """Reserve `cost` now if nobody is queued and it is admissible; else None."""
+    def try_acquire(self, cost: Cost, *, count: int | None = None) -> Reservation | None:
+        """Reserve `cost` (priced from `count`, as in `acquire`) now if nobody is queued and it
+        is admissible; else None."""
         self.check_fits(cost)
+        if count is not None:
+            cost = self.priced(cost, count)
         amounts = cost_amounts(cost, self._dims)
         now = self._clock.now()
         if self._gate.busy() or self._wait_for(amounts, now) > 0.0:
@@ -161,7 +170,10 @@ class QuotaPool:
         0), on `input_tokens` by charged uncached prompt tokens − `cost.input_tokens`; "charged"
         is the reported count as the charge model says this provider charges it. With
         `output_adjusted` (a provider that refunds unused max_tokens) `output_tokens` is
-        corrected to the real completion tokens too.
+        corrected to the real completion tokens too. An under-estimate is taken at once; an
+        over-estimate is given back only where the enforcement is known (a configured burst):
+        a window the provider has already counted with less in it cannot use the difference,
+        and handing it to a later window would overrun that one.
         """
         if not self._open(res):
             return False
@@ -181,7 +193,7 @@ class QuotaPool:
             delta = max(0.0, amount) - res.charged[name]
             if dim is not None and delta > 0:
                 dim.bucket.take(delta, now)
-            elif dim is not None and delta < 0:
+            elif dim is not None and delta < 0 and self.limits.burst_seconds is not None:
                 dim.bucket.give_back(-delta, now)
             res.charged[name] = max(0.0, amount)
         res.settled = True
@@ -215,12 +227,13 @@ class QuotaPool:
         self._paused_until = max(self._paused_until, self._clock.now() + seconds)
         self._dispatch()
 
-    def on_rate_limited(self, res: Reservation | None = None) -> bool:
-        """A 429: refund `res` if given, empty the buckets, cut the rates (damped). True if cut."""
+    def on_rate_limited(self, res: Reservation | None = None, *, rate_at_fault: bool = True) -> bool:
+        """A 429: refund `res` if given, empty the buckets, cut the rates (damped; not when the
+        429 is otherwise explained, e.g. by the charge model). True if cut."""
         now = self._clock.now()
         if res is not None and self._open(res):
             self._give_back(res)
-        cut = self._aimd.on_rate_limited(now)
+        cut = self._aimd.on_rate_limited(now) if rate_at_fault else False
         if self.burst.on_rate_limited(now) or cut:
             self._apply_rates(now)
         for dim in self._dims.values():  # the provider says it is empty: stop the burst
@@ -243,17 +256,18 @@ class QuotaPool:
 
         A reported limit below the declared one is adopted (× safety) — and the AIMD cuts it
         explains are undone; a later higher report restores up to the declared limit, never past
-        it. A reported `remaining` far below our own level lowers the level to match (as the
-        same fraction of a bucket), never raises it.
+        it — unless it is below a tenth of the declared one: then it is not a per-minute limit.
+        What `remaining` means depends on the provider's header style (`header_style`).
         """
         now = self._clock.now()
-        ratio, limits_changed, changed = 1.0, False, False
+        ratio, limits_changed = 1.0, False
         for name, dim in self._dims.items():
             reported = getattr(snapshot, f"limit_{name}")
             if reported is None or not math.isfinite(reported) or reported <= 0:
                 continue
             before = dim.limit
-            dim.reported = reported if reported < dim.declared else None
+            plausible = dim.declared * _PLAUSIBLE <= reported < dim.declared
+            dim.reported = reported if plausible else None
             if dim.limit != before:
                 limits_changed = True
                 ratio = max(ratio, before / dim.limit)
@@ -263,17 +277,9 @@ class QuotaPool:
                 self._aimd.rescale(ratio)
             self._apply_rates(now)
             self._fail_never_fitting()
-        for name, dim in self._dims.items():
-            remaining = getattr(snapshot, f"remaining_{name}")
-            if remaining is None or not math.isfinite(remaining):
-                continue
-            reported = getattr(snapshot, f"limit_{name}") or dim.limit
-            bucket = dim.bucket
-            target = max(0.0, min(1.0, remaining / reported)) * bucket.capacity
-            if target < bucket.level(now) - _FAR_BELOW * bucket.capacity:
-                bucket.set_level(target, now)
-                changed = True
-        if limits_changed:
+        buckets = {n: d.bucket for n, d in self._dims.items()}
+        changed = self.headers.follow(buckets, {n: d.limit for n, d in self._dims.items()}, snapshot, now)
+        if limits_changed or changed:
             self._dispatch()
         return changed or limits_changed
 
@@ -289,7 +295,7 @@ class QuotaPool:
             name=self.name,
             limits_per_minute={n: d.limit for n, d in self._dims.items()},
             effective_per_second={n: d.bucket.rate for n, d in self._dims.items()},
-            levels={n: d.bucket.level(now) for n, d in self._dims.items()},
+            levels={n: min(d.bucket.level(now), d.bucket.capacity) for n, d in self._dims.items()},
             capacities={n: d.bucket.capacity for n, d in self._dims.items()},
             waiters=len(self._gate),
             paused_until=self._paused_until if self._paused_until > now else None,
@@ -339,6 +345,12 @@ class QuotaPool:
             wait = max(wait, self._dims[name].bucket.time_until(amount, now))
         return wait
 
+    def _reprice(self, request: _Request) -> _Request:
+        if request.count is not None:
+            request.cost = self.priced(request.cost, request.count)
+            request.amounts = cost_amounts(request.cost, self._dims)
+        return request
+
     def _admit_idle(self, cost: Cost, amounts: dict[str, float], now: float) -> Reservation:
         """Admit a request that found nobody waiting: if every bucket was full, it tries the burst."""
         if all(self._dims[n].bucket.level(now) >= self._dims[n].bucket.capacity for n in amounts):
@@ -346,8 +358,13 @@ class QuotaPool:
         return self._admit(cost, amounts, now)
 
     def _admit(self, cost: Cost, amounts: dict[str, float], now: float) -> Reservation:
+        repace = False
         for name, amount in amounts.items():
-            self._dims[name].bucket.take(amount, now)
+            dim = self._dims[name]
+            dim.bucket.take(amount, now)
+            repace |= dim.note(amount)
+        if repace:
+            self._apply_rates(now)
         self._counts["admitted"] += 1
         return Reservation(self.name, cost, dict(amounts), now)
 
@@ -370,8 +387,7 @@ class QuotaPool:
         burst = self.limits.burst_seconds
         seconds = self.burst.seconds if burst is None else burst
         for dim in self._dims.values():
-            rate = dim.limit * scale
-            dim.bucket.set_rate(rate, now, capacity=rate * seconds)
+            dim.pace(scale, seconds, now, headroom=burst is None)
             if fill:
                 dim.bucket.set_level(dim.bucket.capacity, now)
 

@@ -1,0 +1,56 @@
+"""One limited dimension of a quota pool: its limit, its bucket, and the pace it is sent at.
+
+The pace is the limit × safety × the AIMD factor, less one average request per `MIN_WINDOW`
+seconds. Whatever a provider enforces, evenly spaced sending at rate r puts up to r·W plus one
+request into some window of length W (where the window's edge falls between two requests), so
+staying inside every window of at least `MIN_WINDOW` seconds needs that one request of headroom
+per window; the average admitted cost is measured, not assumed. Timer lateness is kept as credit
+(`TIMER_SLACK` seconds of rate, the bucket's slack), so a late timer costs no rate.
+"""
+
+from __future__ import annotations
+
+from batchgate.quota.bucket import TokenBucket
+
+MIN_WINDOW = 1.0  # seconds: the shortest enforcement window the pace stays inside
+TIMER_SLACK = 0.02  # seconds of rate a late timer may carry over: far less than one request
+_REFRESH = 16  # admissions between two updates of the average cost
+_FLOOR = 0.5  # the headroom never takes more than this share of the rate
+
+
+class Dimension:
+    """See the module docstring."""
+
+    __slots__ = ("_count", "_sum", "avg_cost", "bucket", "declared", "name", "reported")
+
+    def __init__(self, name: str, declared: float, bucket: TokenBucket) -> None:
+        self.name = name
+        self.declared = declared
+        self.reported: float | None = None  # a lower limit the provider's headers revealed
+        self.bucket = bucket
+        self.avg_cost = 0.0
+        self._sum = 0.0
+        self._count = 0
+
+    @property
+    def limit(self) -> float:
+        return self.declared if self.reported is None else min(self.declared, self.reported)
+
+    def note(self, amount: float) -> bool:
+        """An admission of `amount`; True when the average cost moved enough to re-pace."""
+        self._sum += amount
+        self._count += 1
+        if self._count < _REFRESH and self.avg_cost > 0:
+            return False
+        average = self._sum / self._count
+        self._sum, self._count = 0.0, 0
+        moved = abs(average - self.avg_cost) > 0.05 * max(average, self.avg_cost)
+        self.avg_cost = average if self.avg_cost == 0 else 0.5 * (self.avg_cost + average)
+        return moved
+
+    def pace(self, per_second: float, burst_seconds: float, now: float, *, headroom: bool = True) -> None:
+        """Send at `per_second` × the limit, less the one-request headroom (unless the caller
+        knows the enforcement: a configured burst), with that burst."""
+        full = self.limit * per_second
+        rate = max(full * _FLOOR, full - self.avg_cost / MIN_WINDOW) if headroom else full
+        self.bucket.set_rate(rate, now, capacity=rate * burst_seconds, slack=rate * TIMER_SLACK)

@@ -1,0 +1,85 @@
+"""What a provider's `remaining` headers mean, and following them where they say what is left.
+
+Providers report remaining quota differently: on the per-minute scale with reset = time until
+full ("minute": an idle provider shows nearly its whole limit remaining), as the remaining of the
+current short window ("window": never more than a short window's allowance, a small part of the
+per-minute limit), or not at all. A short-window remaining read as minute capacity would look
+like a nearly empty bucket, so the style is decided before any remaining is used:
+
+- any dimension ever showing more than half its per-minute limit remaining → "minute" (for good);
+- otherwise, once headers have been seen → "window".
+
+"minute": a remaining far below our own level lowers the level to match, as the same fraction
+of a bucket, never raises it. "window": the remaining is in the provider's own units of what may
+be admitted now, so a level above it comes down to it. Neither raises a level: how a short
+window frees its allowance again depends on its algorithm (a sliding window frees a burst only
+a whole window later, a token bucket continuously), so a remaining seen now says nothing safe
+about sending more than our own pacing allows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Literal
+
+from batchgate.models import RateLimitSnapshot
+from batchgate.quota.bucket import TokenBucket
+
+Style = Literal["unknown", "minute", "window"]
+MINUTE_SHARE = 0.5
+_FAR_BELOW = 0.25  # minute style lowers our level when the provider's is this fraction of a bucket lower
+_NAMES = ("requests", "tokens", "input_tokens", "output_tokens")
+
+
+class HeaderStyle:
+    """One provider's header style, learned from what it reports; see the module docstring."""
+
+    __slots__ = ("style",)
+
+    def __init__(self) -> None:
+        self.style: Style = "unknown"
+
+    def observe(self, snapshot: RateLimitSnapshot) -> Style:
+        seen = False
+        for name in _NAMES:
+            limit = getattr(snapshot, f"limit_{name}")
+            remaining = getattr(snapshot, f"remaining_{name}")
+            if remaining is None or not math.isfinite(remaining):
+                continue
+            seen = True
+            if limit is not None and remaining > MINUTE_SHARE * limit:
+                self.style = "minute"
+        if seen and self.style == "unknown":
+            self.style = "window"
+        return self.style
+
+    def follow(
+        self,
+        buckets: Mapping[str, TokenBucket],
+        limits: Mapping[str, float],
+        snapshot: RateLimitSnapshot,
+        now: float,
+    ) -> bool:
+        """Move our buckets' levels as the provider's remaining says; True if one changed."""
+        if self.observe(snapshot) == "unknown":
+            return False
+        changed = False
+        for name, bucket in buckets.items():
+            remaining = getattr(snapshot, f"remaining_{name}")
+            if remaining is None or not math.isfinite(remaining):
+                continue
+            if self.style == "window":
+                if remaining < bucket.level(now):
+                    bucket.set_level(remaining, now)
+                    changed = True
+                continue
+            reported = getattr(snapshot, f"limit_{name}") or limits[name]
+            target = max(0.0, min(1.0, remaining / reported)) * bucket.capacity
+            if target < bucket.level(now) - _FAR_BELOW * bucket.capacity:
+                bucket.set_level(target, now)
+                changed = True
+        return changed
+
+    def __repr__(self) -> str:
+        return f"HeaderStyle({self.style})"
