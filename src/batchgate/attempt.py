@@ -95,7 +95,6 @@ class Attempts:
 
     def _leg(self, s: Send, index: int, reservation: Reservation) -> Leg[ProviderResponse]:
         rt = s.rt
-        rt.pool.charges.note_sent(s.count, s.cost.output_tokens)
         rt.recorder.requests += 1
         rt.recorder.in_flight += 1
         task = asyncio.ensure_future(rt.client.send(s.body, model=s.model))
@@ -124,8 +123,6 @@ class Attempts:
         if rt.recorder.succeeded < CALIBRATE_ALWAYS or rt.recorder.succeeded % CALIBRATE_EVERY == 0:
             snapshot = rt.client.rate_limits(response.headers, self._clock.wall())
             rt.pool.calibrate(snapshot)
-            if rt.pool.headers.style == "minute":
-                rt.pool.charges.observe_headers(snapshot, now)
         rt.pool.on_success()
         rt.latency.observe(latency)
         if rt.concurrency.on_success(now):

@@ -108,6 +108,12 @@ class FakeClock:
                 timer.callback()
         self._now = target
 
+    def next_deadline(self) -> float | None:
+        """When the earliest pending timer fires (None when there is none)."""
+        while self._timers and self._timers[0][2].cancelled:
+            heapq.heappop(self._timers)
+        return self._timers[0][0] if self._timers else None
+
     def pending_timers(self) -> int:
         return sum(1 for _, _, t in self._timers if not t.cancelled)
 

@@ -10,13 +10,9 @@ another estimates from characters like we do. So the reservation for a prompt is
 - the usage ratio is Σ reported prompt tokens ÷ Σ our counts, over the answers so far (weighted
   toward the recent; before any answer, our count is taken as is);
 - the margin (≥ 1) covers providers that charge more than they report in `usage` (an estimate
-  from characters, say). Where the provider's rate-limit headers report both requests and tokens,
-  they measure it directly (`observe_headers`): what the window holds in tokens ÷ what it holds in
-  requests is the provider's average charge per request — whatever the window's length, which
-  cancels out — against our own average count and output reservation. Without headers, a 429 the
-  provider attributes to a token dimension (the `error.type` OpenAI sends, or the dimension its
-  headers show nearly empty) is the evidence — once a second one follows within `confirm`
-  seconds (a lone 429 is noise: network bunching): the first confirmed pair lifts the margin to
+  from characters, say). A 429 the provider attributes to a token dimension (the `error.type`
+  OpenAI sends, or the dimension its headers show nearly empty) is the evidence — once a second
+  one follows within `confirm` seconds (a lone 429 is noise): the first confirmed pair lifts it to
   the hypothesis "it charges what we count" (1 ÷ usage ratio), later ones by `raise_by` (once per
   `cooldown`, up to one step past that hypothesis — a provider charging still more is a rate
   problem, for AIMD); it relaxes back toward 1 by `relax_by` every `relax_period` without one.
@@ -53,8 +49,6 @@ class ChargeSettings:
     confirm: float = 5.0
     relax_by: float = 1.02
     relax_period: float = 10.0
-    sent_memory: float = 32.0  # requests over which our average count and output are kept
-    min_in_window: float = 3.0  # requests a provider's window must hold to measure from it
 
     def __post_init__(self) -> None:
         if self.memory < 1 or self.raise_by < 1 or self.max_margin < 1 or self.relax_by < 1:
@@ -83,10 +77,6 @@ class ChargeModel:
         self._margins = {d: _Margin() for d in PROMPT_DIMENSIONS}
         self.samples = 0
         self.raises = 0
-        self.measured = 0
-        self._avg_count = 0.0  # decayed averages of what we sent recently
-        self._avg_output = 0.0
-        self._sent_weight = 0.0
 
     @property
     def usage_ratio(self) -> float:
@@ -146,51 +136,9 @@ class ChargeModel:
         self.raises += 1
         return True
 
-    def note_sent(self, count: int, output: int) -> None:
-        """A request went out with our prompt count `count` and `output` tokens reserved."""
-        keep = 1.0 - 1.0 / self.settings.sent_memory
-        self._sent_weight = self._sent_weight * keep + 1.0
-        self._avg_count += (count - self._avg_count) / min(self._sent_weight, self.settings.sent_memory)
-        self._avg_output += (output - self._avg_output) / min(self._sent_weight, self.settings.sent_memory)
-
-    def observe_headers(self, snapshot: RateLimitSnapshot, now: float) -> bool:
-        """Measure the margin from a provider's headers; True when a margin changed."""
-        in_window = _used(snapshot, "requests")
-        if in_window is None or in_window < self.settings.min_in_window or self._avg_count <= 0:
-            return False
-        changed = False
-        for dim, output in (("tokens", self._avg_output), ("input_tokens", 0.0)):
-            used = _used(snapshot, dim)
-            if used is None:
-                continue
-            per_request = used / in_window - output
-            factor = per_request / self._avg_count
-            if factor > 0 and math.isfinite(factor):
-                changed |= self._set_margin(dim, factor / self.usage_ratio, now)
-        return changed
-
-    def _set_margin(self, dim: str, target: float, now: float) -> bool:
-        m = self._margins[dim]
-        new = min(self.settings.max_margin, max(1.0, 0.5 * m.value + 0.5 * target))
-        self.measured += 1
-        if abs(new - m.value) < 1e-3:
-            return False
-        m.value = new
-        m.last_event = now
-        return True
-
     def __repr__(self) -> str:
         margins = ", ".join(f"{d}×{m.value:.3g}" for d, m in self._margins.items())
         return f"ChargeModel(usage_ratio={self.usage_ratio:.3g}, {margins}, samples={self.samples})"
-
-
-def _used(snapshot: RateLimitSnapshot, dim: str) -> float | None:
-    """What a provider's window holds on `dim` (limit − remaining, in the headers' units)."""
-    limit = getattr(snapshot, f"limit_{dim}")
-    remaining = getattr(snapshot, f"remaining_{dim}")
-    if limit is None or remaining is None or remaining > limit:
-        return None
-    return float(limit - remaining)
 
 
 def binding_dimension(error_type: str | None, snapshot: RateLimitSnapshot | None) -> str | None:
