@@ -22,7 +22,7 @@ from batchgate.errors import (
     RequestTimeout,
     UnreachableError,
 )
-from batchgate.models import Attempt, ChatBody, Cost, ProviderResponse, Result
+from batchgate.models import Attempt, ChatBody, Cost, ProviderResponse, RateLimitSnapshot, Result
 from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.hints import parse_retry_hint
 from batchgate.providers.classify import error_fields
@@ -178,23 +178,30 @@ class Attempts:
         return exc
 
     def _refused(self, s: Send, tag: _Tag, exc: RateLimitError, now: float) -> None:
-        """A 429: which limit said no — a rate dimension the provider names (cut the rate; a token
-        dimension also raises the charge margin), or none named: the in-flight cap (learn it; the
-        rate is cut too unless the provider has no rate limits at all)."""
+        """A 429: which limit said no. A bare one — no retry hint, no rate-limit headers — is a
+        server turning away what exceeds its in-flight cap (local servers, proxies): learn the
+        cap, nothing was charged, no rate is at fault. Otherwise a rate: a token dimension the
+        provider names may raise the charge margin (then the rate's AIMD is spared: the
+        reservations were short, not the pace); anything else goes to the AIMD."""
         rt = s.rt
-        snapshot = rt.client.rate_limits(exc.headers, self._clock.wall())
+        wall = self._clock.wall()
+        snapshot = rt.client.rate_limits(exc.headers, wall)
+        hint = parse_retry_hint(exc.headers, wall, max_hint=self._max_hint)
+        bare = hint is None and snapshot == _NOTHING
+        if bare or not rt.pool.limited():
+            if rt.concurrency.on_refused(tag.in_flight, now):
+                rt.slots.set_limit(rt.concurrency.limit)
+            rt.pool.refund(tag.reservation)  # turned away at the door: nothing charged
+            return
         dim = binding_dimension(error_fields(exc.body)[0], snapshot)
         explained = dim in PROMPT_DIMENSIONS and rt.pool.charges.on_rate_limited(dim, now)
-        if dim is None and rt.concurrency.on_refused(tag.in_flight, now):
-            rt.slots.set_limit(rt.concurrency.limit)
-        if dim is None and not rt.pool.limited():
-            rt.pool.refund(tag.reservation)  # turned away at the door: nothing charged, no rate at fault
-        else:
-            rt.pool.on_rate_limited(tag.reservation, rate_at_fault=not explained)
-            hint = parse_retry_hint(exc.headers, self._clock.wall(), max_hint=self._max_hint)
-            if hint is not None and hint > 0:
-                rt.pool.pause(hint)
-            rt.pool.calibrate(snapshot)
+        rt.pool.on_rate_limited(tag.reservation, rate_at_fault=not explained)
+        if hint is not None and hint > 0:
+            rt.pool.pause(hint)
+        rt.pool.calibrate(snapshot)
+
+
+_NOTHING = RateLimitSnapshot()
 
 
 def _tag(leg: Leg[ProviderResponse]) -> _Tag:

@@ -7,7 +7,9 @@ From the latencies of a provider's recent successful answers (the last `window` 
 
 A request still unanswered after `hedge_after` runs far past what its provider usually takes: it
 is worth sending again (first answer wins). Until `min_samples` answers are in, the configured
-maximum holds and nothing is hedged. A request that already timed out gets twice the timeout on
+maximum holds, and a request is hedged after `cold_factor` × the slowest answer so far plus the
+margin (or after `cold_hedge` seconds before any answer): a hang among the first requests must
+not hold a job for the whole configured maximum. A request that already timed out gets twice the timeout on
 each further attempt (never more than the maximum), so a legitimately slow request (a long
 answer) is not cut off forever. Percentiles are recomputed every `refresh` samples, not on every
 answer. Pure: latencies are passed in.
@@ -27,6 +29,8 @@ class LatencySettings:
     margin: float = 1.0  # seconds
     floor: float = 1.0  # seconds: never time out sooner than this
     refresh: int = 16
+    cold_factor: float = 4.0
+    cold_hedge: float = 10.0  # seconds, before any answer
 
     def __post_init__(self) -> None:
         if self.window < 1 or self.min_samples < 1 or self.refresh < 1:
@@ -81,7 +85,9 @@ class LatencyModel:
     def hedge_after(self) -> float | None:
         """Seconds after which an unanswered attempt is worth sending again; None: don't hedge."""
         if not self.ready:
-            return None
+            s = self.settings
+            cold = s.cold_factor * max(self._samples) + s.margin if self._samples else s.cold_hedge
+            return cold if cold < self.maximum else None
         wait = max(self._p99, self._p95 * self.settings.factor)
         return wait if wait < self.timeout() else None
 

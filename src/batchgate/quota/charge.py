@@ -114,17 +114,16 @@ class ChargeModel:
                 m.last_event = now
 
     def on_rate_limited(self, dim: str | None, now: float) -> bool:
-        """A 429 attributed to `dim`; True when the charge model accounts for it (a lone one, a
-        raise of the margin, or an answer to a request sent before the last raise) — False
-        when it does not (not a token dimension, or the margin is as high as charges explain:
-        one step past "charges what we count"): then the rate is at fault."""
+        """A 429 attributed to `dim`; True when it raised that dimension's margin (the charge
+        model accounts for it). A lone one, one within the cooldown of a raise, or one past
+        what charges explain (one step beyond "charges what we count") raises nothing."""
         m = self._margins.get(dim) if dim is not None else None
         if m is None:
             return False
         s = self.settings
         previous, m.last_429, m.last_event = m.last_429, now, now
         if now - previous > s.confirm or now - m.last_raise < s.cooldown:
-            return True
+            return False
         ceiling = min(s.max_margin, s.raise_by * max(1.0, 1.0 / self.usage_ratio))
         if m.value >= ceiling - 1e-9:
             return False

@@ -1,0 +1,80 @@
+"""The burst a provider tolerates and what it charges: learned, never assumed (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from batchgate.models import RateLimitSnapshot
+from batchgate.quota.burst import BurstLearner, BurstSettings
+from batchgate.quota.charge import ChargeModel, binding_dimension
+
+
+def test_no_burst_at_first_and_none_earned_without_trying_one() -> None:
+    burst = BurstLearner(BurstSettings(step=0.1, clean_period=2.0))
+    assert burst.seconds == 0.0
+    assert not burst.on_success(100.0)  # saturated work never finds the bucket full
+    assert burst.seconds == 0.0
+
+
+def test_a_tried_burst_that_stays_clean_grows_and_a_429_in_it_halves_and_holds() -> None:
+    burst = BurstLearner(BurstSettings(step=0.1, clean_period=2.0, hold=60.0, max_seconds=1.0))
+    for t in range(0, 20, 3):
+        burst.on_full_burst_spent(float(t))
+        burst.on_success(t + 2.5)
+    assert burst.seconds == pytest.approx(0.7)
+    burst.on_full_burst_spent(30.0)
+    assert burst.on_rate_limited(30.5)
+    assert burst.seconds == pytest.approx(0.35)
+    burst.on_full_burst_spent(40.0)
+    assert not burst.on_success(45.0)  # held after the 429
+    assert burst.seconds == pytest.approx(0.35)
+
+
+def test_the_reservation_follows_the_usage_ratio_of_our_count() -> None:
+    model = ChargeModel()
+    assert model.reserve("tokens", 100) == 100  # nothing known: our count as is
+    for _ in range(50):
+        model.observe_usage(100, 80, now=0.0)
+    assert model.usage_ratio == pytest.approx(0.8)
+    assert model.reserve("tokens", 100) == 80
+    assert model.charged("tokens", 80) == 80
+
+
+def test_a_lone_token_429_is_noise_a_confirmed_pair_lifts_to_charges_what_we_count() -> None:
+    model = ChargeModel()
+    for _ in range(50):
+        model.observe_usage(100, 80, now=0.0)
+    assert not model.on_rate_limited("tokens", 1.0)  # a lone one: noise, margin unchanged
+    assert model.margin("tokens") == 1.0
+    assert model.on_rate_limited("tokens", 2.0)  # confirmed: the provider charges our count
+    assert model.reserve("tokens", 100) == 100
+    assert model.charged("tokens", 80) == 100
+    assert not model.on_rate_limited("tokens", 2.5)  # within the cooldown: an answer to the old pace
+    assert model.margin("tokens") == pytest.approx(1.25)
+    assert model.on_rate_limited("tokens", 4.0)  # one step more
+    assert model.margin("tokens") == pytest.approx(1.25 * 1.15)
+    assert not model.on_rate_limited("tokens", 6.0)  # beyond what charges explain: the rate's fault
+    assert not model.on_rate_limited("requests", 7.0)
+
+
+def test_the_margin_relaxes_after_a_clean_period() -> None:
+    model = ChargeModel()
+    model.on_rate_limited("tokens", 0.0)
+    model.on_rate_limited("tokens", 1.0)
+    raised = model.margin("tokens")
+    assert raised > 1.0
+    model.observe_usage(100, 100, now=100.0)
+    assert model.margin("tokens") < raised
+
+
+def test_binding_dimension_from_the_error_type_or_nearly_empty_headers_only() -> None:
+    assert binding_dimension("tokens", None) == "tokens"
+    assert binding_dimension("input tokens", None) == "input_tokens"
+    full = RateLimitSnapshot(
+        limit_requests=100, remaining_requests=90, limit_tokens=1000, remaining_tokens=800
+    )
+    assert binding_dimension("rate_limit_error", full) is None  # nothing near empty: not a rate
+    empty = RateLimitSnapshot(
+        limit_requests=100, remaining_requests=90, limit_tokens=1000, remaining_tokens=20
+    )
+    assert binding_dimension(None, empty) == "tokens"
