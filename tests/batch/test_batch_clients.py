@@ -9,10 +9,10 @@ from typing import Literal
 import pytest
 
 from batchgate.clock import FakeClock, LoopClock
-from batchgate.config import ProviderConfig
+from batchgate.config.schema import ProviderConfig
 from batchgate.errors import BadRequestError, BatchgateError, RateLimitError
 from batchgate.providers import make_client
-from batchgate.providers.batch_common import BatchHandle, BatchRequest, BatchStatus, PollPolicy
+from batchgate.providers.batch.common import BatchHandle, BatchRequest, BatchStatus, PollPolicy
 
 from .helpers import (
     TIMEOUTS,

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from batchgate.jobs.report import render_summary
+from batchgate.jobs.io.report import render_summary
 from batchgate.jobs.runner import DEFAULT_STORE
 
 

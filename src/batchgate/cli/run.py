@@ -10,10 +10,10 @@ from typing import Any
 
 import orjson
 
-from batchgate.config import ROUTE_MODES, GatewayConfig, load_config
+from batchgate.config.schema import ROUTE_MODES, GatewayConfig, load_config
 from batchgate.errors import JobError
 from batchgate.jobs.engine import EngineOptions
-from batchgate.jobs.progress import make_sink
+from batchgate.jobs.io.progress import make_sink
 from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, check_input, run_job, with_job_overrides
 
 
@@ -154,7 +154,7 @@ def _stderr(text: str) -> None:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from batchgate.jobs.sqlite_store import SqliteJobStore
+    from batchgate.jobs.store.sqlite import SqliteJobStore
 
     async def find() -> Any:
         store = await SqliteJobStore.open(args.store)

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from batchgate.config import GatewayConfig, RouteMode
+from batchgate.config.schema import GatewayConfig, RouteMode
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.finish import OutputFiles
-from batchgate.jobs.input import ValidationReport, file_sha256, read_tasks, validate_input
-from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import JobRecord, JobStore, TaskSpec
+from batchgate.jobs.io.input import ValidationReport, file_sha256, read_tasks, validate_input
+from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
+from batchgate.jobs.store.sqlite import SqliteJobStore
 
 DEFAULT_STORE = Path(".batchgate") / "jobs.db"
 SHOWN_PROBLEMS = 20

@@ -8,16 +8,16 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from batchgate.config import GatewayConfig
+from batchgate.config.schema import GatewayConfig
 from batchgate.errors import BatchgateError, RoutingError
 from batchgate.gateway import Gateway
 from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate
-from batchgate.jobs.output import format_error_line, format_success_line
-from batchgate.jobs.output_check import OutputCheck
+from batchgate.jobs.io.output import format_error_line, format_success_line
+from batchgate.jobs.io.output_check import OutputCheck
+from batchgate.jobs.io.progress import Progress
+from batchgate.jobs.io.report import INVALID_CODE, hist_add
 from batchgate.jobs.pricing import PriceTable
-from batchgate.jobs.progress import Progress
-from batchgate.jobs.report import INVALID_CODE, hist_add
-from batchgate.jobs.store import TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Result, Usage
 
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any, Literal
 
-from batchgate.config import GatewayConfig, ProviderConfig, RouteConfig
+from batchgate.config.schema import GatewayConfig, ProviderConfig, RouteConfig
 from batchgate.jobs.pricing import PriceTable
 from batchgate.models import Usage
-from batchgate.providers.batch_common import CANCELLED, EXPIRED, BatchItemResult
+from batchgate.providers.batch.common import CANCELLED, EXPIRED, BatchItemResult
 
 Mode = Literal["online", "batch-api"]
 HOUR = 3600.0

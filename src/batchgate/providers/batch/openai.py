@@ -17,10 +17,10 @@ import aiohttp
 import orjson
 
 from batchgate.clock import Clock, LoopClock
-from batchgate.config import ProviderConfig, TimeoutConfig
+from batchgate.config.schema import ProviderConfig, TimeoutConfig
 from batchgate.errors import ProviderError
-from batchgate.providers.batch_base import BatchClientBase
-from batchgate.providers.batch_common import (
+from batchgate.providers.batch.base import BatchClientBase
+from batchgate.providers.batch.common import (
     BatchCounts,
     BatchHandle,
     BatchHTTP,

@@ -1,4 +1,4 @@
-"""Turns the raw YAML of a gateway config into `batchgate.config` objects, naming every bad key."""
+"""Turns the raw YAML of a gateway config into `batchgate.config.schema` objects, naming every bad key."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, cast
 
-from batchgate._config_section import Section, type_name
-from batchgate.config import (
+from batchgate.config.schema import (
     EMULATOR_BASE_URL,
     ROUTE_MODES,
     BatchPollConfig,
@@ -27,6 +26,7 @@ from batchgate.config import (
     Settings,
     TimeoutConfig,
 )
+from batchgate.config.section import Section, type_name
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 

@@ -18,8 +18,8 @@ from typing import IO, Protocol
 import orjson
 
 from batchgate.errors import InputError
-from batchgate.jobs.shapes import ShapeError, normalise
-from batchgate.jobs.store import TaskSpec
+from batchgate.jobs.io.shapes import ShapeError, normalise
+from batchgate.jobs.store.protocol import TaskSpec
 
 DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
 MAX_REPORTED_PROBLEMS = 1000

@@ -17,12 +17,12 @@ import aiohttp
 import orjson
 
 from batchgate.clock import Clock, LoopClock
-from batchgate.config import ProviderConfig, TimeoutConfig
+from batchgate.config.schema import ProviderConfig, TimeoutConfig
 from batchgate.errors import BadRequestError
 from batchgate.models import Usage
 from batchgate.providers.anthropic import ANTHROPIC_VERSION
-from batchgate.providers.batch_base import BatchClientBase
-from batchgate.providers.batch_common import (
+from batchgate.providers.batch.base import BatchClientBase
+from batchgate.providers.batch.common import (
     CANCELLED,
     EXPIRED,
     BatchCounts,

@@ -20,7 +20,7 @@ import orjson
 from multidict import CIMultiDictProxy
 
 from batchgate.clock import Clock
-from batchgate.config import ProviderConfig, Secret, TimeoutConfig
+from batchgate.config.schema import ProviderConfig, Secret, TimeoutConfig
 from batchgate.errors import (
     BadRequestError,
     ConfigError,
@@ -34,8 +34,8 @@ from batchgate.models import ChatBody, Usage
 from batchgate.providers.classify import error_for_exception, error_for_response, malformed
 
 if TYPE_CHECKING:
-    from batchgate.providers.batch_anthropic import AnthropicBatchClient
-    from batchgate.providers.batch_openai import OpenAIBatchClient
+    from batchgate.providers.batch.anthropic import AnthropicBatchClient
+    from batchgate.providers.batch.openai import OpenAIBatchClient
 
 BatchState = Literal["in_progress", "completed", "expired", "cancelled", "failed"]
 TERMINAL_STATES: frozenset[str] = frozenset({"completed", "expired", "cancelled", "failed"})
@@ -193,8 +193,8 @@ def make_batch_client(
     poll: PollPolicy | None = None,
 ) -> OpenAIBatchClient | AnthropicBatchClient:
     """The batch client for `config.kind` (as `batchgate.providers.make_client` does for chat)."""
-    from batchgate.providers.batch_anthropic import AnthropicBatchClient
-    from batchgate.providers.batch_openai import OpenAIBatchClient
+    from batchgate.providers.batch.anthropic import AnthropicBatchClient
+    from batchgate.providers.batch.openai import OpenAIBatchClient
 
     if base_url is None and config.emulated:
         raise ConfigError(

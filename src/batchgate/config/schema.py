@@ -227,6 +227,6 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> G
 def config_from_dict(
     data: Any, *, source: str = "<dict>", environ: Mapping[str, str] | None = None
 ) -> GatewayConfig:
-    from batchgate._config_parse import parse_gateway_config
+    from batchgate.config.parse import parse_gateway_config
 
     return parse_gateway_config(data, source, environ if environ is not None else {})

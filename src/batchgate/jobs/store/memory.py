@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from batchgate.errors import JobError, JobLockedError
-from batchgate.jobs.store import (
+from batchgate.jobs.store.protocol import (
     TERMINAL_STATES,
     JobRecord,
     TaskOutcome,

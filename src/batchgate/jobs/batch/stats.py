@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from batchgate.jobs.store import TaskOutcome, TaskState
-from batchgate.providers.batch_common import BatchStatus
+from batchgate.jobs.store.protocol import TaskOutcome, TaskState
+from batchgate.providers.batch.common import BatchStatus
 
 SHOWN_OPEN = 20  # open batches listed one by one in a snapshot
 

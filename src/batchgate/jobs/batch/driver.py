@@ -20,18 +20,18 @@ from typing import Any
 import aiohttp
 
 from batchgate.clock import Clock
-from batchgate.config import GatewayConfig
+from batchgate.config.schema import GatewayConfig
 from batchgate.errors import ProviderError, RoutingError
 from batchgate.gateway import Gateway
-from batchgate.jobs.batch_mode import BatchModeRunner
-from batchgate.jobs.batch_outcomes import Rejected
-from batchgate.jobs.batch_policy import batch_target, may_batch
+from batchgate.jobs.batch.mode import BatchModeRunner
+from batchgate.jobs.batch.outcomes import Rejected
+from batchgate.jobs.batch.policy import batch_target, may_batch
 from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate
 from batchgate.jobs.guards import ErrorRateWindow
-from batchgate.jobs.output_check import OutputCheck
+from batchgate.jobs.io.output_check import OutputCheck
+from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.pricing import PriceTable
-from batchgate.jobs.progress import Progress
-from batchgate.jobs.store import JobStore, TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.providers.http import create_session
 from batchgate.scheduler import requested_output_tokens
 

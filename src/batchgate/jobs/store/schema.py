@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from batchgate.errors import StoreError
-from batchgate.jobs.sqlfile import migrations, queries, split_statements
+from batchgate.jobs.store.sqlfile import migrations, queries, split_statements
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 Q = queries()

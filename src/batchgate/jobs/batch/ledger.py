@@ -18,8 +18,8 @@ from typing import Any, Literal
 import orjson
 
 from batchgate.errors import JobError
-from batchgate.jobs.store import JobStore
-from batchgate.providers.batch_common import BatchHandle
+from batchgate.jobs.store.protocol import JobStore
+from batchgate.providers.batch.common import BatchHandle
 
 INDEX_KEY = "batches"
 KEY_PREFIX = "batch:"

@@ -21,9 +21,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from batchgate.emulator.batch_core import BatchProvider, BatchRun
-from batchgate.emulator.batch_files import ENDPOINT, OpenAIFiles, line_error, parse_input
-from batchgate.emulator.batch_service import Route, json_object, json_response, page
+from batchgate.emulator.batch.core import BatchProvider, BatchRun
+from batchgate.emulator.batch.files import ENDPOINT, OpenAIFiles, line_error, parse_input
+from batchgate.emulator.batch.service import Route, json_object, json_response, page
 from batchgate.emulator.wire import ApiError
 
 WINDOW = "24h"

@@ -23,10 +23,8 @@ from typing import Any, TypeVar
 import orjson
 
 from batchgate.errors import JobError, StoreError
-from batchgate.jobs.lockfile import JobLockFile, lock_path_for
-from batchgate.jobs.sqlfile import queries
-from batchgate.jobs.sqlite_schema import connect, store_error
-from batchgate.jobs.store import (
+from batchgate.jobs.store.lockfile import JobLockFile, lock_path_for
+from batchgate.jobs.store.protocol import (
     JobRecord,
     TaskOutcome,
     TaskRecord,
@@ -35,6 +33,8 @@ from batchgate.jobs.store import (
     check_outcome,
     check_status,
 )
+from batchgate.jobs.store.schema import connect, store_error
+from batchgate.jobs.store.sqlfile import queries
 
 T = TypeVar("T")
 _ADD_CHUNK = 10_000

@@ -36,10 +36,10 @@ from typing import Any
 import aiohttp
 
 from batchgate.clock import Clock, LoopClock
-from batchgate.config import GatewayConfig, ProviderConfig
+from batchgate.config.schema import GatewayConfig, ProviderConfig
 from batchgate.errors import BadRequestError, JobError
-from batchgate.jobs.batch_ledger import BatchLedger, BatchRecord
-from batchgate.jobs.batch_outcomes import (
+from batchgate.jobs.batch.ledger import BatchLedger, BatchRecord
+from batchgate.jobs.batch.outcomes import (
     BatchContext,
     Rejected,
     custom_id_for,
@@ -47,13 +47,13 @@ from batchgate.jobs.batch_outcomes import (
     failure_outcome,
     sort_results,
 )
-from batchgate.jobs.batch_policy import TasksEstimate, batch_target, deadline_near, hours_until, resolve_mode
-from batchgate.jobs.batch_stats import BatchModeStats, OpenBatches
-from batchgate.jobs.output_check import OutputCheck
+from batchgate.jobs.batch.policy import TasksEstimate, batch_target, deadline_near, hours_until, resolve_mode
+from batchgate.jobs.batch.stats import BatchModeStats, OpenBatches
+from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
-from batchgate.jobs.store import JobStore, TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Usage
-from batchgate.providers.batch_common import (
+from batchgate.providers.batch.common import (
     TRANSIENT_ERRORS,
     BatchClient,
     BatchRequest,

@@ -10,9 +10,9 @@ from typing import Any
 
 import orjson
 
-from batchgate.jobs.batch_stats import merge_batch_stats
-from batchgate.jobs.progress import MAX_LISTED_INVALID, Progress
-from batchgate.jobs.store import JobRecord, JobStore, TaskState
+from batchgate.jobs.batch.stats import merge_batch_stats
+from batchgate.jobs.io.progress import MAX_LISTED_INVALID, Progress
+from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.stats import GatewayStatistics
 
 REPORT_BLOB = "report"

@@ -19,7 +19,7 @@ from typing import IO, Any
 import orjson
 
 from batchgate.errors import JobError
-from batchgate.jobs.store import JobStore, TaskRecord, TaskState
+from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
 from batchgate.models import Usage
 
 _WRITE_BUFFER = 1 << 20

@@ -34,7 +34,7 @@ def parse_queries(text: str) -> dict[str, str]:
 @cache
 def queries() -> dict[str, str]:
     """The store's named queries, read once from the package."""
-    text = resources.files("batchgate.jobs").joinpath("queries.sql").read_text(encoding="utf-8")
+    text = resources.files("batchgate.jobs.store").joinpath("queries.sql").read_text(encoding="utf-8")
     return parse_queries(text)
 
 

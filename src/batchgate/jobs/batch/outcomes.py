@@ -11,19 +11,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from batchgate.jobs.batch_policy import (
+from batchgate.jobs.batch.policy import (
     failed_batch_error,
     failed_batch_errors,
     failed_batch_retryable,
     item_retryable,
 )
-from batchgate.jobs.output import format_error_line, format_success_line
-from batchgate.jobs.output_check import OutputCheck
+from batchgate.jobs.io.output import format_error_line, format_success_line
+from batchgate.jobs.io.output_check import OutputCheck
+from batchgate.jobs.io.report import INVALID_CODE
 from batchgate.jobs.pricing import PriceTable
-from batchgate.jobs.report import INVALID_CODE
-from batchgate.jobs.store import TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Usage, answer_text
-from batchgate.providers.batch_common import BatchItemResult
+from batchgate.providers.batch.common import BatchItemResult
 
 
 def custom_id_for(seq: int) -> str:

@@ -17,7 +17,7 @@ import orjson
 from aiohttp import web
 
 from batchgate.clock import Clock
-from batchgate.emulator.batch_core import BatchProvider
+from batchgate.emulator.batch.core import BatchProvider
 from batchgate.emulator.provider import ProviderRuntime
 from batchgate.emulator.wire import ApiError
 
@@ -44,8 +44,8 @@ class BatchService:
 
     def register(self, app: web.Application, runtimes: Mapping[str, ProviderRuntime]) -> None:
         """Add the batch routes of every provider (call before any catch-all route)."""
-        from batchgate.emulator.batch_anthropic import AnthropicBatchAPI
-        from batchgate.emulator.batch_openai import OpenAIBatchAPI
+        from batchgate.emulator.batch.anthropic import AnthropicBatchAPI
+        from batchgate.emulator.batch.openai import OpenAIBatchAPI
 
         for rt in runtimes.values():
             bp = BatchProvider(rt, self._clock)

@@ -12,7 +12,7 @@ import orjson
 
 from batchgate.clock import Clock
 from batchgate.errors import BatchgateError
-from batchgate.providers.batch_common import (
+from batchgate.providers.batch.common import (
     BatchHandle,
     BatchHTTP,
     BatchItemResult,

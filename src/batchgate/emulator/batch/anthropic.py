@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from batchgate.emulator.batch_core import BatchItem, BatchProvider, BatchRun
-from batchgate.emulator.batch_service import (
+from batchgate.emulator.batch.core import BatchItem, BatchProvider, BatchRun
+from batchgate.emulator.batch.service import (
     Route,
     json_object,
     json_response,

@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 from aiohttp import BodyPartReader, web
 
-from batchgate.emulator.batch_core import BatchItem, BatchProvider, StoredFile
-from batchgate.emulator.batch_service import Route, json_response
+from batchgate.emulator.batch.core import BatchItem, BatchProvider, StoredFile
+from batchgate.emulator.batch.service import Route, json_response
 from batchgate.emulator.wire import ApiError
 
 ENDPOINT = "/v1/chat/completions"
