@@ -48,7 +48,8 @@ from batchgate.jobs.batch.outcomes import (
     sort_results,
 )
 from batchgate.jobs.batch.policy import TasksEstimate, batch_target, deadline_near, hours_until, resolve_mode
-from batchgate.jobs.batch.stats import BatchModeStats, OpenBatches
+from batchgate.jobs.batch.stats import OpenBatches
+from batchgate.jobs.io.batch_figures import BatchModeStats
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from batchgate.jobs.batch.stats import merge_batch_stats
+from batchgate.jobs.io.batch_figures import merge_batch_stats
 from batchgate.jobs.io.progress import MAX_LISTED_INVALID, Progress
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.stats import GatewayStatistics
