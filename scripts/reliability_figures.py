@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # tests/, as pytest puts it on the path: the suites import each other's helpers
 sys.path[:0] = [str(ROOT / "tests")]
 
-from batchgate.config.schema import config_from_dict, load_config  # noqa: E402
+from batchgate.config import config_from_dict, load_config  # noqa: E402
 from batchgate.emulator import Emulator, emulator_config_from_dict  # noqa: E402
 from batchgate.emulator.config import FAULT_KINDS  # noqa: E402
 from batchgate.errors import ConnectError, QuotaExhaustedError  # noqa: E402

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from batchgate.config.schema import Secret, config_from_dict, load_config
+from batchgate.config import Secret, config_from_dict, load_config
 from batchgate.errors import ConfigError
 
 MINIMAL = {

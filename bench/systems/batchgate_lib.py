@@ -13,7 +13,7 @@ from typing import Any
 
 from workload import ProviderSpec, Spec, route_model
 
-from batchgate.config.schema import config_from_dict
+from batchgate.config import config_from_dict
 from batchgate.gateway import Gateway
 from systems.common import Recorder
 

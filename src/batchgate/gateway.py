@@ -25,7 +25,7 @@ import aiohttp
 
 from batchgate import gc_tuning
 from batchgate.clock import Clock, LoopClock
-from batchgate.config.schema import GatewayConfig
+from batchgate.config import GatewayConfig
 from batchgate.models import ChatBody, Result
 from batchgate.policy.retry import RetryPolicy, RetrySettings
 from batchgate.providers.base import make_client, make_token_counter

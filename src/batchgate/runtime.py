@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass
 
 from batchgate.clock import Clock
-from batchgate.config.schema import CircuitConfig, ProviderConfig
+from batchgate.config import CircuitConfig, ProviderConfig
 from batchgate.policy.circuit import CircuitBreaker, CircuitSettings
 from batchgate.providers.base import ProviderClient
 from batchgate.quota.pool import QuotaLimits, QuotaPool

@@ -11,9 +11,10 @@ from typing import Any
 import aiohttp
 
 from batchgate.clock import Clock, FakeClock, TimerHandle
-from batchgate.config.schema import ProviderConfig, TimeoutConfig
+from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.emulator import Emulator, emulator_config_from_dict
-from batchgate.providers.batch.common import BatchClient, BatchRequest, PollPolicy, make_batch_client
+from batchgate.providers.batch.common import BatchClient, BatchRequest, PollPolicy
+from batchgate.providers.batch.factory import make_batch_client
 from batchgate.providers.http import create_session
 
 KINDS = ("openai", "anthropic")

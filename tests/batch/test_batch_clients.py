@@ -9,7 +9,7 @@ from typing import Literal
 import pytest
 
 from batchgate.clock import FakeClock, LoopClock
-from batchgate.config.schema import ProviderConfig
+from batchgate.config import ProviderConfig
 from batchgate.errors import BadRequestError, BatchgateError, RateLimitError
 from batchgate.providers import make_client
 from batchgate.providers.batch.common import BatchHandle, BatchRequest, BatchStatus, PollPolicy

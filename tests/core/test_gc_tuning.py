@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from batchgate import gc_tuning
-from batchgate.config.schema import config_from_dict
+from batchgate.config import config_from_dict
 from batchgate.gateway import Gateway
 
 

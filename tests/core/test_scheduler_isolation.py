@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 from batchgate.clock import LoopClock
-from batchgate.config.schema import CircuitConfig, Limits, ProviderConfig
+from batchgate.config import CircuitConfig, Limits, ProviderConfig
 from batchgate.errors import InternalError
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.policy.retry import RetryPolicy, RetrySettings

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from batchgate.clock import FakeClock, TimerHandle
-from batchgate.config.schema import GatewayConfig, ProviderConfig, TimeoutConfig, config_from_dict
+from batchgate.config import GatewayConfig, ProviderConfig, TimeoutConfig, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.batch.ledger import BatchLedger
 from batchgate.jobs.batch.mode import BatchModeRunner

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from batchgate.config.schema import GatewayConfig, Price, config_from_dict
+from batchgate.config import GatewayConfig, Price, config_from_dict
 from batchgate.errors import JobError
 from batchgate.jobs.batch.ledger import INDEX_KEY, BatchLedger, BatchRecord
 from batchgate.jobs.batch.outcomes import BatchContext, Rejected, failed_batch_outcomes, sort_results

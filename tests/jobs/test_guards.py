@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from batchgate.config.schema import Budget
+from batchgate.config import Budget
 from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from batchgate.config.schema import config_from_dict
+from batchgate.config import config_from_dict
 from batchgate.jobs.plan import make_plan, render_plan
 from batchgate.jobs.pricing import PriceTable
 from batchgate.models import Usage

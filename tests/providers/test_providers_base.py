@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import batchgate.providers
-from batchgate.config.schema import ProviderConfig, Secret, TimeoutConfig
+from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.errors import ConfigError
 from batchgate.providers import (
     AnthropicClient,

@@ -8,7 +8,7 @@ import aiohttp
 import orjson
 import pytest
 
-from batchgate.config.schema import Secret
+from batchgate.config import Secret
 from batchgate.errors import (
     AuthenticationError,
     BadRequestError,

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from batchgate.config.schema import ProviderConfig, Secret, TimeoutConfig
+from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.errors import BadRequestError, MalformedResponse
 from batchgate.providers import ProviderClient, create_session, make_client
 

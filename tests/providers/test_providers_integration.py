@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from batchgate.config.schema import ProviderConfig, Secret, TimeoutConfig
+from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.errors import (
     AuthenticationError,

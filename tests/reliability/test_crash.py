@@ -119,7 +119,7 @@ def test_killed_between_job_creation_and_task_loading_still_runs_every_task(
     not leave a job that 'completes' with no tasks."""
     import asyncio
 
-    from batchgate.config.schema import load_config
+    from batchgate.config import load_config
     from batchgate.jobs.runner import RunRequest, job_id_for
     from batchgate.jobs.store.protocol import JobRecord
     from batchgate.jobs.store.sqlite import SqliteJobStore

@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from batchgate.config.schema import config_from_dict, load_config
+from batchgate.config import config_from_dict, load_config
 from batchgate.errors import ConfigError, InputError
 from batchgate.jobs.io.input import InputProblem, read_tasks, validate_input
 from batchgate.jobs.store.protocol import TaskSpec

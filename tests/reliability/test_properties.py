@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchgate.clock import FakeClock
-from batchgate.config.schema import CircuitConfig, Limits, ProviderConfig
+from batchgate.config import CircuitConfig, Limits, ProviderConfig
 from batchgate.errors import (
     AuthenticationError,
     BadRequestError,

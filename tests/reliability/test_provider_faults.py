@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from batchgate.config.schema import GatewayConfig, config_from_dict
+from batchgate.config import GatewayConfig, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.errors import (
     AuthenticationError,

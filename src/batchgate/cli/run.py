@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from batchgate.config.schema import ROUTE_MODES, GatewayConfig, load_config
+from batchgate.config import ROUTE_MODES, GatewayConfig, load_config
 from batchgate.errors import JobError
 from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.io.progress import make_sink

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchgate.config.schema import load_config
+from batchgate.config import load_config
 from batchgate.errors import JobError, JobLockedError
 from batchgate.gateway import Gateway
 from batchgate.jobs.batch.mode import BatchModeRunner

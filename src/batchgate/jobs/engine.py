@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchgate.clock import Clock, LoopClock
-from batchgate.config.schema import GatewayConfig
+from batchgate.config import GatewayConfig
 from batchgate.errors import DispatchStopped, QuotaExhaustedError
 from batchgate.gateway import Gateway
 from batchgate.jobs.batch.driver import BatchDriver, EventSink

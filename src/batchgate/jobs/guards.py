@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from batchgate.config.schema import Budget
+from batchgate.config import Budget
 
 
 @dataclass(slots=True)

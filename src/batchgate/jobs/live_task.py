@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from batchgate.config.schema import GatewayConfig
+from batchgate.config import GatewayConfig
 from batchgate.errors import BatchgateError, RoutingError
 from batchgate.gateway import Gateway
 from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate

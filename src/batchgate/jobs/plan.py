@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchgate.config.schema import GatewayConfig, ProviderConfig
+from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.jobs.batch.policy import TasksEstimate, batch_target, resolve_mode
 from batchgate.jobs.io.input import read_tasks
 from batchgate.jobs.pricing import PriceTable

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from batchgate.config.schema import GatewayConfig, Price
+from batchgate.config import GatewayConfig, Price
 from batchgate.models import Usage
 from batchgate.scheduler import requested_output_tokens
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from batchgate.config.schema import GatewayConfig
+from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
 from batchgate.jobs.finish import finish_job

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from batchgate.config.schema import ProviderConfig, Secret, TimeoutConfig
+from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
 from batchgate.providers.http import post, request_timeout

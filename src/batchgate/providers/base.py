@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from batchgate.config.schema import ProviderConfig, TimeoutConfig
+from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import ConfigError
 from batchgate.models import ProviderResponse, RateLimitSnapshot
 from batchgate.providers.anthropic import AnthropicClient

@@ -37,7 +37,7 @@ import aiohttp
 import orjson
 from multidict import CIMultiDict
 
-from batchgate.config.schema import Secret
+from batchgate.config import Secret
 from batchgate.errors import (
     AuthenticationError,
     BadRequestError,

@@ -23,7 +23,7 @@ import aiohttp
 import orjson
 from multidict import CIMultiDictProxy
 
-from batchgate.config.schema import Secret, TimeoutConfig
+from batchgate.config import Secret, TimeoutConfig
 from batchgate.providers.classify import error_for_exception
 
 KEEPALIVE_SECONDS = 30.0

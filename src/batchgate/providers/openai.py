@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from batchgate.config.schema import ProviderConfig, Secret, TimeoutConfig
+from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.errors import BadRequestError
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed

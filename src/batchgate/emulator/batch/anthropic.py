@@ -21,7 +21,7 @@ import orjson
 from aiohttp import web
 
 from batchgate.emulator.batch.core import BatchItem, BatchProvider, BatchRun
-from batchgate.emulator.batch.service import (
+from batchgate.emulator.batch.http import (
     Route,
     json_object,
     json_response,

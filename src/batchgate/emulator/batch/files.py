@@ -18,7 +18,7 @@ import orjson
 from aiohttp import BodyPartReader, web
 
 from batchgate.emulator.batch.core import BatchItem, BatchProvider, StoredFile
-from batchgate.emulator.batch.service import Route, json_response
+from batchgate.emulator.batch.http import Route, json_response
 from batchgate.emulator.wire import ApiError
 
 ENDPOINT = "/v1/chat/completions"

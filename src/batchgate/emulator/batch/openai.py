@@ -23,7 +23,7 @@ from aiohttp import web
 
 from batchgate.emulator.batch.core import BatchProvider, BatchRun
 from batchgate.emulator.batch.files import ENDPOINT, OpenAIFiles, line_error, parse_input
-from batchgate.emulator.batch.service import Route, json_object, json_response, page
+from batchgate.emulator.batch.http import Route, json_object, json_response, page
 from batchgate.emulator.wire import ApiError
 
 WINDOW = "24h"

@@ -1,6 +1,6 @@
 """The emulated Batch APIs as a whole: routes of every provider (OpenAI files + batches, Anthropic
 Message Batches), authentication and error answers in the family's shape, the per-provider counters
-for the operator stats, and the HTTP helpers the two batch API modules share.
+for the operator stats. The HTTP helpers the batch API modules share are in `http`.
 
 `Emulator` owns one `BatchService`: `register(app, runtimes)` adds the routes (before the catch-all),
 `stats(name)` feeds `/_emulator/stats`, `reset()` zeroes the counters; timers are dropped on cleanup.
@@ -9,22 +9,18 @@ for the operator stats, and the HTTP helpers the two batch API modules share.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-import orjson
 from aiohttp import web
 
 from batchgate.clock import Clock
+from batchgate.emulator.batch.anthropic import AnthropicBatchAPI
 from batchgate.emulator.batch.core import BatchProvider
+from batchgate.emulator.batch.http import JSON_TYPE, Handler, Route
+from batchgate.emulator.batch.openai import OpenAIBatchAPI
 from batchgate.emulator.provider import ProviderRuntime
 from batchgate.emulator.wire import ApiError
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Route = tuple[str, str, Handler]
-_JSON = "application/json"
-_CHUNK = 1 << 16
 
 
 class BatchAPI(Protocol):
@@ -44,9 +40,6 @@ class BatchService:
 
     def register(self, app: web.Application, runtimes: Mapping[str, ProviderRuntime]) -> None:
         """Add the batch routes of every provider (call before any catch-all route)."""
-        from batchgate.emulator.batch.anthropic import AnthropicBatchAPI
-        from batchgate.emulator.batch.openai import OpenAIBatchAPI
-
         for rt in runtimes.values():
             bp = BatchProvider(rt, self._clock)
             self.providers[rt.name] = bp
@@ -73,7 +66,7 @@ class BatchService:
                 else:
                     bp.stats.rejected += 1
                 response = web.Response(
-                    status=err.status, body=family.error_body(err, rid), content_type=_JSON
+                    status=err.status, body=family.error_body(err, rid), content_type=JSON_TYPE
                 )
                 response.headers.update(err.headers)
             response.headers[family.request_id_header] = rid
@@ -97,63 +90,3 @@ class BatchService:
     async def _cleanup(self, app: web.Application) -> None:
         for bp in self.providers.values():
             bp.close()
-
-
-# -- helpers shared by the two batch API modules -------------------------------------------------
-
-
-def json_response(obj: Any, status: int = 200) -> web.Response:
-    return web.Response(status=status, body=orjson.dumps(obj), content_type=_JSON)
-
-
-async def read_limited(request: web.Request, limit: int) -> bytes | None:
-    """The whole body, or None when it is larger than `limit` (the rest is drained, not kept)."""
-    length = request.content_length
-    buf = bytearray()
-    too_large = length is not None and length > limit
-    async for chunk in request.content.iter_chunked(_CHUNK):
-        if too_large:
-            continue
-        buf += chunk
-        if len(buf) > limit:
-            too_large = True
-            buf.clear()
-    return None if too_large else bytes(buf)
-
-
-def json_object(raw: bytes, bad_json: ApiError, not_object: ApiError) -> dict[str, Any]:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise bad_json from None
-    if not isinstance(body, dict):
-        raise not_object
-    return body
-
-
-def rfc3339_exact(epoch_seconds: float) -> str:
-    """`2024-01-01T00:00:00.123456Z` (Anthropic's timestamps)."""
-    return datetime.fromtimestamp(epoch_seconds, UTC).isoformat().replace("+00:00", "Z")
-
-
-def query_limit(request: web.Request, default: int = 20, maximum: int = 100) -> int:
-    raw = request.query.get("limit")
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, "invalid_request_error", f"limit must be an integer, got {raw!r}") from None
-    if not 1 <= value <= maximum:
-        raise ApiError(400, "invalid_request_error", f"limit must be between 1 and {maximum}, got {value}")
-    return value
-
-
-def page(ids: list[str], request: web.Request, after_key: str) -> tuple[list[str], bool]:
-    """Newest-first ids after the cursor named by query parameter `after_key`, and has_more."""
-    newest = list(reversed(ids))
-    after = request.query.get(after_key)
-    if after is not None and after in newest:
-        newest = newest[newest.index(after) + 1 :]
-    limit = query_limit(request)
-    return newest[:limit], len(newest) > limit

@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from batchgate.clock import Clock
-from batchgate.config.schema import GatewayConfig
+from batchgate.config import GatewayConfig
 from batchgate.errors import ProviderError, RoutingError
 from batchgate.gateway import Gateway
 from batchgate.jobs.batch.mode import BatchModeRunner

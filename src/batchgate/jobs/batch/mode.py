@@ -36,7 +36,7 @@ from typing import Any
 import aiohttp
 
 from batchgate.clock import Clock, LoopClock
-from batchgate.config.schema import GatewayConfig, ProviderConfig
+from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.errors import BadRequestError, JobError
 from batchgate.jobs.batch.ledger import BatchLedger, BatchRecord
 from batchgate.jobs.batch.outcomes import (
@@ -59,8 +59,8 @@ from batchgate.providers.batch.common import (
     BatchClient,
     BatchRequest,
     PollPolicy,
-    make_batch_client,
 )
+from batchgate.providers.batch.factory import make_batch_client
 
 __all__ = ["BatchModeRunner", "BatchModeStats"]
 

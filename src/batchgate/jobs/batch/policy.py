@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any, Literal
 
-from batchgate.config.schema import GatewayConfig, ProviderConfig, RouteConfig
+from batchgate.config import GatewayConfig, ProviderConfig, RouteConfig
 from batchgate.jobs.pricing import PriceTable
 from batchgate.models import Usage
 from batchgate.providers.batch.common import CANCELLED, EXPIRED, BatchItemResult

@@ -17,7 +17,7 @@ import aiohttp
 import orjson
 
 from batchgate.clock import Clock, LoopClock
-from batchgate.config.schema import ProviderConfig, TimeoutConfig
+from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import BadRequestError
 from batchgate.models import Usage
 from batchgate.providers.anthropic import ANTHROPIC_VERSION

@@ -1,10 +1,10 @@
 """What the Batch API clients share: the provider-neutral model (`BatchRequest`, `BatchHandle`,
-`BatchStatus`, `BatchItemResult`), the `BatchClient` protocol and its factory, the splitter, the
+`BatchStatus`, `BatchItemResult`), the `BatchClient` protocol (its factory is `factory`), the splitter, the
 polling policy and loop, and the HTTP calls (JSON, raw bytes) with errors classified by
 `batchgate.providers.classify`.
 
 A `BatchHandle` (provider, batch_id, kind) is all a client needs to resume: after a restart,
-`make_batch_client(config, ...)` then `poll_until_done(BatchHandle.from_dict(saved))` and
+`factory.make_batch_client(config, ...)` then `poll_until_done(BatchHandle.from_dict(saved))` and
 `results(handle)`. Results are normalised to the OpenAI `chat.completion` shape whatever the
 provider; error codes `batch_expired` and `batch_cancelled` mean the same on both.
 """
@@ -13,17 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import aiohttp
 import orjson
 from multidict import CIMultiDictProxy
 
 from batchgate.clock import Clock
-from batchgate.config.schema import ProviderConfig, Secret, TimeoutConfig
+from batchgate.config import Secret, TimeoutConfig
 from batchgate.errors import (
     BadRequestError,
-    ConfigError,
     OverloadedError,
     RateLimitError,
     RetryableStatusError,
@@ -32,10 +31,6 @@ from batchgate.errors import (
 )
 from batchgate.models import ChatBody, Usage
 from batchgate.providers.classify import error_for_exception, error_for_response, malformed
-
-if TYPE_CHECKING:
-    from batchgate.providers.batch.anthropic import AnthropicBatchClient
-    from batchgate.providers.batch.openai import OpenAIBatchClient
 
 BatchState = Literal["in_progress", "completed", "expired", "cancelled", "failed"]
 TERMINAL_STATES: frozenset[str] = frozenset({"completed", "expired", "cancelled", "failed"})
@@ -181,30 +176,6 @@ class BatchClient(Protocol):
     async def results(self, handle: BatchHandle) -> list[BatchItemResult]: ...
 
     async def cancel(self, handle: BatchHandle) -> BatchStatus: ...
-
-
-def make_batch_client(
-    config: ProviderConfig,
-    session: aiohttp.ClientSession,
-    timeouts: TimeoutConfig,
-    *,
-    base_url: str | None = None,
-    clock: Clock | None = None,
-    poll: PollPolicy | None = None,
-) -> OpenAIBatchClient | AnthropicBatchClient:
-    """The batch client for `config.kind` (as `batchgate.providers.make_client` does for chat)."""
-    from batchgate.providers.batch.anthropic import AnthropicBatchClient
-    from batchgate.providers.batch.openai import OpenAIBatchClient
-
-    if base_url is None and config.emulated:
-        raise ConfigError(
-            "<config>", f"providers.{config.name}.base_url", "is 'emulator' but no emulator URL was given"
-        )
-    if config.kind == "openai":
-        return OpenAIBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
-    if config.kind == "anthropic":
-        return AnthropicBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
-    raise ConfigError("<config>", f"providers.{config.name}.kind", f"unknown provider kind {config.kind!r}")
 
 
 def split_for_batches(

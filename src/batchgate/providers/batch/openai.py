@@ -17,7 +17,7 @@ import aiohttp
 import orjson
 
 from batchgate.clock import Clock, LoopClock
-from batchgate.config.schema import ProviderConfig, TimeoutConfig
+from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import ProviderError
 from batchgate.providers.batch.base import BatchClientBase
 from batchgate.providers.batch.common import (
