@@ -209,17 +209,9 @@ class BatchDriver:
         p = self._progress
         tokens = outcome.prompt_tokens + outcome.completion_tokens + self._refused_tokens.pop(outcome.seq, 0)
         self._budget.settle(self._reserved.pop(outcome.seq, FREE), (outcome.cost_usd, tokens))
+        p.record(outcome)
+        p.add_cost(outcome.provider or "?", outcome.cost_usd, batch=True)
         failed = outcome.state is not TaskState.SUCCEEDED
-        if failed:
-            p.failed += 1
-        else:
-            p.succeeded += 1
-            p.prompt_tokens += outcome.prompt_tokens
-            p.completion_tokens += outcome.completion_tokens
-        p.cost_usd += outcome.cost_usd
-        name = outcome.provider or "?"
-        p.cost_by_provider[name] = p.cost_by_provider.get(name, 0.0) + outcome.cost_usd
-        p.batch_cost_by_provider[name] = p.batch_cost_by_provider.get(name, 0.0) + outcome.cost_usd
         if self._errors.record(failed):
             self._stop(self._errors.reason())
 

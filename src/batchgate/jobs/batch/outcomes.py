@@ -1,5 +1,5 @@
-"""Batch results as task outcomes, pure: the same OUT lines as live calls (`jobs.output`), priced at
-the Batch API rate, and the tasks worth another try (expired, cancelled, transiently failed).
+"""Batch results as task outcomes, pure: built as live ones are (`jobs.io.outcome`), priced at the
+Batch API rate, and the tasks worth another try (expired, cancelled, transiently failed).
 
 With an output check, an answer it refuses is not kept: the task fails as `invalid_output` (billed,
 listed for review like a live one). It is not asked again, as a live answer would be: another
@@ -8,7 +8,7 @@ round would cost one more batch turnaround for each refusal."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from batchgate.jobs.batch.policy import (
@@ -17,11 +17,11 @@ from batchgate.jobs.batch.policy import (
     failed_batch_retryable,
     item_retryable,
 )
-from batchgate.jobs.io.output import format_error_line, format_success_line
+from batchgate.jobs.io import outcome
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.report import INVALID_CODE
 from batchgate.jobs.pricing import PriceTable
-from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
 from batchgate.models import Usage, answer_text
 from batchgate.providers.batch.common import BatchItemResult
 
@@ -61,27 +61,15 @@ def success_outcome(
     spec: TaskSpec, result: BatchItemResult, ctx: BatchContext, prices: PriceTable
 ) -> TaskOutcome:
     usage, cost = _batch_cost(result, ctx, prices)
-    body: dict[str, Any] = result.body or {}
-    line = format_success_line(
-        spec.custom_id,
-        request_id=None,
-        status_code=result.status_code or 200,
-        body=body,
+    return outcome.succeeded(
+        spec,
+        body=result.body or {},
+        usage=usage,
+        cost=cost,
         provider=ctx.provider,
         attempts=ctx.attempts,
         latency_ms=ctx.latency_ms,
-        usage=usage,
-    )
-    return TaskOutcome(
-        seq=spec.seq,
-        state=TaskState.SUCCEEDED,
-        attempts=ctx.attempts,
-        output_line=line,
-        error=None,
-        provider=ctx.provider,
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        cost_usd=cost,
+        status_code=result.status_code or 200,
     )
 
 
@@ -90,30 +78,21 @@ def invalid_outcome(
 ) -> TaskOutcome:
     """A refused answer: the task fails as `invalid_output`, with every cent it was billed."""
     _, cost = _batch_cost(result, ctx, prices)
-    message = f"{problem} (answer: {(answer_text(result.body) or '')[:200]!r})"
-    outcome = failure_outcome(spec, INVALID_CODE, message, result.status_code, ctx.provider, ctx.attempts)
-    return replace(outcome, cost_usd=cost)
+    message = outcome.refused_message(problem, answer_text(result.body))
+    return failure_outcome(spec, INVALID_CODE, message, result.status_code, ctx.provider, ctx.attempts, cost)
 
 
 def failure_outcome(
-    spec: TaskSpec, code: str, message: str, status: int | None, provider: str, attempts: int
+    spec: TaskSpec,
+    code: str,
+    message: str,
+    status: int | None,
+    provider: str,
+    attempts: int,
+    cost: float = 0.0,
 ) -> TaskOutcome:
-    line = format_error_line(
-        spec.custom_id,
-        status_code=status,
-        code=code,
-        message=message,
-        provider=provider,
-        attempts=attempts,
-        latency_ms=0.0,
-    )
-    return TaskOutcome(
-        seq=spec.seq,
-        state=TaskState.FAILED,
-        attempts=attempts,
-        output_line=line,
-        error=f"{code}: {message}"[:500],
-        provider=provider,
+    return outcome.failed(
+        spec, code=code, message=message, status_code=status, provider=provider, attempts=attempts, cost=cost
     )
 
 

@@ -14,6 +14,7 @@ from typing import IO, Any, Protocol
 import orjson
 
 from batchgate.errors import JobError
+from batchgate.jobs.store.protocol import TaskOutcome, TaskState
 from batchgate.stats import GatewayStatistics
 
 MAX_LISTED_INVALID = 1000  # invalid custom_ids kept for the display and the report
@@ -57,6 +58,24 @@ class Progress:
     @property
     def done(self) -> int:
         return self.done_before + self.succeeded + self.failed
+
+    def record(self, outcome: TaskOutcome) -> None:
+        """A task's outcome, live or batch: counted done, and the kept answer's tokens."""
+        if outcome.state is TaskState.SUCCEEDED:
+            self.succeeded += 1
+            self.prompt_tokens += outcome.prompt_tokens
+            self.completion_tokens += outcome.completion_tokens
+        else:
+            self.failed += 1
+
+    def add_cost(self, provider: str | None, cost: float, *, batch: bool = False) -> None:
+        """What a call (live) or an answer (batch) was billed, as it is billed."""
+        self.cost_usd += cost
+        if provider is not None:
+            self.cost_by_provider[provider] = self.cost_by_provider.get(provider, 0.0) + cost
+            if batch:
+                by = self.batch_cost_by_provider
+                by[provider] = by.get(provider, 0.0) + cost
 
     def count_refused(self, provider: str | None, tokens: int) -> None:
         """An answer the output check refused: its tokens were billed, the answer is not kept."""
