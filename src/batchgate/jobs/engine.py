@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -91,7 +90,7 @@ class JobEngine:
         self.budget = BudgetGuard(config.budget)
         self.errors = ErrorRateWindow(config.job.error_rate_threshold, config.job.error_rate_window)
         self.check = OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)
-        self.progress = Progress(started=time.time(), total=0)
+        self.progress = Progress(started=self.clock.wall(), total=0)
         self.stop_reason: str | None = None
         self.cancel_requested = False
         self._stop = asyncio.Event()
@@ -172,7 +171,6 @@ class JobEngine:
                 stop=self.request_stop,
                 fail=self._fail,
                 deadline=self._deadline,
-                base_urls=self._base_urls,
                 on_event=self._on_event,
                 check=self.check,
             )

@@ -152,7 +152,7 @@ class BatchRun:
             else:
                 text, tokens, cut = fit(answer(req.prompt), req.max_tokens, family.count_text)
                 item.body = family.success_body(
-                    req, text, tokens, cut, f"{family.id_prefix}{self._id_prefix}{i:06x}"
+                    req, text, tokens, cut, f"{family.id_prefix}{self._id_prefix}{i:06x}", self._clock.wall()
                 )
                 item.outcome = "succeeded"
                 item.output_tokens = tokens * req.n

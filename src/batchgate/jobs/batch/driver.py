@@ -1,5 +1,5 @@
 """A job run's batch mode, on the engine's side: starts a `BatchModeRunner` after the gateway (its
-own HTTP session, the embedded emulator's URLs), recovers recorded batches and claims the tasks of
+own HTTP session, the gateway's provider URLs), recovers recorded batches and claims the tasks of
 batch-mode routes before live dispatch begins, follows them in the background, and feeds what
 they produce into the run: outcomes into progress, the budget and the error-rate window; tasks
 handed back into live dispatch; batch events into the progress sink.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -56,7 +56,6 @@ class BatchDriver:
         stop: Callable[[str], None],
         fail: Callable[[BaseException], None],
         deadline: float | None = None,
-        base_urls: Mapping[str, str] | None = None,
         on_event: EventSink | None = None,
         check: OutputCheck | None = None,
     ) -> None:
@@ -72,7 +71,6 @@ class BatchDriver:
         self._stop = stop
         self._fail = fail
         self._deadline = deadline
-        self._base_urls = dict(base_urls or {})
         self._on_event = on_event
         self._prices = PriceTable(config.prices)
         self._session: aiohttp.ClientSession | None = None
@@ -90,17 +88,12 @@ class BatchDriver:
         """Recover recorded batches and claim batch-mode tasks (before any live claim), then
         follow and submit them in the background."""
         self._session = create_session(connect_timeout=self.config.settings.timeouts.connect)
-        urls = dict(self._base_urls)
-        emulator = gateway.emulator
-        for p in self.config.providers:
-            if p.emulated and emulator is not None and p.name not in urls:
-                urls[p.name] = emulator.base_url(p.name)
         runner = BatchModeRunner(
             self.config,
             self.store,
             self.job_id,
             session=self._session,
-            base_urls=urls,
+            base_urls=gateway.base_urls,
             clock=self._clock,
             prices=self._prices,
             deadline=self._deadline,

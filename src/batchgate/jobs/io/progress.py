@@ -49,7 +49,6 @@ class Progress:
     latency: dict[str, dict[str, int]] = field(default_factory=dict)
     batch_cost_by_provider: dict[str, float] = field(default_factory=dict)
     batch_view: Callable[[], dict[str, Any]] | None = None
-    batch_events: int = 0  # batches submitted, resumed or ended so far
 
     def batches(self) -> dict[str, Any]:
         """The batch view (empty when the run has no batch mode)."""

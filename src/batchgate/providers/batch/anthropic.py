@@ -79,8 +79,9 @@ def anthropic_status(raw: Mapping[str, Any]) -> BatchStatus:
     return BatchStatus(state, counts, raw)
 
 
-def anthropic_item_result(line: Mapping[str, Any]) -> BatchItemResult:
-    """One line of the results as a result; ValueError when it is not one."""
+def anthropic_item_result(line: Mapping[str, Any], created: int) -> BatchItemResult:
+    """One line of the results as a result (`created`: the chat.completion's timestamp); ValueError
+    when it is not one."""
     custom_id = line.get("custom_id")
     result = line.get("result")
     if not isinstance(custom_id, str) or not isinstance(result, Mapping):
@@ -91,7 +92,7 @@ def anthropic_item_result(line: Mapping[str, Any]) -> BatchItemResult:
         if not isinstance(message, Mapping):
             raise ValueError("a succeeded result without a message")
         model = message.get("model")
-        body = anthropic_to_openai(message, model=model if isinstance(model, str) else "")
+        body = anthropic_to_openai(message, model=model if isinstance(model, str) else "", created=created)
         u = body["usage"]
         usage = Usage(u["prompt_tokens"], u["completion_tokens"], u["prompt_tokens_details"]["cached_tokens"])
         return BatchItemResult(custom_id, ok=True, body=body, usage=usage, status_code=200)
@@ -191,4 +192,5 @@ class AnthropicBatchClient(BatchClientBase):
         """Every result of an ended batch (fetched from the configured URL, never `results_url`)."""
         await self._ended(handle)
         data = await self._http.raw("GET", f"{self._batch_url(handle)}/results")
-        return self._items(data, "batch result", anthropic_item_result)
+        created = int(self._clock.wall())
+        return self._items(data, "batch result", lambda line: anthropic_item_result(line, created))
