@@ -167,9 +167,7 @@ class JobEngine:
                 progress=self.progress,
                 budget=self._gate,
                 errors=self.errors,
-                to_live=self._hand_live,
-                stop=self.request_stop,
-                fail=self._fail,
+                run=self,
                 deadline=self._deadline,
                 on_event=self._on_event,
                 check=self.check,
@@ -200,11 +198,11 @@ class JobEngine:
         conc = self.options.concurrency or self.config.settings.concurrency
         return max(1024, 4 * conc)
 
-    def _hand_live(self, specs: list[TaskSpec]) -> None:
+    def hand_live(self, specs: list[TaskSpec]) -> None:
         self._handed.extend(specs)
         self._wake.set()
 
-    def _fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> None:
         if self._failure is None:
             self._failure = exc  # a store failure or a bug: end the run with it
             self.request_stop("internal error")
@@ -212,7 +210,7 @@ class JobEngine:
     def _on_done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            self._fail(task.exception())  # type: ignore[arg-type]
+            self.fail(task.exception())  # type: ignore[arg-type]
         self._wake.set()
 
     def _raise_failure(self) -> None:

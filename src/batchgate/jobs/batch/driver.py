@@ -23,6 +23,7 @@ from batchgate.clock import Clock
 from batchgate.config import GatewayConfig
 from batchgate.errors import ProviderError, RoutingError
 from batchgate.gateway import Gateway
+from batchgate.jobs.batch.events import RunControl
 from batchgate.jobs.batch.mode import BatchModeRunner
 from batchgate.jobs.batch.outcomes import Rejected
 from batchgate.jobs.batch.policy import batch_target, may_batch
@@ -39,8 +40,8 @@ EventSink = Callable[[str, dict[str, Any]], None]
 
 
 class BatchDriver:
-    """One run's batch mode; `to_live` receives the tasks to send live, `stop(reason)` asks the
-    run to stop, `fail(exc)` ends it with an unexpected error."""
+    """One run's batch mode. It asks `run` (`RunControl`) to send tasks live, to stop or to fail,
+    and is the `BatchEvents` of its `BatchModeRunner`."""
 
     def __init__(
         self,
@@ -52,9 +53,7 @@ class BatchDriver:
         progress: Progress,
         budget: BudgetGate,
         errors: ErrorRateWindow,
-        to_live: Callable[[list[TaskSpec]], None],
-        stop: Callable[[str], None],
-        fail: Callable[[BaseException], None],
+        run: RunControl,
         deadline: float | None = None,
         on_event: EventSink | None = None,
         check: OutputCheck | None = None,
@@ -67,9 +66,7 @@ class BatchDriver:
         self._progress = progress
         self._budget = budget
         self._errors = errors
-        self._to_live = to_live
-        self._stop = stop
-        self._fail = fail
+        self._run = run
         self._deadline = deadline
         self._on_event = on_event
         self._prices = PriceTable(config.prices)
@@ -97,10 +94,8 @@ class BatchDriver:
             clock=self._clock,
             prices=self._prices,
             deadline=self._deadline,
-            on_outcome=self._on_outcome,
-            on_event=self._event,
             check=self._check,
-            on_rejected=self._on_rejected,
+            events=self,
         )
         self.runner = runner
         self._progress.batch_view = self.view
@@ -109,7 +104,7 @@ class BatchDriver:
         tasks, live = self._reserve(gateway, tasks)
         if live:
             runner.stats.sent_live += len(live)
-            self._to_live(live)
+            self._run.hand_live(live)
         self._spawn(runner.resume())
         if tasks:
             self._spawn(runner.submit(tasks))
@@ -148,19 +143,21 @@ class BatchDriver:
     def _done(self, fut: asyncio.Future[list[TaskSpec]]) -> None:
         self._background.discard(fut)
         if fut.cancelled():
-            self._to_live([])  # wake the dispatcher
+            self._run.hand_live([])  # wake the dispatcher
             return
         exc = fut.exception()
         if exc is None:
             live = fut.result()
             for spec in live:
                 self._budget.settle(self._reserved.pop(spec.seq, FREE), FREE)
-            self._to_live(live)
+            self._run.hand_live(live)
         elif isinstance(exc, ProviderError):  # the provider failed us; the batches are recorded
-            self._stop(f"batch mode: {exc.kind} from provider {exc.provider or '?'}: {exc.message}")
-            self._to_live([])
+            self._run.request_stop(
+                f"batch mode: {exc.kind} from provider {exc.provider or '?'}: {exc.message}"
+            )
+            self._run.hand_live([])
         else:
-            self._fail(exc)
+            self._run.fail(exc)
 
     def _reserve(self, gateway: Gateway, tasks: list[TaskSpec]) -> tuple[list[TaskSpec], list[TaskSpec]]:
         """Reserve each task's worst case at the Batch API price; those that do not fit go live."""
@@ -192,13 +189,15 @@ class BatchDriver:
         discount = price.batch_discount if price is not None else 1.0
         return self._prices.estimate(model, prompt, out) * discount, prompt + out
 
-    def _on_rejected(self, refused: Rejected) -> None:
+    # -- BatchEvents -----------------------------------------------------------------------------
+
+    def rejected(self, refused: Rejected) -> None:
         """An answer the output check refused: counted invalid; its tokens billed, not kept."""
         self._progress.count_invalid(refused.custom_id)
         self._progress.count_refused(refused.provider, refused.tokens)
         self._refused_tokens[refused.seq] = refused.tokens
 
-    def _on_outcome(self, outcome: TaskOutcome) -> None:
+    def outcome(self, outcome: TaskOutcome) -> None:
         p = self._progress
         tokens = outcome.prompt_tokens + outcome.completion_tokens + self._refused_tokens.pop(outcome.seq, 0)
         self._budget.settle(self._reserved.pop(outcome.seq, FREE), (outcome.cost_usd, tokens))
@@ -206,9 +205,9 @@ class BatchDriver:
         p.add_cost(outcome.provider or "?", outcome.cost_usd, batch=True)
         failed = outcome.state is not TaskState.SUCCEEDED
         if self._errors.record(failed):
-            self._stop(self._errors.reason())
+            self._run.request_stop(self._errors.reason())
 
-    def _event(self, name: str, fields: dict[str, Any]) -> None:
+    def event(self, name: str, fields: dict[str, Any]) -> None:
         if self._on_event is not None:
             with contextlib.suppress(Exception):  # a display problem never stops the batches
                 self._on_event(name, {"job": self.job_id, **fields})
