@@ -20,7 +20,8 @@ async def start_embedded(config: GatewayConfig, clock: Clock | None = None) -> E
     if config.emulator is None or not any(p.emulated for p in config.providers):
         return None
 
-    from batchgate.emulator import Emulator, emulator_config_from_dict
+    # start-up: aiohttp.web and the emulator load only for a config that embeds one
+    from batchgate.emulator import Emulator, emulator_config_from_dict  # noqa: PLC0415 — see above
 
     emu = Emulator(emulator_config_from_dict(config.emulator, source=f"{config.source}: emulator"))
     await emu.__aenter__()
