@@ -19,9 +19,8 @@ from batchgate.jobs.batch.policy import TasksEstimate, batch_target, resolve_mod
 from batchgate.jobs.io.input import read_tasks
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store.protocol import TaskSpec
-from batchgate.models import ChatBody, Usage
+from batchgate.models import ChatBody, Usage, requested_output_tokens
 from batchgate.providers.base import make_token_counter
-from batchgate.scheduler import requested_output_tokens
 from batchgate.tokens import TokenCounter
 
 
