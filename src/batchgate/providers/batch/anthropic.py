@@ -20,6 +20,7 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import BadRequestError
 from batchgate.models import Usage
+from batchgate.policy.poll import PollPolicy
 from batchgate.providers.anthropic import ANTHROPIC_VERSION
 from batchgate.providers.batch.base import BatchClientBase
 from batchgate.providers.batch.common import (
@@ -33,7 +34,6 @@ from batchgate.providers.batch.common import (
     BatchState,
     BatchStatus,
     ItemError,
-    PollPolicy,
     body_for,
     split_for_batches,
 )

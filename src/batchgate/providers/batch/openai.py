@@ -19,6 +19,7 @@ import orjson
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import ProviderError
+from batchgate.policy.poll import PollPolicy
 from batchgate.providers.batch.base import BatchClientBase
 from batchgate.providers.batch.common import (
     BatchCounts,
@@ -29,7 +30,6 @@ from batchgate.providers.batch.common import (
     BatchState,
     BatchStatus,
     ItemError,
-    PollPolicy,
     body_for,
     split_for_batches,
 )
