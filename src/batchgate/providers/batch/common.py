@@ -31,7 +31,8 @@ from batchgate.errors import (
 )
 from batchgate.models import ChatBody, Usage
 from batchgate.policy.poll import PollPolicy
-from batchgate.providers.classify import error_for_exception, error_for_response, malformed
+from batchgate.providers.classify import error_for_response, malformed
+from batchgate.providers.http import request_timeout, send
 
 BatchState = Literal["in_progress", "completed", "expired", "cancelled", "failed"]
 TERMINAL_STATES: frozenset[str] = frozenset({"completed", "expired", "cancelled", "failed"})
@@ -253,7 +254,7 @@ class BatchHTTP:
         headers: Mapping[str, str],
     ) -> None:
         self._session = session
-        self._timeout = aiohttp.ClientTimeout(total=timeouts.total, sock_connect=timeouts.connect)
+        self._timeout = request_timeout(timeouts)
         self._provider = provider
         self._api_key = api_key
         self._headers = dict(headers)
@@ -264,13 +265,16 @@ class BatchHTTP:
         headers = dict(self._headers)
         if json_body and data is not None:
             headers["Content-Type"] = "application/json"
-        try:
-            async with self._session.request(
-                method, url, data=data, headers=headers, timeout=self._timeout, allow_redirects=False
-            ) as resp:
-                return resp.status, resp.headers, await resp.read()
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise error_for_exception(exc, provider=self._provider, api_key=self._api_key) from None
+        return await send(
+            self._session,
+            method,
+            url,
+            data,
+            headers,
+            self._timeout,
+            provider=self._provider,
+            api_key=self._api_key,
+        )
 
     async def raw(
         self, method: str, url: str, data: bytes | aiohttp.FormData | None = None, *, json_body: bool = True
