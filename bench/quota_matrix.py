@@ -171,7 +171,8 @@ Each system cell reads **pace · 429s per request · makespan ÷ bound · failed
   the enforced per-second limit, minus the one window a provider admits at once; the second
   column gives it for the whole workload, with the binding provider and dimension) ÷ the seconds
   from the first request any provider saw to the admission of the last request that succeeded —
-  the share of the quota used, usefully, while sending;
+  the share of the quota used, usefully, while sending (fixed windows can score above 1: a
+  burst across a boundary takes two windows' allowance at once);
 - *429s per request*: quota 429s and the local server's concurrency 429s, as the emulator counted
   them, over the requests in the workload;
 - *makespan ÷ bound*: the client's first request to its last answer, over the minimum seconds
