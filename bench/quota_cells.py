@@ -203,7 +203,7 @@ class Builder:
         fault_cell = self.cell(
             3, "token_bucket", "exact", "minute", label="faults: 5% 5xx, 1% hangs", all=faults
         )
-        fault_cell.timeout = 60.0  # the configured maximum every system gets
+        fault_cell.timeout = 30.0  # the configured maximum every system gets
         cells.append(fault_cell)
         hidden = self.cell(1, "token_bucket", "exact", "minute", label="hidden limit: declared 2× enforced")
         for p in hidden.providers:

@@ -99,19 +99,30 @@ async def race(
             if due.done():
                 raise RaceTimeout()
     finally:
-        for handle in handles:
-            handle.cancel()
-        if starting is not None:
-            starting.cancel()
-            await asyncio.gather(starting, return_exceptions=True)
-            if not starting.cancelled() and starting.exception() is None:
-                late = starting.result()
-                if late is not None:
-                    legs.append(late)
-        late_legs = [leg for leg in legs if not leg.task.done()]
+        await _finish(handles, starting, legs, won, on_cancelled)
+
+
+async def _finish(
+    handles: list[TimerHandle],
+    starting: asyncio.Future[Leg[T] | None] | None,
+    legs: list[Leg[T]],
+    won: bool,
+    on_cancelled: Callable[[Leg[T], bool], None],
+) -> None:
+    """Cancel the timers, a hedge still being started and every leg still running."""
+    for handle in handles:
+        handle.cancel()
+    if starting is not None:
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        if not starting.cancelled() and starting.exception() is None:
+            late = starting.result()
+            if late is not None:
+                legs.append(late)
+    late_legs = [leg for leg in legs if not leg.task.done()]
+    for leg in late_legs:
+        leg.task.cancel()
+    if late_legs:
+        await asyncio.gather(*(leg.task for leg in late_legs), return_exceptions=True)
         for leg in late_legs:
-            leg.task.cancel()
-        if late_legs:
-            await asyncio.gather(*(leg.task for leg in late_legs), return_exceptions=True)
-            for leg in late_legs:
-                on_cancelled(leg, won)
+            on_cancelled(leg, won)

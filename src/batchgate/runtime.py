@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batchgate.clock import Clock
-from batchgate.config import CircuitConfig, ProviderConfig
+from batchgate.config import ProviderConfig
 from batchgate.inflight import InflightLimit
 from batchgate.policy.circuit import CircuitBreaker, CircuitSettings
 from batchgate.policy.concurrency import ConcurrencyAimd
 from batchgate.policy.latency import LatencyModel
 from batchgate.providers.base import ProviderClient
-from batchgate.quota.pool import QuotaLimits, QuotaPool
+from batchgate.quota.pool import QuotaPool
 from batchgate.stats import ProviderRecorder
 from batchgate.tokens import TokenCounter
 
@@ -39,30 +39,21 @@ def build_runtime(
     client: ProviderClient,
     counter: TokenCounter,
     clock: Clock,
-    circuit: CircuitConfig,
+    circuit: CircuitSettings,
     seed: int = 0,
     *,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> ProviderRuntime:
     """`timeout` is the configured per-request maximum the adaptive timeouts stay under."""
-    lim = config.limits
-    pool = QuotaPool(
-        config.name,
-        QuotaLimits(rpm=lim.rpm, tpm=lim.tpm, itpm=lim.itpm, otpm=lim.otpm),
-        clock,
-    )
-    breaker = CircuitBreaker(
-        CircuitSettings(failure_threshold=circuit.failure_threshold, open_seconds=circuit.open_seconds)
-    )
     return ProviderRuntime(
         name=config.name,
         config=config,
         client=client,
-        pool=pool,
-        slots=InflightLimit(lim.max_concurrency),
-        breaker=breaker,
+        pool=QuotaPool(config.name, config.limits, clock),
+        slots=InflightLimit(config.max_concurrency),
+        breaker=CircuitBreaker(circuit),
         counter=counter,
         recorder=ProviderRecorder(config.name, seed=seed),
-        concurrency=ConcurrencyAimd(lim.max_concurrency),
+        concurrency=ConcurrencyAimd(config.max_concurrency),
         latency=LatencyModel(timeout),
     )

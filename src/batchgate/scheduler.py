@@ -26,7 +26,7 @@ from batchgate.errors import (
     RequestTimeout,
     RoutingError,
 )
-from batchgate.models import Attempt, ChatBody, Cost, Result
+from batchgate.models import Attempt, ChatBody, Cost, Result, requested_output_tokens
 from batchgate.policy.retry import RetryPolicy
 from batchgate.policy.routing import choose_target
 from batchgate.quota.pool import Reservation
@@ -41,13 +41,6 @@ class Target:
 
 
 Candidate = tuple[Target, Cost, int, int]  # a target, the cost there, its prompt part, our count
-
-
-def requested_output_tokens(body: Mapping[str, Any], default: int) -> int:
-    value = body.get("max_completion_tokens", body.get("max_tokens"))
-    limit = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
-    n = body.get("n", 1)
-    return limit * (n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1)
 
 
 class Scheduler:

@@ -23,13 +23,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchgate.clock import FakeClock
-from batchgate.config import CircuitConfig, Limits, ProviderConfig
+from batchgate.config import ProviderConfig
 from batchgate.emulator.enforcement import make_limiter
 from batchgate.emulator.modes import Enforcement
 from batchgate.errors import RateLimitError
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
+from batchgate.policy.circuit import CircuitSettings
 from batchgate.policy.retry import RetryPolicy, RetrySettings
 from batchgate.quota.dimension import TIMER_SLACK
+from batchgate.quota.limits import QuotaLimits
 from batchgate.runtime import build_runtime
 from batchgate.scheduler import Scheduler, Target
 from batchgate.slots import FairSlots
@@ -98,8 +100,8 @@ async def _scenario(tpm: int, kind: str, seconds: float, ratio: float, latency: 
     rng = random.Random(seed)
     limiter = make_limiter(Enforcement(kind, seconds), tpm, clock.now())  # type: ignore[arg-type]
     client = EmulatedProvider(clock, limiter, ratio, rng, latency)
-    config = ProviderConfig(name="p", kind="openai", base_url="http://x", limits=Limits(tpm=tpm))
-    runtime = build_runtime(config, client, _Chars(), clock, CircuitConfig(), seed=seed, timeout=600.0)
+    config = ProviderConfig(name="p", kind="openai", base_url="http://x", limits=QuotaLimits(tpm=tpm))
+    runtime = build_runtime(config, client, _Chars(), clock, CircuitSettings(), seed=seed, timeout=600.0)
     client.backlog = runtime.pool.busy
     sched = Scheduler(
         {"m": [Target(runtime, "m")]},
@@ -110,7 +112,7 @@ async def _scenario(tpm: int, kind: str, seconds: float, ratio: float, latency: 
         global_slots=FairSlots(10_000, ["p"], clock),
     )
     per_second = tpm / 60.0
-    bodies = []
+    bodies: list[dict[str, Any]] = []
     while sum(char_count(b) * ratio + MAX_TOKENS for b in bodies) < per_second * (2 * seconds + 4.0):
         words = " ".join("lorem" for _ in range(rng.randint(20, 60)))
         bodies.append(

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from batchgate.errors import JobError, JobLockedError
-from batchgate.jobs.report import (
+from batchgate.jobs.io.report import (
     OPEN_SEGMENT_BLOB,
     REPORT_BLOB,
     build_report,
@@ -22,8 +22,8 @@ from batchgate.jobs.report import (
     render_summary,
 )
 from batchgate.jobs.runner import DEFAULT_STORE, LIVE_BLOB
-from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import JobRecord, JobStore, TaskState
+from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+from batchgate.jobs.store.sqlite import SqliteJobStore
 
 
 def register(sub: Any) -> None:

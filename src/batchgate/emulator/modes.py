@@ -9,7 +9,8 @@ Real providers differ on each axis, so each is a choice:
 - `charge`: what a request costs at admission — `exact` tokens of the prompt, or an estimate from
   its characters (`{chars_per_token: 4}`), plus `max_tokens × n` either way. `usage` is always exact.
 - `headers`: `minute` (remaining on the per-minute scale, reset = time until full), `window`
-  (remaining of the current short window) or `none` (no rate-limit headers at all).
+  (remaining of the current short window) or `none` (no rate-limit headers at all; a quota 429
+  still carries `retry-after`, a retry hint rather than a rate-limit header).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ class Plan:
     admitted_at: float = 0.0
 
 
-class ProviderRuntime:
+class EmulatedProvider:
     """The live state of one emulated provider."""
 
     def __init__(self, config: ProviderConfig, family: Family, seed: int, window: float, now: float) -> None:
@@ -195,5 +195,5 @@ class ProviderRuntime:
 
     def __repr__(self) -> str:
         return (
-            f"ProviderRuntime({self.name!r}, {self.family.name}, active={self.active}, queued={self.queued})"
+            f"EmulatedProvider({self.name!r}, {self.family.name}, active={self.active}, queued={self.queued})"
         )

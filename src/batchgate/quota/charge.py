@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from batchgate.models import RateLimitSnapshot
+from batchgate.models import Cost, RateLimitSnapshot
 
 PROMPT_DIMENSIONS = ("tokens", "input_tokens")
 EMPTY = 0.25  # headers showing a dimension at most this full name it as the one a 429 was about
@@ -95,6 +95,16 @@ class ChargeModel:
     def reserve(self, dim: str, count: int) -> int:
         """The prompt charge to reserve on `dim` for a prompt we counted at `count`."""
         return math.ceil(count * self.factor(dim)) if count > 0 else 0
+
+    def priced(self, cost: Cost, count: int) -> Cost:
+        """`cost` (prompt + output on `tokens`) with its prompt parts re-estimated from our `count`."""
+        prompt = self.reserve("tokens", count)
+        return Cost(
+            requests=cost.requests,
+            tokens=prompt + cost.output_tokens,
+            input_tokens=self.reserve("input_tokens", count),
+            output_tokens=cost.output_tokens,
+        )
 
     def charged(self, dim: str, reported: int) -> int:
         """What the provider charged on `dim` for a prompt it reported as `reported` tokens."""

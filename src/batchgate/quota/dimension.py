@@ -48,6 +48,13 @@ class Dimension:
         self.avg_cost = average if self.avg_cost == 0 else 0.5 * (self.avg_cost + average)
         return moved
 
+    def fill(self, now: float) -> float:
+        """How full the bucket is (0..1); one without burst is either ready (1) or in debt (0)."""
+        bucket = self.bucket
+        if bucket.capacity > 0:
+            return bucket.level(now) / bucket.capacity
+        return 1.0 if bucket.can_take(0.0, now) else 0.0
+
     def pace(self, per_second: float, burst_seconds: float, now: float, *, headroom: bool = True) -> None:
         """Send at `per_second` × the limit, less the one-request headroom (unless the caller
         knows the enforcement: a configured burst), with that burst."""

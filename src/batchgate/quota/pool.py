@@ -98,16 +98,8 @@ class QuotaPool:
         return await self._gate.wait(_Request(cost, amounts, count), front=urgent)
 
     def priced(self, cost: Cost, count: int) -> Cost:
-        """`cost` (prompt + output on `tokens`) with its prompt parts re-estimated from our
-        `count` as the charge model now says this provider charges."""
-        charges = self.charges
-        prompt = charges.reserve("tokens", count)
-        return Cost(
-            requests=cost.requests,
-            tokens=prompt + cost.output_tokens,
-            input_tokens=charges.reserve("input_tokens", count),
-            output_tokens=cost.output_tokens,
-        )
+        """`cost` re-priced from our prompt `count` as the charge model now says (`ChargeModel.priced`)."""
+        return self.charges.priced(cost, count)
 
     def limited(self) -> bool:
         """Whether any dimension is rate-limited here."""
@@ -149,7 +141,7 @@ class QuotaPool:
         now = self._clock.now()
         if now < self._paused_until or self._gate.busy():
             return 0.0
-        fractions = [_fill(d.bucket, now) for d in self._dims.values()]
+        fractions = [d.fill(now) for d in self._dims.values()]
         return min((max(0.0, min(1.0, f)) for f in fractions), default=1.0)
 
     # -- settling ----------------------------------------------------------------------------
@@ -400,10 +392,3 @@ class QuotaPool:
 
     def _dispatch(self) -> None:
         self._gate.wake()
-
-
-def _fill(bucket: TokenBucket, now: float) -> float:
-    """How full a bucket is (0..1); a bucket without burst is either ready (1) or in debt (0)."""
-    if bucket.capacity > 0:
-        return bucket.level(now) / bucket.capacity
-    return 1.0 if bucket.can_take(0.0, now) else 0.0
