@@ -192,6 +192,8 @@ class Attempts:
             if rt.concurrency.on_refused(tag.in_flight, now):
                 rt.slots.set_limit(rt.concurrency.limit)
             rt.pool.refund(tag.reservation)  # turned away at the door: nothing charged
+            if hint is not None and hint > 0:
+                rt.pool.pause(hint)
             return
         dim = binding_dimension(error_fields(exc.body)[0], snapshot)
         explained = dim in PROMPT_DIMENSIONS and rt.pool.charges.on_rate_limited(dim, now)

@@ -103,7 +103,12 @@ def test_merge_sums_counters_and_weights_latency() -> None:
     assert report["success_count"] == 42
     assert report["failed_count"] == 2
     assert report["pending_count"] == 6
-    assert report["token_usage"] == {"prompt_tokens": 420, "completion_tokens": 84, "retry_extra_tokens": 10}
+    assert report["token_usage"] == {
+        "prompt_tokens": 420,
+        "completion_tokens": 84,
+        "retry_extra_tokens": 10,
+        "hedge_duplicate_tokens": 0,
+    }
     assert report["rate_limited"] == 2
     assert report["errors_by_kind"] == {"rate_limit": 2}
     assert report["cost_usd"] == 1.25

@@ -28,6 +28,8 @@ _ADDITIVE = (
     "prompt_tokens",
     "completion_tokens",
     "wasted_tokens",
+    "hedged",
+    "duplicate_tokens",
     "validation_tokens",
 )
 # Latency histograms: bucket i holds latencies near HIST_BASE**i ms (2 % wide), so runs merge exactly
@@ -91,6 +93,8 @@ def run_segment(
             "prompt_tokens": p.prompt_tokens,
             "completion_tokens": p.completion_tokens,
             "wasted_tokens": p.wasted_tokens,
+            "hedged": p.hedged,
+            "duplicate_tokens": p.duplicate_tokens,
             "validation_tokens": progress.validation_by_provider.get(name, 0),
             "cost_usd": round(progress.cost_by_provider.get(name, 0.0), 6),
         }
@@ -192,6 +196,7 @@ def build_report(
             "retry_extra_tokens": sum(
                 p["wasted_tokens"] + p["validation_tokens"] for p in providers.values()
             ),
+            "hedge_duplicate_tokens": sum(p.get("duplicate_tokens", 0) for p in providers.values()),
         },
         "cost_usd": round(float(totals.get("cost_usd", 0.0)), 6),
         "cost_split": {
