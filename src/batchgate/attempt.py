@@ -196,7 +196,8 @@ class Attempts:
                 rt.pool.pause(hint)
             return
         dim = binding_dimension(error_fields(exc.body)[0], snapshot)
-        explained = dim in PROMPT_DIMENSIONS and rt.pool.charges.on_rate_limited(dim, now)
+        admitted = tag.reservation.admitted_at
+        explained = dim in PROMPT_DIMENSIONS and rt.pool.charges.on_rate_limited(dim, now, admitted)
         rt.pool.on_rate_limited(tag.reservation, rate_at_fault=not explained)
         if hint is not None and hint > 0:
             rt.pool.pause(hint)

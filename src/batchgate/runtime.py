@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from batchgate.clock import Clock
 from batchgate.config import ProviderConfig
 from batchgate.inflight import InflightLimit
+from batchgate.policy.aimd import AimdSettings
 from batchgate.policy.circuit import CircuitBreaker, CircuitSettings
 from batchgate.policy.concurrency import ConcurrencyAimd
 from batchgate.policy.latency import LatencyModel
@@ -18,6 +19,7 @@ from batchgate.stats import ProviderRecorder
 from batchgate.tokens import TokenCounter
 
 DEFAULT_TIMEOUT = 120.0
+PRIOR_ANSWERS = 10.0  # a provider's first 429 among its first answers is noise, not a verdict
 
 
 @dataclass(slots=True)
@@ -49,7 +51,7 @@ def build_runtime(
         name=config.name,
         config=config,
         client=client,
-        pool=QuotaPool(config.name, config.limits, clock),
+        pool=QuotaPool(config.name, config.limits, clock, AimdSettings(prior_answers=PRIOR_ANSWERS)),
         slots=InflightLimit(config.max_concurrency),
         breaker=CircuitBreaker(circuit),
         counter=counter,

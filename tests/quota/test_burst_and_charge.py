@@ -49,7 +49,8 @@ def test_a_lone_token_429_is_noise_a_confirmed_pair_lifts_to_charges_what_we_cou
     assert model.on_rate_limited("tokens", 2.0)  # confirmed: the provider charges our count
     assert model.reserve("tokens", 100) == 100
     assert model.charged("tokens", 80) == 100
-    assert not model.on_rate_limited("tokens", 2.5)  # within the cooldown: an answer to the old pace
+    assert model.on_rate_limited("tokens", 2.5, admitted_at=1.9)  # reserved under the old margin
+    assert not model.on_rate_limited("tokens", 2.6, admitted_at=2.1)  # within the cooldown: AIMD's
     assert model.margin("tokens") == pytest.approx(1.25)
     assert model.on_rate_limited("tokens", 4.0)  # one step more
     assert model.margin("tokens") == pytest.approx(1.25 * 1.15)

@@ -28,6 +28,7 @@ class AimdSettings:
     noise_ratio: float = 0.05  # 429s up to this share of recent answers are noise
     noise_window: float = 10.0  # seconds over which that share decays
     probe_period: float = 30.0  # seconds without a cut before the factor may pass the last cut point
+    prior_answers: float = 0.0  # clean answers assumed before the first: one early 429 is noise too
 
     def __post_init__(self) -> None:
         if not 0.0 < self.decrease <= 1.0:
@@ -54,15 +55,16 @@ class AimdController:
         self._last_increase = -math.inf
         self._ceiling = math.inf  # the factor at which the last cut happened
         self._recent_429 = 0.0  # decayed counts of recent answers
-        self._recent_all = 0.0
+        self._recent_all = self.settings.prior_answers
         self._recent_at = -math.inf
 
     def _observe(self, now: float, rate_limited: bool) -> float:
         """Add one answer to the decayed counts; the share of 429s among them."""
         if now > self._recent_at:
-            keep = math.exp(-(now - self._recent_at) / self.settings.noise_window)
-            self._recent_429 *= keep
-            self._recent_all *= keep
+            if self._recent_at > -math.inf:  # the prior is not decayed away before the first answer
+                keep = math.exp(-(now - self._recent_at) / self.settings.noise_window)
+                self._recent_429 *= keep
+                self._recent_all *= keep
             self._recent_at = now
         self._recent_all += 1.0
         self._recent_429 += 1.0 if rate_limited else 0.0

@@ -123,15 +123,18 @@ class ChargeModel:
                 m.value = max(1.0, m.value / self.settings.relax_by)
                 m.last_event = now
 
-    def on_rate_limited(self, dim: str | None, now: float) -> bool:
-        """A 429 attributed to `dim`; True when it raised that dimension's margin (the charge
-        model accounts for it). A lone one, one within the cooldown of a raise, or one past
-        what charges explain (one step beyond "charges what we count") raises nothing."""
+    def on_rate_limited(self, dim: str | None, now: float, admitted_at: float = math.inf) -> bool:
+        """A 429 attributed to `dim` for a request admitted at `admitted_at`; True when the charge
+        model accounts for it: it raised that dimension's margin, or the request was reserved
+        under a margin since raised. A lone one, or one past what charges explain (one step
+        beyond "charges what we count"), is left to the rate's AIMD."""
         m = self._margins.get(dim) if dim is not None else None
         if m is None:
             return False
         s = self.settings
         previous, m.last_429, m.last_event = m.last_429, now, now
+        if admitted_at < m.last_raise:
+            return True
         if now - previous > s.confirm or now - m.last_raise < s.cooldown:
             return False
         ceiling = min(s.max_margin, s.raise_by * max(1.0, 1.0 / self.usage_ratio))
