@@ -126,7 +126,7 @@ class Cli:
     stdout and stderr seen (the secret scans read it)."""
 
     cwd: Path
-    store: Path
+    store: Path | str  # a SQLite file or a postgresql:// URL
     env: dict[str, str] = field(default_factory=dict)
     started: list[subprocess.Popen[str]] = field(default_factory=list)
     transcript: list[str] = field(default_factory=list)

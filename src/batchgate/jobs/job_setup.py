@@ -17,10 +17,9 @@ from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.input import ValidationReport, file_sha256, read_tasks, validate_input
-from batchgate.jobs.sqlite_store import SqliteJobStore
 from batchgate.jobs.store import JobRecord, JobStore, TaskSpec
+from batchgate.jobs.store_open import DEFAULT_STORE, StoreLocation
 
-DEFAULT_STORE = Path(".batchgate") / "jobs.db"
 SHOWN_PROBLEMS = 20
 
 
@@ -29,7 +28,7 @@ class RunRequest:
     input_path: Path
     config_path: Path
     output_path: Path
-    store_path: Path = DEFAULT_STORE
+    store_path: StoreLocation = DEFAULT_STORE  # a SQLite file or a postgresql:// URL
     errors_path: Path | None = None
     ordered: bool = False
     skip_invalid: bool = False
@@ -188,15 +187,3 @@ def check_output_writable(path: Path) -> None:
         raise JobError(f"{path}: cannot write output: directory {parent} is not writable")
     if path.exists() and path.is_dir():
         raise JobError(f"{path}: cannot write output: it is a directory")
-
-
-async def open_store(path: Path, *, create: bool) -> SqliteJobStore:
-    """Open the job database; `create` makes its folder (owner-only) when missing."""
-    if create and not path.parent.exists():
-        try:
-            path.parent.mkdir(mode=0o700, parents=True)
-        except OSError as exc:
-            raise JobError(f"{path}: cannot create the job store folder ({exc.strerror})") from None
-    elif not create and not path.exists():
-        raise JobError(f"no job store at {path} (pass --store)")
-    return await SqliteJobStore.open(path)
