@@ -28,8 +28,8 @@ import orjson
 
 from batchgate.clock import LoopClock
 from batchgate.jobs.commit import GroupCommitter
-from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import JobRecord, JobStore, TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.sqlite import SqliteJobStore
 
 _OUT = {
     "id": "chatcmpl-bench",
@@ -71,7 +71,7 @@ async def _open(kind: str, tmp: Path, name: str, pg_url: str) -> AsyncIterator[J
         return
     import psycopg
 
-    from batchgate.jobs.pg_store import PgJobStore
+    from batchgate.jobs.store.postgres import PgJobStore
 
     schema = f"bench_{name}_{secrets.token_hex(4)}"
     async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:

@@ -1,6 +1,7 @@
 """The CLI on a Postgres job store: `run --store postgresql://…` completes the README-style job,
 a kill -9 and `resume` lose nothing and resend no succeeded item, Ctrl-C prints a resume command
-without the password and that command finishes the job, and `job.store` in the config works."""
+without the password and that command finishes the job, `job.store` in the config works, and a
+run held by another (an advisory lock) is refused."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pgutil import fresh_schema
 
 from batchgate.emulator import EmulatorThread
+from batchgate.jobs.job_setup import job_id_for
+from batchgate.jobs.store.postgres import PgJobStore
+from pgutil import fresh_schema
 
 from .harness import (
     Cli,
@@ -35,7 +38,7 @@ SECRET = "pg-s3cret-pw"  # trust auth ignores it; it must never be printed
 @pytest.fixture
 def pg_cli(tmp_path: Path) -> Iterator[Cli]:
     with fresh_schema() as url, cli_under(tmp_path) as runner:
-        runner.store = url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@")
+        runner.store_url = url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@")
         yield runner
 
 
@@ -46,9 +49,6 @@ def test_kill_9_then_resume_on_postgres(pg_cli: Cli, emu: EmulatorThread) -> Non
     out = cli.cwd / "out.jsonl"
     proc = cli.start("run", str(src), "--config", str(cfg), "--output", str(out), "--progress", "quiet")
     wait_for(lambda: provider_totals(emu)["completed"] >= 90, "90 answers before the kill")
-    second = cli.run("run", str(src), "--config", str(cfg), "--output", str(out))
-    assert second.returncode == 2  # the advisory lock refuses a second run of the job
-    assert "locked by another batchgate run" in second.stderr
     kill_hard(proc)
     wait_for(lambda: provider_totals(emu)["in_flight"] == 0, "the killed run's requests to drain")
     before = provider_totals(emu)
@@ -67,7 +67,7 @@ def test_kill_9_then_resume_on_postgres(pg_cli: Cli, emu: EmulatorThread) -> Non
     assert ids_once(rows) == expected_ids(n)
     assert all(row["error"] is None and row["response"]["status_code"] == 200 for row in rows)
     report = cli.report(status["job"])
-    assert (report["status"], report["success_count"], report["runs"]) == ("completed", n, 2)
+    assert (report["status"], report["success_count"], report["failed_count"]) == ("completed", n, 0)
     assert SECRET not in "".join(cli.transcript)
 
 
@@ -92,12 +92,24 @@ def test_ctrl_c_prints_a_resume_command_that_finishes_the_job(
     assert provider_totals(emu)["duplicates"] == 0
 
 
-def test_job_store_from_the_config(pg_cli: Cli, emu: EmulatorThread) -> None:
+async def test_job_store_from_the_config_and_the_run_lock(pg_cli: Cli, emu: EmulatorThread) -> None:
     cli, n = pg_cli, 40
     src = write_input(cli.cwd / "in.jsonl", n)
-    cfg = gateway_config(cli.cwd / "gw.yaml", emu, job={"store": str(cli.store)})
+    cfg = gateway_config(cli.cwd / "gw.yaml", emu, job={"store": cli.store_url})
     out = cli.cwd / "out.jsonl"
-    done = cli.run("run", str(src), "--config", str(cfg), "--output", str(out), "--progress", "quiet", store=False)
+    assert cli.store_url is not None
+    holder = await PgJobStore.open(cli.store_url)  # another run, as far as the CLI can tell
+    try:
+        with holder.lock_job(job_id_for(src, out)):
+            refused = cli.run("run", str(src), "--config", str(cfg), "--output", str(out), store=False)
+    finally:
+        await holder.close()
+    assert refused.returncode == 2
+    assert "locked by another batchgate run" in refused.stderr
+    assert provider_totals(emu)["admitted"] == 0
+    done = cli.run(
+        "run", str(src), "--config", str(cfg), "--output", str(out), "--progress", "quiet", store=False
+    )
     assert done.returncode == 0, done.stderr
     assert not (cli.cwd / ".batchgate").exists()  # nothing went to the default SQLite file
     listing = cli.run("jobs")  # --store names the same Postgres schema

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from batchgate.providers.batch_anthropic import anthropic_item_result, anthropic_status
-from batchgate.providers.batch_common import BatchCounts
-from batchgate.providers.batch_openai import openai_item_result, openai_status
+from batchgate.providers.batch.anthropic import anthropic_item_result, anthropic_status
+from batchgate.providers.batch.common import BatchCounts
+from batchgate.providers.batch.openai import openai_item_result, openai_status
 
 CHAT_BODY = {
     "id": "chatcmpl-1",

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from batchgate.jobs.memory_store import MemoryJobStore
-from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import JobStore
+from batchgate.jobs.store.memory import MemoryJobStore
+from batchgate.jobs.store.protocol import JobStore
+from batchgate.jobs.store.sqlite import SqliteJobStore
 from pgutil import fresh_schema
 
 from .factories import ManualWall
@@ -32,7 +32,7 @@ async def open_store(kind: str, tmp_path: Path, wall: ManualWall, stack: ExitSta
         return MemoryJobStore(wall=wall)
     if kind == "sqlite":
         return await SqliteJobStore.open(tmp_path / "jobs.db", wall=wall)
-    from batchgate.jobs.pg_store import PgJobStore
+    from batchgate.jobs.store.postgres import PgJobStore
 
     return await PgJobStore.open(stack.enter_context(fresh_schema()), wall=wall, lease_clock=wall)
 

@@ -19,13 +19,13 @@ import pytest
 from batchgate.clock import FakeClock, TimerHandle
 from batchgate.config import GatewayConfig, ProviderConfig, TimeoutConfig, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
-from batchgate.jobs.batch_ledger import BatchLedger
-from batchgate.jobs.batch_mode import BatchModeRunner
-from batchgate.jobs.memory_store import MemoryJobStore
-from batchgate.jobs.output import format_success_line
+from batchgate.jobs.batch.ledger import BatchLedger
+from batchgate.jobs.batch.mode import BatchModeRunner
+from batchgate.jobs.io.output import format_success_line
 from batchgate.jobs.pricing import PriceTable
-from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import JobStore, TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.memory import MemoryJobStore
+from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.sqlite import SqliteJobStore
 from batchgate.providers import make_client
 from batchgate.providers.http import create_session
 

@@ -11,10 +11,10 @@ import psycopg
 import pytest
 
 from batchgate.errors import JobLockedError, StoreError
-from batchgate.jobs.pg_schema import MIGRATIONS, SCHEMA_VERSION, Q, display_url
-from batchgate.jobs.pg_store import PgJobStore
-from batchgate.jobs.sqlfile import split_statements
-from batchgate.jobs.store import TaskState
+from batchgate.jobs.store.postgres import PgJobStore
+from batchgate.jobs.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION, Q, display_url
+from batchgate.jobs.store.protocol import TaskState
+from batchgate.jobs.store.sqlfile import split_statements
 from pgutil import BASE_URL, fresh_schema
 
 from .factories import job, outcome, specs

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from batchgate.errors import JobError, LeaseLostError
-from batchgate.jobs.store import JobStore, TaskRecord, TaskState
+from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
 
 from .factories import ManualWall, job, outcome, specs
 

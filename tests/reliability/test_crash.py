@@ -121,8 +121,8 @@ def test_killed_between_job_creation_and_task_loading_still_runs_every_task(
 
     from batchgate.config import load_config
     from batchgate.jobs.runner import RunRequest, job_id_for
-    from batchgate.jobs.sqlite_store import SqliteJobStore
-    from batchgate.jobs.store import JobRecord
+    from batchgate.jobs.store.protocol import JobRecord
+    from batchgate.jobs.store.sqlite import SqliteJobStore
 
     n = 30
     args, out = _setup(cli, emu, n)
@@ -131,7 +131,7 @@ def test_killed_between_job_creation_and_task_loading_still_runs_every_task(
     load_config(cfg_path)
 
     async def create_job_only() -> None:
-        from batchgate.jobs.input import validate_input
+        from batchgate.jobs.io.input import validate_input
 
         cli.store.parent.mkdir(mode=0o700, exist_ok=True)
         store = await SqliteJobStore.open(cli.store)

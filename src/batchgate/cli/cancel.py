@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from batchgate.errors import JobError
-from batchgate.jobs.report import render_summary
-from batchgate.jobs.store_open import DEFAULT_STORE, parse_location, resume_hint
+from batchgate.jobs.io.report import render_summary
+from batchgate.jobs.store.location import DEFAULT_STORE, parse_location, resume_hint
 
 
 def register(sub: Any) -> None:

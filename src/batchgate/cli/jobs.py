@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from batchgate.errors import JobError, JobLockedError
-from batchgate.jobs.report import (
+from batchgate.jobs.io.report import (
     OPEN_SEGMENT_BLOB,
     REPORT_BLOB,
     build_report,
@@ -21,8 +21,8 @@ from batchgate.jobs.report import (
     render_summary,
 )
 from batchgate.jobs.runner import LIVE_BLOB
-from batchgate.jobs.store import JobRecord, JobStore, TaskState
-from batchgate.jobs.store_open import DEFAULT_STORE, StoreLocation, open_store, parse_location
+from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store, parse_location
+from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 
 
 def register(sub: Any) -> None:

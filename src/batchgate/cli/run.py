@@ -13,9 +13,9 @@ import orjson
 from batchgate.config import ROUTE_MODES, GatewayConfig, load_config
 from batchgate.errors import JobError
 from batchgate.jobs.engine import EngineOptions
-from batchgate.jobs.progress import make_sink
+from batchgate.jobs.io.progress import make_sink
 from batchgate.jobs.runner import RunRequest, check_input, run_job, with_job_overrides
-from batchgate.jobs.store_open import DEFAULT_STORE, choose_location, describe, open_store, parse_location
+from batchgate.jobs.store.location import DEFAULT_STORE, choose_location, describe, open_store, parse_location
 
 
 def _positive_int(text: str) -> int:

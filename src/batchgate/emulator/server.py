@@ -24,7 +24,7 @@ from aiohttp import web
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.emulator.anthropic_api import AnthropicFamily
-from batchgate.emulator.batch_service import BatchService
+from batchgate.emulator.batch.service import BatchService
 from batchgate.emulator.config import EmulatorConfig
 from batchgate.emulator.openai_api import OpenAIFamily
 from batchgate.emulator.provider import Plan, ProviderRuntime

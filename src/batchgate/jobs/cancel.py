@@ -23,14 +23,14 @@ from typing import Any
 from batchgate.config import load_config
 from batchgate.errors import JobError, JobLockedError
 from batchgate.gateway import Gateway
-from batchgate.jobs.batch_mode import BatchModeRunner
+from batchgate.jobs.batch.mode import BatchModeRunner
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON
 from batchgate.jobs.finish import Finished, OutputFiles, finish_job
+from batchgate.jobs.io.report import OPEN_SEGMENT_BLOB, REPORT_BLOB, fold_open_segment, load_segments
 from batchgate.jobs.job_setup import job_config
-from batchgate.jobs.lockfile import lock_path_for
-from batchgate.jobs.report import OPEN_SEGMENT_BLOB, REPORT_BLOB, fold_open_segment, load_segments
-from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import JobRecord
+from batchgate.jobs.store.lockfile import lock_path_for
+from batchgate.jobs.store.protocol import JobRecord
+from batchgate.jobs.store.sqlite import SqliteJobStore
 from batchgate.providers.http import create_session
 
 LOCK_RETRY_S = 0.1  # how often to look at the lock when the holder's exit cannot be awaited

@@ -24,14 +24,14 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.errors import DispatchStopped, QuotaExhaustedError
 from batchgate.gateway import Gateway
-from batchgate.jobs.batch_driver import BatchDriver, EventSink
+from batchgate.jobs.batch.driver import BatchDriver, EventSink
 from batchgate.jobs.budget_gate import BudgetGate
 from batchgate.jobs.commit import GroupCommitter
 from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
+from batchgate.jobs.io.output_check import OutputCheck
+from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.live_task import Abandoned, LiveTasks
-from batchgate.jobs.output_check import OutputCheck
-from batchgate.jobs.progress import Progress
-from batchgate.jobs.store import JobStore, TaskSpec, TaskState
+from batchgate.jobs.store.protocol import JobStore, TaskSpec, TaskState
 
 __all__ = ["CANCEL_BLOB", "CANCEL_REASON", "EngineOptions", "EngineOutcome", "JobEngine", "Progress"]
 

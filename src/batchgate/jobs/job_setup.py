@@ -16,9 +16,9 @@ from batchgate.config import GatewayConfig, RouteMode
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.finish import OutputFiles
-from batchgate.jobs.input import ValidationReport, file_sha256, read_tasks, validate_input
-from batchgate.jobs.store import JobRecord, JobStore, TaskSpec
-from batchgate.jobs.store_open import DEFAULT_STORE, StoreLocation
+from batchgate.jobs.io.input import ValidationReport, file_sha256, read_tasks, validate_input
+from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation
+from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
 
 SHOWN_PROBLEMS = 20
 

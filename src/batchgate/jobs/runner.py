@@ -18,9 +18,20 @@ from typing import Any
 import orjson
 
 from batchgate.config import GatewayConfig
-from batchgate.jobs.batch_policy import job_deadline
+from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
 from batchgate.jobs.finish import finish_job
+from batchgate.jobs.io.output_check import OutputCheck
+from batchgate.jobs.io.progress import ProgressSink, QuietSink, snapshot
+from batchgate.jobs.io.report import (
+    OPEN_SEGMENT_BLOB,
+    REPORT_BLOB,
+    dump_segments,
+    fold_open_segment,
+    load_segments,
+    render_summary,
+    run_segment,
+)
 from batchgate.jobs.job_setup import (
     RunRequest,
     check_input,
@@ -31,19 +42,8 @@ from batchgate.jobs.job_setup import (
     unchanged_job_input,
     with_job_overrides,
 )
-from batchgate.jobs.output_check import OutputCheck
-from batchgate.jobs.progress import ProgressSink, QuietSink, snapshot
-from batchgate.jobs.report import (
-    OPEN_SEGMENT_BLOB,
-    REPORT_BLOB,
-    dump_segments,
-    fold_open_segment,
-    load_segments,
-    render_summary,
-    run_segment,
-)
-from batchgate.jobs.store import JobRecord, JobStore, TaskState
-from batchgate.jobs.store_open import DEFAULT_STORE, open_store, resume_hint, store_exists
+from batchgate.jobs.store.location import DEFAULT_STORE, open_store, resume_hint, store_exists
+from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 
 __all__ = [
     "DEFAULT_STORE",
