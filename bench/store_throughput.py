@@ -69,9 +69,9 @@ async def _open(kind: str, tmp: Path, name: str, pg_url: str) -> AsyncIterator[J
         finally:
             await store.close()
         return
-    import psycopg
+    import psycopg  # noqa: PLC0415 — the Postgres extra only when it is measured
 
-    from batchgate.jobs.store.postgres import PgJobStore
+    from batchgate.jobs.store.postgres import PgJobStore  # noqa: PLC0415 — as above
 
     schema = f"bench_{name}_{secrets.token_hex(4)}"
     async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:

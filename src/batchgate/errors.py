@@ -25,9 +25,10 @@
     └── JobError                 a job cannot start or must stop
         ├── JobLockedError       another run holds the job
         ├── LeaseLostError       a worker's chunk lease expired or was taken: its commit is refused
-        ├── InputChangedError    the input changed under an existing job
-        ├── BudgetExceededError  the next request would pass the budget
-        └── ErrorRateExceededError  too many failures in the sliding window
+        └── InputChangedError    the input changed under an existing job
+
+A job that reaches its budget or error-rate threshold is not an error: it stops, with the reason
+recorded (`jobs/guards.py`), and a later run resumes it.
 
 Every class's docstring doubles as its default message. Errors never carry API keys.
 """
@@ -186,14 +187,6 @@ class InputChangedError(JobError):
     """The input file changed under an existing job."""
 
 
-class BudgetExceededError(JobError):
-    """The job's budget would be exceeded."""
-
-
-class ErrorRateExceededError(JobError):
-    """The error rate over the sliding window passed the job's threshold."""
-
-
 _KIND: dict[type[BaseException], str] = {
     ConnectError: "connect",
     UnreachableError: "unreachable",
@@ -210,6 +203,4 @@ _KIND: dict[type[BaseException], str] = {
     DispatchStopped: "stopped",
     InternalError: "internal_error",
     RoutingError: "routing",
-    BudgetExceededError: "budget",
-    ErrorRateExceededError: "error_rate",
 }

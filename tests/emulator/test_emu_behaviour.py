@@ -14,7 +14,7 @@ import pytest
 
 from batchgate.emulator import Emulator, EmulatorConfig
 from batchgate.emulator.openai_api import OpenAIFamily
-from batchgate.emulator.provider import ProviderRuntime
+from batchgate.emulator.provider import EmulatedProvider
 
 ProviderFactory = Callable[..., dict[str, Any]]
 ConfigFactory = Callable[..., EmulatorConfig]
@@ -131,7 +131,7 @@ def test_latency_is_lognormal_around_p50_and_reproducible(
     family = OpenAIFamily()
 
     def delays() -> list[float]:
-        runtime = ProviderRuntime(cfg.providers[0], family, cfg.seed, cfg.window_seconds, 0.0)
+        runtime = EmulatedProvider(cfg.providers[0], family, cfg.seed, cfg.window_seconds, 0.0)
         body = {"model": "m", "messages": USER, "max_tokens": 50}
         return [
             runtime.admit(family.parse(body, cfg.providers[0]), i * 0.001, 0.0).delay for i in range(1001)

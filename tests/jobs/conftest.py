@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from batchgate.jobs.store.memory import MemoryJobStore
+from batchgate.jobs.store.postgres import PgJobStore
 from batchgate.jobs.store.protocol import JobStore
 from batchgate.jobs.store.sqlite import SqliteJobStore
 from pgutil import fresh_schema
@@ -32,8 +33,6 @@ async def open_store(kind: str, tmp_path: Path, wall: ManualWall, stack: ExitSta
         return MemoryJobStore(wall=wall)
     if kind == "sqlite":
         return await SqliteJobStore.open(tmp_path / "jobs.db", wall=wall)
-    from batchgate.jobs.store.postgres import PgJobStore
-
     return await PgJobStore.open(stack.enter_context(fresh_schema()), wall=wall, lease_clock=wall)
 
 

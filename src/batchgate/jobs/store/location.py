@@ -66,13 +66,13 @@ async def open_store(location: StoreLocation, *, create: bool) -> JobStore:
     """Open the store; `create` makes a SQLite file's folder (owner-only) when missing."""
     if isinstance(location, str):
         try:
-            from batchgate.jobs.store.postgres import PgJobStore
+            from batchgate.jobs.store.postgres import PgJobStore  # noqa: PLC0415 — psycopg only when asked for
         except ImportError:
             raise StoreError(
                 f"{describe(location)}: a Postgres job store needs psycopg: pip install 'batchgate[postgres]'"
             ) from None
         return await PgJobStore.open(location)
-    from batchgate.jobs.store.sqlite import SqliteJobStore
+    from batchgate.jobs.store.sqlite import SqliteJobStore  # noqa: PLC0415 — start-up: only the chosen backend
 
     if create and not location.parent.exists():
         try:
