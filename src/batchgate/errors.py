@@ -24,6 +24,7 @@
     ├── StoreError               the job store is unusable (locked, corrupted, foreign)
     └── JobError                 a job cannot start or must stop
         ├── JobLockedError       another run holds the job
+        ├── LeaseLostError       a worker's chunk lease expired or was taken: its commit is refused
         └── InputChangedError    the input changed under an existing job
 
 A job that reaches its budget or error-rate threshold is not an error: it stops, with the reason
@@ -176,6 +177,10 @@ class JobError(BatchgateError):
 
 class JobLockedError(JobError):
     """Another batchgate run holds this job."""
+
+
+class LeaseLostError(JobError):
+    """The lease on this chunk expired or was taken over; nothing was written (fencing)."""
 
 
 class InputChangedError(JobError):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -21,31 +20,29 @@ from batchgate.jobs.io.report import (
     load_segments,
     render_summary,
 )
-from batchgate.jobs.runner import DEFAULT_STORE, LIVE_BLOB
+from batchgate.jobs.runner import LIVE_BLOB
+from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store, parse_location
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
-from batchgate.jobs.store.sqlite import SqliteJobStore
 
 
 def register(sub: Any) -> None:
     jobs = sub.add_parser("jobs", help="list the jobs in the store")
-    jobs.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    jobs.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
     jobs.set_defaults(handler=_jobs)
     status = sub.add_parser("status", help="show a running or stopped job (default: the latest)")
     status.add_argument("job", nargs="?")
-    status.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    status.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=_status)
     report = sub.add_parser("report", help="print a job's JSON report")
     report.add_argument("job")
-    report.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    report.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
     report.add_argument("--summary", action="store_true", help="print the readable table instead of JSON")
     report.set_defaults(handler=_report)
 
 
-async def _open(path: Path) -> SqliteJobStore:
-    if not path.exists():
-        raise JobError(f"no job store at {path} (pass --store)")
-    return await SqliteJobStore.open(path)
+async def _open(location: StoreLocation) -> JobStore:
+    return await open_store(location, create=False)
 
 
 def _running(store: JobStore, job_id: str) -> bool:

@@ -14,7 +14,8 @@ from batchgate.config import ROUTE_MODES, GatewayConfig, load_config
 from batchgate.errors import JobError
 from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.io.progress import make_sink
-from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, check_input, run_job, with_job_overrides
+from batchgate.jobs.runner import RunRequest, check_input, run_job, with_job_overrides
+from batchgate.jobs.store.location import DEFAULT_STORE, choose_location, describe, open_store, parse_location
 
 
 def _positive_int(text: str) -> int:
@@ -56,7 +57,12 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_mode_options(p)
-    p.add_argument("--store", type=Path, default=DEFAULT_STORE, help="job database (default: %(default)s)")
+    p.add_argument(
+        "--store",
+        type=parse_location,
+        default=None,
+        help=f"job store: a SQLite file or a postgresql:// URL (default: job.store, else {DEFAULT_STORE})",
+    )
     p.add_argument("--errors", type=Path, default=None, help="errors file (default: OUTPUT.errors.jsonl)")
     p.add_argument(
         "--ordered", action="store_true", help="write OUT in input order (default: completion order)"
@@ -139,6 +145,7 @@ def _run(args: argparse.Namespace) -> int:
         args.json = False
         return _plan(args)
     config = load_config(args.config)
+    args.store = choose_location(args.store, config.job.store)
     req = _request(args, args.input, args.config, args.output)
     return _go(req, config, args.progress)
 
@@ -154,20 +161,17 @@ def _stderr(text: str) -> None:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from batchgate.jobs.store.sqlite import SqliteJobStore  # noqa: PLC0415 — start-up: only `resume` needs it
-
     async def find() -> Any:
-        store = await SqliteJobStore.open(args.store)
+        store = await open_store(args.store, create=False)
         try:
             return await store.get_job(args.job)
         finally:
             await store.close()
 
-    if not Path(args.store).exists():
-        raise JobError(f"no job store at {args.store} (pass --store)")
+    args.store = choose_location(args.store, load_config(args.config).job.store if args.config else None)
     job = asyncio.run(find())
     if job is None:
-        raise JobError(f"no job {args.job!r} in {args.store} (see `batchgate jobs`)")
+        raise JobError(f"no job {args.job!r} in {describe(args.store)} (see `batchgate jobs`)")
     config_path = args.config or Path(job.config_path)
     config = load_config(config_path)
     if args.errors is None and job.options.get("errors_path"):

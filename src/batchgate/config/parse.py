@@ -58,6 +58,7 @@ _PRICE = frozenset({"input", "output", "cached_input", "batch_discount"})
 _BUDGET = frozenset({"max_cost_usd", "max_tokens"})
 _JOB = frozenset(
     {
+        "store",
         "error_rate_threshold",
         "error_rate_window",
         "validate_regex",
@@ -271,6 +272,7 @@ def _job(top: Section) -> JobSettings:
         deadline_hours=j.number("deadline_hours"),
         batch_turnaround_hours=j.number("batch_turnaround_hours", 24.0) or 24.0,
         batch_poll=_batch_poll(j),
+        store=j.string("store"),
     )
 
 

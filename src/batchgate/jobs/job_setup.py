@@ -17,10 +17,9 @@ from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.io.input import ValidationReport, file_sha256, read_tasks, validate_input
+from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
-from batchgate.jobs.store.sqlite import SqliteJobStore
 
-DEFAULT_STORE = Path(".batchgate") / "jobs.db"
 SHOWN_PROBLEMS = 20
 
 
@@ -29,7 +28,7 @@ class RunRequest:
     input_path: Path
     config_path: Path
     output_path: Path
-    store_path: Path = DEFAULT_STORE
+    store_path: StoreLocation = DEFAULT_STORE  # a SQLite file or a postgresql:// URL
     errors_path: Path | None = None
     ordered: bool = False
     skip_invalid: bool = False
@@ -193,15 +192,3 @@ def check_output_writable(path: Path) -> None:
         raise JobError(f"{path}: cannot write output: directory {parent} is not writable")
     if path.exists() and path.is_dir():
         raise JobError(f"{path}: cannot write output: it is a directory")
-
-
-async def open_store(path: Path, *, create: bool) -> SqliteJobStore:
-    """Open the job database; `create` makes its folder (owner-only) when missing."""
-    if create and not path.parent.exists():
-        try:
-            path.parent.mkdir(mode=0o700, parents=True)
-        except OSError as exc:
-            raise JobError(f"{path}: cannot create the job store folder ({exc.strerror})") from None
-    elif not create and not path.exists():
-        raise JobError(f"no job store at {path} (pass --store)")
-    return await SqliteJobStore.open(path)

@@ -33,17 +33,16 @@ from batchgate.jobs.io.report import (
     run_segment,
 )
 from batchgate.jobs.job_setup import (
-    DEFAULT_STORE,
     RunRequest,
     check_input,
     check_output_writable,
     job_config,
     job_id_for,
-    open_store,
     prepare_job,
     unchanged_job_input,
     with_job_overrides,
 )
+from batchgate.jobs.store.location import DEFAULT_STORE, open_store, resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 
 __all__ = [
@@ -81,7 +80,7 @@ async def run_job(
     check_output_writable(req.errors_file)
     check_output_writable(req.report_file)
     job_id = job_id_for(req.input_path, req.output_path)
-    rerun = req.store_path.exists()
+    rerun = store_exists(req.store_path)
     report = None if rerun else check_input(req, config, err)  # a new store: validate before creating it
     store = await open_store(req.store_path, create=True)
     try:
@@ -264,8 +263,7 @@ async def _finish(
     )
     status, reason, unfinished = done.status, done.reason, done.unfinished
     written, failed = done.written, done.failed
-    store_hint = "" if req.store_path == DEFAULT_STORE else f" --store {req.store_path.resolve()}"
-    resume = f"batchgate resume {job_id}{store_hint}"
+    resume = f"batchgate resume {job_id}{resume_hint(req.store_path)}"
     interrupted = bool(reason and (reason.startswith("interrupted") or reason == CANCEL_REASON))
     code = EXIT_OK if status == "completed" else EXIT_INTERRUPTED if interrupted else EXIT_STOPPED
     if status == "completed":

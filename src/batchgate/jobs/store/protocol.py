@@ -13,6 +13,12 @@ Semantics every store honours (the conformance suite checks each):
 - `complete_tasks` writes all outcomes in one transaction and gives each a job-wide, increasing
   `completed_order`; a task that already SUCCEEDED is final and never overwritten.
 - `requeue_running` puts running tasks back to pending (at-least-once after a crash or a stop).
+- Chunks (for workers sharing one store): `claim_chunk` first returns the tasks of the job's
+  expired leases to pending, then claims pending tasks in `seq` order under a new lease whose
+  `token` (the fencing token) is larger than every token granted before. `renew_lease` and
+  `commit_chunk` refuse, with `LeaseLostError` and without writing, a lease that expired, was
+  released or was reaped; `commit_chunk` writes only tasks still running under that token. Lease
+  time comes from the store's clock (on Postgres the server's, shared by every worker).
 - `iter_results(ordered=True)` yields by `seq`; `ordered=False` yields completed tasks by
   `completed_order`, then any not yet completed by `seq`. Both stream in bounded chunks.
 """
@@ -93,6 +99,17 @@ class JobRecord:
     options: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Tasks of one job claimed under one lease; `token` fences every write made under it."""
+
+    job_id: str
+    token: int
+    owner: str
+    expires_at: float  # seconds on the store's lease clock
+    tasks: tuple[TaskSpec, ...]
+
+
 @runtime_checkable
 class JobStore(Protocol):
     """Durable jobs and their tasks. All methods are safe to call from the event loop."""
@@ -166,6 +183,26 @@ class JobStore(Protocol):
 
     async def get_task_body(self, job_id: str, seq: int) -> dict[str, Any] | None: ...
 
+    async def claim_chunk(self, job_id: str, limit: int, *, owner: str, lease_seconds: float) -> Chunk | None:
+        """Reap expired leases, then claim up to `limit` pending tasks under a new lease (None: none)."""
+        ...
+
+    async def renew_lease(self, job_id: str, token: int, lease_seconds: float) -> float:
+        """Extend a held lease to now + `lease_seconds`; returns the new expiry, or `LeaseLostError`."""
+        ...
+
+    async def commit_chunk(self, job_id: str, token: int, outcomes: Sequence[TaskOutcome]) -> None:
+        """`complete_tasks` fenced by `token`: all outcomes or none (`LeaseLostError`)."""
+        ...
+
+    async def release_chunk(self, job_id: str, token: int) -> int:
+        """Drop the lease; its unfinished tasks go back to pending. Returns how many (0 if lost)."""
+        ...
+
+    async def requeue_expired(self, job_id: str) -> int:
+        """Tasks under expired leases go back to pending; returns how many moved."""
+        ...
+
     async def put_blob(self, job_id: str, key: str, value: bytes) -> None: ...
 
     async def get_blob(self, job_id: str, key: str) -> bytes | None: ...
@@ -183,6 +220,18 @@ def check_outcome(outcome: TaskOutcome) -> None:
     """Refuse an outcome that is not terminal (a programming error, not bad input)."""
     if outcome.state not in TERMINAL_STATES:
         raise ValueError(f"outcome for seq {outcome.seq} has non-terminal state {outcome.state}")
+
+
+def lease_lost(job_id: str, token: int, outside: bool = False) -> str:
+    """The `LeaseLostError` message: the lease is gone, or an outcome names a task it does not hold."""
+    if outside:
+        return f"job {job_id!r}: an outcome names a task not running under lease {token}; nothing written"
+    return f"job {job_id!r}: lease {token} expired or was taken over; nothing written"
+
+
+def check_lease_seconds(lease_seconds: float) -> None:
+    if not lease_seconds > 0:
+        raise ValueError(f"lease_seconds must be positive, got {lease_seconds}")
 
 
 def check_status(status: str) -> None:

@@ -4,7 +4,7 @@ Only named queries from `queries.sql` run here. One dedicated thread owns the co
 event loop never blocks on disk; every write is one `BEGIN IMMEDIATE` transaction, so several
 processes may share the file. Opening, checking and migrating the file, and turning SQLite errors
 into `StoreError`s naming it, live in `sqlite_schema`. Per-job run locks are flocks on files next
-to the database (`lockfile`).
+to the database (`lockfile`); chunk leases in `sqlite_chunks`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from batchgate.jobs.store.protocol import (
 )
 from batchgate.jobs.store.schema import connect, store_error
 from batchgate.jobs.store.sqlfile import queries
+from batchgate.jobs.store.sqlite_chunks import SqliteChunks
 
 T = TypeVar("T")
 _ADD_CHUNK = 10_000
@@ -42,7 +43,7 @@ _READ_CHUNK = 1_000
 Q = queries()
 
 
-class SqliteJobStore:
+class SqliteJobStore(SqliteChunks):
     """Jobs in one SQLite file. Create with `await SqliteJobStore.open(path)`."""
 
     def __init__(
@@ -187,7 +188,7 @@ class SqliteJobStore:
             if limit <= 0:
                 return []
             with self._tx() as conn:
-                rows = conn.execute(Q["task_claim"], {"job": pk, "limit": limit}).fetchall()
+                rows = conn.execute(Q["task_claim"], {"job": pk, "limit": limit, "token": None}).fetchall()
             rows.sort(key=lambda r: r[0])
             return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3])) for r in rows]
 
