@@ -16,13 +16,11 @@ from typing import Any
 
 from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.jobs.batch_policy import TasksEstimate, batch_target, resolve_mode
+from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.input import read_tasks
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store import TaskSpec
 from batchgate.models import Usage
-from batchgate.providers.base import make_token_counter
-from batchgate.scheduler import requested_output_tokens
-from batchgate.tokens import TokenCounter
 
 
 @dataclass(slots=True)
@@ -51,73 +49,83 @@ class ProviderPlan:
 @dataclass(slots=True)
 class RoutePlan:
     tasks: int = 0
-    prompt_tokens: int = 0
-    max_output_tokens: int = 0
+    prompt_tokens: float = 0.0  # live: spread over the targets, each counted as the run counts
+    max_output_tokens: float = 0.0
     cost_usd: float = 0.0  # live, spread over the targets
-    batch_cost_usd: float = 0.0  # everything through the batch target (0 without one)
+    batch_prompt_tokens: int = 0  # everything through the batch target (0 without one)
+    batch_output_tokens: int = 0
+    batch_cost_usd: float = 0.0
 
 
 def _weight(p: ProviderConfig) -> float:
     return p.limits.rpm or 1.0
 
 
-def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
-    prices = PriceTable(config.prices)
-    counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
-    plans: dict[str, ProviderPlan] = {p.name: ProviderPlan() for p in config.providers}
-    routes = {r.model: r for r in config.routes}
-    route_plans: dict[str, RoutePlan] = {}
-    tasks = 0
-    used_models: set[str] = set()
-    for item in read_tasks(input_path, known_models=config.route_models()):
-        if not isinstance(item, TaskSpec):
-            continue
-        tasks += 1
-        route = routes[item.body["model"]]
-        providers = [config.provider(t.provider) for t in route.targets]
-        total_w = sum(_weight(p) for p in providers)
-        first = providers[0]
-        prompt = counters[first.name].count_prompt(item.body)
-        rp = route_plans.setdefault(route.model, RoutePlan())
+@dataclass(slots=True)
+class _Planner:
+    """Adds tasks up per provider and per route, counting each at each target as the run does;
+    a route's work goes only to the targets that can admit it, and its Batch API work to its
+    batch target — so the provider table and the route table are two views of the same sums."""
+
+    config: GatewayConfig
+    fit: RouteFit
+    prices: PriceTable
+    plans: dict[str, ProviderPlan]
+    routes: dict[str, RoutePlan]
+    used_models: set[str]
+
+    def add(self, body: dict[str, Any]) -> None:
+        route = next(r for r in self.config.routes if r.model == body["model"])
+        rp = self.routes.setdefault(route.model, RoutePlan())
         rp.tasks += 1
-        rp.prompt_tokens += prompt
-        batch_to = batch_target(route, config)
-        if batch_to is not None:
-            batch_out = requested_output_tokens(item.body, batch_to[0].default_max_tokens)
-            rp.max_output_tokens += batch_out
-            used_models.add(batch_to[1])
-            rp.batch_cost_usd += prices.cost(batch_to[1], Usage(prompt, batch_out), batch=True)
-        for target, p in zip(route.targets, providers, strict=True):
+        live = [
+            (t, p, *self.fit.cost(p, body))
+            for t, p in zip(route.targets, self.fit.providers(route.model), strict=True)
+        ]
+        fitting = [entry for entry in live if self.fit.fits(entry[1], entry[2])] or live
+        total_w = sum(_weight(p) for _, p, _, _ in fitting)
+        for target, p, cost, prompt in fitting:
             share = _weight(p) / total_w
-            out = requested_output_tokens(item.body, p.default_max_tokens)
             model = target.model or route.model
-            used_models.add(model)
-            usage = Usage(prompt_tokens=prompt, completion_tokens=out)
-            plan = plans[p.name]
+            self.used_models.add(model)
+            price = self.prices.cost(model, Usage(prompt_tokens=prompt, completion_tokens=cost.output_tokens))
+            plan = self.plans[p.name]
             plan.requests += share
             plan.prompt_tokens += share * prompt
-            plan.max_output_tokens += share * out
-            plan.cost_usd += share * prices.cost(model, usage)
-            rp.cost_usd += share * prices.cost(model, usage)
-            if batch_to is None:
-                rp.max_output_tokens += round(share * out)
-            plan.batch_cost_usd += share * prices.cost(model, usage, batch=True)
+            plan.max_output_tokens += share * cost.output_tokens
+            plan.cost_usd += share * price
+            rp.prompt_tokens += share * prompt
+            rp.max_output_tokens += share * cost.output_tokens
+            rp.cost_usd += share * price
+        batch_to = batch_target(route, self.config)
+        if batch_to is not None:
+            provider, model = batch_to
+            cost, prompt = self.fit.cost(provider, body)
+            self.used_models.add(model)
+            price = self.prices.cost(model, Usage(prompt, cost.output_tokens), batch=True)
+            rp.batch_prompt_tokens += prompt
+            rp.batch_output_tokens += cost.output_tokens
+            rp.batch_cost_usd += price
+            self.plans[provider.name].batch_cost_usd += price
+
+
+def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
+    fit = RouteFit(config)
+    planner = _Planner(
+        config, fit, PriceTable(config.prices), {p.name: ProviderPlan() for p in config.providers}, {}, set()
+    )
+    tasks = 0
+    for item in read_tasks(input_path, known_models=config.route_models(), check=fit.problem):
+        if isinstance(item, TaskSpec):
+            tasks += 1
+            planner.add(item.body)
     by_provider = {
-        name: {
-            "requests": round(pl.requests),
-            "prompt_tokens": round(pl.prompt_tokens),
-            "max_output_tokens": round(pl.max_output_tokens),
-            "cost_usd_max": round(pl.cost_usd, 6),
-            "batch_api_cost_usd_max": round(pl.batch_cost_usd, 6),
-            "batch_api_saving_usd": round(pl.cost_usd - pl.batch_cost_usd, 6),
-            "quota_seconds": round(pl.quota_seconds(config.provider(name)), 1),
-        }
-        for name, pl in plans.items()
-        if pl.requests
+        name: _provider_entry(config, name, pl) for name, pl in planner.plans.items() if pl.requests
     }
-    by_route = {model: _route_entry(config, model, rp) for model, rp in route_plans.items()}
+    by_route = {model: _route_entry(config, model, rp) for model, rp in planner.routes.items()}
     total_cost = sum(p["cost_usd_max"] for p in by_provider.values())
     batch_cost = sum(p["batch_api_cost_usd_max"] for p in by_provider.values())
+    batch_live = sum(r["cost_usd_max"] for r in by_route.values() if r["batch_api_cost_usd_max"] is not None)
     prompt_total = sum(p["prompt_tokens"] for p in by_provider.values())
     output_total = sum(p["max_output_tokens"] for p in by_provider.values())
     budget = config.budget
@@ -131,7 +139,7 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
         "max_output_tokens": output_total,
         "cost_usd_max": round(total_cost, 6),
         "batch_api_cost_usd_max": round(batch_cost, 6),
-        "batch_api_saving_usd": round(total_cost - batch_cost, 6),
+        "batch_api_saving_usd": round(batch_live - batch_cost, 6),
         "routes": by_route,
         "planned_cost_usd_max": round(sum(r["planned_cost_usd_max"] for r in by_route.values()), 6),
         "deadline_hours": config.job.deadline_hours,
@@ -139,17 +147,33 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
         "budget_usd": budget.max_cost_usd,
         "budget_tokens": budget.max_tokens,
         "over_budget": over_cost or over_tokens,
-        "unpriced_models": prices.unpriced(sorted(used_models)),
+        "unpriced_models": planner.prices.unpriced(sorted(planner.used_models)),
+    }
+
+
+def _provider_entry(config: GatewayConfig, name: str, pl: ProviderPlan) -> dict[str, Any]:
+    """One provider's row: the live work it would get, and the Batch API work routed to it."""
+    return {
+        "requests": round(pl.requests),
+        "prompt_tokens": round(pl.prompt_tokens),
+        "max_output_tokens": round(pl.max_output_tokens),
+        "cost_usd_max": round(pl.cost_usd, 6),
+        "batch_api_cost_usd_max": round(pl.batch_cost_usd, 6),
+        "quota_seconds": round(pl.quota_seconds(config.provider(name)), 1),
     }
 
 
 def _route_entry(config: GatewayConfig, model: str, rp: RoutePlan) -> dict[str, Any]:
     route = next(r for r in config.routes if r.model == model)
-    estimate = TasksEstimate(rp.tasks, rp.prompt_tokens, rp.max_output_tokens)
-    mode = resolve_mode(route, config, estimate)
     target = batch_target(route, config)
+    if target is not None:
+        estimate = TasksEstimate(rp.tasks, rp.batch_prompt_tokens, rp.batch_output_tokens)
+    else:
+        estimate = TasksEstimate(rp.tasks, round(rp.prompt_tokens), round(rp.max_output_tokens))
+    mode = resolve_mode(route, config, estimate)
     return {
         "tasks": rp.tasks,
+        "prompt_tokens": round(rp.prompt_tokens),
         "configured_mode": config.job.mode or route.mode,
         "mode": mode,
         "batch_provider": target[0].name if target is not None else None,
@@ -164,13 +188,12 @@ def render_plan(plan: dict[str, Any]) -> str:
         f"plan for {plan['input']}: {plan['tasks']} tasks, {plan['prompt_tokens']} prompt tokens, "
         f"up to {plan['max_output_tokens']} output tokens",
         f"  {'provider':<12}{'requests':>10}{'prompt tok':>12}{'max out tok':>13}{'max cost $':>12}"
-        f"{'batch API $':>13}{'saving $':>10}{'quota time':>12}",
+        f"{'batch API $':>13}{'quota time':>12}",
     ]
     for name, p in sorted(plan["providers"].items()):
         lines.append(
             f"  {name:<12}{p['requests']:>10}{p['prompt_tokens']:>12}{p['max_output_tokens']:>13}"
-            f"{p['cost_usd_max']:>12.4f}{p['batch_api_cost_usd_max']:>13.4f}"
-            f"{p.get('batch_api_saving_usd', 0.0):>10.4f}{p['quota_seconds']:>11.0f}s"
+            f"{p['cost_usd_max']:>12.4f}{p['batch_api_cost_usd_max']:>13.4f}{p['quota_seconds']:>11.0f}s"
         )
     lines.append(
         f"  total: at most ${plan['cost_usd_max']:.4f} live, "

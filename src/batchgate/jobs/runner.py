@@ -7,15 +7,12 @@ store (`finish`), so each custom_id appears in OUT exactly once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
-
-import orjson
 
 from batchgate.config import GatewayConfig
 from batchgate.jobs.batch_policy import job_deadline
@@ -34,7 +31,7 @@ from batchgate.jobs.job_setup import (
     with_job_overrides,
 )
 from batchgate.jobs.output_check import OutputCheck
-from batchgate.jobs.progress import ProgressSink, QuietSink, snapshot
+from batchgate.jobs.progress import ProgressSink, QuietSink
 from batchgate.jobs.report import (
     OPEN_SEGMENT_BLOB,
     REPORT_BLOB,
@@ -45,6 +42,8 @@ from batchgate.jobs.report import (
     run_segment,
 )
 from batchgate.jobs.store import JobRecord, JobStore, TaskState
+from batchgate.jobs.ticker import LIVE_BLOB, JobTicker, publish
+from batchgate.text import plural
 
 __all__ = [
     "DEFAULT_STORE",
@@ -57,9 +56,9 @@ __all__ = [
     "with_job_overrides",
 ]
 
-LIVE_BLOB = "live"
-EXIT_OK = 0
-EXIT_STOPPED = 3
+EXIT_OK = 0  # every item succeeded
+EXIT_STOPPED = 3  # stopped by a guard (budget, error rate, exhausted account)
+EXIT_FAILED_ITEMS = 4  # finished, but some items failed (retry them with --retry-failed)
 EXIT_INTERRUPTED = 130
 
 
@@ -85,10 +84,13 @@ async def run_job(
             if report is None:
                 report = await unchanged_job_input(store, job_id, req) or check_input(req, config, err)
             job = await prepare_job(store, job_id, req, report, config)
+            if req.retry_failed:
+                requeued = await store.requeue_failed(job_id)
+                err(f"re-queued {plural(requeued, 'failed item')} of job {job_id}")
             config = job_config(config, job)
             segments = await _load_segments(store, job_id)
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
-            await store.update_job(job_id, status="running", stop_reason=None)
+            await store.update_job(job_id, status="running", stop_reason="")
             deadline = job_deadline(config, job.created_at)
             outcome = await _run_engine(store, job_id, config, req, sink, segments, deadline)
             return await _finish(store, job, outcome, req, segments, sink, out, err)
@@ -150,7 +152,8 @@ async def _run_engine(
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
         loop.add_signal_handler(sig, on_signal, sig)
-    ticker = asyncio.ensure_future(_tick(engine, store, job_id, sink, run_id))
+    ticker = JobTicker(engine, store, sink, run_id)
+    ticker.start()
     try:
         counts = await store.counts(job_id)
         sink.event(
@@ -162,12 +165,10 @@ async def _run_engine(
         )
         outcome = await engine.run()
     finally:
-        ticker.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await ticker
+        await ticker.stop()
         for sig in signals:
             loop.remove_signal_handler(sig)
-    _publish(engine, sink, outcome.elapsed_s, outcome.statistics)
+    publish(engine, sink, outcome.elapsed_s, outcome.statistics)
     segments.append(run_segment(outcome.statistics, outcome.elapsed_s, outcome.progress, run_id=run_id))
     return outcome
 
@@ -178,37 +179,6 @@ def _sending(engine: JobEngine) -> int:
     if gw is None:
         return engine.progress.in_flight
     return sum(p.in_flight for p in gw.statistics().providers.values())
-
-
-def _publish(engine: JobEngine, sink: ProgressSink, elapsed: float, stats: Any) -> dict[str, Any]:
-    snap = snapshot(engine.job_id, engine.progress, stats, elapsed, time.time())
-    sink.update(snap)
-    return snap
-
-
-async def _tick(engine: JobEngine, store: JobStore, job_id: str, sink: ProgressSink, run_id: str) -> None:
-    """Refresh the display twice a second and look for a `batchgate cancel` request; every two
-    seconds, store the live snapshot (for `batchgate status` elsewhere) and this run's report
-    figures so far (kept if the run is killed)."""
-    started = time.monotonic()
-    beat = 0
-    stored_events = 0
-    while True:
-        await asyncio.sleep(0.5)
-        if not engine.cancel_requested and await engine.cancel_asked():
-            engine.request_cancel()
-            sink.event("stopping", job=job_id, reason=CANCEL_REASON, grace_s=engine.options.grace_seconds)
-        gw = engine.gateway
-        elapsed = time.monotonic() - started
-        stats = gw.statistics() if gw else None
-        snap = _publish(engine, sink, elapsed, stats)
-        beat += 1
-        if beat % 4 == 0 or engine.progress.batch_events != stored_events:
-            stored_events = engine.progress.batch_events
-            await store.put_blob(job_id, LIVE_BLOB, orjson.dumps(snap))
-            if stats is not None:
-                seg = run_segment(stats, elapsed, engine.progress, run_id=run_id, finished=False)
-                await store.put_blob(job_id, OPEN_SEGMENT_BLOB, orjson.dumps(seg))
 
 
 async def _finish(
@@ -231,7 +201,7 @@ async def _finish(
     store_hint = "" if req.store_path == DEFAULT_STORE else f" --store {req.store_path.resolve()}"
     resume = f"batchgate resume {job_id}{store_hint}"
     interrupted = bool(reason and (reason.startswith("interrupted") or reason == CANCEL_REASON))
-    code = EXIT_OK if status == "completed" else EXIT_INTERRUPTED if interrupted else EXIT_STOPPED
+    code = _exit_code(status, interrupted, failed)
     if status == "completed":
         sink.event("finished", job=job_id, exit_code=code, written=written, failed=failed, **files.as_dict())
     else:
@@ -247,15 +217,27 @@ async def _finish(
             **files.as_dict(),
         )
     sink.close()  # the live display ends before the summary is printed under it
-    err(render_summary(done.report))
+    if not req.quiet:
+        err(render_summary(done.report))
     out(
-        f"wrote {written} results to {req.output_path}"
+        f"wrote {plural(written, 'result')} to {req.output_path}"
         + (f" ({failed} failed, also in {req.errors_file})" if failed else "")
         + f"; report in {req.report_file}"
     )
+    if status == "completed" and failed:
+        err(
+            f"job {job_id} finished with {plural(failed, 'failed item')}; retry exactly those with: "
+            f"batchgate retry {job_id}{store_hint}  (or re-run the same command with --retry-failed)"
+        )
     if status != "completed":
         err(
             f"job {job_id} stopped: {reason}. {unfinished} tasks left; resume with: {resume}  "
             "(or re-run the same command)"
         )
     return code
+
+
+def _exit_code(status: str, interrupted: bool, failed: int) -> int:
+    if status == "completed":
+        return EXIT_FAILED_ITEMS if failed else EXIT_OK
+    return EXIT_INTERRUPTED if interrupted else EXIT_STOPPED

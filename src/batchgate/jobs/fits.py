@@ -1,0 +1,97 @@
+"""Which targets of its route can ever admit a request, decided before anything is sent.
+
+A request that costs more than a whole per-minute limit of a target can never run there; the run
+sends it only to the targets it fits (the scheduler), and one that fits none is refused here, at
+validation and in `plan`, naming every limit that excludes it. Requests are counted exactly as
+the run counts them (`request_cost` with each provider's own counter).
+
+Exact counting is only needed near a limit: a prompt never has more tokens than UTF-8 bytes plus
+its framing, so a request whose byte bound fits every target is passed without tokenizing
+(a million-line validation pass stays a parsing pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from batchgate.config import GatewayConfig, ProviderConfig
+from batchgate.models import Cost
+from batchgate.providers.base import make_token_counter
+from batchgate.quota.limits import DIMENSIONS, QuotaLimits, cost_amounts
+from batchgate.scheduler import request_cost, requested_output_tokens
+from batchgate.tokens import (
+    TOKENS_PER_MESSAGE,
+    TOKENS_PER_REPLY,
+    TokenCounter,
+    iter_prompt_text,
+    message_count,
+)
+
+_KEY = {name: key for key, name in DIMENSIONS}
+
+
+def prompt_upper_bound(body: Mapping[str, Any]) -> int:
+    """At least as many tokens as any counter gives the prompt (bytes plus framing)."""
+    text = sum(len(part.encode("utf-8")) for part in iter_prompt_text(body))
+    return text + TOKENS_PER_MESSAGE * message_count(body) + TOKENS_PER_REPLY
+
+
+class RouteFit:
+    """Per provider: its counter (as the run makes it) and its declared per-minute limits."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self._config = config
+        self._counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
+        self._limits = {
+            p.name: QuotaLimits(rpm=p.limits.rpm, tpm=p.limits.tpm, itpm=p.limits.itpm, otpm=p.limits.otpm)
+            for p in config.providers
+        }
+        self._routes = {r.model: r for r in config.routes}
+
+    def providers(self, model: str) -> list[ProviderConfig]:
+        route = self._routes[model]
+        return [self._config.provider(t.provider) for t in route.targets]
+
+    def cost(self, provider: ProviderConfig, body: Mapping[str, Any]) -> tuple[Cost, int]:
+        """What `body` reserves at `provider`, and its prompt count there (as the run counts)."""
+        return request_cost(self._counters[provider.name], body, provider.default_max_tokens)
+
+    def problem(self, body: Mapping[str, Any]) -> str | None:
+        """None when some target of the request's route can admit it; else why none can."""
+        model = body.get("model")
+        if not isinstance(model, str) or model not in self._routes:
+            return None  # an unknown model is reported on its own
+        providers = self.providers(model)
+        if not any(self._may_exceed(p, body) for p in providers):
+            return None
+        excluded = []
+        for p in providers:
+            reason = self._exceeds(p, body)
+            if reason is None:
+                return None
+            excluded.append(reason)
+        return f"request can never be admitted by any target of route {model!r}: {'; '.join(excluded)}"
+
+    def fits(self, provider: ProviderConfig, cost: Cost) -> bool:
+        """Whether `cost` is within every declared per-minute limit of `provider`."""
+        return self._over(provider, cost) is None
+
+    def _may_exceed(self, p: ProviderConfig, body: Mapping[str, Any]) -> bool:
+        bound = prompt_upper_bound(body)
+        output = requested_output_tokens(body, p.default_max_tokens)
+        cost = Cost(requests=1, tokens=bound + output, input_tokens=bound, output_tokens=output)
+        return self._over(p, cost) is not None
+
+    def _exceeds(self, p: ProviderConfig, body: Mapping[str, Any]) -> str | None:
+        cost, _ = self.cost(p, body)
+        return self._over(p, cost)
+
+    def _over(self, p: ProviderConfig, cost: Cost) -> str | None:
+        declared = self._limits[p.name].declared()
+        for name, amount in cost_amounts(cost, declared).items():
+            limit = declared[name]
+            if amount > limit:
+                what = name.replace("_", " ")
+                return f"{p.name} needs {amount:g} {what}, allows at most {limit:g} per minute ({_KEY[name]})"
+        return None
