@@ -88,7 +88,7 @@ asyncio.run(main())
 def test_custom_id_is_never_sent_and_comes_back_on_the_result(cli: Cli) -> None:
     emu = strict_emulator()
     try:
-        cfg = gateway_config(cli.cwd / "gw.yaml", emu)  # type: ignore[arg-type]
+        cfg = gateway_config(cli.cwd / "gw.yaml", emu)
         done = subprocess.run(
             [sys.executable, "-c", LIBRARY_SCRIPT, str(cfg)],
             capture_output=True,

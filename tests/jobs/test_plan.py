@@ -112,9 +112,7 @@ def test_plan_shows_each_route_mode_and_the_cost_both_ways(tmp_path: Path) -> No
     assert (route["configured_mode"], route["mode"], route["batch_provider"]) == ("auto", "batch-api", "a")
     assert route["batch_api_cost_usd_max"] == pytest.approx(0.4 * route["cost_usd_max"])
     assert route["planned_cost_usd_max"] == route["batch_api_cost_usd_max"]
-    assert plan["batch_api_saving_usd"] == pytest.approx(
-        0.6 * route["cost_usd_max"], abs=1e-6
-    )
+    assert plan["batch_api_saving_usd"] == pytest.approx(0.6 * route["cost_usd_max"], abs=1e-6)
     assert plan["planned_cost_usd_max"] == pytest.approx(route["batch_api_cost_usd_max"])
     assert "auto -> batch-api" in render_plan(plan)
 

@@ -155,14 +155,7 @@ async def _run_engine(
     ticker = JobTicker(engine, store, sink, run_id)
     ticker.start()
     try:
-        counts = await store.counts(job_id)
-        sink.event(
-            "started",
-            job=job_id,
-            total=sum(counts.values()),
-            done=counts[TaskState.SUCCEEDED] + counts[TaskState.FAILED],
-            pending=counts[TaskState.PENDING] + counts[TaskState.RUNNING],
-        )
+        await _announce(store, job_id, sink)
         outcome = await engine.run()
     finally:
         await ticker.stop()
@@ -171,6 +164,17 @@ async def _run_engine(
     publish(engine, sink, outcome.elapsed_s, outcome.statistics)
     segments.append(run_segment(outcome.statistics, outcome.elapsed_s, outcome.progress, run_id=run_id))
     return outcome
+
+
+async def _announce(store: JobStore, job_id: str, sink: ProgressSink) -> None:
+    counts = await store.counts(job_id)
+    sink.event(
+        "started",
+        job=job_id,
+        total=sum(counts.values()),
+        done=counts[TaskState.SUCCEEDED] + counts[TaskState.FAILED],
+        pending=counts[TaskState.PENDING] + counts[TaskState.RUNNING],
+    )
 
 
 def _sending(engine: JobEngine) -> int:
