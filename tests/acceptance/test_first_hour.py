@@ -206,6 +206,7 @@ def test_unreachable_provider_shows_in_progress_lines_off_a_terminal(cli: Cli, e
     assert len(lines) >= 2, done.stderr  # stderr is a pipe here: plain lines at a steady pace
     assert any(re.search(r"down unreachable: connection refused, \d+ attempts", line) for line in lines)
     assert "down unreachable: connection refused, 16 attempts" in done.stderr  # the summary
+    assert re.search(r"batchgate: down unreachable: connection refused \(\d+ attempts? so far\)", done.stderr)
 
 
 def test_library_example_runs_as_the_readme_shows_it() -> None:

@@ -17,7 +17,7 @@ def register(sub: Any) -> None:
         "cancel",
         help="stop a job (running or not), cancel its provider batches, keep partial results",
     )
-    cancel.add_argument("job", help="job id (see `batchgate jobs`)")
+    cancel.add_argument("job", help="job id or a unique prefix (see `batchgate jobs`)")
     cancel.add_argument("--store", type=Path, default=DEFAULT_STORE)
     cancel.add_argument(
         "--wait",

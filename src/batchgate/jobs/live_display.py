@@ -125,6 +125,11 @@ class RichSink:
                 f"[yellow]stopping[/]: {fields.get('reason')}; waiting up to {fields.get('grace_s')} s for "
                 f"{in_flight} (press Ctrl-C again to stop at once)"
             )
+        elif name == "provider_unreachable":
+            self._console.print(
+                f"[bold red]{fields.get('provider')} unreachable[/]: {fields.get('cause')} "
+                f"({plural(int(fields.get('attempts') or 0), 'attempt')} so far)"
+            )
 
     def update(self, snap: dict[str, Any]) -> None:
         from rich.console import Group

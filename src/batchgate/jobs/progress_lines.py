@@ -12,6 +12,7 @@ import sys
 from typing import IO, Any
 
 from batchgate.jobs.live_display import budget_text, fmt_duration, kinds_text
+from batchgate.text import plural
 
 
 def progress_line(snap: dict[str, Any]) -> str:
@@ -54,6 +55,13 @@ class LineSink:
             )
         elif name == "stopping":
             self._write(f"batchgate: stopping: {fields.get('reason')}")
+        elif name == "provider_unreachable":
+            self._write(
+                f"batchgate: {fields.get('provider')} unreachable: {fields.get('cause')} "
+                f"({plural(int(fields.get('attempts') or 0), 'attempt')} so far)"
+            )
+        elif name == "provider_reachable":
+            self._write(f"batchgate: {fields.get('provider')} answers again")
 
     def update(self, snap: dict[str, Any]) -> None:
         if snap["elapsed_s"] + 1e-9 < self._next:

@@ -73,6 +73,7 @@ class JobTicker:
         self._clock = engine.clock
         self._started = 0.0
         self._stored_events = 0
+        self._unreachable: set[str] = set()
         self._work: asyncio.Task[None] | None = None
         self._timer = Periodic(self._clock, BEAT_S, self._on_beat)
 
@@ -96,12 +97,25 @@ class JobTicker:
         elapsed = self._clock.now() - self._started
         stats = gw.statistics() if gw else None
         snap = publish(engine, self._sink, elapsed, stats)
+        self._reachability(snap)
         if n % STORE_EVERY == 0 or engine.progress.batch_events != self._stored_events:
             self._stored_events = engine.progress.batch_events
             await self._store.put_blob(job_id, LIVE_BLOB, orjson.dumps(snap))
             if stats is not None:
                 seg = run_segment(stats, elapsed, engine.progress, run_id=self._run_id, finished=False)
                 await self._store.put_blob(job_id, OPEN_SEGMENT_BLOB, orjson.dumps(seg))
+
+    def _reachability(self, snap: dict[str, Any]) -> None:
+        """`provider_unreachable` when a provider stops answering (refused, DNS), and
+        `provider_reachable` when it answers again — as they happen, not only in the report."""
+        for name, p in snap["providers"].items():
+            gone = p["unreachable"]
+            if gone is not None and name not in self._unreachable:
+                self._unreachable.add(name)
+                self._sink.event("provider_unreachable", job=snap["job"], provider=name, **gone)
+            elif gone is None and name in self._unreachable:
+                self._unreachable.discard(name)
+                self._sink.event("provider_reachable", job=snap["job"], provider=name)
 
     async def stop(self) -> None:
         """No more beats; a beat under way finishes its store write first (never cut halfway)."""
