@@ -2,8 +2,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from batchgate.config import load_config
-from batchgate.gateway import Gateway
+from batchgate import Gateway, load_config
 
 
 async def main() -> None:

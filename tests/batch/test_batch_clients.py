@@ -12,7 +12,7 @@ from batchgate.clock import FakeClock, LoopClock
 from batchgate.config import ProviderConfig
 from batchgate.errors import BadRequestError, BatchgateError, RateLimitError
 from batchgate.providers import make_client
-from batchgate.providers.batch_common import BatchHandle, BatchRequest, BatchStatus, PollPolicy
+from batchgate.providers.batch.common import BatchHandle, BatchRequest, BatchStatus, PollPolicy
 
 from .helpers import (
     TIMEOUTS,

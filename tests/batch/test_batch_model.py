@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from batchgate.clock import FakeClock
 from batchgate.errors import ServerError
-from batchgate.providers.batch_common import (
+from batchgate.providers.batch.common import (
     BatchCounts,
     BatchHandle,
     BatchRequest,

@@ -8,14 +8,12 @@ from typing import Any
 
 import pytest
 
-from batchgate.clock import FakeClock
 from batchgate.config import config_from_dict
-from batchgate.jobs.body_types import field_type_problem
 from batchgate.jobs.fits import RouteFit, prompt_upper_bound
-from batchgate.jobs.live_display import budget_text, fmt_duration, head_lines, provider_row, quota_text
-from batchgate.jobs.progress_lines import LineSink
-from batchgate.jobs.shapes import ShapeError, normalise
-from batchgate.jobs.ticker import Periodic
+from batchgate.jobs.io.body_types import field_type_problem
+from batchgate.jobs.io.live_display import budget_text, fmt_duration, head_lines, provider_row, quota_text
+from batchgate.jobs.io.progress_lines import LineSink
+from batchgate.jobs.io.shapes import ShapeError, normalise
 from batchgate.providers.base import make_token_counter
 from batchgate.request_fields import split_request
 from batchgate.stats import ProviderRecorder
@@ -105,20 +103,6 @@ def test_the_byte_bound_is_never_below_any_counter() -> None:
         bound = prompt_upper_bound(body)
         for p in config.providers:
             assert make_token_counter(p).count_prompt(body) <= bound
-
-
-def test_periodic_beats_on_the_clock_without_drift_or_replay() -> None:
-    clock = FakeClock()
-    beats: list[tuple[int, float]] = []
-    timer = Periodic(clock, 0.5, lambda n: beats.append((n, clock.now())))
-    timer.start()
-    start = clock.now()
-    clock.advance(1.6)
-    assert [(n, t - start) for n, t in beats] == [(1, 0.5), (2, 1.0), (3, 1.5)]
-    timer.stop()
-    clock.advance(5)
-    assert len(beats) == 3
-    assert clock.pending_timers() == 0
 
 
 def _snap(elapsed: float, **extra: Any) -> dict[str, Any]:

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from batchgate.errors import JobLockedError, StoreError
-from batchgate.jobs.lockfile import lock_path_for
-from batchgate.jobs.sqlfile import migrations, parse_queries, queries, split_statements
-from batchgate.jobs.sqlite_schema import SCHEMA_VERSION, connect
-from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import TaskState
+from batchgate.jobs.store.lockfile import JobLockFile, lock_path_for
+from batchgate.jobs.store.protocol import TaskState
+from batchgate.jobs.store.schema import SCHEMA_VERSION, connect
+from batchgate.jobs.store.sqlfile import migrations, parse_queries, queries, split_statements
+from batchgate.jobs.store.sqlite import SqliteJobStore
 
 from .factories import job, outcome, specs
 
@@ -238,7 +238,7 @@ def test_odd_job_ids_get_safe_lock_file_names(tmp_path: Path) -> None:
 _HOLDER = textwrap.dedent(
     """
     import asyncio, sys, time
-    from batchgate.jobs.sqlite_store import SqliteJobStore
+    from batchgate.jobs.store.sqlite import SqliteJobStore
 
     async def main() -> None:
         store = await SqliteJobStore.open(sys.argv[1])
@@ -285,8 +285,6 @@ def test_lock_is_freed_when_the_holder_is_killed(tmp_path: Path) -> None:
 def test_a_lock_file_left_by_a_holder_is_not_trusted_after_it_is_removed(tmp_path: Path) -> None:
     """A waiter that opened the lock file before its holder removed it must not hold a lock on
     the unlinked file while a third run locks a fresh one under the same name."""
-    from batchgate.jobs.lockfile import JobLockFile
-
     path = lock_path_for(tmp_path / "jobs.db", "job1")
     first = JobLockFile(path, "job1")
     first.acquire()

@@ -1,5 +1,8 @@
 """The `batchgate` command: parses arguments, dispatches to one module per subcommand, and turns
-every batchgate error into a one-line message and a non-zero exit (never a bare traceback)."""
+every batchgate error into a one-line message and a non-zero exit (never a bare traceback).
+
+May import: anything in batchgate (it is the top layer); nothing imports it.
+"""
 
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        from importlib.metadata import PackageNotFoundError, version
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 — only when asked for
 
         try:
             number = version("batchgate")

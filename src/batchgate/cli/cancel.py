@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from batchgate.jobs.report import render_summary
+from batchgate.jobs.io.report import render_summary
 from batchgate.jobs.runner import DEFAULT_STORE
 
 
@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    from batchgate.jobs.cancel import cancel_job
+    from batchgate.jobs.cancel import cancel_job  # noqa: PLC0415 — start-up: loaded only when this subcommand runs
 
     def say(text: str) -> None:
         print(text, file=sys.stderr)

@@ -14,8 +14,7 @@ import orjson
 from batchgate.errors import JobError, JobLockedError
 from batchgate.jobs.find import find_job
 from batchgate.jobs.finish import write_report
-from batchgate.jobs.job_setup import check_output_writable
-from batchgate.jobs.report import (
+from batchgate.jobs.io.report import (
     OPEN_SEGMENT_BLOB,
     REPORT_BLOB,
     build_report,
@@ -24,9 +23,10 @@ from batchgate.jobs.report import (
     load_segments,
     render_summary,
 )
+from batchgate.jobs.job_setup import check_output_writable
 from batchgate.jobs.runner import DEFAULT_STORE, LIVE_BLOB
-from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import JobRecord, JobStore, TaskState
+from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+from batchgate.jobs.store.sqlite import SqliteJobStore
 
 
 def register(sub: Any) -> None:

@@ -14,7 +14,7 @@ from batchgate.config import ROUTE_MODES, GatewayConfig, load_config
 from batchgate.errors import JobError
 from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.find import find_job
-from batchgate.jobs.progress import make_sink
+from batchgate.jobs.io.progress import make_sink
 from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, check_input, run_job, with_job_overrides
 
 
@@ -186,7 +186,7 @@ def _stderr(text: str) -> None:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from batchgate.jobs.sqlite_store import SqliteJobStore
+    from batchgate.jobs.store.sqlite import SqliteJobStore  # noqa: PLC0415 — start-up: only `resume` needs it
 
     async def find() -> Any:
         store = await SqliteJobStore.open(args.store)
@@ -213,7 +213,7 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from batchgate.jobs.plan import make_plan, render_plan
+    from batchgate.jobs.plan import make_plan, render_plan  # noqa: PLC0415 — start-up: only `plan` needs it
 
     config = with_job_overrides(load_config(args.config), args.mode, args.deadline)
     req = RunRequest(

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.emulator.anthropic_api import AnthropicFamily
-from batchgate.emulator.batch_service import BatchService
+from batchgate.emulator.batch.service import BatchService
 from batchgate.emulator.config import EmulatorConfig
 from batchgate.emulator.openai_api import OpenAIFamily
 from batchgate.emulator.provider import Plan, ProviderRuntime
@@ -254,7 +254,14 @@ class Emulator:
                 return self._respond(
                     rt,
                     200,
-                    fam.success_body(req, plan.text, plan.tokens, plan.cut, f"{fam.id_prefix}{seq:024x}"),
+                    fam.success_body(
+                        req,
+                        plan.text,
+                        plan.tokens,
+                        plan.cut,
+                        f"{fam.id_prefix}{seq:024x}",
+                        self._clock.wall(),
+                    ),
                     rid,
                 )
             return await self._fault(rt, req, plan, request, seq)
@@ -299,7 +306,7 @@ class Emulator:
         if plan.fault == "reset":
             return _abort(request)
         body = rt.family.success_body(
-            req, plan.text, plan.tokens, plan.cut, f"{rt.family.id_prefix}{seq:024x}"
+            req, plan.text, plan.tokens, plan.cut, f"{rt.family.id_prefix}{seq:024x}", self._clock.wall()
         )
         if plan.fault == "truncated":
             return self._respond(rt, 200, body[: max(1, len(body) // 2)], rid)

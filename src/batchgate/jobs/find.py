@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from batchgate.errors import JobError
-from batchgate.jobs.store import JobRecord, JobStore
+from batchgate.jobs.store.protocol import JobRecord, JobStore
 
 
 async def find_job(store: JobStore, job_id: str | None) -> JobRecord:

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from batchgate.config import GatewayConfig, ProviderConfig
-from batchgate.jobs.batch_policy import TasksEstimate, batch_target, resolve_mode
+from batchgate.jobs.batch.policy import TasksEstimate, batch_target, resolve_mode
 from batchgate.jobs.fits import RouteFit
-from batchgate.jobs.input import read_tasks
+from batchgate.jobs.io.input import read_tasks
 from batchgate.jobs.pricing import PriceTable
-from batchgate.jobs.store import TaskSpec
+from batchgate.jobs.store.protocol import TaskSpec
 from batchgate.models import Usage
 
 

@@ -8,13 +8,13 @@ integer usage is a `MalformedResponse`; the answer comes back as a `chat.complet
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
 import orjson
 
+from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
@@ -37,8 +37,10 @@ class AnthropicClient:
         timeouts: TimeoutConfig,
         *,
         base_url: str | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.name = config.name
+        self._clock: Clock = clock or LoopClock()
         self.base_url = (base_url or config.base_url).rstrip("/")
         self._url = f"{self.base_url}/v1/messages"
         self._session = session
@@ -78,7 +80,7 @@ class AnthropicClient:
         if not isinstance(parsed, dict):
             raise malformed(self.name, status, headers, raw, "body is not a JSON object")
         try:
-            normalised = anthropic_to_openai(parsed, model=model, created=int(time.time()))
+            normalised = anthropic_to_openai(parsed, model=model, created=int(self._clock.wall()))
         except ValueError as exc:
             reason = f"body is not a Messages response: {exc}"
             raise malformed(self.name, status, headers, raw, reason) from None

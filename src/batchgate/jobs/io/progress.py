@@ -1,0 +1,292 @@
+"""Showing a running job: a snapshot of its figures, and three ways to show it — a live rich
+display (terminal), JSON-lines events (scripts), or nothing (quiet).
+
+The snapshot is also what `batchgate status` reads from the store while a job runs elsewhere.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import IO, Any, Protocol
+
+import orjson
+
+from batchgate.errors import JobError
+from batchgate.jobs.store.protocol import TaskOutcome, TaskState
+from batchgate.stats import GatewayStatistics, ProviderStatistics
+from batchgate.text import plural
+
+MAX_LISTED_INVALID = 1000  # invalid custom_ids kept for the display and the report
+
+
+@dataclass(slots=True)
+class Progress:
+    """Live figures of one run (one process), kept by the engine and read by the displays.
+
+    `prompt_tokens`/`completion_tokens` count the answers kept; `validation_tokens` the answers
+    rejected by the output check (billed all the same); `cost_usd` is everything billed.
+    `latency` holds per-provider latency histograms (see `report.hist_add`) so runs can be merged.
+    `cost_by_provider` counts live and batch answers; `batch_cost_by_provider` the batch ones only.
+    `batch_view`, set by a run with batch mode, returns its open batches and batch counters.
+    """
+
+    started: float
+    total: int
+    done_before: int = 0  # terminal tasks from earlier runs
+    succeeded: int = 0
+    failed: int = 0
+    invalid: int = 0
+    in_flight: int = 0
+    cost_usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    validation_tokens: int = 0
+    retry_extra_tokens: int = 0  # failed attempts' charged tokens + validation_tokens
+    invalid_ids: list[str] = field(default_factory=list)
+    cost_by_provider: dict[str, float] = field(default_factory=dict)
+    validation_by_provider: dict[str, int] = field(default_factory=dict)
+    latency: dict[str, dict[str, int]] = field(default_factory=dict)
+    batch_cost_by_provider: dict[str, float] = field(default_factory=dict)
+    batch_view: Callable[[], dict[str, Any]] | None = None
+
+    def batches(self) -> dict[str, Any]:
+        """The batch view (empty when the run has no batch mode)."""
+        return self.batch_view() if self.batch_view is not None else {}
+
+    @property
+    def done(self) -> int:
+        return self.done_before + self.succeeded + self.failed
+
+    def record(self, outcome: TaskOutcome) -> None:
+        """A task's outcome, live or batch: counted done, and the kept answer's tokens."""
+        if outcome.state is TaskState.SUCCEEDED:
+            self.succeeded += 1
+            self.prompt_tokens += outcome.prompt_tokens
+            self.completion_tokens += outcome.completion_tokens
+        else:
+            self.failed += 1
+
+    def add_cost(self, provider: str | None, cost: float, *, batch: bool = False) -> None:
+        """What a call (live) or an answer (batch) was billed, as it is billed."""
+        self.cost_usd += cost
+        if provider is not None:
+            self.cost_by_provider[provider] = self.cost_by_provider.get(provider, 0.0) + cost
+            if batch:
+                by = self.batch_cost_by_provider
+                by[provider] = by.get(provider, 0.0) + cost
+
+    def count_refused(self, provider: str | None, tokens: int) -> None:
+        """An answer the output check refused: its tokens were billed, the answer is not kept."""
+        self.validation_tokens += tokens
+        self.retry_extra_tokens += tokens
+        if provider is not None:
+            by = self.validation_by_provider
+            by[provider] = by.get(provider, 0) + tokens
+
+    def count_invalid(self, custom_id: str) -> None:
+        """A task ended as `invalid_output` (the first `MAX_LISTED_INVALID` are listed)."""
+        self.invalid += 1
+        if len(self.invalid_ids) < MAX_LISTED_INVALID:
+            self.invalid_ids.append(custom_id)
+
+
+def snapshot(
+    job_id: str,
+    progress: Progress,
+    stats: GatewayStatistics | None,
+    elapsed_s: float,
+    wall: float,
+    budget: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The figures every display shows (and `batchgate status` reads); `budget` is the budget
+    used against its limits (`BudgetGuard.view`), None without one."""
+    done_now = progress.succeeded + progress.failed
+    rate = done_now / elapsed_s if elapsed_s > 0 else 0.0
+    pending = max(0, progress.total - progress.done)
+    providers = {n: provider_entry(p, progress) for n, p in (stats.providers if stats else {}).items()}
+    sending = sum(p["in_flight"] for p in providers.values())  # at the providers right now
+    backing_off = stats.backing_off if stats is not None else 0
+    snap: dict[str, Any] = {
+        "event": "progress",
+        "job": job_id,
+        "time": round(wall, 3),
+        "total": progress.total,
+        "done": progress.done,
+        "succeeded": progress.succeeded,
+        "failed": progress.failed,
+        "done_before": progress.done_before,
+        "pending": pending,
+        "in_flight": sending if stats is not None else progress.in_flight,
+        "waiting": max(0, progress.in_flight - sending - backing_off) if stats is not None else 0,
+        "backing_off": backing_off,
+        "waiting_for": {n: p["waiting"] for n, p in providers.items() if p["waiting"]},
+        "rate_per_s": round(rate, 2),
+        "eta_s": round(pending / rate, 1) if rate > 0 else None,
+        "rate_limited": sum(p["rate_limited"] for p in providers.values()),
+        "retries": sum(p["retries"] for p in providers.values()),
+        "errors_by_kind": _sum_kinds(providers.values()),
+        "unreachable": [
+            f"{n} unreachable: {u['cause']}, {plural(u['attempts'], 'attempt')}"
+            for n, p in sorted(providers.items())
+            if (u := p["unreachable"]) is not None
+        ],
+        "tokens": progress.prompt_tokens + progress.completion_tokens + progress.validation_tokens,
+        "cost_usd": round(progress.cost_usd, 6),
+        "budget": budget,
+        "elapsed_s": round(elapsed_s, 2),
+        "providers": providers,
+    }
+    batches = _batches(progress)
+    if batches:
+        snap["batches"] = batches
+    return snap
+
+
+def provider_entry(p: ProviderStatistics, progress: Progress) -> dict[str, Any]:
+    """One provider's row: traffic, errors by kind, latency, its quota in use, its state."""
+    quota = p.quota
+    used: dict[str, float] = {}
+    if quota is not None:
+        for dim, cap in quota.capacities.items():
+            if cap > 0:
+                used[dim] = round(min(1.0, max(0.0, 1.0 - quota.levels.get(dim, cap) / cap)), 3)
+    if p.unreachable:
+        state = "unreachable"
+    elif quota is not None and quota.paused_until is not None:
+        state = "paused"
+    else:
+        state = {"closed": "ok", "open": "circuit open", "half_open": "probing"}.get(p.circuit, p.circuit)
+    return {
+        "requests": p.requests,
+        "ok": p.succeeded,
+        "errors": p.failed_attempts,
+        "rate_limited": p.rate_limited,
+        "retries": p.retries,
+        "errors_by_kind": dict(p.errors_by_kind),
+        "in_flight": p.in_flight,
+        "waiting": quota.waiters if quota is not None else 0,
+        "quota_used": used,
+        "tokens": p.prompt_tokens + p.completion_tokens,
+        "p50_ms": round(p.latency_p50_ms, 1),
+        "p95_ms": round(p.latency_p95_ms, 1),
+        "cost_usd": round(progress.cost_by_provider.get(p.name, 0.0), 6),
+        "batch_cost_usd": round(progress.batch_cost_by_provider.get(p.name, 0.0), 6),
+        "state": state,
+        "circuit": p.circuit,
+        "unreachable": (
+            {"cause": p.unreachable_cause or "unreachable", "attempts": p.unreachable_attempts}
+            if p.unreachable
+            else None
+        ),
+    }
+
+
+def _sum_kinds(providers: Iterable[dict[str, Any]]) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for p in providers:
+        for kind, n in p["errors_by_kind"].items():
+            kinds[kind] = kinds.get(kind, 0) + n
+    return dict(sorted(kinds.items()))
+
+
+def _batches(progress: Progress) -> dict[str, Any]:
+    view = progress.batches()
+    if not view:
+        return {}
+    counters: dict[str, Any] = view.get("stats", {})
+    return {
+        "open": view.get("open", 0),
+        "items": view.get("items", 0),
+        "processed": view.get("processed", 0),
+        "by_state": view.get("by_state", {}),
+        "submitted": counters.get("batches_submitted", 0),
+        "resumed": counters.get("batches_resumed", 0),
+        "ended": counters.get("batches_ended", {}),
+        "list": view.get("batches", []),
+    }
+
+
+class Reachability:
+    """Tells a sink `provider_unreachable` when a provider stops answering (refused, DNS) and
+    `provider_reachable` when it answers again — as it happens, not only in the report."""
+
+    def __init__(self, sink: ProgressSink) -> None:
+        self._sink = sink
+        self._gone: set[str] = set()
+
+    def see(self, snap: dict[str, Any]) -> None:
+        for name, p in snap["providers"].items():
+            gone = p["unreachable"]
+            if gone is not None and name not in self._gone:
+                self._gone.add(name)
+                self._sink.event("provider_unreachable", job=snap["job"], provider=name, **gone)
+            elif gone is None and name in self._gone:
+                self._gone.discard(name)
+                self._sink.event("provider_reachable", job=snap["job"], provider=name)
+
+
+class ProgressSink(Protocol):
+    def event(self, name: str, **fields: Any) -> None: ...
+
+    def update(self, snap: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class QuietSink:
+    def event(self, name: str, **fields: Any) -> None:
+        return None
+
+    def update(self, snap: dict[str, Any]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class JsonLinesSink:
+    """One JSON object per line on stdout: `started`, `progress` (each tick), then `finished` or
+    `stopped` (with the exit code, the files written and how to resume). Nothing else goes to stdout."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self._stream = stream or sys.stdout
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        self._stream.write(orjson.dumps(obj).decode() + "\n")
+        self._stream.flush()
+
+    def event(self, name: str, **fields: Any) -> None:
+        self._write({"event": name, **fields})
+
+    def update(self, snap: dict[str, Any]) -> None:
+        self._write(snap)
+
+    def close(self) -> None:
+        return None
+
+
+def make_sink(mode: str, every_s: float = 10.0) -> ProgressSink:
+    """`json`, `quiet`, `rich`, or `auto`: the live display on a terminal, else a progress line
+    on stderr every `every_s` seconds (`lines`)."""
+    if mode == "json":
+        return JsonLinesSink()
+    if mode == "quiet":
+        return QuietSink()
+    if mode == "lines" or (mode == "auto" and not sys.stderr.isatty()):
+        from batchgate.jobs.io.progress_lines import LineSink  # noqa: PLC0415 — only when asked for
+
+        return LineSink(every_s)
+    try:
+        import rich  # noqa: F401, PLC0415 — the live display needs the optional `cli` extra
+    except ImportError:
+        if mode == "rich":
+            raise JobError("the live display needs rich: pip install 'batchgate[cli]'") from None
+        print("batchgate: no live display (pip install 'batchgate[cli]' for one)", file=sys.stderr)
+        from batchgate.jobs.io.progress_lines import LineSink  # noqa: PLC0415 — only when asked for
+
+        return LineSink(every_s)
+    from batchgate.jobs.io.live_display import RichSink  # noqa: PLC0415 — rich is the optional `cli` extra
+
+    return RichSink()

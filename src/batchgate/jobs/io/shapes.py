@@ -1,0 +1,151 @@
+"""Input line shapes, normalised to one OpenAI chat body.
+
+Accepted: the OpenAI Batch API line (`{custom_id, method, url, body}`), the Anthropic Message
+Batches line (`{custom_id, params}`) and a plain line (`{custom_id?, model, messages | prompt, ...}`,
+the other keys being body fields). Top-level `error` and `batchgate` keys are ignored, so lines of
+an errors file can be fed back as input. Problems raise `ShapeError` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchgate.jobs.io.body_types import field_type_problem
+from batchgate.request_fields import OWN_FIELDS
+
+IGNORED_KEYS = frozenset({"error", "batchgate"})
+_MAX_ID = 512
+
+
+class ShapeError(ValueError):
+    """A JSON object that is not an acceptable input line; the message is the reason."""
+
+
+def normalise(obj: dict[str, Any], line_no: int) -> tuple[str, dict[str, Any]]:
+    """`(custom_id, body)` for one parsed input line."""
+    if "params" in obj:
+        custom_id = _custom_id(obj, required=True, line_no=line_no)
+        body = _from_anthropic(obj["params"])
+    elif "body" in obj or "url" in obj or "method" in obj:
+        custom_id = _custom_id(obj, required=True, line_no=line_no)
+        body = _from_openai_batch(obj)
+    else:
+        custom_id = _custom_id(obj, required=False, line_no=line_no)
+        body = _from_plain(obj)
+    for key in OWN_FIELDS.intersection(body):  # batchgate's own: never sent to a provider
+        del body[key]
+    _check_body(body)
+    return custom_id, body
+
+
+def _custom_id(obj: dict[str, Any], *, required: bool, line_no: int) -> str:
+    value = obj.get("custom_id")
+    if value is None:
+        if required:
+            raise ShapeError("missing custom_id")
+        return f"line-{line_no}"
+    if not isinstance(value, str) or not value:
+        raise ShapeError("custom_id must be a non-empty string")
+    if len(value) > _MAX_ID:
+        raise ShapeError(f"custom_id is longer than {_MAX_ID} characters")
+    return value
+
+
+def _from_openai_batch(obj: dict[str, Any]) -> dict[str, Any]:
+    method = obj.get("method")
+    if not isinstance(method, str) or method.upper() != "POST":
+        raise ShapeError(f"method must be POST, got {method!r}")
+    url = obj.get("url")
+    if not isinstance(url, str) or not url.rstrip("/").endswith("/chat/completions"):
+        raise ShapeError(f"url must be /v1/chat/completions, got {url!r}")
+    body = obj.get("body")
+    if not isinstance(body, dict):
+        raise ShapeError("body must be a JSON object")
+    return dict(body)
+
+
+def _from_plain(obj: dict[str, Any]) -> dict[str, Any]:
+    body = {k: v for k, v in obj.items() if k != "custom_id" and k not in IGNORED_KEYS}
+    if "prompt" in body:
+        if "messages" in body:
+            raise ShapeError("give either messages or prompt, not both")
+        prompt = body.pop("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            raise ShapeError("prompt must be a non-empty string")
+        body["messages"] = [{"role": "user", "content": prompt}]
+    return body
+
+
+def _from_anthropic(params: Any) -> dict[str, Any]:
+    if not isinstance(params, dict):
+        raise ShapeError("params must be a JSON object")
+    body: dict[str, Any] = {"model": params.get("model")}
+    messages: list[dict[str, Any]] = []
+    system = params.get("system")
+    if system is not None:
+        messages.append({"role": "system", "content": _flatten(system, "params.system", system=True)})
+    raw = params.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise ShapeError("params.messages must be a non-empty list")
+    for i, message in enumerate(raw):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ShapeError(f"params.messages[{i}] must be an object with a string role")
+        content = _flatten(message.get("content"), f"params.messages[{i}].content", system=False)
+        messages.append({"role": message["role"], "content": content})
+    body["messages"] = messages
+    for key in ("max_tokens", "temperature", "top_p"):
+        if key in params:
+            body[key] = params[key]
+    if "stop_sequences" in params:
+        body["stop"] = params["stop_sequences"]
+    return body
+
+
+def _flatten(content: Any, where: str, *, system: bool) -> Any:
+    """A string stays; all-text blocks join into one string; images become OpenAI image parts."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or not content:
+        raise ShapeError(f"{where} must be a string or a non-empty list of content blocks")
+    if all(
+        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in content
+    ):
+        return "\n".join(b["text"] for b in content)
+    if system:
+        raise ShapeError(f"{where} may hold only text blocks")
+    return [_part(block, f"{where}[{i}]") for i, block in enumerate(content)]
+
+
+def _part(block: Any, where: str) -> dict[str, Any]:
+    if not isinstance(block, dict):
+        raise ShapeError(f"{where} must be an object")
+    kind = block.get("type")
+    if kind == "text" and isinstance(block.get("text"), str):
+        return {"type": "text", "text": block["text"]}
+    source = block.get("source")
+    if kind == "image" and isinstance(source, dict):
+        if source.get("type") == "base64":
+            url = f"data:{source.get('media_type')};base64,{source.get('data')}"
+            return {"type": "image_url", "image_url": {"url": url}}
+        if source.get("type") == "url" and isinstance(source.get("url"), str):
+            return {"type": "image_url", "image_url": {"url": source["url"]}}
+    raise ShapeError(f"{where}: unsupported content block type {kind!r}")
+
+
+def _check_body(body: dict[str, Any]) -> None:
+    model = body.get("model")
+    if model is None:
+        raise ShapeError("missing model")
+    if not isinstance(model, str) or not model:
+        raise ShapeError("model must be a non-empty string")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ShapeError("messages must be a non-empty list")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ShapeError(f"messages[{i}] must be an object with a string role")
+    if body.get("stream"):
+        raise ShapeError("stream is not supported in batch input")
+    problem = field_type_problem(body)
+    if problem is not None:
+        raise ShapeError(problem)
