@@ -362,7 +362,11 @@ def test_batch_answers_failing_the_output_check_are_listed_invalid_never_kept(
     src = write_input(cli.cwd / "in.jsonl", n, lambda i: mood[i % 3])
     cfg = write_config(cli.cwd / "gw.yaml", emu, job={"validate_regex": "positive|negative"})
     out = cli.cwd / "out.jsonl"
-    run_ok(cli, ("run", str(src), "--config", str(cfg), "--output", str(out), "--mode", "batch-api", "-q"))
+    run_ok(
+        cli,
+        ("run", str(src), "--config", str(cfg), "--output", str(out), "--mode", "batch-api", "-q"),
+        code=4,
+    )
     stats = batches(emu)
     assert (stats["created"], stats["requests_succeeded"]) == (1, n)  # asked once, in the batch
     assert live_admitted(emu) == 0

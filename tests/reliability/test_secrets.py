@@ -97,7 +97,7 @@ def test_no_key_in_any_artifact_after_auth_failures_a_crash_and_a_resume(cli: Cl
             crashed = {f"crashed:{p}": p.read_bytes() for p in files_under(cli.store.parent)}
             assert any(name.endswith("-wal") for name in crashed)
             done = cli.run(*args)
-            assert done.returncode == 0, done.stderr
+            assert done.returncode == 4, done.stderr  # finished; the wrong-key items failed
             assert echo.server.arrivals, "the echoing provider was never called"
             assert all(a.authorization == f"Bearer {WRONG_KEY}" for a in echo.server.arrivals)
     finally:
