@@ -29,7 +29,7 @@ def test_minimal_shape_loads_with_defaults() -> None:
     cfg = config_from_dict(MINIMAL, environ={"OPENAI_API_KEY": "sk-secret-1"})
     alpha = cfg.provider("alpha")
     assert alpha.limits.rpm == 500
-    assert alpha.limits.max_concurrency == 50
+    assert alpha.max_concurrency == 50
     assert alpha.api_key == Secret("sk-secret-1")
     assert cfg.routes[0].targets[0].provider == "alpha"
     assert cfg.routes[0].targets[0].model is None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import random
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.embedded import provider_urls, start_embedded
 from batchgate.models import ChatBody, Result
-from batchgate.policy.retry import RetryPolicy, RetrySettings
+from batchgate.policy.retry import RetryPolicy
 from batchgate.providers.base import make_client, make_token_counter
 from batchgate.providers.http import create_session
 from batchgate.request_fields import split_request
@@ -100,15 +101,8 @@ class Gateway:
             r.model: [Target(self._runtimes[t.provider], t.model or r.model) for t in r.targets]
             for r in cfg.routes
         }
-        retry = cfg.settings.retry
         policy = RetryPolicy(
-            RetrySettings(
-                max_attempts=self._max_attempts,
-                base_delay=retry.base_delay,
-                max_delay=retry.max_delay,
-                max_hint=retry.max_hint,
-            ),
-            random.Random(seed),
+            dataclasses.replace(cfg.settings.retry, max_attempts=self._max_attempts), random.Random(seed)
         )
         self._scheduler = Scheduler(
             routes,

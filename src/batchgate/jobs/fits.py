@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchgate.config import GatewayConfig, ProviderConfig
-from batchgate.models import Cost
+from batchgate.models import Cost, requested_output_tokens
 from batchgate.providers.base import make_token_counter
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, cost_amounts
-from batchgate.scheduler import request_cost, requested_output_tokens
+from batchgate.scheduler import request_cost
 from batchgate.tokens import (
     TOKENS_PER_MESSAGE,
     TOKENS_PER_REPLY,

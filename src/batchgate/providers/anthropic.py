@@ -18,11 +18,20 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
-from batchgate.providers.http import post, request_timeout
+from batchgate.providers.http import request_timeout, send
 from batchgate.providers.ratelimit_headers import parse_anthropic_rate_limits
 from batchgate.providers.translate import anthropic_to_openai, openai_to_anthropic
 
 ANTHROPIC_VERSION = "2023-06-01"
+
+
+def anthropic_headers(config: ProviderConfig, base: Mapping[str, str]) -> dict[str, str]:
+    """The headers of every Anthropic call (Messages and Message Batches): `base`, the API version,
+    the provider's own headers, and `x-api-key` when a key is set."""
+    headers = {**base, "anthropic-version": ANTHROPIC_VERSION, **config.headers}
+    if config.api_key is not None and config.api_key.reveal():
+        headers["x-api-key"] = config.api_key.reveal()
+    return headers
 
 
 class AnthropicClient:
@@ -47,23 +56,18 @@ class AnthropicClient:
         self._timeout = request_timeout(timeouts)
         self._default_max_tokens = config.default_max_tokens
         self._api_key: Secret | None = config.api_key
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "anthropic-version": ANTHROPIC_VERSION,
-        }
-        headers.update(config.headers)
-        if config.api_key is not None and config.api_key.reveal():
-            headers["x-api-key"] = config.api_key.reveal()
-        self._headers = headers
+        self._headers = anthropic_headers(
+            config, {"Content-Type": "application/json", "Accept": "application/json"}
+        )
 
     async def send(self, body: dict[str, Any], *, model: str) -> ProviderResponse:
         """Translate and send one chat request for `model`; the normalised response."""
         request = openai_to_anthropic(
             body, model=model, default_max_tokens=self._default_max_tokens, provider=self.name
         )
-        status, headers, raw = await post(
+        status, headers, raw = await send(
             self._session,
+            "POST",
             self._url,
             orjson.dumps(request),
             self._headers,

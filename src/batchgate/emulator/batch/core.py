@@ -19,7 +19,7 @@ from typing import Any, Literal
 from batchgate.clock import Clock, TimerHandle
 from batchgate.emulator.config import BatchConfig
 from batchgate.emulator.content import answer, fit
-from batchgate.emulator.provider import ProviderRuntime
+from batchgate.emulator.provider import EmulatedProvider
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest, refuse_fields
 
 Outcome = Literal["pending", "succeeded", "errored", "expired", "cancelled"]
@@ -217,7 +217,7 @@ class StoredFile:
 class BatchProvider:
     """The batch state of one emulated provider: its files, batches, quota in use and counters."""
 
-    runtime: ProviderRuntime
+    runtime: EmulatedProvider
     clock: Clock
     stats: BatchStats = field(default_factory=BatchStats)
     files: dict[str, StoredFile] = field(default_factory=dict)

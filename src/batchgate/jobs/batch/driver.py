@@ -33,8 +33,8 @@ from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
+from batchgate.models import requested_output_tokens
 from batchgate.providers.http import create_session
-from batchgate.scheduler import requested_output_tokens
 
 EventSink = Callable[[str, dict[str, Any]], None]
 

@@ -58,7 +58,6 @@ from batchgate.providers.batch.common import (
     TRANSIENT_ERRORS,
     BatchClient,
     BatchRequest,
-    PollPolicy,
 )
 from batchgate.providers.batch.factory import make_batch_client
 
@@ -105,8 +104,7 @@ class BatchModeRunner:
         self._deadline = deadline
         self._check = check
         self.events: BatchEvents = events or NoEvents()
-        poll = config.job.batch_poll
-        self._poll = PollPolicy(poll.initial, poll.factor, poll.maximum)
+        self._poll = config.job.batch_poll
         self._ledger = BatchLedger(store, job_id)
         self._clients: dict[str, BatchClient] = {}
         self._recovered: list[_Batch] | None = None  # None until `recover` ran

@@ -20,7 +20,8 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import BadRequestError
 from batchgate.models import Usage
-from batchgate.providers.anthropic import ANTHROPIC_VERSION
+from batchgate.policy.poll import PollPolicy
+from batchgate.providers.anthropic import anthropic_headers
 from batchgate.providers.batch.base import BatchClientBase
 from batchgate.providers.batch.common import (
     CANCELLED,
@@ -33,7 +34,6 @@ from batchgate.providers.batch.common import (
     BatchState,
     BatchStatus,
     ItemError,
-    PollPolicy,
     body_for,
     split_for_batches,
 )
@@ -137,9 +137,7 @@ class AnthropicBatchClient(BatchClientBase):
         self._default_max_tokens = config.default_max_tokens
         self._clock: Clock = clock or LoopClock()
         self._poll = poll or PollPolicy()
-        headers = {"Accept": "application/json", "anthropic-version": ANTHROPIC_VERSION, **config.headers}
-        if config.api_key is not None and config.api_key.reveal():
-            headers["x-api-key"] = config.api_key.reveal()
+        headers = anthropic_headers(config, {"Accept": "application/json"})
         self._http = BatchHTTP(session, timeouts, config.name, config.api_key, headers)
 
     def _entry(self, request: BatchRequest, model: str | None) -> dict[str, Any]:
