@@ -143,6 +143,9 @@ def test_display_texts() -> None:
          "tokens": 0, "cost_usd": 0.0},
     )  # fmt: skip
     assert row[:2] == ["beta", "unreachable"]
+    fields = {"requests": 4, "ok": 0, "errors": 4, "rate_limited": 0, "in_flight": 0, "p50_ms": 1}
+    opened = provider_row("beta", {"state": "unreachable", "circuit": "open", "tokens": 0, **fields})
+    assert opened[1] == "unreachable, circuit open"
     assert "tokens 50%" in row
 
 

@@ -80,10 +80,19 @@ PROVIDER_COLUMNS = (
 )  # fmt: skip
 
 
+def state_text(p: dict[str, Any]) -> str:
+    """Its state, with the circuit breaker's where that says more (`unreachable, circuit open`)."""
+    state = str(p.get("state", "ok"))
+    circuit = p.get("circuit", "closed")
+    if circuit != "closed" and state not in ("circuit open", "probing"):
+        return f"{state}, circuit {circuit.replace('_', '-')}"
+    return state
+
+
 def provider_row(name: str, p: dict[str, Any]) -> list[str]:
     return [
         name,
-        p.get("state", "ok"),
+        state_text(p),
         str(p["requests"]),
         str(p["ok"]),
         str(p["errors"]),
@@ -149,7 +158,7 @@ class RichSink:
             table.add_column(col, justify="left" if col in ("provider", "state") else "right")
         for name, p in sorted(snap["providers"].items()):
             name_, state, *rest = provider_row(name, p)
-            table.add_row(name_, Text(state, style=_STATE_STYLE.get(state, "")), *rest)
+            table.add_row(name_, Text(state, style=_STATE_STYLE.get(state.split(",")[0], "")), *rest)
         self._live.update(Group(*head, bar, table))
 
     def close(self) -> None:
