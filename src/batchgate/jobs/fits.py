@@ -5,9 +5,9 @@ sends it only to the targets it fits (the scheduler), and one that fits none is 
 validation and in `plan`, naming every limit that excludes it. Requests are counted exactly as
 the run counts them (`request_cost` with each provider's own counter).
 
-Exact counting is only needed near a limit: a prompt never has more tokens than UTF-8 bytes plus
-its framing, so a request whose byte bound fits every target is passed without tokenizing
-(a million-line validation pass stays a parsing pass).
+Exact counting is only needed near a limit: a prompt never has more tokens than UTF-8 bytes (at
+most four a character) plus its framing, so a request whose bound fits under the smallest limit
+of its route is passed without tokenizing (a million-line validation pass stays a parsing pass).
 """
 
 from __future__ import annotations
@@ -32,63 +32,66 @@ _KEY = {name: key for key, name in DIMENSIONS}
 
 
 def prompt_upper_bound(body: Mapping[str, Any]) -> int:
-    """At least as many tokens as any counter gives the prompt (bytes plus framing)."""
-    text = sum(len(part.encode("utf-8")) for part in iter_prompt_text(body))
-    return text + TOKENS_PER_MESSAGE * message_count(body) + TOKENS_PER_REPLY
+    """At least as many tokens as any counter gives the prompt (UTF-8 bytes, at most 4 a
+    character, plus framing) — computed without encoding anything."""
+    chars = sum(len(part) for part in iter_prompt_text(body))
+    return 4 * chars + TOKENS_PER_MESSAGE * message_count(body) + TOKENS_PER_REPLY
 
 
 class RouteFit:
-    """Per provider: its counter (as the run makes it) and its declared per-minute limits."""
+    """Per provider: its counter (as the run makes it) and its declared per-minute limits; per
+    route, the smallest token limit among its targets (below it, nothing needs counting)."""
 
     def __init__(self, config: GatewayConfig) -> None:
-        self._config = config
         self._counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
         self._limits = {
-            p.name: QuotaLimits(rpm=p.limits.rpm, tpm=p.limits.tpm, itpm=p.limits.itpm, otpm=p.limits.otpm)
+            p.name: QuotaLimits(
+                rpm=p.limits.rpm, tpm=p.limits.tpm, itpm=p.limits.itpm, otpm=p.limits.otpm
+            ).declared()
             for p in config.providers
         }
-        self._routes = {r.model: r for r in config.routes}
+        self._routes = {r.model: [config.provider(t.provider) for t in r.targets] for r in config.routes}
+        self._floor = {model: min(map(self._smallest, ps)) for model, ps in self._routes.items()}
+        self._default_out = {
+            model: max(p.default_max_tokens for p in ps) for model, ps in self._routes.items()
+        }
+
+    def _smallest(self, p: ProviderConfig) -> float:
+        limits = self._limits[p.name]
+        if limits.get("requests", 1.0) < 1.0:
+            return -1.0  # not even one request a minute: always look closer
+        tokens = [v for k, v in limits.items() if k != "requests"]
+        return min(tokens, default=float("inf"))
 
     def providers(self, model: str) -> list[ProviderConfig]:
-        route = self._routes[model]
-        return [self._config.provider(t.provider) for t in route.targets]
+        return self._routes[model]
 
     def cost(self, provider: ProviderConfig, body: Mapping[str, Any]) -> tuple[Cost, int]:
         """What `body` reserves at `provider`, and its prompt count there (as the run counts)."""
         return request_cost(self._counters[provider.name], body, provider.default_max_tokens)
+
+    def fits(self, provider: ProviderConfig, cost: Cost) -> bool:
+        """Whether `cost` is within every declared per-minute limit of `provider`."""
+        return self._over(provider, cost) is None
 
     def problem(self, body: Mapping[str, Any]) -> str | None:
         """None when some target of the request's route can admit it; else why none can."""
         model = body.get("model")
         if not isinstance(model, str) or model not in self._routes:
             return None  # an unknown model is reported on its own
-        providers = self.providers(model)
-        if not any(self._may_exceed(p, body) for p in providers):
-            return None
+        output = requested_output_tokens(body, self._default_out[model])
+        if prompt_upper_bound(body) + output <= self._floor[model]:
+            return None  # the common case: far below every limit, nothing counted
         excluded = []
-        for p in providers:
-            reason = self._exceeds(p, body)
+        for p in self._routes[model]:
+            reason = self._over(p, self.cost(p, body)[0])
             if reason is None:
                 return None
             excluded.append(reason)
         return f"request can never be admitted by any target of route {model!r}: {'; '.join(excluded)}"
 
-    def fits(self, provider: ProviderConfig, cost: Cost) -> bool:
-        """Whether `cost` is within every declared per-minute limit of `provider`."""
-        return self._over(provider, cost) is None
-
-    def _may_exceed(self, p: ProviderConfig, body: Mapping[str, Any]) -> bool:
-        bound = prompt_upper_bound(body)
-        output = requested_output_tokens(body, p.default_max_tokens)
-        cost = Cost(requests=1, tokens=bound + output, input_tokens=bound, output_tokens=output)
-        return self._over(p, cost) is not None
-
-    def _exceeds(self, p: ProviderConfig, body: Mapping[str, Any]) -> str | None:
-        cost, _ = self.cost(p, body)
-        return self._over(p, cost)
-
     def _over(self, p: ProviderConfig, cost: Cost) -> str | None:
-        declared = self._limits[p.name].declared()
+        declared = self._limits[p.name]
         for name, amount in cost_amounts(cost, declared).items():
             limit = declared[name]
             if amount > limit:
