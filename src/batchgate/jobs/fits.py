@@ -66,9 +66,21 @@ class RouteFit:
     def providers(self, model: str) -> list[ProviderConfig]:
         return self._routes[model]
 
-    def cost(self, provider: ProviderConfig, body: Mapping[str, Any]) -> tuple[Cost, int]:
-        """What `body` reserves at `provider`, and its prompt count there (as the run counts)."""
-        return request_cost(self._counters[provider.name], body, provider.default_max_tokens)
+    def cost(
+        self, provider: ProviderConfig, body: Mapping[str, Any], counted: dict[int, int] | None = None
+    ) -> tuple[Cost, int]:
+        """What `body` reserves at `provider`, and its prompt count there (as the run counts).
+        `counted` shares a prompt's count between providers using the same counter, as the
+        scheduler does (one exact tokenizer serves every provider that uses it)."""
+        counter = self._counters[provider.name]
+        prompt = counted.get(id(counter)) if counted is not None else None
+        if prompt is None:
+            cost, prompt = request_cost(counter, body, provider.default_max_tokens)
+            if counted is not None:
+                counted[id(counter)] = prompt
+            return cost, prompt
+        output = requested_output_tokens(body, provider.default_max_tokens)
+        return Cost(requests=1, tokens=prompt + output, input_tokens=prompt, output_tokens=output), prompt
 
     def fits(self, provider: ProviderConfig, cost: Cost) -> bool:
         """Whether `cost` is within every declared per-minute limit of `provider`."""
@@ -83,8 +95,9 @@ class RouteFit:
         if prompt_upper_bound(body) + output <= self._floor[model]:
             return None  # the common case: far below every limit, nothing counted
         excluded = []
+        counted: dict[int, int] = {}
         for p in self._routes[model]:
-            reason = self._over(p, self.cost(p, body)[0])
+            reason = self._over(p, self.cost(p, body, counted)[0])
             if reason is None:
                 return None
             excluded.append(reason)

@@ -78,8 +78,9 @@ class _Planner:
         route = next(r for r in self.config.routes if r.model == body["model"])
         rp = self.routes.setdefault(route.model, RoutePlan())
         rp.tasks += 1
+        counted: dict[int, int] = {}
         live = [
-            (t, p, *self.fit.cost(p, body))
+            (t, p, *self.fit.cost(p, body, counted))
             for t, p in zip(route.targets, self.fit.providers(route.model), strict=True)
         ]
         fitting = [entry for entry in live if self.fit.fits(entry[1], entry[2])] or live
@@ -100,7 +101,7 @@ class _Planner:
         batch_to = batch_target(route, self.config)
         if batch_to is not None:
             provider, model = batch_to
-            cost, prompt = self.fit.cost(provider, body)
+            cost, prompt = self.fit.cost(provider, body, counted)
             self.used_models.add(model)
             price = self.prices.cost(model, Usage(prompt, cost.output_tokens), batch=True)
             rp.batch_prompt_tokens += prompt
