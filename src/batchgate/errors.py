@@ -124,7 +124,14 @@ class ConnectError(TransportError):
 
 
 class UnreachableError(ConnectError):
-    """Could not reach the provider (connection refused, DNS failure): nothing was sent."""
+    """Could not reach the provider (connection refused, DNS failure): nothing was sent.
+
+    `cause` says which, for people: "connection refused", "DNS failure" or "unreachable"
+    (chosen from the type of the underlying exception where the error is made)."""
+
+    def __init__(self, message: str | None = None, *, provider: str = "", cause: str = "unreachable") -> None:
+        super().__init__(message, provider=provider)
+        self.cause = cause
 
 
 class RequestTimeout(TransportError):

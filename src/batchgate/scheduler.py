@@ -32,6 +32,7 @@ from batchgate.policy.retry import RetryPolicy
 from batchgate.quota.pool import Reservation
 from batchgate.runtime import ProviderRuntime
 from batchgate.slots import FairSlots
+from batchgate.tokens import TokenCounter
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,14 @@ CALIBRATE_ALWAYS = 32
 CALIBRATE_EVERY = 8
 
 Candidate = tuple[Target, Cost, int]  # a target, what the request costs there, its prompt estimate
+
+
+def request_cost(counter: TokenCounter, body: Mapping[str, Any], default_max_tokens: int) -> tuple[Cost, int]:
+    """What `body` reserves at a provider counting prompts with `counter`, and its prompt count:
+    the one way a run, `plan` and validation count a request."""
+    prompt = counter.count_prompt(body)
+    output = requested_output_tokens(body, default_max_tokens)
+    return Cost(requests=1, tokens=prompt + output, input_tokens=prompt, output_tokens=output), prompt
 
 
 class Scheduler:
@@ -63,6 +72,7 @@ class Scheduler:
         self._global = global_slots
         self.items_succeeded = 0
         self.items_failed = 0
+        self.backing_off = 0  # requests sleeping before a retry (neither sent nor waiting for quota)
         self._stopping = False
         self._acquiring: set[asyncio.Future[Reservation]] = set()
 
@@ -82,9 +92,10 @@ class Scheduler:
         key = id(rt.counter)
         prompt = counted.get(key) if counted is not None else None
         if prompt is None:
-            prompt = rt.counter.count_prompt(body)
+            cost, prompt = request_cost(rt.counter, body, rt.config.default_max_tokens)
             if counted is not None:
                 counted[key] = prompt
+            return cost, prompt
         output = requested_output_tokens(body, rt.config.default_max_tokens)
         return Cost(requests=1, tokens=prompt + output, input_tokens=prompt, output_tokens=output), prompt
 
@@ -106,20 +117,23 @@ class Scheduler:
         return result
 
     def _fitting(self, targets: Sequence[Target], body: ChatBody) -> list[Candidate]:
+        """The targets that can ever admit `body` (only those are tried); none: NeverFitsError
+        naming every limit that excludes it."""
         fitting: list[Candidate] = []
-        last: NeverFitsError | None = None
+        excluded: list[str] = []
         counted: dict[int, int] = {}
         for t in targets:
             cost, prompt = self.estimate(t, body, counted)
             try:
                 t.runtime.pool.check_fits(cost)
             except NeverFitsError as exc:
-                last = exc
+                excluded.append(exc.message)
                 continue
             fitting.append((t, cost, prompt))
         if not fitting:
-            assert last is not None
-            raise last
+            if len(excluded) == 1:
+                raise NeverFitsError(excluded[0])
+            raise NeverFitsError(f"no target of its route can ever admit it: {'; '.join(excluded)}")
         return fitting
 
     async def _attempt_loop(self, body: ChatBody, result: Result) -> None:
@@ -140,7 +154,11 @@ class Scheduler:
                 raise error
             target.runtime.recorder.retries += 1
             if decision.delay > 0 and not decision.hinted:
-                await self._clock.sleep(decision.delay)
+                self.backing_off += 1
+                try:
+                    await self._clock.sleep(decision.delay)
+                finally:
+                    self.backing_off -= 1
 
     def stop_sending(self) -> None:
         """From now on no request is sent: those waiting for quota give up at once (their
@@ -275,6 +293,7 @@ class Scheduler:
         elif isinstance(exc, UnreachableError):
             rt.pool.refund(reservation)  # refused or unresolvable: nothing was sent, nothing charged
             charged = 0
+            rt.recorder.record_unreachable(exc.cause)
         if exc.status is None or exc.status >= 500:
             rt.breaker.record_failure(now)
         rt.recorder.record_failure(exc.kind, latency, charged)

@@ -40,6 +40,10 @@ class ProviderStatistics:
     wasted_tokens: int  # tokens charged by the provider for attempts that failed
     in_flight: int
     quota: Any = None  # the quota pool's own statistics snapshot
+    unreachable: bool = False  # the last attempt could not reach it (refused, DNS), none answered since
+    unreachable_attempts: int = 0  # attempts that could not reach it, in all
+    unreachable_cause: str | None = None  # "connection refused", "DNS failure", ... (the latest)
+    circuit: str = "closed"  # the breaker's state: closed | open | half_open
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__slots__ if k != "quota"}
@@ -52,6 +56,7 @@ class GatewayStatistics:
     providers: dict[str, ProviderStatistics]
     items_succeeded: int
     items_failed: int
+    backing_off: int = 0  # requests sleeping before a retry
 
     @property
     def rate_limited(self) -> int:
@@ -84,6 +89,9 @@ class ProviderRecorder:
     latency_sum_ms: float = 0.0
     latency_count: int = 0
     errors_by_kind: Counter[str] = field(default_factory=Counter)
+    unreachable: bool = False
+    unreachable_attempts: int = 0
+    unreachable_cause: str | None = None
     _reservoir: list[float] = field(default_factory=list)
     _rng: random.Random = field(default_factory=random.Random)
 
@@ -101,12 +109,21 @@ class ProviderRecorder:
                 self._reservoir[slot] = ms
 
     def record_success(self, latency_ms: float, prompt_tokens: int, completion_tokens: int) -> None:
+        self.unreachable = False
         self.succeeded += 1
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
         self.record_latency(latency_ms)
 
+    def record_unreachable(self, cause: str) -> None:
+        """An attempt that could not reach the provider (counted by `record_failure` as well)."""
+        self.unreachable = True
+        self.unreachable_attempts += 1
+        self.unreachable_cause = cause
+
     def record_failure(self, kind: str, latency_ms: float, wasted_tokens: int) -> None:
+        if kind != "unreachable":
+            self.unreachable = False  # it answered, if only with an error
         self.failed_attempts += 1
         self.errors_by_kind[kind] += 1
         self.wasted_tokens += wasted_tokens
@@ -114,7 +131,7 @@ class ProviderRecorder:
             self.rate_limited += 1
         self.record_latency(latency_ms)
 
-    def snapshot(self, quota: Any = None) -> ProviderStatistics:
+    def snapshot(self, quota: Any = None, circuit: str = "closed") -> ProviderStatistics:
         ordered = sorted(self._reservoir)
         return ProviderStatistics(
             name=self.name,
@@ -133,4 +150,8 @@ class ProviderRecorder:
             wasted_tokens=self.wasted_tokens,
             in_flight=self.in_flight,
             quota=quota,
+            unreachable=self.unreachable,
+            unreachable_attempts=self.unreachable_attempts,
+            unreachable_cause=self.unreachable_cause,
+            circuit=circuit,
         )

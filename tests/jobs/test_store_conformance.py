@@ -56,6 +56,11 @@ async def test_update_job_changes_only_given_fields(store: JobStore) -> None:
         "cd" * 32,
         7,
     )
+    assert got.stop_reason == "budget"  # left alone
+    await store.update_job("job1", status="completed", stop_reason="")
+    got = await store.get_job("job1")
+    assert got is not None
+    assert (got.status, got.stop_reason) == ("completed", None)  # an empty reason clears it
     with pytest.raises(ValueError, match="status"):
         await store.update_job("job1", status="exploded")
 

@@ -18,7 +18,7 @@ def register(sub: Any) -> None:
         "cancel",
         help="stop a job (running or not), cancel its provider batches, keep partial results",
     )
-    cancel.add_argument("job", help="job id (see `batchgate jobs`)")
+    cancel.add_argument("job", help="job id or a unique prefix (see `batchgate jobs`)")
     cancel.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
     cancel.add_argument(
         "--wait",

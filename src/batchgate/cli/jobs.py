@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from batchgate.errors import JobError, JobLockedError
+from batchgate.jobs.find import find_job
+from batchgate.jobs.finish import write_report
 from batchgate.jobs.io.report import (
     OPEN_SEGMENT_BLOB,
     REPORT_BLOB,
@@ -20,6 +23,7 @@ from batchgate.jobs.io.report import (
     load_segments,
     render_summary,
 )
+from batchgate.jobs.job_setup import check_output_writable
 from batchgate.jobs.runner import LIVE_BLOB
 from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store, parse_location
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
@@ -30,14 +34,15 @@ def register(sub: Any) -> None:
     jobs.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
     jobs.set_defaults(handler=_jobs)
     status = sub.add_parser("status", help="show a running or stopped job (default: the latest)")
-    status.add_argument("job", nargs="?")
+    status.add_argument("job", nargs="?", help="job id or a unique prefix (default: the latest job)")
     status.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=_status)
-    report = sub.add_parser("report", help="print a job's JSON report")
-    report.add_argument("job")
+    report = sub.add_parser("report", help="print a job's JSON report (default: the latest job)")
+    report.add_argument("job", nargs="?", help="job id or a unique prefix (default: the latest job)")
     report.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
     report.add_argument("--summary", action="store_true", help="print the readable table instead of JSON")
+    report.add_argument("-o", "--output", type=Path, default=None, help="write it to this file instead")
     report.set_defaults(handler=_report)
 
 
@@ -58,18 +63,6 @@ def _state(store: JobStore, job: JobRecord) -> str:
     if _running(store, job.job_id):
         return "running"
     return "interrupted" if job.status == "running" else job.status
-
-
-async def _find(store: JobStore, job_id: str | None) -> JobRecord:
-    if job_id is None:
-        jobs = await store.list_jobs()
-        if not jobs:
-            raise JobError("the store has no jobs")
-        return max(jobs, key=lambda j: j.updated_at)
-    job = await store.get_job(job_id)
-    if job is None:
-        raise JobError(f"no job {job_id!r} in the store (see `batchgate jobs`)")
-    return job
 
 
 def _jobs(args: argparse.Namespace) -> int:
@@ -100,7 +93,7 @@ def _status(args: argparse.Namespace) -> int:
     async def go() -> dict[str, Any]:
         store = await _open(args.store)
         try:
-            job = await _find(store, args.job)
+            job = await find_job(store, args.job)
             counts = await store.counts(job.job_id)
             live = await store.get_blob(job.job_id, LIVE_BLOB)
             state = _state(store, job)
@@ -159,7 +152,7 @@ def _report(args: argparse.Namespace) -> int:
     async def go() -> dict[str, Any]:
         store = await _open(args.store)
         try:
-            job = await _find(store, args.job)
+            job = await find_job(store, args.job)
             segments = load_segments(await store.get_blob(job.job_id, REPORT_BLOB))
             # a run that is going on, or was killed, has left its figures so far (read, not written)
             fold_open_segment(segments, await store.get_blob(job.job_id, OPEN_SEGMENT_BLOB))
@@ -176,7 +169,23 @@ def _report(args: argparse.Namespace) -> int:
             await store.close()
 
     report = asyncio.run(go())
-    print(
-        render_summary(report) if args.summary else orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
-    )
+    if args.output is None:
+        print(
+            render_summary(report)
+            if args.summary
+            else orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
+        )
+    elif args.summary:
+        check_output_writable(args.output)
+        write_text(args.output, render_summary(report) + "\n")
+    else:
+        check_output_writable(args.output)
+        write_report(args.output, report)
     return 0
+
+
+def write_text(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise JobError(f"{path}: cannot write the report ({exc.strerror})") from None

@@ -11,11 +11,11 @@ from typing import Any
 import orjson
 
 from batchgate.config import ROUTE_MODES, GatewayConfig, load_config
-from batchgate.errors import JobError
 from batchgate.jobs.engine import EngineOptions
+from batchgate.jobs.find import find_job
 from batchgate.jobs.io.progress import make_sink
 from batchgate.jobs.runner import RunRequest, check_input, run_job, with_job_overrides
-from batchgate.jobs.store.location import DEFAULT_STORE, choose_location, describe, open_store, parse_location
+from batchgate.jobs.store.location import DEFAULT_STORE, choose_location, open_store, parse_location
 
 
 def _positive_int(text: str) -> int:
@@ -84,11 +84,29 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--progress",
-        choices=("auto", "rich", "json", "quiet"),
+        choices=("auto", "rich", "lines", "json", "quiet"),
         default="auto",
-        help="live display (rich), JSON-lines events on stdout, or nothing",
+        help="live display (rich), a progress line every --progress-every seconds on stderr (lines; "
+        "auto picks it when stderr is not a terminal), JSON-lines events on stdout, or nothing",
     )
-    p.add_argument("-q", "--quiet", action="store_const", const="quiet", dest="progress")
+    p.add_argument(
+        "--progress-every",
+        type=_positive_float,
+        default=10.0,
+        metavar="S",
+        help="seconds between progress lines when not on a terminal (default: %(default)s)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no live display and no summary table: only what was written, and errors",
+    )
+    p.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run a finished job's failed items again, in the same job and output",
+    )
 
 
 def register(sub: Any) -> None:
@@ -101,10 +119,16 @@ def register(sub: Any) -> None:
     run.set_defaults(handler=_run)
 
     resume = sub.add_parser("resume", help="continue a stopped or crashed job")
-    resume.add_argument("job", help="job id (see `batchgate jobs`)")
+    resume.add_argument("job", nargs="?", help="job id or a unique prefix (default: the latest job)")
     resume.add_argument("--config", type=Path, default=None, help="config (default: the one the job used)")
     _add_run_options(resume)
     resume.set_defaults(handler=_resume)
+
+    retry = sub.add_parser("retry", help="re-queue a job's failed items and run exactly those again")
+    retry.add_argument("job", nargs="?", help="job id or a unique prefix (default: the latest job)")
+    retry.add_argument("--config", type=Path, default=None, help="config (default: the one the job used)")
+    _add_run_options(retry)
+    retry.set_defaults(handler=_resume, retry_failed=True)
 
     plan = sub.add_parser("plan", help="projected tokens, cost and time per provider; sends nothing")
     plan.add_argument("input", type=Path)
@@ -137,6 +161,8 @@ def _request(args: argparse.Namespace, input_path: Path, config: Path, output: P
         engine=_engine_options(args),
         mode=args.mode,
         deadline_hours=args.deadline,
+        retry_failed=args.retry_failed,
+        quiet=args.quiet,
     )
 
 
@@ -147,13 +173,18 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     args.store = choose_location(args.store, config.job.store)
     req = _request(args, args.input, args.config, args.output)
-    return _go(req, config, args.progress)
+    return _go(req, config, args)
 
 
-def _go(req: RunRequest, config: GatewayConfig, progress: str) -> int:
+def _progress_mode(args: argparse.Namespace) -> str:
+    return "quiet" if args.quiet and args.progress == "auto" else str(args.progress)
+
+
+def _go(req: RunRequest, config: GatewayConfig, args: argparse.Namespace) -> int:
+    progress = _progress_mode(args)
     # In JSON-lines mode stdout carries only events; the human lines go to stderr.
     out = _stderr if progress == "json" else print
-    return asyncio.run(run_job(req, config, make_sink(progress), out=out))
+    return asyncio.run(run_job(req, config, make_sink(progress, args.progress_every), out=out))
 
 
 def _stderr(text: str) -> None:
@@ -164,14 +195,12 @@ def _resume(args: argparse.Namespace) -> int:
     async def find() -> Any:
         store = await open_store(args.store, create=False)
         try:
-            return await store.get_job(args.job)
+            return await find_job(store, args.job)
         finally:
             await store.close()
 
     args.store = choose_location(args.store, load_config(args.config).job.store if args.config else None)
     job = asyncio.run(find())
-    if job is None:
-        raise JobError(f"no job {args.job!r} in {describe(args.store)} (see `batchgate jobs`)")
     config_path = args.config or Path(job.config_path)
     config = load_config(config_path)
     if args.errors is None and job.options.get("errors_path"):
@@ -183,7 +212,7 @@ def _resume(args: argparse.Namespace) -> int:
         args.skip_invalid = True
     # --mode and --deadline: the job remembers them (see runner.job_config)
     req = _request(args, Path(job.input_path), config_path, Path(job.output_path))
-    return _go(req, config, args.progress)
+    return _go(req, config, args)
 
 
 def _plan(args: argparse.Namespace) -> int:

@@ -28,7 +28,7 @@ from batchgate.emulator.batch.service import BatchService
 from batchgate.emulator.config import EmulatorConfig
 from batchgate.emulator.openai_api import OpenAIFamily
 from batchgate.emulator.provider import EmulatedProvider, Plan
-from batchgate.emulator.wire import ApiError, Family, ParsedRequest
+from batchgate.emulator.wire import ApiError, Family, ParsedRequest, refuse_fields
 
 OPERATOR_PREFIX = "/_emulator"
 SHUTDOWN_TIMEOUT = 2.0
@@ -236,6 +236,7 @@ class Emulator:
                 body = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 raise fam.bad_json() from None
+            refuse_fields(body, rt.config.reject_fields)
             req = fam.parse(body, rt.config)
             plan = rt.admit(req, self._clock.now(), self._clock.wall())
         except ApiError as err:

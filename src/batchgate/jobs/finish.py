@@ -65,7 +65,7 @@ async def finish_job(
     unfinished = counts[TaskState.PENDING] + counts[TaskState.RUNNING]
     status = "completed" if unfinished == 0 else "stopped"
     reason = None if status == "completed" else (stop_reason or "unfinished")
-    await store.update_job(job_id, status=status, stop_reason=reason)
+    await store.update_job(job_id, status=status, stop_reason=reason or "")  # "" clears an old stop
     await store.put_blob(job_id, REPORT_BLOB, dump_segments(segments))
     await store.put_blob(job_id, OPEN_SEGMENT_BLOB, b"")
     written, failed = await write_outputs(store, job_id, files.output, files.errors, ordered=files.ordered)

@@ -16,9 +16,11 @@ from batchgate.config import GatewayConfig, RouteMode
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.finish import OutputFiles
+from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.io.input import ValidationReport, file_sha256, read_tasks, validate_input
 from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
+from batchgate.text import plural
 
 SHOWN_PROBLEMS = 20
 
@@ -36,6 +38,8 @@ class RunRequest:
     engine: EngineOptions = field(default_factory=EngineOptions)
     mode: RouteMode | None = None  # --mode: overrides job.mode (and is remembered by the job)
     deadline_hours: float | None = None  # --deadline: overrides job.deadline_hours (remembered)
+    retry_failed: bool = False  # --retry-failed / `batchgate retry`: failed items run again
+    quiet: bool = False  # -q: no summary table at the end
 
     @property
     def errors_file(self) -> Path:
@@ -72,33 +76,50 @@ def job_id_for(input_path: Path, output_path: Path) -> str:
 
 def check_input(req: RunRequest, config: GatewayConfig, err: Callable[[str], None]) -> ValidationReport:
     """The validation pass: every bad line is reported with its number before anything is sent."""
-    report = validate_input(req.input_path, known_models=config.route_models())
+    report = validate_input(
+        req.input_path, known_models=config.route_models(), check=RouteFit(config).problem
+    )
     if report.task_count == 0 and report.problem_count == 0:
         raise InputError(str(req.input_path), None, "the input has no tasks")
     if report.problem_count:
-        # Failing, the first problem is the error itself: list only the others (one bad line, one line).
-        shown = report.problems[0 if req.skip_invalid else 1 : SHOWN_PROBLEMS]
-        for problem in shown:
-            err(problem.describe(req.input_path))
-        more = report.problem_count - (0 if req.skip_invalid else 1) - len(shown)
-        if more > 0:
-            err(f"... and {more} more problems")
+        _show_problems(req, report, err)
         if not req.skip_invalid:
             first = report.problems[0]
+            in_all = f"{plural(report.problem_count, 'invalid line')} in all; nothing was sent"
+            if report.problem_count == 1:  # one bad line, one line: the error names it
+                reason = f"{first.reason} ({in_all}; fix it or pass --skip-invalid)"
+                raise InputError(str(req.input_path), first.line_no, reason)
             raise InputError(
                 str(req.input_path),
-                first.line_no,
-                f"{first.reason} ({report.problem_count} invalid lines in all; nothing was sent; "
-                "fix them or pass --skip-invalid)",
+                None,
+                f"{in_all} (the first on line {first.line_no}); fix them or pass --skip-invalid",
             )
         if report.task_count == 0:
             raise InputError(str(req.input_path), None, "no valid tasks left after skipping invalid lines")
     return report
 
 
+def _show_problems(req: RunRequest, report: ValidationReport, err: Callable[[str], None]) -> None:
+    """The problems in input order (a lone problem is the error itself, so it is not repeated)."""
+    if report.problem_count == 1 and not req.skip_invalid:
+        return
+    shown = report.problems[:SHOWN_PROBLEMS]
+    for problem in shown:
+        err(problem.describe(req.input_path))
+    more = report.problem_count - len(shown)
+    if more > 0:
+        err(f"... and {plural(more, 'more invalid line')}")
+    if req.skip_invalid:
+        err(f"skipping {plural(report.problem_count, 'invalid line')} (--skip-invalid)")
+
+
 def _valid_tasks(req: RunRequest, config: GatewayConfig) -> Iterator[TaskSpec]:
     return (
-        t for t in read_tasks(req.input_path, known_models=config.route_models()) if isinstance(t, TaskSpec)
+        t
+        for t in read_tasks(
+            req.input_path, known_models=config.route_models(), check=RouteFit(config).problem
+        )
+        if isinstance(t, TaskSpec)
     )
 
 
@@ -157,6 +178,7 @@ async def prepare_job(
             "ordered": req.ordered,
             "skip_invalid": req.skip_invalid,
             "errors_path": str(req.errors_file.resolve()),
+            "skipped_lines": report.problem_count if req.skip_invalid else 0,
             **_remembered(req),
         },
     )

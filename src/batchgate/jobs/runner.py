@@ -22,7 +22,7 @@ from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
 from batchgate.jobs.finish import finish_job
 from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.progress import ProgressSink, QuietSink, snapshot
+from batchgate.jobs.io.progress import ProgressSink, QuietSink, Reachability, snapshot
 from batchgate.jobs.io.report import (
     OPEN_SEGMENT_BLOB,
     REPORT_BLOB,
@@ -44,6 +44,7 @@ from batchgate.jobs.job_setup import (
 )
 from batchgate.jobs.store.location import DEFAULT_STORE, open_store, resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+from batchgate.text import plural
 
 __all__ = [
     "DEFAULT_STORE",
@@ -57,8 +58,9 @@ __all__ = [
 ]
 
 LIVE_BLOB = "live"
-EXIT_OK = 0
-EXIT_STOPPED = 3
+EXIT_OK = 0  # every item succeeded
+EXIT_STOPPED = 3  # stopped by a guard (budget, error rate, an exhausted account)
+EXIT_FAILED_ITEMS = 4  # finished, but some items failed (retry them with --retry-failed)
 EXIT_INTERRUPTED = 130
 REFRESH_S = 0.5  # the live display's refresh
 STORE_EVERY = 4  # refreshes between stored snapshots
@@ -88,10 +90,13 @@ async def run_job(
             if report is None:
                 report = await unchanged_job_input(store, job_id, req) or check_input(req, config, err)
             job = await prepare_job(store, job_id, req, report, config, clock)
+            if req.retry_failed:
+                requeued = await store.requeue_failed(job_id)
+                err(f"re-queued {plural(requeued, 'failed item')} of job {job_id}")
             config = job_config(config, job)
             segments = await _load_segments(store, job_id)
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
-            await store.update_job(job_id, status="running", stop_reason=None)
+            await store.update_job(job_id, status="running", stop_reason="")  # "" clears an old stop
             deadline = job_deadline(config, job.created_at)
             outcome = await _run_engine(store, job_id, config, req, sink, segments, deadline, clock)
             return await _finish(store, job, outcome, req, segments, sink, out, err)
@@ -199,7 +204,8 @@ def _sending(engine: JobEngine) -> int:
 
 
 def _publish(engine: JobEngine, sink: ProgressSink, elapsed: float, stats: Any) -> dict[str, Any]:
-    snap = snapshot(engine.job_id, engine.progress, stats, elapsed, engine.clock.wall())
+    wall = engine.clock.wall()
+    snap = snapshot(engine.job_id, engine.progress, stats, elapsed, wall, engine.budget.view())
     sink.update(snap)
     return snap
 
@@ -217,6 +223,7 @@ class _Ticker:
         self._run_id = run_id
         self._wake = asyncio.Event()
         self._store_now = False
+        self._reachability = Reachability(sink)
 
     def batch_event(self) -> None:
         self._store_now = True
@@ -237,6 +244,7 @@ class _Ticker:
             gw = engine.gateway
             stats = gw.statistics() if gw else None
             snap = _publish(engine, self._sink, elapsed, stats)
+            self._reachability.see(snap)
             beat += 1
             if beat % STORE_EVERY == 0 or self._store_now:
                 self._store_now = False
@@ -265,7 +273,7 @@ async def _finish(
     written, failed = done.written, done.failed
     resume = f"batchgate resume {job_id}{resume_hint(req.store_path)}"
     interrupted = bool(reason and (reason.startswith("interrupted") or reason == CANCEL_REASON))
-    code = EXIT_OK if status == "completed" else EXIT_INTERRUPTED if interrupted else EXIT_STOPPED
+    code = _exit_code(status, interrupted, failed)
     if status == "completed":
         sink.event("finished", job=job_id, exit_code=code, written=written, failed=failed, **files.as_dict())
     else:
@@ -281,15 +289,28 @@ async def _finish(
             **files.as_dict(),
         )
     sink.close()  # the live display ends before the summary is printed under it
-    err(render_summary(done.report))
+    if not req.quiet:
+        err(render_summary(done.report))
     out(
-        f"wrote {written} results to {req.output_path}"
+        f"wrote {plural(written, 'result')} to {req.output_path}"
         + (f" ({failed} failed, also in {req.errors_file})" if failed else "")
         + f"; report in {req.report_file}"
     )
+    if status == "completed" and failed:
+        err(
+            f"job {job_id} finished with {plural(failed, 'failed item')}; retry exactly those with: "
+            f"batchgate retry {job_id}{resume_hint(req.store_path)}  "
+            "(or re-run the same command with --retry-failed)"
+        )
     if status != "completed":
         err(
             f"job {job_id} stopped: {reason}. {unfinished} tasks left; resume with: {resume}  "
             "(or re-run the same command)"
         )
     return code
+
+
+def _exit_code(status: str, interrupted: bool, failed: int) -> int:
+    if status == "completed":
+        return EXIT_FAILED_ITEMS if failed else EXIT_OK
+    return EXIT_INTERRUPTED if interrupted else EXIT_STOPPED

@@ -10,10 +10,10 @@ tasks are numbered 0, 1, 2, ... (`seq`) in input order.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 import orjson
 
@@ -62,20 +62,27 @@ class ValidationReport:
         return self.problem_count == 0
 
 
+# A check of a parsed body that the input reader cannot make alone (e.g. `RouteFit.problem`):
+# a one-line reason makes the line a problem, None lets it through.
+BodyCheck = Callable[[Mapping[str, Any]], "str | None"]
+
+
 def read_tasks(
     path: str | Path,
     *,
     known_models: Collection[str] | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    check: BodyCheck | None = None,
 ) -> Iterator[TaskSpec | InputProblem]:
     """Stream the input's tasks and line problems in file order."""
-    return _read(Path(path), known_models, max_line_bytes, None, [0])
+    return _read(Path(path), known_models, max_line_bytes, None, [0], check)
 
 
 def validate_input(
     path: str | Path,
     known_models: Collection[str] | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    check: BodyCheck | None = None,
 ) -> ValidationReport:
     """One pass over the whole file: its sha256, how many tasks it holds, and its problems."""
     hasher = hashlib.sha256()
@@ -83,7 +90,7 @@ def validate_input(
     tasks = 0
     problems: list[InputProblem] = []
     problem_count = 0
-    for item in _read(Path(path), known_models, max_line_bytes, hasher, lines):
+    for item in _read(Path(path), known_models, max_line_bytes, hasher, lines, check):
         if isinstance(item, TaskSpec):
             tasks += 1
         else:
@@ -122,6 +129,7 @@ def _read(
     max_line_bytes: int,
     hasher: _Hasher | None,
     line_count: list[int],
+    check: BodyCheck | None = None,
 ) -> Iterator[TaskSpec | InputProblem]:
     known = None if known_models is None else frozenset(known_models)
     seen: dict[str, int] = {}
@@ -142,6 +150,10 @@ def _read(
                 yield item
                 continue
             custom_id, body = item
+            problem = check(body) if check is not None else None
+            if problem is not None:
+                yield InputProblem(line_no, problem)
+                continue
             first = seen.get(custom_id)
             if first is not None:
                 yield InputProblem(line_no, f"duplicate custom_id {custom_id!r} (first on line {first})")

@@ -111,7 +111,7 @@ class MemoryJobStore:
             check_status(status)
             rec = replace(rec, status=status)
         if stop_reason is not None:
-            rec = replace(rec, stop_reason=stop_reason)
+            rec = replace(rec, stop_reason=stop_reason or None)
         if input_sha256 is not None:
             rec = replace(rec, input_sha256=input_sha256)
         if options is not None:

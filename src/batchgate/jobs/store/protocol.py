@@ -134,7 +134,8 @@ class JobStore(Protocol):
         options: dict[str, Any] | None = None,
         task_total: int | None = None,
     ) -> None:
-        """Change the given fields (None leaves a field alone) and bump `updated_at`."""
+        """Change the given fields (None leaves a field alone; `stop_reason=""` clears the
+        reason) and bump `updated_at`."""
         ...
 
     async def add_tasks(self, job_id: str, tasks: Iterable[TaskSpec]) -> int:

@@ -143,7 +143,7 @@ FROM jobs ORDER BY created_at, job_id;
 -- job_update --
 UPDATE jobs SET
     status = coalesce(:status, status),
-    stop_reason = coalesce(:stop_reason, stop_reason),
+    stop_reason = nullif(coalesce(:stop_reason, stop_reason), ''),
     input_sha256 = coalesce(:input_sha256, input_sha256),
     options = coalesce(:options, options),
     task_total = coalesce(:task_total, task_total),
