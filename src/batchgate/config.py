@@ -37,8 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from batchgate.errors import ConfigError
 
 ProviderKind = Literal["openai", "anthropic"]
@@ -203,6 +201,8 @@ class GatewayConfig:
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> GatewayConfig:
     """Read and validate a gateway config file; the only place that reads API key variables."""
+    import yaml  # noqa: PLC0415 — a parser is needed only to read a file (not for `--help`)
+
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -227,6 +227,6 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> G
 def config_from_dict(
     data: Any, *, source: str = "<dict>", environ: Mapping[str, str] | None = None
 ) -> GatewayConfig:
-    from batchgate._config_parse import parse_gateway_config
+    from batchgate._config_parse import parse_gateway_config  # noqa: PLC0415 — it imports this module
 
     return parse_gateway_config(data, source, environ if environ is not None else {})

@@ -77,7 +77,10 @@ class Gateway:
             return self
         cfg = self.config
         if cfg.emulator is not None and any(p.emulated for p in cfg.providers):
-            from batchgate.emulator import Emulator, emulator_config_from_dict
+            from batchgate.emulator import (  # noqa: PLC0415 — the server only when a config embeds it
+                Emulator,
+                emulator_config_from_dict,
+            )
 
             emu = Emulator(emulator_config_from_dict(cfg.emulator, source=f"{cfg.source}: emulator"))
             await emu.__aenter__()

@@ -7,23 +7,15 @@ import argparse
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from batchgate.errors import JobError, JobLockedError
-from batchgate.jobs.report import (
-    OPEN_SEGMENT_BLOB,
-    REPORT_BLOB,
-    build_report,
-    fold_open_segment,
-    load_invalid,
-    load_segments,
-    render_summary,
-)
-from batchgate.jobs.runner import DEFAULT_STORE, LIVE_BLOB
-from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import JobRecord, JobStore, TaskState
+from batchgate.jobs.store import DEFAULT_STORE, JobRecord, JobStore, TaskState
+
+if TYPE_CHECKING:
+    from batchgate.jobs.sqlite_store import SqliteJobStore
 
 
 def register(sub: Any) -> None:
@@ -43,6 +35,8 @@ def register(sub: Any) -> None:
 
 
 async def _open(path: Path) -> SqliteJobStore:
+    from batchgate.jobs.sqlite_store import SqliteJobStore  # noqa: PLC0415 — not for `--help`
+
     if not path.exists():
         raise JobError(f"no job store at {path} (pass --store)")
     return await SqliteJobStore.open(path)
@@ -100,6 +94,8 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from batchgate.jobs.progress import LIVE_BLOB  # noqa: PLC0415 — not for `--help`
+
     async def go() -> dict[str, Any]:
         store = await _open(args.store)
         try:
@@ -159,6 +155,16 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from batchgate.jobs.report import (  # noqa: PLC0415 — not for `--help`
+        OPEN_SEGMENT_BLOB,
+        REPORT_BLOB,
+        build_report,
+        fold_open_segment,
+        load_invalid,
+        load_segments,
+        render_summary,
+    )
+
     async def go() -> dict[str, Any]:
         store = await _open(args.store)
         try:

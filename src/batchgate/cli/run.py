@@ -1,4 +1,7 @@
-"""`batchgate run`, `batchgate resume` and `batchgate plan`: the user's main job."""
+"""`batchgate run`, `batchgate resume` and `batchgate plan`: the user's main job.
+
+Registering the parsers imports nothing heavy (so `batchgate --help` starts fast); the engine, the
+HTTP stack and the store are imported by the handler that runs."""
 
 from __future__ import annotations
 
@@ -6,15 +9,16 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from batchgate.config import ROUTE_MODES, GatewayConfig, load_config
+from batchgate.config import ROUTE_MODES, load_config
 from batchgate.errors import JobError
-from batchgate.jobs.engine import EngineOptions
-from batchgate.jobs.progress import make_sink
-from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, check_input, run_job, with_job_overrides
+from batchgate.jobs.store import DEFAULT_STORE
+
+if TYPE_CHECKING:
+    from batchgate.config import GatewayConfig
+    from batchgate.jobs.engine import EngineOptions
+    from batchgate.jobs.job_setup import RunRequest
 
 
 def _positive_int(text: str) -> int:
@@ -110,6 +114,8 @@ def register(sub: Any) -> None:
 
 
 def _engine_options(args: argparse.Namespace) -> EngineOptions:
+    from batchgate.jobs.engine import EngineOptions  # noqa: PLC0415 — the engine only when running
+
     return EngineOptions(
         concurrency=args.concurrency,
         max_attempts=args.max_attempts,
@@ -119,6 +125,8 @@ def _engine_options(args: argparse.Namespace) -> EngineOptions:
 
 
 def _request(args: argparse.Namespace, input_path: Path, config: Path, output: Path) -> RunRequest:
+    from batchgate.jobs.job_setup import RunRequest  # noqa: PLC0415 — the job machinery only when running
+
     return RunRequest(
         input_path=input_path,
         config_path=config,
@@ -145,6 +153,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def _go(req: RunRequest, config: GatewayConfig, progress: str) -> int:
     # In JSON-lines mode stdout carries only events; the human lines go to stderr.
+    from batchgate.jobs.progress import make_sink  # noqa: PLC0415 — only when running
+    from batchgate.jobs.runner import run_job  # noqa: PLC0415 — the engine and HTTP stack only when running
+
     out = _stderr if progress == "json" else print
     return asyncio.run(run_job(req, config, make_sink(progress), out=out))
 
@@ -154,7 +165,7 @@ def _stderr(text: str) -> None:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from batchgate.jobs.sqlite_store import SqliteJobStore
+    from batchgate.jobs.sqlite_store import SqliteJobStore  # noqa: PLC0415 — only when resuming
 
     async def find() -> Any:
         store = await SqliteJobStore.open(args.store)
@@ -183,7 +194,10 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from batchgate.jobs.plan import make_plan, render_plan
+    import orjson  # noqa: PLC0415 — only for planning
+
+    from batchgate.jobs.job_setup import RunRequest, check_input, with_job_overrides  # noqa: PLC0415 — only for planning
+    from batchgate.jobs.plan import make_plan, render_plan  # noqa: PLC0415 — only for planning
 
     config = with_job_overrides(load_config(args.config), args.mode, args.deadline)
     req = RunRequest(

@@ -44,8 +44,8 @@ class BatchService:
 
     def register(self, app: web.Application, runtimes: Mapping[str, ProviderRuntime]) -> None:
         """Add the batch routes of every provider (call before any catch-all route)."""
-        from batchgate.emulator.batch_anthropic import AnthropicBatchAPI
-        from batchgate.emulator.batch_openai import OpenAIBatchAPI
+        from batchgate.emulator.batch_anthropic import AnthropicBatchAPI  # noqa: PLC0415 — they import this module
+        from batchgate.emulator.batch_openai import OpenAIBatchAPI  # noqa: PLC0415 — they import this module
 
         for rt in runtimes.values():
             bp = BatchProvider(rt, self._clock)

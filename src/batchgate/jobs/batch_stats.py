@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batchgate.jobs.store import TaskOutcome, TaskState
-from batchgate.providers.batch_common import BatchStatus
+
+if TYPE_CHECKING:  # the batch clients (and their HTTP stack) are not needed to count
+    from batchgate.providers.batch_common import BatchStatus
 
 SHOWN_OPEN = 20  # open batches listed one by one in a snapshot
 

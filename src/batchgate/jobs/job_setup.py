@@ -18,9 +18,8 @@ from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.input import ValidationReport, file_sha256, read_tasks, validate_input
 from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import JobRecord, JobStore, TaskSpec
+from batchgate.jobs.store import DEFAULT_STORE, JobRecord, JobStore, TaskSpec
 
-DEFAULT_STORE = Path(".batchgate") / "jobs.db"
 SHOWN_PROBLEMS = 20
 
 

@@ -16,6 +16,8 @@ import orjson
 from batchgate.errors import JobError
 from batchgate.stats import GatewayStatistics
 
+LIVE_BLOB = "live"  # the job's latest snapshot, stored every few seconds for `batchgate status`
+
 MAX_LISTED_INVALID = 1000  # invalid custom_ids kept for the display and the report
 
 
@@ -184,8 +186,8 @@ class RichSink:
     """A live table on stderr: overall progress, rate, ETA, 429s, tokens, cost, and one row per provider."""
 
     def __init__(self) -> None:
-        from rich.console import Console
-        from rich.live import Live
+        from rich.console import Console  # noqa: PLC0415 — rich (an extra) only for the live display
+        from rich.live import Live  # noqa: PLC0415 — rich (an extra) only for the live display
 
         self._console = Console(stderr=True)
         self._live = Live(console=self._console, refresh_per_second=4, transient=False)
@@ -204,10 +206,10 @@ class RichSink:
             )
 
     def update(self, snap: dict[str, Any]) -> None:
-        from rich.console import Group
-        from rich.progress_bar import ProgressBar
-        from rich.table import Table
-        from rich.text import Text
+        from rich.console import Group  # noqa: PLC0415 — rich (an extra) only for the live display
+        from rich.progress_bar import ProgressBar  # noqa: PLC0415 — as above
+        from rich.table import Table  # noqa: PLC0415 — as above
+        from rich.text import Text  # noqa: PLC0415 — as above
 
         total = max(1, snap["total"])
         head = Text.assemble(
@@ -258,7 +260,7 @@ def make_sink(mode: str) -> ProgressSink:
     if mode == "auto" and not sys.stderr.isatty():
         return QuietSink()
     try:
-        import rich  # noqa: F401 - the live display needs the `cli` extra
+        import rich  # noqa: F401, PLC0415 — the live display needs the `cli` extra
     except ImportError:
         if mode == "rich":
             raise JobError("the live display needs rich: pip install 'batchgate[cli]'") from None

@@ -22,7 +22,6 @@ from batchgate.jobs.batch_policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
 from batchgate.jobs.finish import finish_job
 from batchgate.jobs.job_setup import (
-    DEFAULT_STORE,
     RunRequest,
     check_input,
     check_output_writable,
@@ -34,7 +33,7 @@ from batchgate.jobs.job_setup import (
     with_job_overrides,
 )
 from batchgate.jobs.output_check import OutputCheck
-from batchgate.jobs.progress import ProgressSink, QuietSink, snapshot
+from batchgate.jobs.progress import LIVE_BLOB, ProgressSink, QuietSink, snapshot
 from batchgate.jobs.report import (
     OPEN_SEGMENT_BLOB,
     REPORT_BLOB,
@@ -44,7 +43,7 @@ from batchgate.jobs.report import (
     render_summary,
     run_segment,
 )
-from batchgate.jobs.store import JobRecord, JobStore, TaskState
+from batchgate.jobs.store import DEFAULT_STORE, JobRecord, JobStore, TaskState
 
 __all__ = [
     "DEFAULT_STORE",
@@ -57,7 +56,6 @@ __all__ = [
     "with_job_overrides",
 ]
 
-LIVE_BLOB = "live"
 EXIT_OK = 0
 EXIT_STOPPED = 3
 EXIT_INTERRUPTED = 130

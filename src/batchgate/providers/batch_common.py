@@ -193,8 +193,8 @@ def make_batch_client(
     poll: PollPolicy | None = None,
 ) -> OpenAIBatchClient | AnthropicBatchClient:
     """The batch client for `config.kind` (as `batchgate.providers.make_client` does for chat)."""
-    from batchgate.providers.batch_anthropic import AnthropicBatchClient
-    from batchgate.providers.batch_openai import OpenAIBatchClient
+    from batchgate.providers.batch_anthropic import AnthropicBatchClient  # noqa: PLC0415 — they import this module
+    from batchgate.providers.batch_openai import OpenAIBatchClient  # noqa: PLC0415 — they import this module
 
     if base_url is None and config.emulated:
         raise ConfigError(
