@@ -5,6 +5,8 @@ concurrency caps, latency and faults, deterministic from a seed — for tests, d
         client = openai.AsyncOpenAI(base_url=emu.base_url("alpha"), api_key="x")
 """
 
+from typing import TYPE_CHECKING, Any
+
 from batchgate.emulator.config import (
     EmulatorConfig,
     FaultRates,
@@ -14,8 +16,10 @@ from batchgate.emulator.config import (
     emulator_config_from_dict,
     load_emulator_config,
 )
-from batchgate.emulator.runner import EmulatorProcess, EmulatorThread
 from batchgate.emulator.server import Emulator
+
+if TYPE_CHECKING:
+    from batchgate.emulator.runner import EmulatorProcess, EmulatorThread
 
 __all__ = [
     "Emulator",
@@ -29,3 +33,13 @@ __all__ = [
     "emulator_config_from_dict",
     "load_emulator_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`EmulatorThread` and `EmulatorProcess` on first use: an embedded emulator needs neither
+    (nor the threading, subprocess and urllib they bring)."""
+    if name in ("EmulatorProcess", "EmulatorThread"):
+        from batchgate.emulator import runner  # noqa: PLC0415 — see above
+
+        return getattr(runner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
