@@ -32,6 +32,8 @@ from pathlib import Path
 
 import orjson
 
+import batchgate
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 CLI = [sys.executable, "-m", "batchgate"]
@@ -97,8 +99,6 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=40, help="input lines per `run` (default %(default)s)")
     ap.add_argument("--no-tty", action="store_true", help="stderr not a terminal (no live display)")
     args = ap.parse_args()
-    import batchgate
-
     print(f"batchgate from {Path(batchgate.__file__).parent}")
     helps = [help_seconds() for _ in range(args.runs)]
     print(f"batchgate --help: {_summary(helps)}")

@@ -21,8 +21,8 @@ import orjson
 
 from batchgate.clock import LoopClock
 from batchgate.jobs.commit import GroupCommitter
-from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import JobRecord, TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.protocol import JobRecord, TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.sqlite import SqliteJobStore
 
 _OUT = {
     "id": "chatcmpl-bench",

@@ -50,8 +50,8 @@ def test_an_exact_counter_loads_its_encoding_on_the_first_count_without_the_wrap
 
 def test_a_quiet_job_with_a_regex_check_imports_neither_rich_nor_jsonschema() -> None:
     code = (
-        "from batchgate.jobs.output_check import OutputCheck\n"
-        "from batchgate.jobs.progress import make_sink\n"
+        "from batchgate.jobs.io.output_check import OutputCheck\n"
+        "from batchgate.jobs.io.progress import make_sink\n"
         "OutputCheck('yes|no', None, source='x')\n"
         "make_sink('quiet')"
     )

@@ -90,7 +90,7 @@ TEXTS = (
 def test_the_rust_encoder_counts_exactly_like_bpe_openai_s_public_api() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # its data loader uses open_binary
-        import bpe_openai
+        import bpe_openai  # noqa: PLC0415 — the slow public API, only as the reference
 
         reference = bpe_openai.get_encoding("o200k_base")
     encoder = load_encoder("o200k_base")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 from batchgate.errors import DispatchStopped, NeverFitsError, QuotaExhaustedError, RoutingError
 from batchgate.gateway import Gateway
 
@@ -235,7 +236,6 @@ async def test_statistics_add_up(emulator: Start) -> None:
 
 
 def test_sync_batch_runs_its_own_loop() -> None:
-    from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 
     providers = [emu_provider("alpha")]
     with EmulatorThread(emulator_config_from_dict({"seed": 1, "providers": providers})) as emu:
@@ -284,7 +284,6 @@ async def test_a_prompt_quoting_a_special_token_is_counted_as_text_and_sent(emul
 async def test_sync_batch_works_inside_a_running_loop() -> None:
     # A notebook (Jupyter) runs its cells inside an event loop: the synchronous API must still
     # work there, as LangChain's `batch` does, instead of refusing to start a second loop.
-    from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 
     providers = [emu_provider("alpha")]
     with EmulatorThread(emulator_config_from_dict({"seed": 1, "providers": providers})) as emu:

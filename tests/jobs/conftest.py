@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from batchgate.jobs.memory_store import MemoryJobStore
-from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import JobStore
+from batchgate.jobs.store.memory import MemoryJobStore
+from batchgate.jobs.store.protocol import JobStore
+from batchgate.jobs.store.sqlite import SqliteJobStore
 
 STORE_KINDS = ["memory", "sqlite"]
 

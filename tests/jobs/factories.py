@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from batchgate.jobs.store import JobRecord, TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.protocol import JobRecord, TaskOutcome, TaskSpec, TaskState
 
 
 def job(job_id: str = "job1", *, created_at: float = 100.0, task_total: int = 0) -> JobRecord:

@@ -9,9 +9,9 @@ import pytest
 
 from batchgate.config import GatewayConfig, Price, config_from_dict
 from batchgate.errors import JobError
-from batchgate.jobs.batch_ledger import INDEX_KEY, BatchLedger, BatchRecord
-from batchgate.jobs.batch_outcomes import BatchContext, Rejected, failed_batch_outcomes, sort_results
-from batchgate.jobs.batch_policy import (
+from batchgate.jobs.batch.ledger import INDEX_KEY, BatchLedger, BatchRecord
+from batchgate.jobs.batch.outcomes import BatchContext, Rejected, failed_batch_outcomes, sort_results
+from batchgate.jobs.batch.policy import (
     TasksEstimate,
     batch_saving,
     batch_target,
@@ -24,12 +24,12 @@ from batchgate.jobs.batch_policy import (
     job_deadline,
     resolve_mode,
 )
-from batchgate.jobs.memory_store import MemoryJobStore
-from batchgate.jobs.output_check import OutputCheck
+from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
-from batchgate.jobs.store import TaskSpec, TaskState
+from batchgate.jobs.store.memory import MemoryJobStore
+from batchgate.jobs.store.protocol import TaskSpec, TaskState
 from batchgate.models import Usage
-from batchgate.providers.batch_common import BatchHandle, BatchItemResult, ItemError
+from batchgate.providers.batch.common import BatchHandle, BatchItemResult, ItemError
 
 from .factories import job
 

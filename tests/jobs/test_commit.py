@@ -10,8 +10,8 @@ import pytest
 from batchgate.clock import FakeClock
 from batchgate.errors import StoreError
 from batchgate.jobs.commit import GroupCommitter
-from batchgate.jobs.memory_store import MemoryJobStore
-from batchgate.jobs.store import TaskOutcome, TaskState
+from batchgate.jobs.store.memory import MemoryJobStore
+from batchgate.jobs.store.protocol import TaskOutcome, TaskState
 
 from .factories import job, outcome, specs
 

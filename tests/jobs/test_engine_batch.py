@@ -14,8 +14,8 @@ import pytest
 from batchgate.config import GatewayConfig, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.engine import EngineOptions, JobEngine
-from batchgate.jobs.memory_store import MemoryJobStore
-from batchgate.jobs.store import TaskSpec, TaskState
+from batchgate.jobs.store.memory import MemoryJobStore
+from batchgate.jobs.store.protocol import TaskSpec, TaskState
 
 from .factories import job
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from batchgate.jobs.first_lines import FirstLines
+from batchgate.jobs.io.first_lines import FirstLines
 
 
 def table(

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batchgate.errors import InputError
-from batchgate.jobs.input import InputProblem, file_sha256, read_tasks, validate_input
-from batchgate.jobs.store import TaskSpec
+from batchgate.jobs.io.input import InputProblem, file_sha256, read_tasks, validate_input
+from batchgate.jobs.store.protocol import TaskSpec
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 

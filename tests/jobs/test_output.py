@@ -10,16 +10,16 @@ import orjson
 import pytest
 
 from batchgate.errors import JobError
-from batchgate.jobs.input import read_tasks
-from batchgate.jobs.memory_store import MemoryJobStore
-from batchgate.jobs.output import (
+from batchgate.jobs.io.input import read_tasks
+from batchgate.jobs.io.output import (
     format_error_line,
     format_errors_file_line,
     format_success_line,
     request_id_for,
     write_outputs,
 )
-from batchgate.jobs.store import JobStore, TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.memory import MemoryJobStore
+from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Usage
 
 from .factories import job

@@ -8,9 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
-from batchgate.jobs.memory_store import MemoryJobStore
-from batchgate.jobs.output import format_error_line
-from batchgate.jobs.report import (
+from batchgate.jobs.io.output import format_error_line
+from batchgate.jobs.io.report import (
     build_report,
     dump_segments,
     fold_open_segment,
@@ -21,7 +20,8 @@ from batchgate.jobs.report import (
     merge_segments,
     render_summary,
 )
-from batchgate.jobs.store import TaskOutcome, TaskState
+from batchgate.jobs.store.memory import MemoryJobStore
+from batchgate.jobs.store.protocol import TaskOutcome, TaskState
 
 from .factories import job, outcome, specs
 

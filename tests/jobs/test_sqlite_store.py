@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from batchgate.errors import JobLockedError, StoreError
-from batchgate.jobs.lockfile import lock_path_for
-from batchgate.jobs.sqlfile import migrations, parse_queries, queries, split_statements
-from batchgate.jobs.sqlite_schema import SCHEMA_VERSION, connect
-from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import TaskState
+from batchgate.jobs.store.lockfile import lock_path_for
+from batchgate.jobs.store.protocol import TaskState
+from batchgate.jobs.store.schema import SCHEMA_VERSION, connect
+from batchgate.jobs.store.sqlfile import migrations, parse_queries, queries, split_statements
+from batchgate.jobs.store.sqlite import SqliteJobStore
 
 from .factories import job, outcome, specs
 
@@ -234,7 +234,7 @@ def test_odd_job_ids_get_safe_lock_file_names(tmp_path: Path) -> None:
 _HOLDER = textwrap.dedent(
     """
     import asyncio, sys, time
-    from batchgate.jobs.sqlite_store import SqliteJobStore
+    from batchgate.jobs.store.sqlite import SqliteJobStore
 
     async def main() -> None:
         store = await SqliteJobStore.open(sys.argv[1])

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from batchgate.errors import JobError, JobLockedError
-from batchgate.jobs.store import JobStore, TaskRecord, TaskState
+from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
 
 from .factories import job, outcome, spec, specs
 

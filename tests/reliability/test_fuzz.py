@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from batchgate.config import config_from_dict, load_config
 from batchgate.errors import ConfigError, InputError
-from batchgate.jobs.input import InputProblem, read_tasks, validate_input
-from batchgate.jobs.store import TaskSpec
+from batchgate.jobs.io.input import InputProblem, read_tasks, validate_input
+from batchgate.jobs.store.protocol import TaskSpec
 
 FUZZ_SETTINGS = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -1,5 +1,8 @@
 """The `batchgate` command: parses arguments, dispatches to one module per subcommand, and turns
-every batchgate error into a one-line message and a non-zero exit (never a bare traceback)."""
+every batchgate error into a one-line message and a non-zero exit (never a bare traceback).
+
+May import: anything in batchgate (it is the top layer); nothing imports it.
+"""
 
 from __future__ import annotations
 

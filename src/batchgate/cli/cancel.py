@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from batchgate.jobs.store import DEFAULT_STORE
+from batchgate.jobs.store.protocol import DEFAULT_STORE
 
 
 def register(sub: Any) -> None:
@@ -29,8 +29,8 @@ def register(sub: Any) -> None:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    from batchgate.jobs.cancel import cancel_job  # noqa: PLC0415 — the store and HTTP stack only when cancelling
-    from batchgate.jobs.report import render_summary  # noqa: PLC0415 — not for `--help`
+    from batchgate.jobs.cancel import cancel_job  # noqa: PLC0415 — start-up: loaded only when this subcommand runs
+    from batchgate.jobs.io.report import render_summary  # noqa: PLC0415 — start-up: as above
 
     def say(text: str) -> None:
         print(text, file=sys.stderr)

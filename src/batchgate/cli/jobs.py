@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from batchgate.errors import JobError, JobLockedError
-from batchgate.jobs.store import DEFAULT_STORE, JobRecord, JobStore, TaskState
+from batchgate.jobs.store.protocol import DEFAULT_STORE, JobRecord, JobStore, TaskState
 
 if TYPE_CHECKING:
-    from batchgate.jobs.sqlite_store import SqliteJobStore
+    from batchgate.jobs.store.sqlite import SqliteJobStore
 
 
 def register(sub: Any) -> None:
@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
 
 
 async def _open(path: Path) -> SqliteJobStore:
-    from batchgate.jobs.sqlite_store import SqliteJobStore  # noqa: PLC0415 — not for `--help`
+    from batchgate.jobs.store.sqlite import SqliteJobStore  # noqa: PLC0415 — start-up: not for `--help`
 
     if not path.exists():
         raise JobError(f"no job store at {path} (pass --store)")
@@ -94,7 +94,7 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from batchgate.jobs.progress import LIVE_BLOB  # noqa: PLC0415 — not for `--help`
+    from batchgate.jobs.io.progress import LIVE_BLOB  # noqa: PLC0415 — start-up: not for `--help`
 
     async def go() -> dict[str, Any]:
         store = await _open(args.store)
@@ -155,7 +155,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from batchgate.jobs.report import (  # noqa: PLC0415 — not for `--help`
+    from batchgate.jobs.io.report import (  # noqa: PLC0415 — start-up: not for `--help`
         OPEN_SEGMENT_BLOB,
         REPORT_BLOB,
         build_report,

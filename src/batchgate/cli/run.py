@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchgate.config import ROUTE_MODES, load_config
 from batchgate.errors import JobError
-from batchgate.jobs.store import DEFAULT_STORE
+from batchgate.jobs.store.protocol import DEFAULT_STORE
 
 if TYPE_CHECKING:
     from batchgate.config import GatewayConfig
@@ -114,7 +114,7 @@ def register(sub: Any) -> None:
 
 
 def _engine_options(args: argparse.Namespace) -> EngineOptions:
-    from batchgate.jobs.engine import EngineOptions  # noqa: PLC0415 — the engine only when running
+    from batchgate.jobs.engine import EngineOptions  # noqa: PLC0415 — start-up: the engine only to run
 
     return EngineOptions(
         concurrency=args.concurrency,
@@ -125,7 +125,7 @@ def _engine_options(args: argparse.Namespace) -> EngineOptions:
 
 
 def _request(args: argparse.Namespace, input_path: Path, config: Path, output: Path) -> RunRequest:
-    from batchgate.jobs.job_setup import RunRequest  # noqa: PLC0415 — the job machinery only when running
+    from batchgate.jobs.job_setup import RunRequest  # noqa: PLC0415 — start-up: the job machinery only to run
 
     return RunRequest(
         input_path=input_path,
@@ -152,10 +152,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _go(req: RunRequest, config: GatewayConfig, progress: str) -> int:
-    # In JSON-lines mode stdout carries only events; the human lines go to stderr.
-    from batchgate.jobs.progress import make_sink  # noqa: PLC0415 — only when running
-    from batchgate.jobs.runner import run_job  # noqa: PLC0415 — the engine and HTTP stack only when running
+    from batchgate.jobs.io.progress import make_sink  # noqa: PLC0415 — start-up: only to run
+    from batchgate.jobs.runner import run_job  # noqa: PLC0415 — start-up: the engine and HTTP stack only to run
 
+    # In JSON-lines mode stdout carries only events; the human lines go to stderr.
     out = _stderr if progress == "json" else print
     return asyncio.run(run_job(req, config, make_sink(progress), out=out))
 
@@ -165,7 +165,7 @@ def _stderr(text: str) -> None:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from batchgate.jobs.sqlite_store import SqliteJobStore  # noqa: PLC0415 — only when resuming
+    from batchgate.jobs.store.sqlite import SqliteJobStore  # noqa: PLC0415 — start-up: only `resume` needs it
 
     async def find() -> Any:
         store = await SqliteJobStore.open(args.store)
@@ -194,10 +194,10 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    import orjson  # noqa: PLC0415 — only for planning
+    import orjson  # noqa: PLC0415 — start-up: only `plan` needs it
 
-    from batchgate.jobs.job_setup import RunRequest, check_input, with_job_overrides  # noqa: PLC0415 — only for planning
-    from batchgate.jobs.plan import make_plan, render_plan  # noqa: PLC0415 — only for planning
+    from batchgate.jobs.job_setup import RunRequest, check_input, with_job_overrides  # noqa: PLC0415 — as above
+    from batchgate.jobs.plan import make_plan, render_plan  # noqa: PLC0415 — start-up: only `plan` needs it
 
     config = with_job_overrides(load_config(args.config), args.mode, args.deadline)
     req = RunRequest(

@@ -3,6 +3,9 @@ concurrency caps, latency and faults, deterministic from a seed — for tests, d
 
     async with Emulator(load_emulator_config("emulator.yaml")) as emu:
         client = openai.AsyncOpenAI(base_url=emu.base_url("alpha"), api_key="x")
+
+May import: itself, `clock`, `errors` and `tokens`. Nothing of the client side (an adversary, not a
+mirror); the gateway and the CLI may start it.
 """
 
 from typing import TYPE_CHECKING, Any

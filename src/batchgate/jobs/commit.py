@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from batchgate.clock import Clock, TimerHandle
-from batchgate.jobs.store import JobStore, TaskOutcome
+from batchgate.jobs.store.protocol import JobStore, TaskOutcome
 
 
 class GroupCommitter:

@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from batchgate.jobs.output import write_outputs
-from batchgate.jobs.report import OPEN_SEGMENT_BLOB, REPORT_BLOB, build_report, dump_segments, load_invalid
-from batchgate.jobs.store import JobRecord, JobStore, TaskState
+from batchgate.jobs.io.output import write_outputs
+from batchgate.jobs.io.report import OPEN_SEGMENT_BLOB, REPORT_BLOB, build_report, dump_segments, load_invalid
+from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, RouteMode
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.finish import OutputFiles
-from batchgate.jobs.input import ValidationReport, file_sha256, read_tasks, validate_input
-from batchgate.jobs.sqlite_store import SqliteJobStore
-from batchgate.jobs.store import DEFAULT_STORE, JobRecord, JobStore, TaskSpec
+from batchgate.jobs.io.input import ValidationReport, file_sha256, read_tasks, validate_input
+from batchgate.jobs.store.protocol import DEFAULT_STORE, JobRecord, JobStore, TaskSpec
+from batchgate.jobs.store.sqlite import SqliteJobStore
 
 SHOWN_PROBLEMS = 20
 
@@ -116,7 +116,12 @@ async def unchanged_job_input(store: JobStore, job_id: str, req: RunRequest) -> 
 
 
 async def prepare_job(
-    store: JobStore, job_id: str, req: RunRequest, report: ValidationReport, config: GatewayConfig
+    store: JobStore,
+    job_id: str,
+    req: RunRequest,
+    report: ValidationReport,
+    config: GatewayConfig,
+    clock: Clock,
 ) -> JobRecord:
     job = await store.get_job(job_id)
     if job is not None:
@@ -136,7 +141,7 @@ async def prepare_job(
             # (add_tasks skips those already there), or the job would "complete" without them.
             await store.add_tasks(job_id, _valid_tasks(req, config))
         return job
-    now = time.time()
+    now = clock.wall()
     job = JobRecord(
         job_id=job_id,
         input_path=str(req.input_path.resolve()),

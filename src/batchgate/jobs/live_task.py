@@ -12,12 +12,12 @@ from batchgate.config import GatewayConfig
 from batchgate.errors import BatchgateError, RoutingError
 from batchgate.gateway import Gateway
 from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate
-from batchgate.jobs.output import format_error_line, format_success_line
-from batchgate.jobs.output_check import OutputCheck
+from batchgate.jobs.io import outcome
+from batchgate.jobs.io.output_check import OutputCheck
+from batchgate.jobs.io.progress import Progress
+from batchgate.jobs.io.report import INVALID_CODE, hist_add
 from batchgate.jobs.pricing import PriceTable
-from batchgate.jobs.progress import Progress
-from batchgate.jobs.report import INVALID_CODE, hist_add
-from batchgate.jobs.store import TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
 from batchgate.models import Result, Usage
 
 
@@ -90,7 +90,7 @@ class LiveTasks:
             problem = self.check.problem(result.text)
             if problem is None:
                 return result, calls, None, (billed[0], billed[1])
-            problem = f"{problem} (answer: {(result.text or '')[:200]!r})"
+            problem = outcome.refused_message(problem, result.text)
             if round_no + 1 < rounds:
                 self._count_rejected(result)
         return result, calls, problem, (billed[0], billed[1])
@@ -107,10 +107,7 @@ class LiveTasks:
         cost = self.prices.cost(result.model, usage)
         billed[0] += cost
         billed[1] += usage.total_tokens
-        self.progress.cost_usd += cost
-        if result.provider is not None:
-            by = self.progress.cost_by_provider
-            by[result.provider] = by.get(result.provider, 0.0) + cost
+        self.progress.add_cost(result.provider, cost)
 
     def _count_rejected(self, result: Result) -> None:
         """An answer the output check refused and that will be asked again: billed, not kept."""
@@ -120,60 +117,38 @@ class LiveTasks:
         self, spec: TaskSpec, result: Result, attempts: int, invalid: str | None, billed: Amount
     ) -> TaskOutcome:
         """The stored outcome: the kept answer's tokens, and every cent the task was billed."""
-        usage = result.usage or Usage()
         cost = float(billed[0])
         latency = round(result.latency_ms, 1)
         if result.ok and invalid is None:
-            self.progress.succeeded += 1
-            self.progress.prompt_tokens += usage.prompt_tokens
-            self.progress.completion_tokens += usage.completion_tokens
-            line = format_success_line(
-                spec.custom_id,
-                request_id=result.request_id,
-                status_code=result.status_code or 200,
+            done = outcome.succeeded(
+                spec,
                 body=result.body or {},
+                usage=result.usage or Usage(),
+                cost=cost,
                 provider=result.provider,
                 attempts=attempts,
                 latency_ms=latency,
-                usage=usage,
+                status_code=result.status_code or 200,
+                request_id=result.request_id,
             )
-            return TaskOutcome(
-                seq=spec.seq,
-                state=TaskState.SUCCEEDED,
-                attempts=attempts,
-                output_line=line,
-                error=None,
-                provider=result.provider,
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                cost_usd=cost,
-            )
-        self.progress.failed += 1
-        if invalid is not None:
-            self.progress.count_invalid(spec.custom_id)
-            self._count_rejected(result)  # the last answer is billed but not kept either
-            code, message = INVALID_CODE, invalid
         else:
-            err = result.error
-            code = err.kind if isinstance(err, BatchgateError) else "error"
-            message = err.message if isinstance(err, BatchgateError) else "unknown error"
-        line = format_error_line(
-            spec.custom_id,
-            status_code=result.status_code,
-            code=code,
-            message=message,
-            provider=result.provider,
-            attempts=attempts,
-            latency_ms=latency,
-        )
-        return TaskOutcome(
-            seq=spec.seq,
-            state=TaskState.FAILED,
-            attempts=attempts,
-            output_line=line,
-            error=f"{code}: {message}"[:500],
-            provider=result.provider,
-            prompt_tokens=0,
-            completion_tokens=0,
-            cost_usd=cost,
-        )
+            if invalid is not None:
+                self.progress.count_invalid(spec.custom_id)
+                self._count_rejected(result)  # the last answer is billed but not kept either
+                code, message = INVALID_CODE, invalid
+            else:
+                err = result.error
+                code = err.kind if isinstance(err, BatchgateError) else "error"
+                message = err.message if isinstance(err, BatchgateError) else "unknown error"
+            done = outcome.failed(
+                spec,
+                code=code,
+                message=message,
+                status_code=result.status_code,
+                provider=result.provider,
+                attempts=attempts,
+                latency_ms=latency,
+                cost=cost,
+            )
+        self.progress.record(done)
+        return done

@@ -1,6 +1,8 @@
 """Pure policy objects: retry decisions, AIMD rate factors, circuit breakers, routing, header hints.
 
 None of them does I/O or reads a clock: the caller passes the time in and applies the decision.
+
+May import: `errors` and `models` only.
 """
 
 from batchgate.policy.aimd import AimdController, AimdSettings

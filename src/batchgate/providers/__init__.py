@@ -3,6 +3,10 @@
 Each client sends one OpenAI-shaped chat request, classifies every failure into batchgate's error
 types (`classify`), reads rate-limit headers (`ratelimit_headers`) and, for Anthropic, translates
 requests and responses (`translate`). `make_client` builds the right one for a provider config.
+The Batch API clients are in `providers.batch`.
+
+May import: `config`, `policy`, `tokens` and the core (`models`, `clock`, `errors`). Nothing of
+jobs, the scheduler or the quota pool.
 """
 
 from batchgate.providers.anthropic import AnthropicClient

@@ -1,4 +1,7 @@
-"""Quota: token buckets mirroring the providers' admission rule, and the per-key quota pool."""
+"""Quota: token buckets mirroring the providers' admission rule, and the per-key quota pool.
+
+May import: `policy` and the core (`models`, `clock`, `errors`).
+"""
 
 from batchgate.quota.bucket import TokenBucket
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, QuotaStats, Reservation

@@ -1,0 +1,43 @@
+"""Configuration: the schema (frozen value objects) and reading YAML or a mapping into it, once, at
+the edge (`load_config`, `config_from_dict`). Import it from here: `from batchgate.config import ...`.
+
+May import: `batchgate.errors` and the policy value objects it holds (`batchgate.policy`,
+`batchgate.quota.limits`). Nothing else of batchgate; everything else may import this.
+"""
+
+from batchgate.config.load import config_from_dict, load_config
+from batchgate.config.schema import (
+    EMULATOR_BASE_URL,
+    ROUTE_MODES,
+    Budget,
+    GatewayConfig,
+    JobSettings,
+    Price,
+    ProviderConfig,
+    ProviderKind,
+    RouteConfig,
+    RouteMode,
+    RouteTarget,
+    Secret,
+    Settings,
+    TimeoutConfig,
+)
+
+__all__ = [
+    "EMULATOR_BASE_URL",
+    "ROUTE_MODES",
+    "Budget",
+    "GatewayConfig",
+    "JobSettings",
+    "Price",
+    "ProviderConfig",
+    "ProviderKind",
+    "RouteConfig",
+    "RouteMode",
+    "RouteTarget",
+    "Secret",
+    "Settings",
+    "TimeoutConfig",
+    "config_from_dict",
+    "load_config",
+]

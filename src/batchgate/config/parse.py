@@ -1,0 +1,287 @@
+"""Turns the raw YAML of a gateway config into `batchgate.config.schema` objects, naming every bad key."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, cast
+
+from batchgate.config.schema import (
+    EMULATOR_BASE_URL,
+    ROUTE_MODES,
+    Budget,
+    GatewayConfig,
+    JobSettings,
+    Price,
+    ProviderConfig,
+    ProviderKind,
+    RouteConfig,
+    RouteMode,
+    RouteTarget,
+    Secret,
+    Settings,
+    TimeoutConfig,
+)
+from batchgate.config.section import Section, type_name
+from batchgate.policy.circuit import CircuitSettings
+from batchgate.policy.poll import PollPolicy
+from batchgate.policy.retry import RetrySettings
+from batchgate.quota.limits import QuotaLimits
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+_TOP = frozenset({"providers", "routes", "settings", "prices", "budget", "job", "emulator"})
+_PROVIDER = frozenset(
+    {
+        "name",
+        "kind",
+        "base_url",
+        "api_key_env",
+        "api_key",
+        "limits",
+        "tokenizer",
+        "default_max_tokens",
+        "headers",
+        "batch_api",
+        "batch_max_requests",
+        "batch_max_bytes",
+    }
+)
+_LIMITS = frozenset({"rpm", "tpm", "itpm", "otpm", "max_concurrency"})
+_ROUTE = frozenset({"model", "targets", "mode"})
+_SETTINGS = frozenset({"concurrency", "retry", "timeouts", "circuit", "seed", "gc_threshold"})
+_RETRY = frozenset({"max_attempts", "base_delay", "max_delay", "max_hint"})
+_TIMEOUTS = frozenset({"connect", "total"})
+_CIRCUIT = frozenset({"failure_threshold", "open_seconds"})
+_PRICE = frozenset({"input", "output", "cached_input", "batch_discount"})
+_BUDGET = frozenset({"max_cost_usd", "max_tokens"})
+_JOB = frozenset(
+    {
+        "error_rate_threshold",
+        "error_rate_window",
+        "validate_regex",
+        "validate_schema",
+        "validation_attempts",
+        "mode",
+        "deadline_hours",
+        "batch_turnaround_hours",
+        "batch_poll",
+    }
+)
+_BATCH_POLL = frozenset({"initial", "factor", "maximum"})
+
+
+def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> GatewayConfig:
+    top = Section(data, source, "", _TOP)
+    providers = tuple(
+        _provider(top, i, raw, environ) for i, raw in enumerate(top.items("providers", required=True))
+    )
+    names = [p.name for p in providers]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            top.fail(f"providers[{i}].name", f"duplicate provider name {name!r}")
+    by_name = {p.name: p for p in providers}
+    routes = tuple(_route(top, i, raw, by_name) for i, raw in enumerate(top.items("routes", required=True)))
+    models = [r.model for r in routes]
+    for i, model in enumerate(models):
+        if model in models[:i]:
+            top.fail(f"routes[{i}].model", f"duplicate route for model {model!r}")
+    emulator = top.raw("emulator")
+    if emulator is not None and not isinstance(emulator, Mapping):
+        top.fail("emulator", "must be a mapping")
+    if any(p.emulated for p in providers) and emulator is None:
+        bad = next(i for i, p in enumerate(providers) if p.emulated)
+        top.fail(f"providers[{bad}].base_url", "is 'emulator' but the config has no emulator section")
+    return GatewayConfig(
+        providers=providers,
+        routes=routes,
+        settings=_settings(top),
+        prices=_prices(top),
+        budget=_budget(top),
+        job=_job(top),
+        emulator=emulator,
+        source=source,
+    )
+
+
+def _provider(top: Section, i: int, raw: Any, environ: Mapping[str, str]) -> ProviderConfig:
+    s = Section(raw, top.source, f"providers[{i}]", _PROVIDER)
+    name = s.string("name", required=True)
+    assert name is not None
+    if not _NAME.match(name):
+        s.fail("name", f"{name!r} must be letters, digits, '_', '.' or '-'")
+    kind = s.string("kind", "openai")
+    if kind not in ("openai", "anthropic"):
+        s.fail("kind", f"must be 'openai' or 'anthropic', got {kind!r}")
+    base_url = s.string("base_url", required=True)
+    assert base_url is not None
+    if base_url != EMULATOR_BASE_URL and not base_url.startswith(("http://", "https://")):
+        s.fail("base_url", f"must be an http(s) URL or 'emulator', got {base_url!r}")
+    key_env = s.string("api_key_env")
+    key: Secret | None = None
+    literal = s.string("api_key")
+    if literal is not None:
+        key = Secret(literal)
+    elif key_env is not None:
+        value = environ.get(key_env)
+        if value:
+            key = Secret(value)
+        elif base_url != EMULATOR_BASE_URL:
+            s.fail("api_key_env", f"environment variable {key_env} is not set")
+    lim = s.section("limits", _LIMITS)
+    limits = QuotaLimits(
+        rpm=lim.number("rpm"), tpm=lim.number("tpm"), itpm=lim.number("itpm"), otpm=lim.number("otpm")
+    )
+    max_concurrency = lim.integer("max_concurrency")
+    headers_raw = s.raw("headers") or {}
+    if not isinstance(headers_raw, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers_raw.items()
+    ):
+        s.fail("headers", "must map header names to strings")
+    default_max = s.integer("default_max_tokens", 1024)
+    assert default_max is not None
+    batch_api = s.raw("batch_api")
+    if batch_api is not None and not isinstance(batch_api, bool):
+        s.fail("batch_api", f"must be true or false, got {type_name(batch_api)}")
+    return ProviderConfig(
+        name=name,
+        kind=cast("ProviderKind", kind),
+        base_url=base_url.rstrip("/"),
+        api_key=key,
+        api_key_env=key_env,
+        limits=limits,
+        max_concurrency=max_concurrency,
+        tokenizer=s.string("tokenizer", "auto") or "auto",
+        default_max_tokens=default_max,
+        headers=dict(headers_raw),
+        batch_api=True if batch_api is None else batch_api,
+        batch_max_requests=s.integer("batch_max_requests"),
+        batch_max_bytes=s.integer("batch_max_bytes"),
+    )
+
+
+def _mode(s: Section, name: str) -> RouteMode | None:
+    value = s.raw(name)
+    if value is None:
+        return None
+    if value not in ROUTE_MODES:
+        s.fail(name, f"must be one of {', '.join(ROUTE_MODES)}, got {value!r}")
+    return cast("RouteMode", value)
+
+
+def _route(top: Section, i: int, raw: Any, providers: Mapping[str, ProviderConfig]) -> RouteConfig:
+    s = Section(raw, top.source, f"routes[{i}]", _ROUTE)
+    model = s.string("model", required=True)
+    assert model is not None
+    targets: list[RouteTarget] = []
+    for j, t in enumerate(s.items("targets", required=True)):
+        key = f"targets[{j}]"
+        if not isinstance(t, str) or not t:
+            s.fail(key, "must be a provider name or provider:model")
+        provider, _, renamed = t.partition(":")
+        if provider not in providers:
+            s.fail(key, f"unknown provider {provider!r} (known: {', '.join(sorted(providers))})")
+        targets.append(RouteTarget(provider=provider, model=renamed or None))
+    mode = _mode(s, "mode") or "online"
+    if mode == "batch-api" and not any(providers[t.provider].batch_api for t in targets):
+        s.fail("mode", "is 'batch-api' but no target provider has batch_api enabled")
+    return RouteConfig(model=model, targets=tuple(targets), mode=mode)
+
+
+def _settings(top: Section) -> Settings:
+    s = top.section("settings", _SETTINGS)
+    r = s.section("retry", _RETRY)
+    t = s.section("timeouts", _TIMEOUTS)
+    c = s.section("circuit", _CIRCUIT)
+    d_retry, d_time, d_circ = RetrySettings(), TimeoutConfig(), CircuitSettings()
+    seed = s.raw("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        s.fail("seed", "must be an integer")
+    return Settings(
+        concurrency=s.integer("concurrency", Settings().concurrency) or 1,
+        retry=RetrySettings(
+            max_attempts=r.integer("max_attempts", d_retry.max_attempts) or 1,
+            base_delay=r.number("base_delay", d_retry.base_delay, strict_min=False) or 0.0,
+            max_delay=r.number("max_delay", d_retry.max_delay, strict_min=False) or 0.0,
+            max_hint=r.number("max_hint", d_retry.max_hint, strict_min=False) or 0.0,
+        ),
+        timeouts=TimeoutConfig(
+            connect=t.number("connect", d_time.connect) or d_time.connect,
+            total=t.number("total", d_time.total) or d_time.total,
+        ),
+        circuit=CircuitSettings(
+            failure_threshold=c.integer("failure_threshold", d_circ.failure_threshold) or 1,
+            open_seconds=c.number("open_seconds", d_circ.open_seconds) or d_circ.open_seconds,
+        ),
+        seed=seed,
+        gc_threshold=s.integer("gc_threshold", Settings().gc_threshold, minimum=0) or 0,
+    )
+
+
+def _prices(top: Section) -> dict[str, Price]:
+    raw = top.raw("prices") or {}
+    if not isinstance(raw, Mapping):
+        top.fail("prices", "must map model names to prices")
+    prices: dict[str, Price] = {}
+    for model, entry in raw.items():
+        p = Section(entry, top.source, f"prices.{model}", _PRICE)
+        inp = p.number("input", strict_min=False)
+        out = p.number("output", strict_min=False)
+        if inp is None or out is None:
+            p.fail("input" if inp is None else "output", "is required (USD per million tokens)")
+        discount = p.number("batch_discount", 0.5, strict_min=False)
+        if discount is not None and discount > 1:
+            p.fail("batch_discount", "must be between 0 and 1")
+        prices[str(model)] = Price(
+            input=inp,
+            output=out,
+            cached_input=p.number("cached_input", strict_min=False),
+            batch_discount=discount if discount is not None else 0.5,
+        )
+    return prices
+
+
+def _budget(top: Section) -> Budget:
+    b = top.section("budget", _BUDGET)
+    return Budget(max_cost_usd=b.number("max_cost_usd"), max_tokens=b.integer("max_tokens"))
+
+
+def _job(top: Section) -> JobSettings:
+    j = top.section("job", _JOB)
+    threshold = j.number("error_rate_threshold")
+    if threshold is not None and threshold > 1:
+        j.fail("error_rate_threshold", "must be a fraction between 0 and 1")
+    regex = j.string("validate_regex")
+    if regex is not None:
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            j.fail("validate_regex", f"invalid regular expression: {exc}")
+    schema = j.raw("validate_schema")
+    if schema is not None and not isinstance(schema, Mapping):
+        j.fail("validate_schema", "must be a JSON Schema object")
+    return JobSettings(
+        error_rate_threshold=threshold,
+        error_rate_window=j.integer("error_rate_window", 200) or 200,
+        validate_regex=regex,
+        validate_schema=schema,
+        validation_attempts=j.integer("validation_attempts", 3) or 3,
+        mode=_mode(j, "mode"),
+        deadline_hours=j.number("deadline_hours"),
+        batch_turnaround_hours=j.number("batch_turnaround_hours", 24.0) or 24.0,
+        batch_poll=_batch_poll(j),
+    )
+
+
+def _batch_poll(job: Section) -> PollPolicy:
+    b = job.section("batch_poll", _BATCH_POLL)
+    d = PollPolicy()
+    initial = b.number("initial", d.initial) or d.initial
+    factor = b.number("factor", d.factor) or d.factor
+    maximum = b.number("maximum", max(d.maximum, initial)) or d.maximum
+    if factor < 1:
+        b.fail("factor", f"must be >= 1 (intervals never shrink), got {factor!r}")
+    if maximum < initial:
+        b.fail("maximum", f"must be >= initial ({initial:g}), got {maximum:g}")
+    return PollPolicy(initial=initial, factor=factor, maximum=maximum)

@@ -1,0 +1,169 @@
+"""The gateway's configuration: a YAML file read once, at the edge, into frozen typed objects.
+
+Every error names the file, the key path and the reason. Environment variables (API keys) are read
+here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them.
+
+    providers:
+      - name: alpha
+        kind: openai              # openai = any OpenAI-compatible server | anthropic
+        base_url: https://api.openai.com/v1     # or "emulator": served by the embedded emulator
+        api_key_env: OPENAI_API_KEY
+        limits: {rpm: 500, tpm: 200000, max_concurrency: 50}   # anthropic may add itpm, otpm
+        batch_api: true           # has a Batch API (default); false for vLLM, Ollama, ...
+        batch_max_requests: 50000 # optional: cut batches smaller than the documented limits
+        batch_max_bytes: 209715200
+    routes:
+      - model: gpt-4o-mini        # the model name requests carry
+        targets: [alpha]          # provider, or provider:model to rename the model
+        mode: online              # online | batch-api | auto (by deadline and price)
+    settings: {concurrency: 512, retry: {...}, timeouts: {...}, circuit: {...}}
+    prices: {gpt-4o-mini: {input: 0.15, output: 0.60, cached_input: 0.075, batch_discount: 0.5}}
+    budget: {max_cost_usd: 5.0, max_tokens: 2000000}
+    job:
+      error_rate_threshold: 0.5
+      error_rate_window: 200
+      mode: auto                  # optional: overrides every route's mode
+      deadline_hours: 30          # optional: results wanted within this long of the job's creation
+      batch_turnaround_hours: 24  # assumed Batch API turnaround (worst case)
+      batch_poll: {initial: 5, factor: 1.5, maximum: 60}   # batch status poll intervals, seconds
+    emulator: {...}               # optional: an embedded emulator (same shape as emulator.yaml)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from batchgate.policy.circuit import CircuitSettings
+from batchgate.policy.poll import PollPolicy
+from batchgate.policy.retry import RetrySettings
+from batchgate.quota.limits import QuotaLimits
+
+ProviderKind = Literal["openai", "anthropic"]
+RouteMode = Literal["online", "batch-api", "auto"]
+ROUTE_MODES: tuple[str, ...] = ("online", "batch-api", "auto")
+EMULATOR_BASE_URL = "emulator"
+
+
+class Secret:
+    """An API key: usable by the HTTP client, invisible in repr, str, logs and reports."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    name: str
+    kind: ProviderKind
+    base_url: str
+    api_key: Secret | None = None
+    api_key_env: str | None = None
+    limits: QuotaLimits = field(default_factory=QuotaLimits)  # the YAML's limits: rpm, tpm, itpm, otpm
+    max_concurrency: int | None = None  # the YAML's limits.max_concurrency: requests open at once
+    tokenizer: str = "auto"  # auto | estimate | an encoding name such as o200k_base
+    default_max_tokens: int = 1024
+    headers: Mapping[str, str] = field(default_factory=dict)
+    batch_api: bool = True  # the provider has a Batch API (false for vLLM, Ollama, ...)
+    batch_max_requests: int | None = None  # None: the provider's documented limit
+    batch_max_bytes: int | None = None
+
+    @property
+    def emulated(self) -> bool:
+        return self.base_url == EMULATOR_BASE_URL
+
+
+@dataclass(frozen=True, slots=True)
+class RouteTarget:
+    provider: str
+    model: str | None = None  # None: keep the request's model
+
+
+@dataclass(frozen=True, slots=True)
+class RouteConfig:
+    model: str
+    targets: tuple[RouteTarget, ...]
+    mode: RouteMode = "online"
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutConfig:
+    connect: float = 10.0
+    total: float = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    concurrency: int = 512
+    retry: RetrySettings = field(default_factory=RetrySettings)
+    timeouts: TimeoutConfig = field(default_factory=TimeoutConfig)
+    circuit: CircuitSettings = field(default_factory=CircuitSettings)
+    seed: int | None = None  # jitter seed; None = random
+    gc_threshold: int = 10_000  # youngest-generation GC threshold while a gateway is open; 0 = leave it
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+    cached_input: float | None = None
+    batch_discount: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSettings:
+    error_rate_threshold: float | None = None  # stop when failures / window passes this
+    error_rate_window: int = 200
+    validate_regex: str | None = None
+    validate_schema: Mapping[str, Any] | None = None
+    validation_attempts: int = 3
+    mode: RouteMode | None = None  # overrides every route's mode when given
+    deadline_hours: float | None = None  # results wanted this long after the job was created
+    batch_turnaround_hours: float = 24.0  # assumed Batch API turnaround (the providers' window)
+    batch_poll: PollPolicy = field(default_factory=PollPolicy)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    providers: tuple[ProviderConfig, ...]
+    routes: tuple[RouteConfig, ...]
+    settings: Settings = field(default_factory=Settings)
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    budget: Budget = field(default_factory=Budget)
+    job: JobSettings = field(default_factory=JobSettings)
+    emulator: Mapping[str, Any] | None = None  # raw emulator section, parsed by batchgate.emulator
+    source: str = "<dict>"
+
+    def provider(self, name: str) -> ProviderConfig:
+        for p in self.providers:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def route_models(self) -> frozenset[str]:
+        return frozenset(r.model for r in self.routes)

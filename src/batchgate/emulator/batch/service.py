@@ -1,0 +1,92 @@
+"""The emulated Batch APIs as a whole: routes of every provider (OpenAI files + batches, Anthropic
+Message Batches), authentication and error answers in the family's shape, the per-provider counters
+for the operator stats. The HTTP helpers the batch API modules share are in `http`.
+
+`Emulator` owns one `BatchService`: `register(app, runtimes)` adds the routes (before the catch-all),
+`stats(name)` feeds `/_emulator/stats`, `reset()` zeroes the counters; timers are dropped on cleanup.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from batchgate.clock import Clock
+from batchgate.emulator.batch.anthropic import AnthropicBatchAPI
+from batchgate.emulator.batch.core import BatchProvider
+from batchgate.emulator.batch.http import JSON_TYPE, Handler, Route
+from batchgate.emulator.batch.openai import OpenAIBatchAPI
+from batchgate.emulator.provider import EmulatedProvider
+from batchgate.emulator.wire import ApiError
+
+
+class BatchAPI(Protocol):
+    def routes(self) -> Iterable[Route]: ...
+
+
+class BatchService:
+    """Every emulated provider's Batch API."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self.providers: dict[str, BatchProvider] = {}
+        self._seq = itertools.count(1)
+
+    def next_id(self) -> int:
+        return next(self._seq)
+
+    def register(self, app: web.Application, runtimes: Mapping[str, EmulatedProvider]) -> None:
+        """Add the batch routes of every provider (call before any catch-all route)."""
+        for rt in runtimes.values():
+            bp = BatchProvider(rt, self._clock)
+            self.providers[rt.name] = bp
+            api: BatchAPI = (
+                OpenAIBatchAPI(bp, self.next_id)
+                if rt.family.name == "openai"
+                else AnthropicBatchAPI(bp, self.next_id)
+            )
+            for method, path, handler in api.routes():
+                app.router.add_route(method, f"/{rt.name}{path}", self._wrap(bp, handler))
+        app.on_cleanup.append(self._cleanup)
+
+    def _wrap(self, bp: BatchProvider, handler: Handler) -> Handler:
+        family = bp.family
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            rid = f"req_{next(self._seq):024x}"
+            try:
+                family.authenticate(request.headers, bp.runtime.config.api_key)
+                response = await handler(request)
+            except ApiError as err:
+                if err.status == 429:
+                    bp.stats.refused += 1
+                else:
+                    bp.stats.rejected += 1
+                response = web.Response(
+                    status=err.status, body=family.error_body(err, rid), content_type=JSON_TYPE
+                )
+                response.headers.update(err.headers)
+            response.headers[family.request_id_header] = rid
+            return response
+
+        return handle
+
+    def stats(self, name: str) -> dict[str, Any]:
+        bp = self.providers.get(name)
+        if bp is None:
+            return {}
+        out: dict[str, Any] = bp.stats.to_dict()
+        out["enqueued_tokens"] = bp.enqueued_tokens
+        return out
+
+    def reset(self) -> None:
+        """Zero the counters (batches in flight carry on)."""
+        for bp in self.providers.values():
+            bp.stats.reset()
+
+    async def _cleanup(self, app: web.Application) -> None:
+        for bp in self.providers.values():
+            bp.close()

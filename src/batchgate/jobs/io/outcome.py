@@ -1,0 +1,89 @@
+"""Task outcomes, built one way for live and batch results: the OUT line (`output`) and the stored
+`TaskOutcome` of a task that succeeded or failed, and the message of an answer the output check
+refused. Pure: counting them into progress is `Progress.record`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchgate.jobs.io.output import format_error_line, format_success_line
+from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
+from batchgate.models import Usage
+
+ERROR_CHARS = 500  # the stored error text is cut here
+ANSWER_CHARS = 200  # of a refused answer, quoted in its error message
+
+
+def refused_message(problem: str, answer: str | None) -> str:
+    """The error message of a task whose answer the output check refused."""
+    return f"{problem} (answer: {(answer or '')[:ANSWER_CHARS]!r})"
+
+
+def succeeded(
+    spec: TaskSpec,
+    *,
+    body: dict[str, Any],
+    usage: Usage,
+    cost: float,
+    provider: str | None,
+    attempts: int,
+    latency_ms: float,
+    status_code: int = 200,
+    request_id: str | None = None,
+) -> TaskOutcome:
+    """A kept answer: its OUT line and tokens, and every cent the task was billed."""
+    line = format_success_line(
+        spec.custom_id,
+        request_id=request_id,
+        status_code=status_code,
+        body=body,
+        provider=provider,
+        attempts=attempts,
+        latency_ms=latency_ms,
+        usage=usage,
+    )
+    return TaskOutcome(
+        seq=spec.seq,
+        state=TaskState.SUCCEEDED,
+        attempts=attempts,
+        output_line=line,
+        error=None,
+        provider=provider,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost_usd=cost,
+    )
+
+
+def failed(
+    spec: TaskSpec,
+    *,
+    code: str,
+    message: str,
+    status_code: int | None,
+    provider: str | None,
+    attempts: int,
+    latency_ms: float = 0.0,
+    cost: float = 0.0,
+) -> TaskOutcome:
+    """A failed task: its error OUT line, no tokens kept, and what it was billed all the same."""
+    line = format_error_line(
+        spec.custom_id,
+        status_code=status_code,
+        code=code,
+        message=message,
+        provider=provider,
+        attempts=attempts,
+        latency_ms=latency_ms,
+    )
+    return TaskOutcome(
+        seq=spec.seq,
+        state=TaskState.FAILED,
+        attempts=attempts,
+        output_line=line,
+        error=f"{code}: {message}"[:ERROR_CHARS],
+        provider=provider,
+        prompt_tokens=0,
+        completion_tokens=0,
+        cost_usd=cost,
+    )

@@ -1,0 +1,338 @@
+"""The job report: a JSON account of what happened per provider (requests, errors by kind, 429s,
+retries, latency percentiles, tokens, cost split live / Batch API), what batch mode did (batches
+submitted, resumed, ended by state, items resubmitted or sent live, the saving against all-live),
+merged across the runs of a resumed job, and a readable summary table for the terminal."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+
+from batchgate.jobs.io.batch_figures import merge_batch_stats
+from batchgate.jobs.io.progress import MAX_LISTED_INVALID, Progress
+from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+from batchgate.stats import GatewayStatistics
+
+REPORT_BLOB = "report"
+OPEN_SEGMENT_BLOB = "report.open"  # the running run's figures, refreshed every few seconds
+INVALID_CODE = "invalid_output"
+
+_ADDITIVE = (
+    "request_count",
+    "success_count",
+    "error_count",
+    "rate_limited",
+    "retries",
+    "prompt_tokens",
+    "completion_tokens",
+    "wasted_tokens",
+    "validation_tokens",
+)
+# Latency histograms: bucket i holds latencies near HIST_BASE**i ms (2 % wide), so runs merge exactly
+# up to the bucket width while a provider's histogram stays a few hundred entries at most.
+HIST_BASE = 1.02
+
+
+def hist_add(hist: dict[str, int], ms: float) -> None:
+    key = str(round(math.log(max(ms, 1.0), HIST_BASE)))
+    hist[key] = hist.get(key, 0) + 1
+
+
+def hist_percentiles(hist: dict[str, int]) -> dict[str, float]:
+    """Nearest-rank p50/p95/p99 (ms) of a histogram; zeros for an empty one."""
+    buckets = sorted((int(k), n) for k, n in hist.items() if n > 0)
+    count = sum(n for _, n in buckets)
+    out = {"p50": 0.0, "p95": 0.0, "p99": 0.0}
+    if not count:
+        return out
+    for name, q in (("p50", 50), ("p95", 95), ("p99", 99)):
+        rank = max(0, min(count - 1, round(q / 100.0 * (count - 1))))
+        seen = 0
+        for key, n in buckets:
+            seen += n
+            if seen > rank:
+                out[name] = round(HIST_BASE**key, 1)
+                break
+    return out
+
+
+def run_segment(
+    stats: GatewayStatistics,
+    elapsed_s: float,
+    progress: Progress,
+    *,
+    run_id: str,
+    finished: bool = True,
+) -> dict[str, Any]:
+    """What one run (one process, from start or resume to stop) contributes to the report.
+
+    A run killed before it finished leaves its last periodic segment (`finished` False) behind;
+    the next run folds it in (`fold_open_segment`), so a crash loses at most a few seconds of figures.
+    """
+    providers: dict[str, Any] = {}
+    for name, p in stats.providers.items():
+        providers[name] = {
+            "batch_cost_usd": round(progress.batch_cost_by_provider.get(name, 0.0), 6),
+            "request_count": p.requests,
+            "success_count": p.succeeded,
+            "error_count": p.failed_attempts,
+            "rate_limited": p.rate_limited,
+            "retries": p.retries,
+            "errors_by_kind": dict(p.errors_by_kind),
+            "avg_latency_ms": round(p.avg_latency_ms, 1),
+            "latency_ms": {
+                "p50": round(p.latency_p50_ms, 1),
+                "p95": round(p.latency_p95_ms, 1),
+                "p99": round(p.latency_p99_ms, 1),
+            },
+            "latency_hist": dict(progress.latency.get(name, {})),
+            "prompt_tokens": p.prompt_tokens,
+            "completion_tokens": p.completion_tokens,
+            "wasted_tokens": p.wasted_tokens,
+            "validation_tokens": progress.validation_by_provider.get(name, 0),
+            "cost_usd": round(progress.cost_by_provider.get(name, 0.0), 6),
+        }
+    segment: dict[str, Any] = {
+        "run_id": run_id,
+        "finished": finished,
+        "elapsed_ms": round(elapsed_s * 1000.0),
+        "providers": providers,
+    }
+    batches = progress.batches().get("stats")
+    if batches:
+        segment["batches"] = batches
+    return segment
+
+
+def _empty_provider() -> dict[str, Any]:
+    return dict.fromkeys(_ADDITIVE, 0) | {
+        "errors_by_kind": {},
+        "avg_latency_ms": 0.0,
+        "latency_ms": {"p50": 0.0, "p95": 0.0, "p99": 0.0},
+        "latency_hist": {},
+        "cost_usd": 0.0,
+        "batch_cost_usd": 0.0,
+        "_runs": 0,
+        "_latency_sum": 0.0,
+    }
+
+
+def merge_segments(segments: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
+    """Sum counters over runs. The average latency is weighted by each run's answered attempts;
+    percentiles are exact for a provider seen in one run, else read from the merged histograms."""
+    elapsed = 0
+    merged: dict[str, dict[str, Any]] = {}
+    for seg in segments:
+        elapsed += int(seg.get("elapsed_ms", 0))
+        for name, p in seg.get("providers", {}).items():
+            into = merged.setdefault(name, _empty_provider())
+            for k in _ADDITIVE:
+                into[k] += int(p.get(k, 0))
+            into["cost_usd"] = round(into["cost_usd"] + float(p.get("cost_usd", 0.0)), 6)
+            into["batch_cost_usd"] = round(into["batch_cost_usd"] + float(p.get("batch_cost_usd", 0.0)), 6)
+            for kind, n in p.get("errors_by_kind", {}).items():
+                into["errors_by_kind"][kind] = into["errors_by_kind"].get(kind, 0) + int(n)
+            answered = int(p.get("success_count", 0)) + int(p.get("error_count", 0))
+            if not answered:
+                continue
+            into["_runs"] += 1
+            into["_latency_sum"] += float(p.get("avg_latency_ms", 0.0)) * answered
+            into["latency_ms"] = dict(p.get("latency_ms", into["latency_ms"]))
+            for key, n in p.get("latency_hist", {}).items():
+                into["latency_hist"][key] = into["latency_hist"].get(key, 0) + int(n)
+    for into in merged.values():
+        into["live_cost_usd"] = round(into["cost_usd"] - into["batch_cost_usd"], 6)
+        answered = into["success_count"] + into["error_count"]
+        into["avg_latency_ms"] = round(into.pop("_latency_sum") / answered, 1) if answered else 0.0
+        if into.pop("_runs") > 1 and into["latency_hist"]:
+            into["latency_ms"] = hist_percentiles(into["latency_hist"])
+        del into["latency_hist"]
+    return elapsed, merged
+
+
+def build_report(
+    job: JobRecord,
+    counts: dict[TaskState, int],
+    totals: dict[str, float],
+    segments: list[dict[str, Any]],
+    *,
+    invalid: tuple[int, list[dict[str, Any]]] = (0, []),
+) -> dict[str, Any]:
+    elapsed, providers = merge_segments(segments)
+    batches = batch_section(segments)
+    for name, p in providers.items():
+        p["batch_saving_usd"] = round(batches["by_provider"].get(name, {}).get("saving_usd", 0.0), 6)
+    errors_by_kind: dict[str, int] = {}
+    for p in providers.values():
+        for kind, n in p["errors_by_kind"].items():
+            errors_by_kind[kind] = errors_by_kind.get(kind, 0) + n
+    return {
+        "batch_id": job.job_id,
+        "status": job.status,
+        "stop_reason": job.stop_reason,
+        "input": job.input_path,
+        "output": job.output_path,
+        "task_total": job.task_total,
+        "success_count": counts.get(TaskState.SUCCEEDED, 0),
+        "failed_count": counts.get(TaskState.FAILED, 0),
+        "pending_count": counts.get(TaskState.PENDING, 0) + counts.get(TaskState.RUNNING, 0),
+        "invalid_count": invalid[0],
+        "invalid_outputs": invalid[1],
+        "total_elapsed_ms": elapsed,
+        "runs": len(segments),
+        "providers": providers,
+        "errors_by_kind": errors_by_kind,
+        "rate_limited": sum(p["rate_limited"] for p in providers.values()),
+        "retries": sum(p["retries"] for p in providers.values()),
+        "token_usage": {
+            "prompt_tokens": int(totals.get("prompt_tokens", 0)),
+            "completion_tokens": int(totals.get("completion_tokens", 0)),
+            "retry_extra_tokens": sum(
+                p["wasted_tokens"] + p["validation_tokens"] for p in providers.values()
+            ),
+        },
+        "cost_usd": round(float(totals.get("cost_usd", 0.0)), 6),
+        "cost_split": {
+            "live_usd": round(sum(p["live_cost_usd"] for p in providers.values()), 6),
+            "batch_usd": batches["cost_usd"],
+            "all_live_usd": round(
+                sum(p["live_cost_usd"] for p in providers.values()) + batches["live_cost_usd"], 6
+            ),
+            "batch_saving_usd": batches["saving_usd"],
+        },
+        "batches": batches,
+    }
+
+
+def batch_section(segments: list[dict[str, Any]]) -> dict[str, Any]:
+    """What batch mode did over every run: batches submitted, resumed (after a restart), ended by
+    provider state, refused at creation; items answered, put into a new batch, or sent live; their
+    cost at the Batch API price, what they would have cost live, and the saving."""
+    merged = merge_batch_stats(seg["batches"] for seg in segments if seg.get("batches"))
+    by_provider = {
+        name: {
+            "items": int(p.get("items", 0)),
+            "cost_usd": round(float(p.get("cost_usd", 0.0)), 6),
+            "live_cost_usd": round(float(p.get("live_cost_usd", 0.0)), 6),
+            "saving_usd": round(float(p.get("live_cost_usd", 0.0)) - float(p.get("cost_usd", 0.0)), 6),
+        }
+        for name, p in sorted(merged.get("by_provider", {}).items())
+    }
+    return {
+        "submitted": int(merged["batches_submitted"]),
+        "resumed": int(merged["batches_resumed"]),
+        "ended": {k: int(v) for k, v in sorted(merged["batches_ended"].items())},
+        "creation_refused": int(merged["creation_refused"]),
+        "items_succeeded": int(merged["succeeded"]),
+        "items_failed": int(merged["failed"]),
+        "resubmitted_items": int(merged["resubmitted"]),
+        "sent_live_items": int(merged["sent_live"]),
+        "cost_usd": merged["cost_usd"],
+        "live_cost_usd": merged["live_cost_usd"],
+        "saving_usd": merged["saving_usd"],
+        "by_provider": by_provider,
+    }
+
+
+async def load_invalid(
+    store: JobStore, job_id: str, limit: int = MAX_LISTED_INVALID
+) -> tuple[int, list[dict[str, Any]]]:
+    """How many tasks' answers failed the output check, and the first `limit` of them (custom_id,
+    input line, problem) — read from the store, so a crash loses none."""
+    count = 0
+    found: list[dict[str, Any]] = []
+    async for record in store.iter_results(job_id, ordered=True, states=[TaskState.FAILED]):
+        error = _line_error(record.output_line)
+        if error.get("code") != INVALID_CODE:
+            continue
+        count += 1
+        if len(found) < limit:
+            found.append(
+                {"custom_id": record.custom_id, "line": record.line_no, "problem": error.get("message")}
+            )
+    return count, found
+
+
+def _line_error(line: bytes | None) -> dict[str, Any]:
+    if not line:
+        return {}
+    try:
+        parsed = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return {}
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    return error if isinstance(error, dict) else {}
+
+
+def load_segments(blob: bytes | None) -> list[dict[str, Any]]:
+    if not blob:
+        return []
+    data = orjson.loads(blob)
+    return list(data.get("segments", [])) if isinstance(data, dict) else []
+
+
+def dump_segments(segments: list[dict[str, Any]]) -> bytes:
+    return orjson.dumps({"segments": segments})
+
+
+def fold_open_segment(segments: list[dict[str, Any]], open_blob: bytes | None) -> bool:
+    """Add the periodic segment a killed run left behind, unless that run already finished.
+    Returns True when `segments` changed."""
+    if not open_blob:
+        return False
+    seg = orjson.loads(open_blob)
+    if not isinstance(seg, dict) or not seg.get("run_id"):
+        return False
+    if any(s.get("run_id") == seg["run_id"] for s in segments):
+        return False
+    segments.append(seg)
+    return True
+
+
+def render_summary(report: dict[str, Any]) -> str:
+    """A plain-text table (no colour codes) for the end of a run and `batchgate report`."""
+    lines = [
+        f"job {report['batch_id']}: {report['status']}"
+        + (f" ({report['stop_reason']})" if report.get("stop_reason") else ""),
+        f"  {report['success_count']} succeeded, {report['failed_count']} failed, "
+        f"{report['pending_count']} pending of {report['task_total']}  ·  "
+        f"{report['total_elapsed_ms'] / 1000:.1f} s  ·  ${report['cost_usd']:.4f}  ·  "
+        f"{report['rate_limited']} x 429, {report['retries']} retries",
+    ]
+    batches = report.get("batches") or {}
+    batched = bool(batches.get("submitted") or batches.get("resumed"))
+    header = (
+        f"  {'provider':<12}{'requests':>9}{'ok':>8}{'errors':>8}{'429s':>6}{'p50 ms':>9}"
+        f"{'p95 ms':>9}{'p99 ms':>9}{'tokens':>10}{'cost $':>10}"
+    )
+    lines.append(header + (f"{'live $':>10}{'batch $':>10}" if batched else ""))
+    for name, p in sorted(report["providers"].items()):
+        lat = p["latency_ms"]
+        split = (
+            f"{p.get('live_cost_usd', 0.0):>10.4f}{p.get('batch_cost_usd', 0.0):>10.4f}" if batched else ""
+        )
+        lines.append(
+            f"  {name:<12}{p['request_count']:>9}{p['success_count']:>8}{p['error_count']:>8}"
+            f"{p['rate_limited']:>6}{lat['p50']:>9.0f}{lat['p95']:>9.0f}{lat['p99']:>9.0f}"
+            f"{p['prompt_tokens'] + p['completion_tokens']:>10}{p['cost_usd']:>10.4f}{split}"
+        )
+    if batched:
+        ended = ", ".join(f"{k} {v}" for k, v in batches["ended"].items()) or "none ended"
+        lines.append(
+            f"  batches: {batches['submitted']} submitted, {batches['resumed']} resumed ({ended}); "
+            f"{batches['items_succeeded']} items answered, {batches['resubmitted_items']} resubmitted, "
+            f"{batches['sent_live_items']} sent live; ${batches['cost_usd']:.4f} "
+            f"(${batches['live_cost_usd']:.4f} live, saving ${batches['saving_usd']:.4f})"
+        )
+    if report["errors_by_kind"]:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(report["errors_by_kind"].items()))
+        lines.append(f"  errors by kind: {kinds}")
+    if report.get("invalid_outputs"):
+        ids = [item["custom_id"] for item in report["invalid_outputs"]]
+        lines.append(
+            f"  {report['invalid_count']} invalid outputs for review (in the errors file): "
+            f"{', '.join(ids[:10])}" + (" ..." if len(ids) > 10 else "")
+        )
+    return "\n".join(lines)

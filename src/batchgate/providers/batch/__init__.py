@@ -1,0 +1,5 @@
+"""Batch API clients: OpenAI's Batch API (files + batches) and Anthropic's Message Batches, behind
+one `BatchClient` seam.
+
+May import: the core, `config` and the live provider modules (`providers.*`). Nothing of `jobs`.
+"""

@@ -1,0 +1,35 @@
+"""The Batch API client factory: the client for a provider's kind (as `providers.base.make_client`
+does for chat)."""
+
+from __future__ import annotations
+
+import aiohttp
+
+from batchgate.clock import Clock
+from batchgate.config import ProviderConfig, TimeoutConfig
+from batchgate.errors import ConfigError
+from batchgate.policy.poll import PollPolicy
+from batchgate.providers.batch.anthropic import AnthropicBatchClient
+from batchgate.providers.batch.common import BatchClient
+from batchgate.providers.batch.openai import OpenAIBatchClient
+
+
+def make_batch_client(
+    config: ProviderConfig,
+    session: aiohttp.ClientSession,
+    timeouts: TimeoutConfig,
+    *,
+    base_url: str | None = None,
+    clock: Clock | None = None,
+    poll: PollPolicy | None = None,
+) -> BatchClient:
+    """The batch client for `config.kind` (as `batchgate.providers.make_client` does for chat)."""
+    if base_url is None and config.emulated:
+        raise ConfigError(
+            "<config>", f"providers.{config.name}.base_url", "is 'emulator' but no emulator URL was given"
+        )
+    if config.kind == "openai":
+        return OpenAIBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
+    if config.kind == "anthropic":
+        return AnthropicBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
+    raise ConfigError("<config>", f"providers.{config.name}.kind", f"unknown provider kind {config.kind!r}")

@@ -1,0 +1,193 @@
+"""The client for the OpenAI Batch API: upload a JSONL file (`purpose=batch`), create the batch on
+`/v1/chat/completions` with a 24 h window, poll it with growing intervals, download the output and
+error files, cancel.
+
+A failed batch creation deletes the file it uploaded (best effort). Output and error lines are
+turned into `BatchItemResult`s by `openai_item_result`; the status into a `BatchStatus` by
+`openai_status`. Both are pure and unit-tested.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiohttp
+import orjson
+
+from batchgate.clock import Clock, LoopClock
+from batchgate.config import ProviderConfig, TimeoutConfig
+from batchgate.errors import ProviderError
+from batchgate.policy.poll import PollPolicy
+from batchgate.providers.batch.base import BatchClientBase
+from batchgate.providers.batch.common import (
+    BatchCounts,
+    BatchHandle,
+    BatchHTTP,
+    BatchItemResult,
+    BatchRequest,
+    BatchState,
+    BatchStatus,
+    ItemError,
+    body_for,
+    split_for_batches,
+)
+from batchgate.providers.classify import error_fields, malformed
+from batchgate.providers.openai import openai_headers, usage_from_openai
+
+ENDPOINT = "/v1/chat/completions"
+COMPLETION_WINDOW = "24h"
+MAX_REQUESTS = 50_000
+MAX_BYTES = 200 * 1024 * 1024
+STATES: Mapping[str, BatchState] = {
+    "validating": "in_progress",
+    "in_progress": "in_progress",
+    "finalizing": "in_progress",
+    "cancelling": "in_progress",
+    "completed": "completed",
+    "expired": "expired",
+    "cancelled": "cancelled",
+    "failed": "failed",
+}
+
+
+def openai_status(raw: Mapping[str, Any]) -> BatchStatus:
+    """The neutral status of an OpenAI batch object; ValueError when it is not one."""
+    state = STATES.get(raw.get("status"))  # type: ignore[arg-type]
+    if state is None:
+        raise ValueError(f"unknown batch status {raw.get('status')!r}")
+    counts = raw.get("request_counts")
+    counts = counts if isinstance(counts, Mapping) else {}
+    total, completed, failed = (_int(counts.get(k)) for k in ("total", "completed", "failed"))
+    processing = max(0, total - completed - failed) if state == "in_progress" else 0
+    return BatchStatus(state, BatchCounts(total, processing, completed, failed), raw)
+
+
+def openai_item_result(line: Mapping[str, Any]) -> BatchItemResult:
+    """One line of an output or error file as a result; ValueError when it is not one."""
+    custom_id = line.get("custom_id")
+    if not isinstance(custom_id, str):
+        raise ValueError("no custom_id")
+    error = line.get("error")
+    if isinstance(error, Mapping):
+        code, message = error.get("code"), error.get("message")
+        return BatchItemResult(
+            custom_id,
+            ok=False,
+            error=ItemError(
+                code if isinstance(code, str) else "error", message if isinstance(message, str) else ""
+            ),
+        )
+    response = line.get("response")
+    if not isinstance(response, Mapping):
+        raise ValueError("neither a response nor an error")
+    status = _int(response.get("status_code"))
+    body = response.get("body")
+    if 200 <= status < 300 and isinstance(body, dict):
+        return BatchItemResult(
+            custom_id, ok=True, body=body, usage=usage_from_openai(body), status_code=status
+        )
+    etype, ecode, message = error_fields(body)
+    return BatchItemResult(
+        custom_id,
+        ok=False,
+        error=ItemError(ecode or etype or f"http_{status}", message or ""),
+        status_code=status,
+    )
+
+
+def _int(value: Any) -> int:
+    return value if type(value) is int else 0
+
+
+class OpenAIBatchClient(BatchClientBase):
+    """Runs batches on one OpenAI-compatible provider's Batch API."""
+
+    kind = "openai"
+
+    def __init__(
+        self,
+        config: ProviderConfig,
+        session: aiohttp.ClientSession,
+        timeouts: TimeoutConfig,
+        *,
+        base_url: str | None = None,
+        clock: Clock | None = None,
+        poll: PollPolicy | None = None,
+        max_requests: int = MAX_REQUESTS,
+        max_bytes: int = MAX_BYTES,
+    ) -> None:
+        self.name = config.name
+        self.base_url = (base_url or config.base_url).rstrip("/")
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
+        self._clock: Clock = clock or LoopClock()
+        self._poll = poll or PollPolicy()
+        headers = openai_headers(config, {"Accept": "application/json"})
+        self._http = BatchHTTP(session, timeouts, config.name, config.api_key, headers)
+
+    def _line(self, request: BatchRequest, model: str | None) -> bytes:
+        body = body_for(request, model, self.name)
+        return orjson.dumps({"custom_id": request.custom_id, "method": "POST", "url": ENDPOINT, "body": body})
+
+    def split(
+        self, requests: Sequence[BatchRequest], *, model: str | None = None
+    ) -> list[list[BatchRequest]]:
+        """`requests` cut into input files within `max_requests` lines and `max_bytes` bytes."""
+        return split_for_batches(
+            requests, self.max_requests, self.max_bytes, lambda r: len(self._line(r, model)) + 1
+        )
+
+    async def submit(
+        self,
+        requests: Sequence[BatchRequest],
+        *,
+        model: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> BatchHandle:
+        """Upload `requests` as one input file and create the batch; its handle."""
+        if not requests:
+            raise ValueError("a batch needs at least one request")
+        data = b"".join(self._line(r, model) + b"\n" for r in requests)
+        form = aiohttp.FormData()
+        form.add_field("purpose", "batch")
+        form.add_field("file", data, filename="batchgate-input.jsonl", content_type="application/jsonl")
+        uploaded = await self._http.json("POST", f"{self.base_url}/files", form, json_body=False)
+        file_id = uploaded.get("id")
+        if not isinstance(file_id, str):
+            raise malformed(self.name, 200, {}, orjson.dumps(uploaded), "the file object has no id")
+        payload: dict[str, Any] = {
+            "input_file_id": file_id,
+            "endpoint": ENDPOINT,
+            "completion_window": COMPLETION_WINDOW,
+        }
+        if metadata:
+            payload["metadata"] = dict(metadata)
+        try:
+            batch = await self._http.json("POST", f"{self.base_url}/batches", orjson.dumps(payload))
+        except ProviderError:
+            with contextlib.suppress(ProviderError):
+                await self._http.raw("DELETE", f"{self.base_url}/files/{file_id}")
+            raise
+        batch_id = batch.get("id")
+        if not isinstance(batch_id, str):
+            raise malformed(self.name, 200, {}, orjson.dumps(batch), "the batch object has no id")
+        return BatchHandle(self.name, batch_id, self.kind)
+
+    def _batches_url(self) -> str:
+        return f"{self.base_url}/batches"
+
+    def _parse_status(self, raw: Mapping[str, Any]) -> BatchStatus:
+        return openai_status(raw)
+
+    async def results(self, handle: BatchHandle) -> list[BatchItemResult]:
+        """Every result of an ended batch (output file, then error file); [] for a failed one."""
+        status = await self._ended(handle)
+        results: list[BatchItemResult] = []
+        for key in ("output_file_id", "error_file_id"):
+            file_id = status.raw.get(key)
+            if isinstance(file_id, str) and file_id:
+                data = await self._http.raw("GET", f"{self.base_url}/files/{file_id}/content")
+                results.extend(self._items(data, f"batch {key[:-8]} file", openai_item_result))
+        return results
