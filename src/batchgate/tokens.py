@@ -8,8 +8,8 @@ under-estimate (an under-estimate provokes 429s, an over-estimate only wastes a 
 
 An encoding is the one costly thing here, so it sits behind a lazy seam (`load_encoder`): nothing
 is loaded until a count needs it, and then only the encoding asked for, straight from bpe-openai's
-Rust tokenizer (~60 ms, ~70 MB) rather than through its Python wrapper, whose import decodes every
-encoding it ships (~0.8 s, ~130 MB). The wrapper stays the fallback for encodings the Rust side
+Rust tokenizer (~60 ms, ~67 MB) rather than through its Python wrapper, whose import decodes every
+encoding it ships (~0.8 s, ~140 MB). The wrapper stays the fallback for encodings the Rust side
 lacks (gpt2, r50k, p50k).
 """
 
@@ -20,6 +20,7 @@ import importlib.machinery
 import importlib.util
 import math
 import sys
+import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -33,6 +34,7 @@ TOKENS_PER_REPLY = 3
 # byte a token keeps a chunk under the encoder's 200,000-token limit.
 CHUNK_CHARS = 40_000
 _BINDINGS = "bpe_openai._bindings"
+_LOADING = threading.Lock()  # an emulator thread and the client may both load the first encoding
 
 
 def iter_prompt_text(body: Mapping[str, Any]) -> Iterator[str]:
@@ -109,7 +111,7 @@ class _WrapperEncoder:
     """bpe-openai's public (tiktoken-like) API: slow to import, but it knows every encoding."""
 
     def __init__(self, name: str) -> None:
-        import bpe_openai  # noqa: PLC0415 — ~0.8 s and ~130 MB: only for encodings Rust lacks
+        import bpe_openai  # noqa: PLC0415 — start-up: ~0.8 s and ~140 MB, only for encodings Rust lacks
 
         with warnings.catch_warnings():
             # bpe-openai loads its data with importlib.resources.open_binary (deprecated).
@@ -157,9 +159,14 @@ def _rust_backend() -> Any:
     return None
 
 
-@functools.cache
 def load_encoder(name: str) -> Encoder:
     """The encoding `name`, loaded once per process on first use; LookupError if unknown."""
+    with _LOADING:
+        return _load_encoder(name)
+
+
+@functools.cache
+def _load_encoder(name: str) -> Encoder:
     backend = _rust_backend()
     if backend is not None and name in backend.supported_encodings():
         return _RustEncoder(backend.tokenizer_for_encoding(name))
