@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from batchgate.errors import JobError
-from batchgate.jobs.io.report import render_summary
 from batchgate.jobs.store.location import DEFAULT_STORE, parse_location, resume_hint
 
 
@@ -32,6 +31,7 @@ def register(sub: Any) -> None:
 
 def _cancel(args: argparse.Namespace) -> int:
     from batchgate.jobs.cancel import cancel_job  # noqa: PLC0415 — start-up: loaded only when this subcommand runs
+    from batchgate.jobs.io.report import render_summary  # noqa: PLC0415 — start-up: as above
 
     def say(text: str) -> None:
         print(text, file=sys.stderr)

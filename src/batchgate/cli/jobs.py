@@ -13,18 +13,6 @@ import orjson
 
 from batchgate.errors import JobError, JobLockedError
 from batchgate.jobs.find import find_job
-from batchgate.jobs.finish import write_report
-from batchgate.jobs.io.report import (
-    OPEN_SEGMENT_BLOB,
-    REPORT_BLOB,
-    build_report,
-    fold_open_segment,
-    load_invalid,
-    load_segments,
-    render_summary,
-)
-from batchgate.jobs.job_setup import check_output_writable
-from batchgate.jobs.runner import LIVE_BLOB
 from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store, parse_location
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 
@@ -90,6 +78,8 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from batchgate.jobs.io.progress import LIVE_BLOB  # noqa: PLC0415 — start-up: not for `--help`
+
     async def go() -> dict[str, Any]:
         store = await _open(args.store)
         try:
@@ -149,6 +139,18 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from batchgate.jobs.finish import write_report  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.io.report import (  # noqa: PLC0415 — start-up: not for `--help`
+        OPEN_SEGMENT_BLOB,
+        REPORT_BLOB,
+        build_report,
+        fold_open_segment,
+        load_invalid,
+        load_segments,
+        render_summary,
+    )
+    from batchgate.jobs.job_setup import check_output_writable  # noqa: PLC0415 — start-up: not for `--help`
+
     async def go() -> dict[str, Any]:
         store = await _open(args.store)
         try:

@@ -1,4 +1,7 @@
-"""`batchgate run`, `batchgate resume` and `batchgate plan`: the user's main job."""
+"""`batchgate run`, `batchgate resume` and `batchgate plan`: the user's main job.
+
+Registering the parsers imports nothing heavy (so `batchgate --help` starts fast); the engine, the
+HTTP stack and the store are imported by the handler that runs."""
 
 from __future__ import annotations
 
@@ -6,16 +9,16 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from batchgate.config import ROUTE_MODES, GatewayConfig, load_config
-from batchgate.jobs.engine import EngineOptions
+from batchgate.config import ROUTE_MODES, load_config
 from batchgate.jobs.find import find_job
-from batchgate.jobs.io.progress import make_sink
-from batchgate.jobs.runner import RunRequest, check_input, run_job, with_job_overrides
 from batchgate.jobs.store.location import DEFAULT_STORE, choose_location, open_store, parse_location
+
+if TYPE_CHECKING:
+    from batchgate.config import GatewayConfig
+    from batchgate.jobs.engine import EngineOptions
+    from batchgate.jobs.job_setup import RunRequest
 
 
 def _positive_int(text: str) -> int:
@@ -140,6 +143,8 @@ def register(sub: Any) -> None:
 
 
 def _engine_options(args: argparse.Namespace) -> EngineOptions:
+    from batchgate.jobs.engine import EngineOptions  # noqa: PLC0415 — start-up: the engine only to run
+
     return EngineOptions(
         concurrency=args.concurrency,
         max_attempts=args.max_attempts,
@@ -149,6 +154,8 @@ def _engine_options(args: argparse.Namespace) -> EngineOptions:
 
 
 def _request(args: argparse.Namespace, input_path: Path, config: Path, output: Path) -> RunRequest:
+    from batchgate.jobs.job_setup import RunRequest  # noqa: PLC0415 — start-up: the job machinery only to run
+
     return RunRequest(
         input_path=input_path,
         config_path=config,
@@ -181,6 +188,9 @@ def _progress_mode(args: argparse.Namespace) -> str:
 
 
 def _go(req: RunRequest, config: GatewayConfig, args: argparse.Namespace) -> int:
+    from batchgate.jobs.io.progress import make_sink  # noqa: PLC0415 — start-up: only to run
+    from batchgate.jobs.runner import run_job  # noqa: PLC0415 — start-up: the engine and HTTP stack only to run
+
     progress = _progress_mode(args)
     # In JSON-lines mode stdout carries only events; the human lines go to stderr.
     out = _stderr if progress == "json" else print
@@ -216,6 +226,9 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    import orjson  # noqa: PLC0415 — start-up: only `plan` needs it
+
+    from batchgate.jobs.job_setup import RunRequest, check_input, with_job_overrides  # noqa: PLC0415 — as above
     from batchgate.jobs.plan import make_plan, render_plan  # noqa: PLC0415 — start-up: only `plan` needs it
 
     config = with_job_overrides(load_config(args.config), args.mode, args.deadline)

@@ -48,7 +48,7 @@ class Emulator:
         self._clock: Clock = clock or LoopClock()
         openai = OpenAIFamily()
         if any(p.family == "openai" for p in config.providers):
-            openai.counter  # noqa: B018 -- load the encoding now, not on the first request
+            openai.counter.load()  # the encoding now (~60 ms), not while answering the first request
         self._families: dict[str, Family] = {"openai": openai, "anthropic": AnthropicFamily()}
         self.runtimes: dict[str, EmulatedProvider] = {}
         self.batches = BatchService(self._clock)  # the Batch APIs (files, batches)
@@ -59,6 +59,7 @@ class Emulator:
         self._seq = itertools.count(1)
         self._unrouted = 0
         self.started_at = 0.0
+        self.first_request_at: float | None = None  # wall time the first provider request arrived
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -180,11 +181,17 @@ class Emulator:
                 k: v for k in ("rpm", "tpm", "itpm", "otpm") if (v := getattr(rt.quota.current_limits, k))
             }
             providers[name] = entry
-        return {"providers": providers, "started_at": self.started_at, "unrouted": self._unrouted}
+        return {
+            "providers": providers,
+            "started_at": self.started_at,
+            "first_request_at": self.first_request_at,
+            "unrouted": self._unrouted,
+        }
 
     def reset(self) -> None:
         now = self._clock.now()
         self.started_at = self._clock.wall()
+        self.first_request_at = None
         self._unrouted = 0
         for rt in self.runtimes.values():
             rt.reset(now)
@@ -217,6 +224,8 @@ class Emulator:
         return handle
 
     async def _serve(self, rt: EmulatedProvider, request: web.Request, serves: bool) -> web.StreamResponse:
+        if self.first_request_at is None:
+            self.first_request_at = self._clock.wall()  # start-up latency, seen from this side
         fam = rt.family
         seq = next(self._seq)
         rid = f"req_{seq:024x}"

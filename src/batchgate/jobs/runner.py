@@ -22,7 +22,7 @@ from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
 from batchgate.jobs.finish import finish_job
 from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.progress import ProgressSink, QuietSink, Reachability, snapshot
+from batchgate.jobs.io.progress import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
 from batchgate.jobs.io.report import (
     OPEN_SEGMENT_BLOB,
     REPORT_BLOB,
@@ -57,7 +57,6 @@ __all__ = [
     "with_job_overrides",
 ]
 
-LIVE_BLOB = "live"
 EXIT_OK = 0  # every item succeeded
 EXIT_STOPPED = 3  # stopped by a guard (budget, error rate, an exhausted account)
 EXIT_FAILED_ITEMS = 4  # finished, but some items failed (retry them with --retry-failed)

@@ -18,6 +18,8 @@ from batchgate.jobs.store.protocol import TaskOutcome, TaskState
 from batchgate.stats import GatewayStatistics, ProviderStatistics
 from batchgate.text import plural
 
+LIVE_BLOB = "live"  # the job's latest snapshot, stored every few seconds for `batchgate status`
+
 MAX_LISTED_INVALID = 1000  # invalid custom_ids kept for the display and the report
 
 

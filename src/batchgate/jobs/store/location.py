@@ -11,10 +11,11 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from batchgate.errors import JobError, StoreError
-from batchgate.jobs.store.protocol import JobStore
+from batchgate.jobs.store.protocol import DEFAULT_STORE, JobStore
+
+__all__ = ["DEFAULT_STORE", "StoreLocation", "choose_location", "describe", "open_store", "parse_location", "resume_hint", "store_exists", "without_password"]
 
 StoreLocation = Path | str  # a str is always a postgresql:// URL
-DEFAULT_STORE = Path(".batchgate") / "jobs.db"
 _URL_SCHEMES = ("postgresql://", "postgres://")
 
 

@@ -29,7 +29,10 @@ from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+DEFAULT_STORE = Path(".batchgate") / "jobs.db"  # the job database `batchgate run` uses by default
 
 
 class TaskState(StrEnum):
