@@ -38,6 +38,45 @@ def test_defaults() -> None:
     )
 
 
+def test_enforcement_charge_and_headers_read_in_both_shapes() -> None:
+    cfg = emulator_config_from_dict(
+        {
+            "window_seconds": 2,
+            "providers": [
+                {"name": "a", "family": "openai", "enforcement": "fixed_window", "headers": "window"},
+                {
+                    "name": "b",
+                    "family": "anthropic",
+                    "enforcement": {"kind": "sliding_window", "window_seconds": 10},
+                    "charge": {"chars_per_token": 4},
+                    "headers": "none",
+                    "concurrency": {"max": 16, "overflow": "reject", "status": 429},
+                },
+            ],
+        }
+    )
+    a, b = cfg.providers
+    assert (a.enforcement.kind, a.enforcement.seconds, a.charge.exact, a.headers) == (
+        "fixed_window",
+        None,  # resolved to the top-level window_seconds by the quota
+        True,
+        "window",
+    )
+    assert (b.enforcement.kind, b.enforcement.seconds, b.charge.chars_per_token, b.headers) == (
+        "sliding_window",
+        10.0,
+        4.0,
+        "none",
+    )
+    assert b.concurrency.status == 429
+    default = emulator_config_from_dict(good()).providers[0]
+    assert (default.enforcement.kind, default.charge.exact, default.headers) == (
+        "token_bucket",
+        True,
+        "minute",
+    )
+
+
 @pytest.mark.parametrize(
     ("data", "key"),
     [
@@ -66,6 +105,33 @@ def test_defaults() -> None:
         (good(api_key=""), "providers[0].api_key"),
         (good(models=[]), "providers[0].models"),
         (good(default_max_tokens=0), "providers[0].default_max_tokens"),
+        (good(enforcement="leaky_bucket"), "providers[0].enforcement"),
+        (good(enforcement=5), "providers[0].enforcement"),
+        (good(enforcement={"window_seconds": 1}), "providers[0].enforcement.kind"),
+        (
+            good(enforcement={"kind": "sliding_window", "window_seconds": 0}),
+            "providers[0].enforcement.window_seconds",
+        ),
+        (
+            good(enforcement={"kind": "fixed_window", "window_seconds": 61}),
+            "providers[0].enforcement.window_seconds",
+        ),
+        (
+            good(enforcement={"kind": "sliding_window", "burst_seconds": 1}),
+            "providers[0].enforcement.burst_seconds",
+        ),
+        (
+            good(enforcement={"kind": "token_bucket", "burst_seconds": "1s"}),
+            "providers[0].enforcement.burst_seconds",
+        ),
+        (good(charge="estimate"), "providers[0].charge"),
+        (good(charge={"chars_per_token": 0}), "providers[0].charge.chars_per_token"),
+        (good(charge={"chars_per_token": 4, "extra": 1}), "providers[0].charge"),
+        (good(headers="hourly"), "providers[0].headers"),
+        (
+            good(concurrency={"max": 2, "overflow": "reject", "status": 500}),
+            "providers[0].concurrency.status",
+        ),
         (
             {"providers": [{"name": "a", "family": "openai"}, {"name": "a", "family": "anthropic"}]},
             "providers[1].name",

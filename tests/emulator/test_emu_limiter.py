@@ -59,7 +59,9 @@ def test_quota_charges_all_dimensions_or_none() -> None:
     wait, binding = quota.try_admit(RequestCost(tokens=90, input_tokens=40, output_tokens=50), 0.0)
     assert binding == "tokens"
     assert wait == pytest.approx(0.8)  # level 10 -> 90 at 100 tokens/s
-    assert quota.enforced["requests"].level == pytest.approx(9)  # the refused request cost nothing
+    requests = quota.enforced["requests"]
+    assert isinstance(requests, TokenBucket)
+    assert requests.level == pytest.approx(9)  # the refused request cost nothing
 
 
 def test_quota_never_fits_names_the_dimension() -> None:

@@ -15,6 +15,14 @@ from typing import Any, Literal
 
 import yaml
 
+from batchgate.emulator.modes import (
+    Charge,
+    Enforcement,
+    HeaderStyle,
+    read_charge,
+    read_enforcement,
+    read_headers,
+)
 from batchgate.errors import ConfigError
 
 Family = Literal["openai", "anthropic"]
@@ -58,8 +66,12 @@ class LimitChange:
 
 @dataclass(frozen=True, slots=True)
 class ConcurrencyConfig:
+    """A cap on requests in flight; past it, queue or reject with `status` (None: the family's 503/529;
+    429: a bare 429 without hints or rate-limit headers, as local servers and proxies answer)."""
+
     max: int | None = None
     overflow: Overflow = "queue"
+    status: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +128,9 @@ class ProviderConfig:
     faults: FaultRates = field(default_factory=FaultRates)
     batch: BatchConfig = field(default_factory=BatchConfig)
     reject_fields: tuple[str, ...] = ()  # body fields refused with a 400, as strict providers do
+    enforcement: Enforcement = field(default_factory=Enforcement)
+    charge: Charge = field(default_factory=Charge)
+    headers: HeaderStyle = "minute"
 
     @property
     def headers_honest(self) -> bool:
@@ -224,6 +239,7 @@ class _Reader:
         allowed = (
             "name", "family", "api_key", "models", "limits", "enforced", "limit_changes",
             "default_max_tokens", "concurrency", "latency", "faults", "batch", "reject_fields",
+            "enforcement", "charge", "headers",
         )  # fmt: skip
         m = self.mapping(value, key, allowed)
         name = m.get("name")
@@ -259,6 +275,9 @@ class _Reader:
             faults=self.faults(m.get("faults"), f"{key}.faults"),
             batch=self.batch(m.get("batch"), f"{key}.batch"),
             reject_fields=self.names(m.get("reject_fields", []), f"{key}.reject_fields"),
+            enforcement=read_enforcement(m.get("enforcement"), self.source, f"{key}.enforcement"),
+            charge=read_charge(m.get("charge"), self.source, f"{key}.charge"),
+            headers=read_headers(m.get("headers"), self.source, f"{key}.headers"),
         )
 
     def names(self, value: Any, key: str) -> tuple[str, ...]:
@@ -286,13 +305,16 @@ class _Reader:
         return tuple(out)
 
     def concurrency(self, value: Any, key: str) -> ConcurrencyConfig:
-        m = self.mapping(value if value is not None else {}, key, ("max", "overflow"))
+        m = self.mapping(value if value is not None else {}, key, ("max", "overflow", "status"))
         cap = m.get("max")
         cap = None if cap is None else self.integer(cap, f"{key}.max", 1)
         overflow = m.get("overflow", "queue")
         if overflow not in ("queue", "reject"):
             raise self.fail(f"{key}.overflow", f"must be 'queue' or 'reject', got {overflow!r}")
-        return ConcurrencyConfig(cap, overflow)
+        status = m.get("status")
+        if status is not None and (status not in (429, 503, 529) or isinstance(status, bool)):
+            raise self.fail(f"{key}.status", f"must be 429, 503 or 529, got {status!r}")
+        return ConcurrencyConfig(cap, overflow, status)
 
     def latency(self, value: Any, key: str) -> LatencyConfig:
         m = self.mapping(

@@ -1,23 +1,19 @@
-"""The emulated provider's quota: pure token buckets, one per dimension, with time passed in.
+"""The emulated provider's quota: one limiter per limited dimension, all admitting or none charged.
 
-A bucket for a per-minute `limit` holds C = limit × window / 60 and refills continuously at
-limit / 60 per second, starting full. A request costing c is admitted when the level is at least
-min(c, C) — a request bigger than one window's allowance waits for a full bucket — and then the
-level drops by c, possibly below zero (a debt that refill repays). A request costing more than the
-whole per-minute limit can never be admitted. Hence over any interval [s, e] the admitted costs
-sum to at most C + limit/60 × (e − s) + the largest single cost.
-
-`Quota` combines the dimensions (requests, tokens, input_tokens, output_tokens): all admit or none
-is charged. It keeps the *enforced* buckets apart from the *declared* ones that rate-limit headers
-report, so a provider can claim more than it enforces, and applies scheduled limit changes.
+`Quota` combines the dimensions (requests, tokens, input_tokens, output_tokens) under one
+enforcement (`enforcement.py`: token bucket, sliding or fixed window). It keeps the *enforced*
+limiters apart from the *declared* ones that rate-limit headers report, so a provider can claim
+more than it enforces, applies scheduled limit changes, and reports its state in the configured
+header style (per-minute scale, the current short window).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from batchgate.emulator.config import LimitChange, Limits
+from batchgate.emulator.enforcement import Limiter, TokenBucket, make_limiter
+from batchgate.emulator.modes import Enforcement, HeaderStyle
 
 DIMENSIONS: tuple[tuple[str, str], ...] = (
     ("rpm", "requests"),
@@ -25,58 +21,7 @@ DIMENSIONS: tuple[tuple[str, str], ...] = (
     ("itpm", "input_tokens"),
     ("otpm", "output_tokens"),
 )
-_EPS = 1e-9
-
-
-class TokenBucket:
-    """A continuously refilling bucket for one per-minute limit."""
-
-    __slots__ = ("capacity", "level", "limit", "rate", "updated")
-
-    def __init__(self, limit: int, window_seconds: float, now: float, level: float | None = None) -> None:
-        if limit <= 0 or window_seconds <= 0:
-            raise ValueError("limit and window_seconds must be positive")
-        self.limit = limit
-        self.capacity = limit * window_seconds / 60.0
-        self.rate = limit / 60.0
-        self.level = self.capacity if level is None else min(level, self.capacity)
-        self.updated = now
-
-    def _refill(self, now: float) -> None:
-        if now > self.updated:
-            self.level = min(self.capacity, self.level + (now - self.updated) * self.rate)
-            self.updated = now
-
-    def never_fits(self, cost: float) -> bool:
-        return cost > self.limit
-
-    def wait_time(self, cost: float, now: float) -> float:
-        """Seconds until `cost` can be admitted (0 if now; inf if never)."""
-        if cost > self.limit:
-            return math.inf
-        self._refill(now)
-        need = min(cost, self.capacity) - self.level
-        return 0.0 if need <= _EPS else need / self.rate
-
-    def charge(self, cost: float, now: float) -> None:
-        self._refill(now)
-        self.level -= cost
-
-    def remaining(self, now: float) -> float:
-        self._refill(now)
-        return max(0.0, self.level)
-
-    def seconds_until_full(self, now: float) -> float:
-        self._refill(now)
-        return max(0.0, (self.capacity - self.level) / self.rate)
-
-    def resized(self, limit: int, window_seconds: float, now: float) -> TokenBucket:
-        """A bucket for a new limit, keeping this one's level (capped at the new capacity)."""
-        self._refill(now)
-        return TokenBucket(limit, window_seconds, now, level=self.level)
-
-    def __repr__(self) -> str:
-        return f"TokenBucket(limit={self.limit}, level={self.level:.2f}/{self.capacity:.2f})"
+__all__ = ["DIMENSIONS", "DimensionState", "Quota", "RequestCost", "TokenBucket"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +44,12 @@ class DimensionState:
     seconds_until_full: float
 
 
-def _buckets(limits: Limits, window: float, now: float) -> dict[str, TokenBucket]:
-    out: dict[str, TokenBucket] = {}
+def _limiters(limits: Limits, enforcement: Enforcement, now: float) -> dict[str, Limiter]:
+    out: dict[str, Limiter] = {}
     for key, dim in DIMENSIONS:
         value = getattr(limits, key)
         if value is not None:
-            out[dim] = TokenBucket(value, window, now)
+            out[dim] = make_limiter(enforcement, value, now)
     return out
 
 
@@ -118,11 +63,13 @@ class Quota:
         changes: tuple[LimitChange, ...],
         window_seconds: float,
         now: float,
+        enforcement: Enforcement | None = None,
     ) -> None:
         self._declared_limits = declared
         self._enforced_limits = enforced
         self._changes = changes
         self.window = window_seconds
+        self.enforcement = (enforcement or Enforcement()).resolved(window_seconds)
         self.reset(now)
 
     def reset(self, now: float) -> None:
@@ -130,25 +77,25 @@ class Quota:
         self.epoch = now
         self._pending = list(self._changes)
         self.current_limits = self._enforced_limits or self._declared_limits
-        self.enforced = _buckets(self.current_limits, self.window, now)
+        self.enforced = _limiters(self.current_limits, self.enforcement, now)
         self.honest = self._enforced_limits is None
-        self.declared = self.enforced if self.honest else _buckets(self._declared_limits, self.window, now)
-        self._costs: tuple[tuple[str, TokenBucket], ...] = tuple(self.enforced.items())
+        self.declared = (
+            self.enforced if self.honest else _limiters(self._declared_limits, self.enforcement, now)
+        )
+        self._costs: tuple[tuple[str, Limiter], ...] = tuple(self.enforced.items())
 
     def advance(self, now: float) -> None:
         """Apply every scheduled limit change that is due."""
         while self._pending and now - self.epoch >= self._pending[0].at:
             change = self._pending.pop(0)
             self.current_limits = self.current_limits.updated(change.limits)
-            new: dict[str, TokenBucket] = {}
+            new: dict[str, Limiter] = {}
             for key, dim in DIMENSIONS:
                 value = getattr(self.current_limits, key)
                 if value is None:
                     continue
                 old = self.enforced.get(dim)
-                new[dim] = (
-                    old.resized(value, self.window, now) if old else TokenBucket(value, self.window, now)
-                )
+                new[dim] = old.resized(value, now) if old else make_limiter(self.enforcement, value, now)
             self.enforced = new
             if self.honest:
                 self.declared = new
@@ -184,11 +131,17 @@ class Quota:
             self.charge(cost, now)
         return wait, binding
 
-    def snapshot(self, now: float) -> tuple[DimensionState, ...]:
-        """The declared buckets' state, as the provider's headers claim it."""
+    def snapshot(self, now: float, style: HeaderStyle = "minute") -> tuple[DimensionState, ...]:
+        """The declared limiters' state, as the provider's headers claim it: remaining on the
+        per-minute scale (`minute`) or of the current short window (`window`); none for `none`."""
+        if style == "none":
+            return ()
         return tuple(
             DimensionState(
-                dim, b.limit, int(b.remaining(now) * 60.0 / self.window), b.seconds_until_full(now)
+                dim,
+                b.limit,
+                int(b.remaining(now) * (60.0 / b.seconds if style == "minute" else 1.0)),
+                b.seconds_until_full(now),
             )
             for dim, b in self.declared.items()
         )

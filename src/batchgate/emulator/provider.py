@@ -16,11 +16,14 @@ import asyncio
 import math
 import random
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from batchgate.emulator.config import ProviderConfig
 from batchgate.emulator.content import answer, fit
 from batchgate.emulator.limiter import Quota
+from batchgate.emulator.modes import text_chars
 from batchgate.emulator.stats import ProviderStats
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest, http_date, retry_hint_headers
 
@@ -38,6 +41,7 @@ class Plan:
     delay: float
     fault: str | None = None
     error: ApiError | None = None
+    admitted_at: float = 0.0
 
 
 class EmulatedProvider:
@@ -48,7 +52,11 @@ class EmulatedProvider:
         self.name = config.name
         self.family = family
         self._seed = f"{seed}:{config.name}"
-        self.quota = Quota(config.limits, config.enforced, config.limit_changes, window, now)
+        self.quota = Quota(
+            config.limits, config.enforced, config.limit_changes, window, now, config.enforcement
+        )
+        self.header_style = config.headers
+        self._chars_per_token = config.charge.chars_per_token
         self.stats = ProviderStats(now)
         self.rng = random.Random(self._seed)
         self._fault_table = tuple((k, r) for k, r in config.faults.items() if r > 0)
@@ -79,7 +87,7 @@ class EmulatedProvider:
             limit = quota.enforced[dim].limit
             raise self.family.never_fits(dim, getattr(cost, dim), limit)
         if self._reject_overflow and self._cap is not None and self.active >= self._cap:
-            raise self.family.concurrency_rejected()
+            raise self._overflow()
         wait, binding = quota.wait_time(cost, now)
         if binding is not None:
             err = self.family.rate_limited(binding, self._declared_limit(binding))
@@ -93,7 +101,7 @@ class EmulatedProvider:
         if fault is not None:
             self.stats.fault(fault)
         text, tokens, cut = fit(answer(req.prompt), req.max_tokens, self.family.count_text)
-        plan = Plan(text, tokens, cut, 0.0, fault)
+        plan = Plan(text, tokens, cut, 0.0, fault, admitted_at=now)
         if fault == "server_error":
             plan.error = self.family.server_error(self.rng.choice(SERVER_ERROR_STATUSES))
         elif fault == "overloaded":
@@ -103,6 +111,28 @@ class EmulatedProvider:
         if self._per_token and plan.error is None:
             plan.delay += self._per_token * tokens * req.n
         return plan
+
+    def charge_for(self, req: ParsedRequest, body: Mapping[str, Any]) -> None:
+        """Charge `req` as this provider does: from its characters when configured so (the
+        exact prompt tokens stay in `prompt_tokens`, for `usage`)."""
+        cpt = self._chars_per_token
+        if cpt is None:
+            return
+        estimate = math.ceil(text_chars(body) / cpt)
+        out = req.cost.output_tokens
+        req.cost = replace(req.cost, tokens=estimate + out, input_tokens=estimate)
+
+    def _overflow(self) -> ApiError:
+        status = self.config.concurrency.status
+        if status != 429:
+            err = self.family.concurrency_rejected()
+            err.status = status or err.status
+            return err
+        err = self.family.rate_limited("requests", 0)
+        err.message = "Too many concurrent requests."
+        err.reason = "concurrency"
+        err.ratelimit_headers = False  # no hint at all: no retry-after, no rate-limit headers
+        return err
 
     def _declared_limit(self, dim: str) -> int:
         bucket = self.quota.declared.get(dim) or self.quota.enforced[dim]

@@ -4,8 +4,9 @@ endpoints, fault execution, and `Emulator`, the async context manager that runs 
 Routes: `POST /<name>/v1/chat/completions` (OpenAI family) and `POST /<name>/v1/messages`
 (Anthropic family); a provider answers its other family's path with a 404 in its own shape, and an
 unknown path gets an OpenAI-style 404. Operator: `GET /_emulator/stats`, `POST /_emulator/reset`.
-Every answer of a provider carries its family's rate-limit headers (except the `rate_limit_no_hint`
-and `insufficient_quota` faults, which carry no hint at all) and a request id.
+Every answer of a provider carries its family's rate-limit headers in the provider's header style
+(none for `headers: none`, the `rate_limit_no_hint` and `insufficient_quota` faults and 429
+concurrency rejections, which carry no hint at all) and a request id.
 """
 
 from __future__ import annotations
@@ -227,6 +228,7 @@ class Emulator:
         if self.first_request_at is None:
             self.first_request_at = self._clock.wall()  # start-up latency, seen from this side
         fam = rt.family
+        rt.stats.seen(self._clock.now())
         seq = next(self._seq)
         rid = f"req_{seq:024x}"
         try:
@@ -247,6 +249,7 @@ class Emulator:
                 raise fam.bad_json() from None
             refuse_fields(body, rt.config.reject_fields)
             req = fam.parse(body, rt.config)
+            rt.charge_for(req, body)
             plan = rt.admit(req, self._clock.now(), self._clock.wall())
         except ApiError as err:
             if err.reason != "fault":
@@ -259,7 +262,7 @@ class Emulator:
             if plan.delay > 0:
                 await self._clock.sleep(plan.delay)
             if plan.fault is None:
-                rt.stats.complete(req.fingerprint)
+                rt.stats.complete(req.fingerprint, plan.admitted_at)
                 return self._respond(
                     rt,
                     200,
@@ -283,10 +286,9 @@ class Emulator:
         self, rt: EmulatedProvider, status: int, body: bytes, rid: str, *, ratelimit: bool = True
     ) -> web.Response:
         headers = {"Content-Type": _JSON, rt.family.request_id_header: rid}
-        if ratelimit:
-            headers.update(
-                rt.family.ratelimit_headers(rt.quota.snapshot(self._clock.now()), self._clock.wall())
-            )
+        if ratelimit and rt.header_style != "none":
+            states = rt.quota.snapshot(self._clock.now(), rt.header_style)
+            headers.update(rt.family.ratelimit_headers(states, self._clock.wall()))
         return web.Response(status=status, body=body, headers=headers)
 
     def _error(self, rt: EmulatedProvider, err: ApiError, rid: str) -> web.Response:

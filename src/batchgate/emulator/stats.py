@@ -1,5 +1,7 @@
 """What each emulated provider saw, for the operator endpoint: admissions, rejections by reason,
-faults injected, tokens charged, completions, duplicate prompts, and a time series of admissions.
+faults injected, tokens charged, completions, duplicate prompts, a time series of admissions, and
+when the first request arrived and the last request that succeeded was admitted (the span a
+benchmark divides the quota's minimum time by).
 
 The series has one point per 100 ms bucket that saw an admission: `[t, requests, tokens]`, where
 `t` is the bucket's start in seconds since the emulator started (or was last reset) and `tokens` is
@@ -39,6 +41,8 @@ class ProviderStats:
         "duplicates",
         "epoch",
         "faults",
+        "first_request",
+        "last_success_admitted",
         "rejected",
         "series",
         "tokens_input",
@@ -51,6 +55,8 @@ class ProviderStats:
 
     def reset(self, now: float) -> None:
         self.epoch = now
+        self.first_request: float | None = None  # when the first request arrived (any answer)
+        self.last_success_admitted: float | None = None  # latest admission that answered 200
         self.admitted = 0
         self.completed = 0
         self.duplicates = 0
@@ -61,6 +67,10 @@ class ProviderStats:
         self.tokens_total = 0
         self.series: dict[int, list[int]] = {}
         self._done: set[int] = set()
+
+    def seen(self, now: float) -> None:
+        if self.first_request is None:
+            self.first_request = now
 
     def reject(self, reason: str) -> None:
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
@@ -83,8 +93,10 @@ class ProviderStats:
             point[0] += 1
             point[1] += cost.tokens
 
-    def complete(self, fingerprint: int) -> None:
+    def complete(self, fingerprint: int, admitted_at: float) -> None:
         self.completed += 1
+        if self.last_success_admitted is None or admitted_at > self.last_success_admitted:
+            self.last_success_admitted = admitted_at
         if len(self._done) < MAX_FINGERPRINTS:
             self._done.add(fingerprint)
 
@@ -100,12 +112,17 @@ class ProviderStats:
                 "output": self.tokens_output,
                 "total": self.tokens_total,
             },
+            "first_request_s": self._since_epoch(self.first_request),
+            "last_success_admitted_s": self._since_epoch(self.last_success_admitted),
             "series_bucket_seconds": SERIES_BUCKET_SECONDS,
             "series": [
                 [round(b * SERIES_BUCKET_SECONDS, 3), n, tokens]
                 for b, (n, tokens) in sorted(self.series.items())
             ],
         }
+
+    def _since_epoch(self, t: float | None) -> float | None:
+        return None if t is None else round(t - self.epoch, 6)
 
     def __repr__(self) -> str:
         return f"ProviderStats(admitted={self.admitted}, completed={self.completed})"

@@ -13,7 +13,17 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from batchgate.errors import JobError, StoreError
 from batchgate.jobs.store.protocol import DEFAULT_STORE, JobStore
 
-__all__ = ["DEFAULT_STORE", "StoreLocation", "choose_location", "describe", "open_store", "parse_location", "resume_hint", "store_exists", "without_password"]
+__all__ = [
+    "DEFAULT_STORE",
+    "StoreLocation",
+    "choose_location",
+    "describe",
+    "open_store",
+    "parse_location",
+    "resume_hint",
+    "store_exists",
+    "without_password",
+]
 
 StoreLocation = Path | str  # a str is always a postgresql:// URL
 _URL_SCHEMES = ("postgresql://", "postgres://")

@@ -1,0 +1,238 @@
+"""The quota matrix: does each system hold quotas enforced, charged and reported the ways real
+providers differ? (issue #12)
+
+    python bench/quota_matrix.py [--quick] [--cells SUBSTRING ...] [--systems ...] [--no-docs] [--readme]
+
+Every cell (see `quota_cells.py`) runs batchgate (library), the global semaphore and the cookbook
+processor *side by side*: the three run at the same time, each in its own child process against
+its own emulator process playing the cell's providers (the same seed, so the same faults in the
+same order of admission; quotas independent). Per cell and system, from the providers' side:
+- pace: the quota's minimum seconds for the requests that succeeded ÷ the seconds from the first
+  request any provider saw to the admission of the last request that succeeded (1.0 = every bit
+  of quota used, usefully, while sending);
+- 429s per request: quota 429s plus the local server's bare concurrency 429s, ÷ requests;
+- makespan ÷ bound: the client's first request to its last answer, over the quota bound plus one
+  median latency;
+- failed: requests the client gave up on.
+Prints a Markdown table; unless `--no-docs`, writes docs/quota_matrix.md (`--readme` also puts the
+table in the README's "Holding any provider's quota" section).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+import orjson  # noqa: E402
+import yaml  # noqa: E402
+from measure import run_child  # noqa: E402
+from quota_cells import FAMILIES, Builder, Cell, quota_seconds  # noqa: E402
+from report import machine  # noqa: E402
+from scenarios import COOKBOOK_PAUSE, MODELS  # noqa: E402
+from workload import ProviderSpec, Spec  # noqa: E402
+
+from batchgate.emulator import EmulatorProcess  # noqa: E402
+
+SYSTEMS = ("batchgate", "semaphore", "cookbook")
+SIZES = {False: (7.0, 140, 95), True: (3.5, 70, 48)}  # quota seconds, items on 1 / on 3 providers
+README_BEGIN, README_END = "<!-- quota-matrix:begin -->", "<!-- quota-matrix:end -->"
+
+
+@dataclass(slots=True)
+class Figures:
+    pace: float | None = None
+    r429: float | None = None
+    ratio: float | None = None
+    failed: int | None = None
+    status: str = "ok"
+
+    def meets(self, cell: Cell) -> bool:
+        if self.failed != 0 or self.status != "ok":
+            return False
+        if cell.name.startswith("faults"):
+            return self.ratio is not None and self.ratio <= 1.5
+        pace, r429 = (0.85, 0.03) if cell.name.startswith("hidden") else (0.95, 0.005)
+        return self.pace is not None and self.pace >= pace and self.r429 is not None and self.r429 <= r429
+
+    def text(self) -> str:
+        if self.status != "ok":
+            return self.status
+        pace = "—" if self.pace is None else f"{self.pace:.2f}"
+        r429 = "—" if self.r429 is None else f"{100 * self.r429:.1f}%"
+        ratio = "—" if self.ratio is None else f"{self.ratio:.2f}×"
+        return f"{pace} · {r429} · {ratio} · {self.failed if self.failed is not None else '—'}"
+
+
+def _spec(cell: Cell, emu: EmulatorProcess) -> Spec:
+    providers = {
+        n: ProviderSpec(FAMILIES[n], MODELS[n], limits, emu.base_url(n))
+        for n, limits in cell.declared.items()
+    }
+    return Spec(cell.name, providers, cell.requests, timeout=cell.timeout, pause_after_429=COOKBOOK_PAUSE)
+
+
+def _run_one(system: str, spec_path: Path, out_path: Path, timeout: float) -> tuple[Any, Any]:
+    cmd = [sys.executable, str(BENCH / "run_system.py"), system, str(spec_path), str(out_path)]
+    child = run_child(cmd, timeout)
+    out = orjson.loads(out_path.read_bytes()) if out_path.exists() and not child.timed_out else None
+    return child, out
+
+
+def _figures(cell: Cell, stats: dict[str, Any], child: Any, out: Any) -> Figures:
+    mine = {n: stats["providers"][n] for n in cell.declared}
+    firsts = [p["first_request_s"] for p in mine.values() if p["first_request_s"] is not None]
+    lasts = [p["last_success_admitted_s"] for p in mine.values() if p["last_success_admitted_s"] is not None]
+    f = Figures()
+    done = set(out["ok_ids"]) if out is not None else None
+    if firsts and lasts and max(lasts) > min(firsts):  # the quota of what succeeded, over the span
+        f.pace = quota_seconds(cell, done)[0] / (max(lasts) - min(firsts))
+    r429 = sum(
+        p["rejected"]["rate_limit"] + (p["rejected"]["concurrency"] if n in cell.bare_429 else 0)
+        for n, p in mine.items()
+    )
+    f.r429 = r429 / len(cell.requests)
+    if child.timed_out:
+        f.status = f"timed out ({child.wall_s:.0f} s)"
+    elif out is None or out.get("error"):
+        f.status = "error: " + ((out or {}).get("error") or child.stderr_tail or "no output")[:80]
+    else:
+        f.failed = len(cell.requests) - len(set(out["ok_ids"]))  # given up, or never answered
+        f.ratio = out["makespan"] / cell.bound_s
+    return f
+
+
+def _run_system(cell: Cell, system: str, tmp: Path) -> Figures:
+    """`system` on the cell against its own emulator process (the same seed, so the same faults)."""
+    emu_yaml = tmp / f"{system}.emulator.yaml"
+    emulator = {"seed": 7, "window_seconds": 1.0, "providers": cell.providers}
+    emu_yaml.write_text(yaml.safe_dump(emulator, sort_keys=False))
+    limit = 3.0 * cell.bound_s + 60.0 + 2.0 * (cell.timeout or 0.0)
+    spec_path, out_path = tmp / f"{system}.spec.json", tmp / f"{system}.out.json"
+    with EmulatorProcess(emu_yaml) as emu:
+        _spec(cell, emu).dump(spec_path)
+        child, out = _run_one(system, spec_path, out_path, limit)
+        stats = emu.stats()
+    out_path.unlink(missing_ok=True)
+    return _figures(cell, stats, child, out)
+
+
+def run_cell(cell: Cell, systems: list[str], tmp: Path) -> dict[str, Figures]:
+    """Every system on the cell at the same time, each against its own copy of the providers."""
+    with ThreadPoolExecutor(len(systems)) as pool:
+        futures = {s: pool.submit(_run_system, cell, s, tmp) for s in systems}
+        return {s: fut.result() for s, fut in futures.items()}
+
+
+def render(cells: list[Cell], results: list[dict[str, Figures]], systems: list[str]) -> str:
+    head = ["cell", "quota s (binds)", *systems]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for cell, res in zip(cells, results, strict=True):
+        row = [cell.name, f"{cell.quota_s:.1f} ({cell.binding})"]
+        for s in systems:
+            mark = " ✓" if res[s].meets(cell) else ""
+            row.append(res[s].text() + mark)
+        lines.append("| " + " | ".join(row) + " |")
+    met = {s: sum(1 for c, r in zip(cells, results, strict=True) if r[s].meets(c)) for s in systems}
+    summary = ", ".join(f"{s} {met[s]}" for s in systems)
+    lines.append("")
+    lines.append(f"Cells meeting the targets (✓), of {len(cells)}: {summary}.")
+    return "\n".join(lines)
+
+
+INTRO = """\
+# The quota matrix: holding any provider's quota
+
+Each cell is one way a provider holds its quota: **enforcement** (a token bucket with one second
+of burst, a one-second sliding window with no burst beyond it, one-second fixed windows), what a
+request is **charged** at admission (the exact prompt tokens, or characters ÷ 4 as OpenAI's limiter
+is reported to estimate; `max_tokens` on top either way) and what the rate-limit **headers** say
+(remaining on the per-minute scale, remaining of the current short window, or no headers at all) —
+on one provider (`1 · …`: alpha, OpenAI-style) and on three with a fan-out (`3 · …`: every item
+to alpha, to beta — a local server that answers a bare 429 past 16 requests in flight — and to
+gamma, Anthropic-style). Two more rows use the emulator's defaults (token bucket, exact, minute):
+5% of requests answered with a 5xx and 1% never answered (every system gets a 30 s per-request
+timeout, the configured maximum), and a provider whose docs and headers claim twice the limits it
+enforces. Every system is told the *declared* limits and nothing about the enforcement, the
+charge or the concurrency cap.
+
+Each system cell reads **pace · 429s per request · makespan ÷ bound · failed**:
+- *pace*: the quota's minimum seconds for the requests that succeeded (what they are charged ÷
+  the enforced per-second limit, minus the one window a provider admits at once; the second
+  column gives it for the whole workload, with the binding provider and dimension) ÷ the seconds
+  from the first request any provider saw to the admission of the last request that succeeded —
+  the share of the quota used, usefully, while sending (fixed windows can score above 1: a
+  burst across a boundary takes two windows' allowance at once);
+- *429s per request*: quota 429s and the local server's concurrency 429s, as the emulator counted
+  them, over the requests in the workload;
+- *makespan ÷ bound*: the client's first request to its last answer, over the minimum seconds
+  plus one median latency;
+- *failed*: requests the client gave up on.
+
+Targets (issue #12), marked ✓: every cell 0 failed, pace ≥ 0.95, ≤ 0.5% 429s; the hidden limit
+≤ 3% 429s and pace ≥ 0.85 of the true limit; the faults row makespan ≤ 1.5 × bound and 0 failed.
+The three systems run at the same time, each in its own child process against its own emulator
+process playing the cell's providers (the same seed: the same faults in the same order).
+"""
+
+
+def write_docs(table: str, command: str, elapsed: float, readme: bool) -> Path:
+    docs = BENCH.parent / "docs" / "quota_matrix.md"
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    docs.write_text(
+        f"{INTRO}\n{table}\n\nRun: `{command}` on {when}, {elapsed / 60:.1f} min; machine: {machine()}.\n"
+    )
+    if readme:
+        path = BENCH.parent / "README.md"
+        text = path.read_text()
+        block = f"{README_BEGIN}\n{table}\n{README_END}"
+        pattern = re.escape(README_BEGIN) + r".*?" + re.escape(README_END)
+        if re.search(pattern, text, flags=re.S) is None:
+            raise SystemExit(f"README.md: no {README_BEGIN} … {README_END} block to fill")
+        path.write_text(re.sub(pattern, lambda _: block, text, flags=re.S))
+    return docs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="half-size cells (~3.5 s of quota each)")
+    parser.add_argument(
+        "--cells", nargs="+", default=None, help="only cells whose name contains one of these"
+    )
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    parser.add_argument("--no-docs", action="store_true", help="print the table only")
+    parser.add_argument("--readme", action="store_true", help="also put the table in README.md")
+    args = parser.parse_args(argv)
+    target, one, three = SIZES[args.quick]
+    cells = Builder(target, one, three).matrix()
+    if args.cells:
+        cells = [c for c in cells if any(part in c.name for part in args.cells)]
+    started = time.time()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="quota-matrix-") as tmpdir:
+        for cell in cells:
+            res = run_cell(cell, args.systems, Path(tmpdir))
+            results.append(res)
+            line = "  ".join(f"{s}: {res[s].text()}" for s in args.systems)
+            print(f"{cell.name:42s} quota {cell.quota_s:5.1f} s  {line}", flush=True)
+    elapsed = time.time() - started
+    table = render(cells, results, args.systems)
+    print(f"\n{table}\n\nmatrix finished in {elapsed / 60:.1f} min", flush=True)
+    if not args.no_docs:
+        command = "python bench/quota_matrix.py" + (" --quick" if args.quick else "")
+        print(f"wrote {write_docs(table, command, elapsed, args.readme)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
