@@ -48,6 +48,8 @@ class _Task:
             error=out.error if out else None,
             completed_order=self.completed_order,
             body=copy.deepcopy(self.spec.body) if with_body else None,
+            route=self.spec.route,
+            step=self.spec.step,
         )
 
 

@@ -35,6 +35,8 @@ CREATE TABLE tasks (
     completion_tokens INTEGER NOT NULL DEFAULT 0,
     cost_usd REAL NOT NULL DEFAULT 0,
     completed_order INTEGER,
+    route TEXT,
+    step TEXT,
     PRIMARY KEY (job, seq)
 );
 CREATE INDEX tasks_by_state ON tasks (job, state, seq);
@@ -45,7 +47,7 @@ CREATE TABLE blobs (
     value BLOB NOT NULL,
     PRIMARY KEY (job, key)
 ) WITHOUT ROWID;
-INSERT INTO schema_version (version) VALUES (2);
+INSERT INTO schema_version (version) VALUES (3);
 
 -- migration_0001 --
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -94,6 +96,13 @@ CREATE TABLE blobs (
 ) WITHOUT ROWID;
 UPDATE schema_version SET version = 2;
 
+-- migration_0003 --
+-- Fan-out and pipelines: a task may name the route and the pipeline step it runs (NULL for a
+-- plain task). Nullable and unindexed: older jobs and plain runs are untouched.
+ALTER TABLE tasks ADD COLUMN route TEXT;
+ALTER TABLE tasks ADD COLUMN step TEXT;
+UPDATE schema_version SET version = 3;
+
 -- list_tables --
 SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name;
 
@@ -133,7 +142,7 @@ WHERE job_id = :job_id;
 UPDATE jobs SET next_order = next_order + :count WHERE id = :job RETURNING next_order - :count;
 
 -- task_insert --
-INSERT INTO tasks (job, seq, line_no, custom_id, body) VALUES (?, ?, ?, ?, ?)
+INSERT INTO tasks (job, seq, line_no, custom_id, body, route, step) VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (job, seq) DO NOTHING;
 
 -- task_claim --
@@ -141,12 +150,12 @@ UPDATE tasks SET state = 'running'
 WHERE rowid IN (
     SELECT rowid FROM tasks WHERE job = :job AND state = 'pending' ORDER BY seq LIMIT :limit
 )
-RETURNING seq, line_no, custom_id, body;
+RETURNING seq, line_no, custom_id, body, route, step;
 
 -- task_claim_seqs --
 UPDATE tasks SET state = 'running'
 WHERE job = :job AND state = 'pending' AND seq IN (SELECT value FROM json_each(:seqs))
-RETURNING seq, line_no, custom_id, body;
+RETURNING seq, line_no, custom_id, body, route, step;
 
 -- task_complete --
 UPDATE tasks SET state = ?, attempts = ?, output_line = ?, error = ?, provider = ?,
@@ -171,21 +180,21 @@ FROM tasks WHERE job = :job AND state IN ('succeeded', 'failed');
 
 -- results_by_seq --
 SELECT seq, line_no, custom_id, state, attempts, output_line, error, completed_order,
-       CASE WHEN :with_bodies THEN body END
+       CASE WHEN :with_bodies THEN body END, route, step
 FROM tasks
 WHERE job = :job AND seq > :after AND state IN (SELECT value FROM json_each(:states))
 ORDER BY seq LIMIT :limit;
 
 -- results_by_completion --
 SELECT seq, line_no, custom_id, state, attempts, output_line, error, completed_order,
-       CASE WHEN :with_bodies THEN body END
+       CASE WHEN :with_bodies THEN body END, route, step
 FROM tasks
 WHERE job = :job AND completed_order > :after AND state IN (SELECT value FROM json_each(:states))
 ORDER BY completed_order LIMIT :limit;
 
 -- results_uncompleted_by_seq --
 SELECT seq, line_no, custom_id, state, attempts, output_line, error, completed_order,
-       CASE WHEN :with_bodies THEN body END
+       CASE WHEN :with_bodies THEN body END, route, step
 FROM tasks
 WHERE job = :job AND completed_order IS NULL AND seq > :after
   AND state IN (SELECT value FROM json_each(:states))

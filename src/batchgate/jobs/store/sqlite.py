@@ -39,6 +39,7 @@ from batchgate.jobs.store.sqlfile import queries
 T = TypeVar("T")
 _ADD_CHUNK = 10_000
 _READ_CHUNK = 1_000
+_TaskRow = tuple[int, int, int, str, bytes, str | None, str | None]  # job, seq, line_no, custom_id, body, route, step
 Q = queries()
 
 
@@ -165,9 +166,9 @@ class SqliteJobStore:
     async def add_tasks(self, job_id: str, tasks: Iterable[TaskSpec]) -> int:
         pk = await self._run(functools.partial(self._pk, job_id))
         added = 0
-        rows: list[tuple[int, int, int, str, bytes]] = []
+        rows: list[_TaskRow] = []
         for spec in tasks:
-            rows.append((pk, spec.seq, spec.line_no, spec.custom_id, orjson.dumps(spec.body)))
+            rows.append((pk, spec.seq, spec.line_no, spec.custom_id, orjson.dumps(spec.body), spec.route, spec.step))
             if len(rows) >= _ADD_CHUNK:
                 added += await self._run(functools.partial(self._insert_tasks, rows))
                 rows = []
@@ -175,7 +176,7 @@ class SqliteJobStore:
             added += await self._run(functools.partial(self._insert_tasks, rows))
         return added
 
-    def _insert_tasks(self, rows: list[tuple[int, int, int, str, bytes]]) -> int:
+    def _insert_tasks(self, rows: list[_TaskRow]) -> int:
         with self._tx() as conn:
             before = conn.total_changes
             conn.executemany(Q["task_insert"], rows)
@@ -189,7 +190,7 @@ class SqliteJobStore:
             with self._tx() as conn:
                 rows = conn.execute(Q["task_claim"], {"job": pk, "limit": limit}).fetchall()
             rows.sort(key=lambda r: r[0])
-            return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3])) for r in rows]
+            return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3]), r[4], r[5]) for r in rows]
 
         return await self._run(claim)
 
@@ -201,7 +202,7 @@ class SqliteJobStore:
             with self._tx() as conn:
                 rows = conn.execute(Q["task_claim_seqs"], {"job": pk, "seqs": wanted}).fetchall()
             rows.sort(key=lambda r: r[0])
-            return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3])) for r in rows]
+            return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3]), r[4], r[5]) for r in rows]
 
         return await self._run(claim)
 
@@ -291,7 +292,7 @@ class SqliteJobStore:
         rows = self._conn.execute(Q[name], {**params, "limit": _READ_CHUNK}).fetchall()
         return [
             TaskRecord(r[0], r[1], r[2], TaskState(r[3]), r[4], r[5], r[6], r[7],
-                       None if r[8] is None else orjson.loads(r[8]))
+                       None if r[8] is None else orjson.loads(r[8]), r[9], r[10])
             for r in rows
         ]  # fmt: skip
 
