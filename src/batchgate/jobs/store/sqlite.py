@@ -39,7 +39,8 @@ from batchgate.jobs.store.sqlfile import queries
 T = TypeVar("T")
 _ADD_CHUNK = 10_000
 _READ_CHUNK = 1_000
-_TaskRow = tuple[int, int, int, str, bytes, str | None, str | None]  # job, seq, line_no, custom_id, body, route, step
+# job, seq, line_no, custom_id, body, route, step
+_TaskRow = tuple[int, int, int, str, bytes, str | None, str | None]
 Q = queries()
 
 
@@ -168,7 +169,8 @@ class SqliteJobStore:
         added = 0
         rows: list[_TaskRow] = []
         for spec in tasks:
-            rows.append((pk, spec.seq, spec.line_no, spec.custom_id, orjson.dumps(spec.body), spec.route, spec.step))
+            body = orjson.dumps(spec.body)
+            rows.append((pk, spec.seq, spec.line_no, spec.custom_id, body, spec.route, spec.step))
             if len(rows) >= _ADD_CHUNK:
                 added += await self._run(functools.partial(self._insert_tasks, rows))
                 rows = []
