@@ -312,4 +312,4 @@ async def test_route_and_step_round_trip(store: JobStore) -> None:
         (3, None, None),
     ]
     done = await collect(store, "job1", ordered=False, states=[TaskState.SUCCEEDED])
-    assert [(r.seq, r.route, r.step) for r in done] == [(0, "route-0", "step-0")]
+    assert [(r.seq, r.route, r.step, r.cost_usd) for r in done] == [(0, "route-0", "step-0", 0.25)]

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from batchgate.errors import JobError, JobLockedError
+from batchgate.jobs.finish import GRAPH_REPORT_BLOB
 from batchgate.jobs.io.report import (
     OPEN_SEGMENT_BLOB,
     REPORT_BLOB,
@@ -173,6 +174,9 @@ def _report(args: argparse.Namespace) -> int:
                 segments,
                 invalid=await load_invalid(store, job.job_id),
             )
+            graph = await store.get_blob(job.job_id, GRAPH_REPORT_BLOB)
+            if graph:
+                report["graph"] = orjson.loads(graph)
             report["state"] = _state(store, job)
             return report
         finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import orjson
 from batchgate.config import ROUTE_MODES, GatewayConfig, load_config
 from batchgate.errors import JobError
 from batchgate.jobs.engine import EngineOptions
+from batchgate.jobs.graph.setup import requested_graph
 from batchgate.jobs.io.progress import make_sink
 from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, check_input, run_job, with_job_overrides
 
@@ -91,6 +93,14 @@ def register(sub: Any) -> None:
     run.add_argument("--config", type=Path, required=True, help="gateway config (YAML)")
     run.add_argument("--output", type=Path, required=True, help="results (JSONL, OpenAI Batch output shape)")
     run.add_argument("--dry-run", action="store_true", help="print the plan and send nothing")
+    run.add_argument(
+        "--fanout",
+        metavar="ROUTES",
+        help="comma-separated routes: run every line on each, one joined output line per input",
+    )
+    run.add_argument(
+        "--pipeline", type=Path, metavar="FILE", help="pipeline file (YAML): steps per input line"
+    )
     _add_run_options(run)
     run.set_defaults(handler=_run)
 
@@ -135,11 +145,14 @@ def _request(args: argparse.Namespace, input_path: Path, config: Path, output: P
 
 
 def _run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    graph = requested_graph(config, args.fanout, args.pipeline)
     if args.dry_run:
+        if graph is not None:
+            raise JobError("--dry-run does not plan fan-out or pipeline jobs yet")
         args.json = False
         return _plan(args)
-    config = load_config(args.config)
-    req = _request(args, args.input, args.config, args.output)
+    req = replace(_request(args, args.input, args.config, args.output), graph=graph)
     return _go(req, config, args.progress)
 
 

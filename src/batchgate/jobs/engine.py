@@ -18,7 +18,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
@@ -31,7 +31,7 @@ from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.live_task import Abandoned, LiveTasks
-from batchgate.jobs.store.protocol import JobStore, TaskSpec, TaskState
+from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 
 __all__ = ["CANCEL_BLOB", "CANCEL_REASON", "EngineOptions", "EngineOutcome", "JobEngine", "Progress"]
 
@@ -48,6 +48,12 @@ class EngineOptions:
     timeout: float | None = None
     grace_seconds: float = 10.0
     window: int | None = None  # tasks alive at once; default 4 x concurrency (>= 1024)
+
+
+class FollowUps(Protocol):
+    """Tasks that become ready when another ends (a pipeline's later steps); see `jobs.graph`."""
+
+    def after(self, spec: TaskSpec, outcome: TaskOutcome) -> list[TaskSpec]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +80,14 @@ class JobEngine:
         spent_extra_tokens: int = 0,
         deadline: float | None = None,
         on_event: EventSink | None = None,
+        follow: FollowUps | None = None,
+        step_checks: dict[str, OutputCheck] | None = None,
     ) -> None:
         """`spent_extra_tokens`: tokens earlier runs were billed beyond the stored answers (rejected
         answers), counted against the token budget. `deadline`: the job's deadline in wall seconds
-        (`batch_policy.job_deadline`). `on_event(name, fields)` hears the batch events."""
+        (`batch_policy.job_deadline`). `on_event(name, fields)` hears the batch events. `follow`
+        names the tasks a committed outcome makes ready (stored, then claimed like any other);
+        `step_checks` replace the job's output check for the tasks of the named steps."""
         self.config = config
         self.store = store
         self.job_id = job_id
@@ -88,6 +98,9 @@ class JobEngine:
         self._spent_extra_tokens = spent_extra_tokens
         self._deadline = deadline
         self._on_event = on_event
+        self._follow = follow
+        self._step_checks = step_checks or {}
+        self._more = False  # follow-up tasks were stored since the last claim found none
         self.budget = BudgetGuard(config.budget)
         self.errors = ErrorRateWindow(config.job.error_rate_threshold, config.job.error_rate_window)
         self.check = OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)
@@ -160,6 +173,7 @@ class JobEngine:
             self._live = LiveTasks(
                 self.config, gateway, self._gate, self.check, self.progress, lambda: self.stopping
             )
+            self._live.step_checks = self._step_checks
             self.batches = BatchDriver(
                 self.config,
                 self.store,
@@ -233,6 +247,8 @@ class JobEngine:
         assert batches is not None
         try:
             while not self.stopping:
+                if self._more:
+                    exhausted, self._more = False, False
                 handed, self._handed = self._handed, []
                 for spec in handed:
                     self._start(gateway, spec, committer)
@@ -316,6 +332,21 @@ class JobEngine:
             # the user tops up, instead of recording a failure that is not the item's fault.
             self.request_stop(f"provider {result.provider} refused: {result.error.message}")
             return
-        committer.add(live.outcome(spec, result, attempts, invalid, billed))
+        done = live.outcome(spec, result, attempts, invalid, billed)
+        committer.add(done)
         if self.errors.record(not result.ok or invalid is not None):
             self.request_stop(self.errors.reason())
+        if self._follow is not None:
+            await self._add_follow_ups(spec, done, committer)
+
+    async def _add_follow_ups(self, spec: TaskSpec, done: TaskOutcome, committer: GroupCommitter) -> None:
+        """Store the tasks `done` makes ready, after `done` itself is durable (a crash in between is
+        mended by the graph's `recover` on resume); the dispatch loop claims them next."""
+        assert self._follow is not None
+        new = self._follow.after(spec, done)
+        if not new:
+            return
+        await committer.flush()
+        added = await self.store.add_tasks(self.job_id, new)
+        self.progress.total += added
+        self._more = True

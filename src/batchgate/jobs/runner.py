@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -21,6 +22,9 @@ from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
 from batchgate.jobs.finish import finish_job
+from batchgate.jobs.graph.expand import GraphTasks
+from batchgate.jobs.graph.output import render_graph_summary
+from batchgate.jobs.graph.setup import job_graph, restore, step_checks
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import ProgressSink, QuietSink, snapshot
 from batchgate.jobs.io.report import (
@@ -82,6 +86,7 @@ async def run_job(
     store = await open_store(req.store_path, create=True)
     try:
         with store.lock_job(job_id):
+            req = replace(req, graph=job_graph(req.graph, await store.get_job(job_id)))
             if report is None:
                 report = await unchanged_job_input(store, job_id, req) or check_input(req, config, err)
             job = await prepare_job(store, job_id, req, report, config)
@@ -90,8 +95,14 @@ async def run_job(
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
             await store.update_job(job_id, status="running", stop_reason=None)
             deadline = job_deadline(config, job.created_at)
-            outcome = await _run_engine(store, job_id, config, req, sink, segments, deadline)
-            return await _finish(store, job, outcome, req, segments, sink, out, err)
+            graph = (
+                None if req.graph is None else (await restore(store, job_id, req.graph, req.input_path))[0]
+            )
+            outcome = await _run_engine(store, job_id, config, req, sink, segments, deadline, graph)
+            # Batch-mode results are stored without follow-ups: add the tasks they made ready, go on.
+            while graph is not None and outcome.status == "completed" and await graph.recover(store, job_id):
+                outcome = await _run_engine(store, job_id, config, req, sink, segments, deadline, graph)
+            return await _finish(store, job, outcome, req, segments, sink, out, err, graph)
     finally:
         sink.close()
         await store.close()
@@ -114,6 +125,7 @@ async def _run_engine(
     sink: ProgressSink,
     segments: list[dict[str, Any]],
     deadline: float | None,
+    graph: GraphTasks | None = None,
 ) -> EngineOutcome:
     extra = sum(
         int(p.get("validation_tokens", 0)) for seg in segments for p in seg.get("providers", {}).values()
@@ -131,6 +143,8 @@ async def _run_engine(
         spent_extra_tokens=extra,
         deadline=deadline,
         on_event=on_event,
+        follow=graph,
+        step_checks=step_checks(graph.graph, config) if graph is not None else None,
     )
     run_id = f"run-{os.getpid()}-{time.time_ns()}"
     loop = asyncio.get_running_loop()
@@ -220,11 +234,18 @@ async def _finish(
     sink: ProgressSink,
     out: Callable[[str], None],
     err: Callable[[str], None],
+    graph: GraphTasks | None = None,
 ) -> int:
     job_id = job.job_id
     files = req.files
     done = await finish_job(
-        store, job_id, files, segments, stop_reason=outcome.stop_reason, emulator_stats=outcome.emulator_stats
+        store,
+        job_id,
+        files,
+        segments,
+        stop_reason=outcome.stop_reason,
+        emulator_stats=outcome.emulator_stats,
+        graph=graph,
     )
     status, reason, unfinished = done.status, done.reason, done.unfinished
     written, failed = done.written, done.failed
@@ -248,6 +269,8 @@ async def _finish(
         )
     sink.close()  # the live display ends before the summary is printed under it
     err(render_summary(done.report))
+    if "graph" in done.report:
+        err(render_graph_summary(done.report["graph"]))
     out(
         f"wrote {written} results to {req.output_path}"
         + (f" ({failed} failed, also in {req.errors_file})" if failed else "")

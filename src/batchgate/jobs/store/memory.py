@@ -50,6 +50,7 @@ class _Task:
             body=copy.deepcopy(self.spec.body) if with_body else None,
             route=self.spec.route,
             step=self.spec.step,
+            cost_usd=out.cost_usd if out else 0.0,
         )
 
 

@@ -83,6 +83,7 @@ class TaskRecord:
     body: dict[str, Any] | None = None
     route: str | None = None
     step: str | None = None
+    cost_usd: float = 0.0  # what the task was billed (0 until completed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -180,21 +180,21 @@ FROM tasks WHERE job = :job AND state IN ('succeeded', 'failed');
 
 -- results_by_seq --
 SELECT seq, line_no, custom_id, state, attempts, output_line, error, completed_order,
-       CASE WHEN :with_bodies THEN body END, route, step
+       CASE WHEN :with_bodies THEN body END, route, step, cost_usd
 FROM tasks
 WHERE job = :job AND seq > :after AND state IN (SELECT value FROM json_each(:states))
 ORDER BY seq LIMIT :limit;
 
 -- results_by_completion --
 SELECT seq, line_no, custom_id, state, attempts, output_line, error, completed_order,
-       CASE WHEN :with_bodies THEN body END, route, step
+       CASE WHEN :with_bodies THEN body END, route, step, cost_usd
 FROM tasks
 WHERE job = :job AND completed_order > :after AND state IN (SELECT value FROM json_each(:states))
 ORDER BY completed_order LIMIT :limit;
 
 -- results_uncompleted_by_seq --
 SELECT seq, line_no, custom_id, state, attempts, output_line, error, completed_order,
-       CASE WHEN :with_bodies THEN body END, route, step
+       CASE WHEN :with_bodies THEN body END, route, step, cost_usd
 FROM tasks
 WHERE job = :job AND completed_order IS NULL AND seq > :after
   AND state IN (SELECT value FROM json_each(:states))

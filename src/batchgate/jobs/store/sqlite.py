@@ -294,7 +294,7 @@ class SqliteJobStore:
         rows = self._conn.execute(Q[name], {**params, "limit": _READ_CHUNK}).fetchall()
         return [
             TaskRecord(r[0], r[1], r[2], TaskState(r[3]), r[4], r[5], r[6], r[7],
-                       None if r[8] is None else orjson.loads(r[8]), r[9], r[10])
+                       None if r[8] is None else orjson.loads(r[8]), r[9], r[10], r[11])
             for r in rows
         ]  # fmt: skip
 
