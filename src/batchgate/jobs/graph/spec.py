@@ -194,7 +194,7 @@ def _parse_when(sec: Section) -> Condition:
     if sec.has("in"):
         values = sec.items("in", required=True)
         if not all(isinstance(v, str) for v in values):
-            sec.fail("in", "must be a list of strings")
+            sec.fail("in", "must be a list of strings (quote words YAML reads as true/false: 'no', 'yes')")
         equals += values
     not_equals = sec.string("not_equals")
     if not equals and not_equals is None:
