@@ -56,6 +56,9 @@ class FollowUps(Protocol):
     def after(self, spec: TaskSpec, outcome: TaskOutcome) -> list[TaskSpec]: ...
 
 
+ResultHook = Callable[[TaskSpec, TaskOutcome], None]  # hears each live outcome as it is committed
+
+
 @dataclass(frozen=True, slots=True)
 class EngineOutcome:
     status: str  # completed | stopped
@@ -81,13 +84,15 @@ class JobEngine:
         deadline: float | None = None,
         on_event: EventSink | None = None,
         follow: FollowUps | None = None,
+        on_result: ResultHook | None = None,
         step_checks: dict[str, OutputCheck] | None = None,
     ) -> None:
         """`spent_extra_tokens`: tokens earlier runs were billed beyond the stored answers (rejected
         answers), counted against the token budget. `deadline`: the job's deadline in wall seconds
         (`batch_policy.job_deadline`). `on_event(name, fields)` hears the batch events. `follow`
         names the tasks a committed outcome makes ready (stored, then claimed like any other);
-        `step_checks` replace the job's output check for the tasks of the named steps."""
+        `on_result` hears each live outcome once accepted for commit; `step_checks` replace the
+        job's output check for the tasks of the named steps."""
         self.config = config
         self.store = store
         self.job_id = job_id
@@ -99,6 +104,7 @@ class JobEngine:
         self._deadline = deadline
         self._on_event = on_event
         self._follow = follow
+        self._on_result = on_result
         self._step_checks = step_checks or {}
         self._more = False  # follow-up tasks were stored since the last claim found none
         self.budget = BudgetGuard(config.budget)
@@ -338,6 +344,8 @@ class JobEngine:
             self.request_stop(self.errors.reason())
         if self._follow is not None:
             await self._add_follow_ups(spec, done, committer)
+        if self._on_result is not None:
+            self._on_result(spec, done)
 
     async def _add_follow_ups(self, spec: TaskSpec, done: TaskOutcome, committer: GroupCommitter) -> None:
         """Store the tasks `done` makes ready, after `done` itself is durable (a crash in between is

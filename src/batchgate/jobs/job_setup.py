@@ -14,7 +14,7 @@ from typing import Any
 
 from batchgate.config import GatewayConfig, RouteMode
 from batchgate.errors import InputChangedError, InputError, JobError
-from batchgate.jobs.engine import EngineOptions
+from batchgate.jobs.engine import EngineOptions, ResultHook
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.inputs import validate_items
@@ -42,6 +42,7 @@ class RunRequest:
     mode: RouteMode | None = None  # --mode: overrides job.mode (and is remembered by the job)
     deadline_hours: float | None = None  # --deadline: overrides job.deadline_hours (remembered)
     graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
+    on_result: ResultHook | None = field(default=None, compare=False)  # each outcome as it is stored
 
     @property
     def errors_file(self) -> Path:

@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -144,6 +145,7 @@ async def _run_engine(
         deadline=deadline,
         on_event=on_event,
         follow=graph,
+        on_result=req.on_result,
         step_checks=step_checks(graph.graph, config) if graph is not None else None,
     )
     run_id = f"run-{os.getpid()}-{time.time_ns()}"
@@ -161,7 +163,10 @@ async def _run_engine(
                 in_flight=_sending(engine),
             )
 
-    signals = (signal.SIGINT, signal.SIGTERM)
+    # Signal handlers only where Python allows them: the main thread (a notebook's worker thread
+    # runs without; the caller stops the job there).
+    main = threading.current_thread() is threading.main_thread()
+    signals = (signal.SIGINT, signal.SIGTERM) if main else ()
     for sig in signals:
         loop.add_signal_handler(sig, on_signal, sig)
     ticker = asyncio.ensure_future(_tick(engine, store, job_id, sink, run_id))
