@@ -71,7 +71,9 @@ async def finish_job(
     unfinished = counts[TaskState.PENDING] + counts[TaskState.RUNNING]
     status = "completed" if unfinished == 0 else "stopped"
     reason = None if status == "completed" else (stop_reason or "unfinished")
-    await store.update_job(job_id, status=status, stop_reason=reason)
+    # A pipeline's later tasks are added as they become ready: its total is what the store holds.
+    total = sum(counts.values()) if graph is not None else None
+    await store.update_job(job_id, status=status, stop_reason=reason, task_total=total)
     await store.put_blob(job_id, REPORT_BLOB, dump_segments(segments))
     await store.put_blob(job_id, OPEN_SEGMENT_BLOB, b"")
     section: dict[str, Any] | None = None
