@@ -5,8 +5,10 @@ the regenerating command) and docs/benchmark.png (makespan / bound and 429s per 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import platform
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from measure import Bound, Row
@@ -79,13 +81,11 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    import os
 
     return f"{os.cpu_count()} CPUs ({model}), Linux {platform.release()}, Python {platform.python_version()}"
 
 
 def _versions() -> str:
-    from importlib.metadata import PackageNotFoundError, version
 
     out = []
     for pkg in (
@@ -177,10 +177,10 @@ def write_docs(
 
 
 def chart(results: list[ScenarioResult], path: Path) -> None:
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 — the bench extra's plotting; only the chart needs it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 — after matplotlib.use("Agg"), as it must be
 
     bounded = [r for r in results if r.bound is not None]
     if not bounded:

@@ -186,10 +186,10 @@ class Charger:
     """Prices requests exactly as the emulated providers do (same counters, same formulas)."""
 
     def __init__(self) -> None:
-        # imported here: the children (the systems under test) never load the emulator's modules
-        from batchgate.emulator.anthropic_api import AnthropicFamily, count_input
-        from batchgate.emulator.content import answer, fit
-        from batchgate.emulator.openai_api import OpenAIFamily
+        # imported here (PLC0415): the children (the systems under test) never load the emulator's modules
+        from batchgate.emulator.anthropic_api import AnthropicFamily, count_input  # noqa: PLC0415
+        from batchgate.emulator.content import answer, fit  # noqa: PLC0415
+        from batchgate.emulator.openai_api import OpenAIFamily  # noqa: PLC0415
 
         self._openai = OpenAIFamily()
         self._anthropic = AnthropicFamily()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ def test_minimal_shape_loads_with_defaults() -> None:
     cfg = config_from_dict(MINIMAL, environ={"OPENAI_API_KEY": "sk-secret-1"})
     alpha = cfg.provider("alpha")
     assert alpha.limits.rpm == 500
-    assert alpha.limits.max_concurrency == 50
+    assert alpha.max_concurrency == 50
     assert alpha.api_key == Secret("sk-secret-1")
     assert cfg.routes[0].targets[0].provider == "alpha"
     assert cfg.routes[0].targets[0].model is None
@@ -74,7 +75,6 @@ def test_renamed_target() -> None:
     ],
 )
 def test_bad_keys_are_named(mutate: object, key: str, reason: str) -> None:
-    import copy
 
     data = copy.deepcopy(MINIMAL)
     mutate(data)  # type: ignore[operator]
@@ -128,7 +128,6 @@ def test_batch_mode_keys_default_to_online_with_batch_apis_available() -> None:
 
 
 def test_batch_mode_keys_load() -> None:
-    import copy
 
     data: dict[str, Any] = copy.deepcopy(MINIMAL)
     data["providers"][0].update(batch_max_requests=1000, batch_max_bytes=2_000_000)
@@ -186,7 +185,6 @@ def test_batch_mode_keys_load() -> None:
     ],
 )
 def test_bad_batch_mode_keys_are_named(mutate: object, key: str, reason: str) -> None:
-    import copy
 
     data = copy.deepcopy(MINIMAL)
     mutate(data)  # type: ignore[operator]

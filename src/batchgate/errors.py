@@ -24,9 +24,10 @@
     ├── StoreError               the job store is unusable (locked, corrupted, foreign)
     └── JobError                 a job cannot start or must stop
         ├── JobLockedError       another run holds the job
-        ├── InputChangedError    the input changed under an existing job
-        ├── BudgetExceededError  the next request would pass the budget
-        └── ErrorRateExceededError  too many failures in the sliding window
+        └── InputChangedError    the input changed under an existing job
+
+A job that reaches its budget or error-rate threshold is not an error: it stops, with the reason
+recorded (`jobs/guards.py`), and a later run resumes it.
 
 Every class's docstring doubles as its default message. Errors never carry API keys.
 """
@@ -181,14 +182,6 @@ class InputChangedError(JobError):
     """The input file changed under an existing job."""
 
 
-class BudgetExceededError(JobError):
-    """The job's budget would be exceeded."""
-
-
-class ErrorRateExceededError(JobError):
-    """The error rate over the sliding window passed the job's threshold."""
-
-
 _KIND: dict[type[BaseException], str] = {
     ConnectError: "connect",
     UnreachableError: "unreachable",
@@ -205,6 +198,4 @@ _KIND: dict[type[BaseException], str] = {
     DispatchStopped: "stopped",
     InternalError: "internal_error",
     RoutingError: "routing",
-    BudgetExceededError: "budget",
-    ErrorRateExceededError: "error_rate",
 }

@@ -15,25 +15,30 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import random
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING
 
 import aiohttp
 
 from batchgate import gc_tuning
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
+from batchgate.embedded import provider_urls, start_embedded
 from batchgate.models import ChatBody, Result
-from batchgate.policy.retry import RetryPolicy, RetrySettings
+from batchgate.policy.retry import RetryPolicy
 from batchgate.providers.base import make_client, make_token_counter
 from batchgate.providers.http import create_session
 from batchgate.runtime import ProviderRuntime, build_runtime
 from batchgate.scheduler import Scheduler, Target
 from batchgate.slots import FairSlots
 from batchgate.stats import GatewayStatistics
+
+if TYPE_CHECKING:
+    from batchgate.emulator import Emulator
 
 DEFAULT_WINDOW = 4096
 
@@ -66,7 +71,8 @@ class Gateway:
         self._max_attempts = max_attempts or config.settings.retry.max_attempts
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
-        self._emulator: Any = None
+        self._emulator: Emulator | None = None
+        self._urls: dict[str, str] = {}  # the base URLs in use: given, then the embedded emulator's
         self._runtimes: dict[str, ProviderRuntime] = {}
         self._scheduler: Scheduler | None = None
         self._holds_gc = False
@@ -76,22 +82,17 @@ class Gateway:
         if self._scheduler is not None:
             return self
         cfg = self.config
-        if cfg.emulator is not None and any(p.emulated for p in cfg.providers):
-            from batchgate.emulator import Emulator, emulator_config_from_dict
-
-            emu = Emulator(emulator_config_from_dict(cfg.emulator, source=f"{cfg.source}: emulator"))
-            await emu.__aenter__()
-            self._emulator = emu
-            for p in cfg.providers:
-                if p.emulated and p.name not in self._base_urls:
-                    self._base_urls[p.name] = emu.base_url(p.name)
+        self._emulator = await start_embedded(cfg)
+        self._urls = provider_urls(cfg, self._emulator, self._base_urls)
         timeouts = cfg.settings.timeouts
         if self._timeout is not None:
             timeouts = type(timeouts)(connect=min(timeouts.connect, self._timeout), total=self._timeout)
         self._session = create_session(connect_timeout=timeouts.connect)
         seed = cfg.settings.seed if cfg.settings.seed is not None else random.randrange(2**32)
         for p in cfg.providers:
-            client = make_client(p, self._session, timeouts, base_url=self._base_urls.get(p.name))
+            client = make_client(
+                p, self._session, timeouts, base_url=self._urls.get(p.name), clock=self._clock
+            )
             self._runtimes[p.name] = build_runtime(
                 p, client, make_token_counter(p), self._clock, cfg.settings.circuit, seed=seed
             )
@@ -99,15 +100,8 @@ class Gateway:
             r.model: [Target(self._runtimes[t.provider], t.model or r.model) for t in r.targets]
             for r in cfg.routes
         }
-        retry = cfg.settings.retry
         policy = RetryPolicy(
-            RetrySettings(
-                max_attempts=self._max_attempts,
-                base_delay=retry.base_delay,
-                max_delay=retry.max_delay,
-                max_hint=retry.max_hint,
-            ),
-            random.Random(seed),
+            dataclasses.replace(cfg.settings.retry, max_attempts=self._max_attempts), random.Random(seed)
         )
         self._scheduler = Scheduler(
             routes,
@@ -139,9 +133,14 @@ class Gateway:
         await self.close()
 
     @property
-    def emulator(self) -> Any:
+    def emulator(self) -> Emulator | None:
         """The embedded emulator, when the config asked for one (for its counters)."""
         return self._emulator
+
+    @property
+    def base_urls(self) -> dict[str, str]:
+        """The providers' base URL overrides in use (given ones, then the embedded emulator's)."""
+        return dict(self._urls)
 
     def _sched(self) -> Scheduler:
         if self._scheduler is None:

@@ -113,3 +113,11 @@ class RateLimitSnapshot:
     limit_output_tokens: float | None = None
     remaining_output_tokens: float | None = None
     reset_output_tokens: float | None = None
+
+
+def requested_output_tokens(body: Mapping[str, Any], default: int) -> int:
+    """The output tokens a chat body may be answered with: its max tokens (or `default`) × n."""
+    value = body.get("max_completion_tokens", body.get("max_tokens"))
+    limit = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+    n = body.get("n", 1)
+    return limit * (n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1)

@@ -7,10 +7,10 @@ import asyncio
 from dataclasses import dataclass
 
 from batchgate.clock import Clock
-from batchgate.config import CircuitConfig, ProviderConfig
+from batchgate.config import ProviderConfig
 from batchgate.policy.circuit import CircuitBreaker, CircuitSettings
 from batchgate.providers.base import ProviderClient
-from batchgate.quota.pool import QuotaLimits, QuotaPool
+from batchgate.quota.pool import QuotaPool
 from batchgate.stats import ProviderRecorder
 from batchgate.tokens import TokenCounter
 
@@ -34,24 +34,17 @@ def build_runtime(
     client: ProviderClient,
     counter: TokenCounter,
     clock: Clock,
-    circuit: CircuitConfig,
+    circuit: CircuitSettings,
     seed: int = 0,
 ) -> ProviderRuntime:
-    lim = config.limits
-    pool = QuotaPool(
-        config.name,
-        QuotaLimits(rpm=lim.rpm, tpm=lim.tpm, itpm=lim.itpm, otpm=lim.otpm),
-        clock,
-    )
-    breaker = CircuitBreaker(
-        CircuitSettings(failure_threshold=circuit.failure_threshold, open_seconds=circuit.open_seconds)
-    )
+    pool = QuotaPool(config.name, config.limits, clock)
+    breaker = CircuitBreaker(circuit)
     return ProviderRuntime(
         name=config.name,
         config=config,
         client=client,
         pool=pool,
-        slots=asyncio.Semaphore(lim.max_concurrency or UNLIMITED_SLOTS),
+        slots=asyncio.Semaphore(config.max_concurrency or UNLIMITED_SLOTS),
         breaker=breaker,
         counter=counter,
         recorder=ProviderRecorder(config.name, seed=seed),

@@ -26,7 +26,7 @@ from batchgate.errors import (
     RoutingError,
     UnreachableError,
 )
-from batchgate.models import Attempt, ChatBody, Cost, ProviderResponse, Result
+from batchgate.models import Attempt, ChatBody, Cost, ProviderResponse, Result, requested_output_tokens
 from batchgate.policy.hints import parse_retry_hint
 from batchgate.policy.retry import RetryPolicy
 from batchgate.quota.pool import Reservation
@@ -46,13 +46,6 @@ CALIBRATE_ALWAYS = 32
 CALIBRATE_EVERY = 8
 
 Candidate = tuple[Target, Cost, int]  # a target, what the request costs there, its prompt estimate
-
-
-def requested_output_tokens(body: Mapping[str, Any], default: int) -> int:
-    value = body.get("max_completion_tokens", body.get("max_tokens"))
-    limit = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
-    n = body.get("n", 1)
-    return limit * (n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1)
 
 
 class Scheduler:

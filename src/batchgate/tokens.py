@@ -75,7 +75,7 @@ class TokenCounter(Protocol):
 
 @functools.cache
 def _encoding(name: str) -> Any:
-    import bpe_openai  # deferred: loading an encoding costs tens of ms, and only once
+    import bpe_openai  # noqa: PLC0415 — start-up: loading an encoding costs tens of ms, once
 
     return bpe_openai.get_encoding(name)
 

@@ -13,7 +13,8 @@ import aiohttp
 from batchgate.clock import Clock, FakeClock, TimerHandle
 from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.emulator import Emulator, emulator_config_from_dict
-from batchgate.providers.batch.common import BatchClient, BatchRequest, PollPolicy
+from batchgate.policy.poll import PollPolicy
+from batchgate.providers.batch.common import BatchClient, BatchRequest
 from batchgate.providers.batch.factory import make_batch_client
 from batchgate.providers.http import create_session
 

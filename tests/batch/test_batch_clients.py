@@ -11,8 +11,9 @@ import pytest
 from batchgate.clock import FakeClock, LoopClock
 from batchgate.config import ProviderConfig
 from batchgate.errors import BadRequestError, BatchgateError, RateLimitError
+from batchgate.policy.poll import PollPolicy
 from batchgate.providers import make_client
-from batchgate.providers.batch.common import BatchHandle, BatchRequest, BatchStatus, PollPolicy
+from batchgate.providers.batch.common import BatchHandle, BatchRequest, BatchStatus
 
 from .helpers import (
     TIMEOUTS,

@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 from batchgate.clock import FakeClock
 from batchgate.errors import ServerError
+from batchgate.policy.poll import PollPolicy
 from batchgate.providers.batch.common import (
     BatchCounts,
     BatchHandle,
     BatchRequest,
     BatchStatus,
-    PollPolicy,
     poll_until_done,
     split_for_batches,
 )

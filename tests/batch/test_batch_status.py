@@ -114,7 +114,7 @@ def test_anthropic_lines_are_normalised_to_chat_completions() -> None:
         "stop_reason": "max_tokens",
         "usage": {"input_tokens": 11, "output_tokens": 1, "cache_read_input_tokens": 4},
     }
-    ok = anthropic_item_result({"custom_id": "a", "result": {"type": "succeeded", "message": message}})
+    ok = anthropic_item_result({"custom_id": "a", "result": {"type": "succeeded", "message": message}}, 0)
     assert ok.ok
     assert ok.body is not None
     assert ok.body["object"] == "chat.completion"
@@ -129,14 +129,15 @@ def test_anthropic_lines_are_normalised_to_chat_completions() -> None:
                 "type": "errored",
                 "error": {"type": "error", "error": {"type": "invalid_request_error", "message": "no"}},
             },
-        }
+        },
+        0,
     )
     assert errored.error is not None
     assert (errored.ok, errored.error.code, errored.error.message) == (False, "invalid_request_error", "no")
     codes = [
-        anthropic_item_result({"custom_id": "c", "result": {"type": kind}}).error
+        anthropic_item_result({"custom_id": "c", "result": {"type": kind}}, 0).error
         for kind in ("canceled", "expired")
     ]
     assert [e.code if e else None for e in codes] == ["batch_cancelled", "batch_expired"]
     with pytest.raises(ValueError, match="unknown result type"):
-        anthropic_item_result({"custom_id": "d", "result": {"type": "vanished"}})
+        anthropic_item_result({"custom_id": "d", "result": {"type": "vanished"}}, 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -82,7 +83,6 @@ async def test_an_opted_out_gateway_changes_nothing(restore_threshold: tuple[int
 def test_holders_in_many_threads_leave_the_threshold_as_found(
     restore_threshold: tuple[int, int, int],
 ) -> None:
-    import threading
 
     def churn() -> None:
         for _ in range(2_000):

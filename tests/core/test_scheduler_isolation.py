@@ -8,10 +8,12 @@ import random
 from typing import Any
 
 from batchgate.clock import LoopClock
-from batchgate.config import CircuitConfig, Limits, ProviderConfig
+from batchgate.config import ProviderConfig
 from batchgate.errors import InternalError
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
+from batchgate.policy.circuit import CircuitSettings
 from batchgate.policy.retry import RetryPolicy, RetrySettings
+from batchgate.quota.limits import QuotaLimits
 from batchgate.runtime import build_runtime
 from batchgate.scheduler import Scheduler, Target
 from batchgate.slots import FairSlots
@@ -42,9 +44,9 @@ async def test_an_unexpected_exception_fails_only_its_own_request() -> None:
     clock = LoopClock()
     client = BuggyClient()
     config = ProviderConfig(
-        name="p", kind="openai", base_url="http://x", limits=Limits(rpm=60_000, tpm=10**7)
+        name="p", kind="openai", base_url="http://x", limits=QuotaLimits(rpm=60_000, tpm=10**7)
     )
-    runtime = build_runtime(config, client, EstimatingTokenCounter(), clock, CircuitConfig(), seed=1)
+    runtime = build_runtime(config, client, EstimatingTokenCounter(), clock, CircuitSettings(), seed=1)
     sched = Scheduler(
         {"m": [Target(runtime, "m")]},
         clock=clock,

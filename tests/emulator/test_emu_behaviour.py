@@ -12,9 +12,10 @@ import openai
 import orjson
 import pytest
 
+from batchgate.clock import FakeClock
 from batchgate.emulator import Emulator, EmulatorConfig
 from batchgate.emulator.openai_api import OpenAIFamily
-from batchgate.emulator.provider import ProviderRuntime
+from batchgate.emulator.provider import EmulatedProvider
 
 ProviderFactory = Callable[..., dict[str, Any]]
 ConfigFactory = Callable[..., EmulatorConfig]
@@ -58,12 +59,13 @@ async def test_limit_change_mid_run(make_provider: ProviderFactory, make_config:
         ),
         window_seconds=10.0,
     )
-    async with Emulator(cfg) as emu, aiohttp.ClientSession() as session:
+    clock = FakeClock()  # no latency configured: nothing waits on it but the limit change
+    async with Emulator(cfg, clock=clock) as emu, aiohttp.ClientSession() as session:
         url = emu.base_url("shifty") + "/chat/completions"
         before = [await _post(session, url) for _ in range(3)]
         assert [status for status, _ in before] == [200, 200, 200]
         assert before[0][1]["x-ratelimit-limit-requests"] == "6000"
-        await asyncio.sleep(1.1)  # let the scheduled change come due
+        clock.advance(1.1)  # the scheduled change comes due
         after = [await _post(session, url) for _ in range(3)]
         stats = emu.stats()["providers"]["shifty"]
     assert after[0][1]["x-ratelimit-limit-requests"] == "6"  # honest headers follow the change
@@ -131,7 +133,7 @@ def test_latency_is_lognormal_around_p50_and_reproducible(
     family = OpenAIFamily()
 
     def delays() -> list[float]:
-        runtime = ProviderRuntime(cfg.providers[0], family, cfg.seed, cfg.window_seconds, 0.0)
+        runtime = EmulatedProvider(cfg.providers[0], family, cfg.seed, cfg.window_seconds, 0.0)
         body = {"model": "m", "messages": USER, "max_tokens": 50}
         return [
             runtime.admit(family.parse(body, cfg.providers[0]), i * 0.001, 0.0).delay for i in range(1001)

@@ -14,7 +14,7 @@ import openai
 import orjson
 import pytest
 
-from batchgate.emulator import Emulator, EmulatorConfig, EmulatorProcess, EmulatorThread
+from batchgate.emulator import Emulator, EmulatorConfig, EmulatorProcess, EmulatorThread, load_emulator_config
 
 ProviderFactory = Callable[..., dict[str, Any]]
 ConfigFactory = Callable[..., EmulatorConfig]
@@ -165,7 +165,6 @@ async def test_a_flood_of_bad_requests_leaves_the_server_serving(
 
 
 def test_emulator_thread_serves_the_sync_sdk() -> None:
-    from batchgate.emulator import load_emulator_config
 
     with EmulatorThread(load_emulator_config(EXAMPLE)) as emu:
         client = openai.OpenAI(base_url=emu.base_url("alpha"), api_key="x", max_retries=0)

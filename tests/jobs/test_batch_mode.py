@@ -19,6 +19,7 @@ import pytest
 from batchgate.clock import FakeClock, TimerHandle
 from batchgate.config import GatewayConfig, ProviderConfig, TimeoutConfig, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
+from batchgate.jobs.batch.events import NoEvents
 from batchgate.jobs.batch.ledger import BatchLedger
 from batchgate.jobs.batch.mode import BatchModeRunner
 from batchgate.jobs.io.output import format_success_line
@@ -67,6 +68,21 @@ class StepClock:
         await asyncio.sleep(0)
 
 
+class Heard(NoEvents):
+    """Batch events that keep the outcomes, and run `then` on each."""
+
+    def __init__(
+        self, outcomes: list[TaskOutcome], then: Callable[[TaskOutcome], None] | None = None
+    ) -> None:
+        self.outcomes = outcomes
+        self.then = then
+
+    def outcome(self, outcome: TaskOutcome) -> None:
+        self.outcomes.append(outcome)
+        if self.then is not None:
+            self.then(outcome)
+
+
 @dataclass
 class Rig:
     emu: Emulator
@@ -86,7 +102,7 @@ class Rig:
             session=http or self.http,
             clock=clock,
             deadline=deadline,
-            on_outcome=self.outcomes.append,
+            events=Heard(self.outcomes),
         )
 
     def batches(self) -> dict[str, int]:
@@ -230,13 +246,12 @@ async def test_expired_keeps_partial_results_and_resubmits_the_rest(kind: Kind) 
         runtime = r.emu.runtimes["p"]
 
         def first_outcome(outcome: TaskOutcome) -> None:  # the provider stops expiring batches
-            r.outcomes.append(outcome)
             runtime.config = replace(
                 runtime.config, batch=replace(runtime.config.batch, expire_after_seconds=None)
             )
 
         runner = r.runner(StepClock(r.fake))
-        runner._on_outcome = first_outcome
+        runner.events = Heard(r.outcomes, then=first_outcome)
         assert await runner.submit(await r.store.claim_tasks("job1", 100)) == []
         done = await lines(r.store)
         assert sorted(done) == list(range(10))

@@ -211,7 +211,7 @@ def test_response_becomes_chat_completion() -> None:
     ],
 )
 def test_finish_reasons(stop_reason: str | None, finish: str | None) -> None:
-    out = anthropic_to_openai(message(stop_reason=stop_reason), model="m")
+    out = anthropic_to_openai(message(stop_reason=stop_reason), model="m", created=0)
     assert out["choices"][0]["finish_reason"] == finish
 
 
@@ -222,7 +222,7 @@ def test_usage_counts_cache_reads_and_writes_as_prompt() -> None:
         "cache_read_input_tokens": 100,
         "cache_creation_input_tokens": 7,
     }
-    out = anthropic_to_openai(message(usage=usage), model="m")
+    out = anthropic_to_openai(message(usage=usage), model="m", created=0)
     assert out["usage"] == {
         "prompt_tokens": 117,
         "completion_tokens": 4,
@@ -232,12 +232,12 @@ def test_usage_counts_cache_reads_and_writes_as_prompt() -> None:
 
 
 def test_missing_response_model_falls_back_to_requested() -> None:
-    assert anthropic_to_openai(message(model=None), model="asked")["model"] == "asked"
+    assert anthropic_to_openai(message(model=None), model="asked", created=0)["model"] == "asked"
 
 
 def test_tool_use_blocks_become_tool_calls() -> None:
     content = [{"type": "tool_use", "id": "tu_1", "name": "get", "input": {"city": "Oslo"}}]
-    out = anthropic_to_openai(message(content=content, stop_reason="tool_use"), model="m")
+    out = anthropic_to_openai(message(content=content, stop_reason="tool_use"), model="m", created=0)
     msg = out["choices"][0]["message"]
     assert msg["content"] is None
     assert msg["tool_calls"] == [
@@ -259,4 +259,4 @@ def test_tool_use_blocks_become_tool_calls() -> None:
 )
 def test_non_messages_responses_raise_value_error(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):  # noqa: PT011 - the client turns any ValueError into MalformedResponse
-        anthropic_to_openai(bad, model="m")
+        anthropic_to_openai(bad, model="m", created=0)

@@ -5,6 +5,7 @@ every task. The emulator lives in the test process, so its counters survive ever
 
 from __future__ import annotations
 
+import asyncio
 import random
 import signal
 import time
@@ -14,7 +15,12 @@ from pathlib import Path
 import pytest
 
 from acceptance.harness import Cli, one_error_line, read_jsonl, wait_for
+from batchgate.config import load_config
 from batchgate.emulator import EmulatorThread
+from batchgate.jobs.io.input import validate_input
+from batchgate.jobs.runner import RunRequest, job_id_for
+from batchgate.jobs.store.protocol import JobRecord
+from batchgate.jobs.store.sqlite import SqliteJobStore
 
 from .helpers import (
     check_store_consistent,
@@ -117,12 +123,6 @@ def test_killed_between_job_creation_and_task_loading_still_runs_every_task(
 ) -> None:
     """The job row and its tasks are written in separate transactions: a death in between must
     not leave a job that 'completes' with no tasks."""
-    import asyncio
-
-    from batchgate.config import load_config
-    from batchgate.jobs.runner import RunRequest, job_id_for
-    from batchgate.jobs.store.protocol import JobRecord
-    from batchgate.jobs.store.sqlite import SqliteJobStore
 
     n = 30
     args, out = _setup(cli, emu, n)
@@ -131,7 +131,6 @@ def test_killed_between_job_creation_and_task_loading_still_runs_every_task(
     load_config(cfg_path)
 
     async def create_job_only() -> None:
-        from batchgate.jobs.io.input import validate_input
 
         cli.store.parent.mkdir(mode=0o700, exist_ok=True)
         store = await SqliteJobStore.open(cli.store)

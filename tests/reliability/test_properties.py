@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchgate.clock import FakeClock
-from batchgate.config import CircuitConfig, Limits, ProviderConfig
+from batchgate.config import ProviderConfig
 from batchgate.errors import (
     AuthenticationError,
     BadRequestError,
@@ -29,7 +29,9 @@ from batchgate.errors import (
     ServerError,
 )
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
+from batchgate.policy.circuit import CircuitSettings
 from batchgate.policy.retry import NEVER_RETRIED, RetryPolicy, RetrySettings
+from batchgate.quota.limits import QuotaLimits
 from batchgate.runtime import build_runtime
 from batchgate.scheduler import Scheduler, Target
 from batchgate.slots import FairSlots
@@ -86,8 +88,10 @@ async def _scenario(
 ) -> None:
     clock = FakeClock()
     client = ScriptedClient(outcomes)
-    config = ProviderConfig(name="p", kind="openai", base_url="http://x", limits=Limits(rpm=600, tpm=60_000))
-    runtime = build_runtime(config, client, EstimatingTokenCounter(), clock, CircuitConfig(), seed=seed)
+    config = ProviderConfig(
+        name="p", kind="openai", base_url="http://x", limits=QuotaLimits(rpm=600, tpm=60_000)
+    )
+    runtime = build_runtime(config, client, EstimatingTokenCounter(), clock, CircuitSettings(), seed=seed)
     pauses: list[float] = []
     real_pause = runtime.pool.pause
 

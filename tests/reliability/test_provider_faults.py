@@ -346,34 +346,4 @@ async def test_a_hang_times_out_and_frees_the_only_slot(scripted: Any) -> None:
     ]  # one slot: strictly one after the other
 
 
-# -- capacity halves mid-run --------------------------------------------------------------------------
-
-
-async def test_capacity_halving_mid_run_brings_429s_back_under_one_percent(emulator: Any) -> None:
-    rpm, change_at, settle = 12_000, 3.0, 2.0
-    emu = await emulator([emu_provider("p", rpm=rpm, limit_changes=[{"at": change_at, "rpm": rpm // 2}])])
-    cfg = config(emu.base_url("p"), limits={"rpm": rpm}, max_attempts=8)
-    mid: list[dict[str, Any]] = []
-
-    async def snapshot_after_settling() -> None:
-        await asyncio.sleep(change_at + settle)
-        mid.append(emu.stats()["providers"]["p"])
-
-    snap = asyncio.ensure_future(snapshot_after_settling())
-    n = 1500  # ~600 before the change at 200/s, then ~9 s at 100/s
-    results = await run_all(cfg, [chat(f"halving {i}") for i in range(n)])
-    await snap
-    end = emu.stats()["providers"]["p"]
-    assert all(r.ok for r in results)
-    assert mid, "the run ended before the mid-run snapshot"
-    late_429 = end["rejected"]["rate_limit"] - mid[0]["rejected"]["rate_limit"]
-    late_ok = end["admitted"] - mid[0]["admitted"]
-    assert late_ok > 300, late_ok  # the later part is long enough to judge
-    assert late_429 / (late_429 + late_ok) < 0.01, (late_429, late_ok)
-    # the emulator's series: after settling, admissions never beat the new limit by more than a burst
-    later = [(t, n) for t, n, _ in end["series"] if t >= change_at + settle]
-    per_s = rpm / 2 / 60
-    window = 1.0
-    for t0, _ in later:
-        admitted = sum(n for t, n in later if t0 <= t < t0 + window)
-        assert admitted <= per_s * window * 1.5 + 5, (t0, admitted)
+# Capacity halving mid-run runs on the real clock: bench/capacity_halving.py measures it.

@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    from batchgate.jobs.cancel import cancel_job
+    from batchgate.jobs.cancel import cancel_job  # noqa: PLC0415 — start-up: loaded only when this subcommand runs
 
     def say(text: str) -> None:
         print(text, file=sys.stderr)

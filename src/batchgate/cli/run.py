@@ -167,7 +167,7 @@ def _stderr(text: str) -> None:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from batchgate.jobs.store.sqlite import SqliteJobStore
+    from batchgate.jobs.store.sqlite import SqliteJobStore  # noqa: PLC0415 — start-up: only `resume` needs it
 
     async def find() -> Any:
         store = await SqliteJobStore.open(args.store)
@@ -196,7 +196,7 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from batchgate.jobs.plan import make_plan, render_plan
+    from batchgate.jobs.plan import make_plan, render_plan  # noqa: PLC0415 — start-up: only `plan` needs it
 
     config = with_job_overrides(load_config(args.config), args.mode, args.deadline)
     req = RunRequest(

@@ -1,24 +1,20 @@
 """Configuration: the schema (frozen value objects) and reading YAML or a mapping into it, once, at
 the edge (`load_config`, `config_from_dict`). Import it from here: `from batchgate.config import ...`.
 
-May import: `batchgate.errors` and the policy value objects (`batchgate.policy`). Nothing else of
-batchgate; everything else may import this.
+May import: `batchgate.errors` and the policy value objects it holds (`batchgate.policy`,
+`batchgate.quota.limits`). Nothing else of batchgate; everything else may import this.
 """
 
 from batchgate.config.load import config_from_dict, load_config
 from batchgate.config.schema import (
     EMULATOR_BASE_URL,
     ROUTE_MODES,
-    BatchPollConfig,
     Budget,
-    CircuitConfig,
     GatewayConfig,
     JobSettings,
-    Limits,
     Price,
     ProviderConfig,
     ProviderKind,
-    RetryConfig,
     RouteConfig,
     RouteMode,
     RouteTarget,
@@ -30,16 +26,12 @@ from batchgate.config.schema import (
 __all__ = [
     "EMULATOR_BASE_URL",
     "ROUTE_MODES",
-    "BatchPollConfig",
     "Budget",
-    "CircuitConfig",
     "GatewayConfig",
     "JobSettings",
-    "Limits",
     "Price",
     "ProviderConfig",
     "ProviderKind",
-    "RetryConfig",
     "RouteConfig",
     "RouteMode",
     "RouteTarget",

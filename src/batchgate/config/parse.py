@@ -9,16 +9,12 @@ from typing import Any, cast
 from batchgate.config.schema import (
     EMULATOR_BASE_URL,
     ROUTE_MODES,
-    BatchPollConfig,
     Budget,
-    CircuitConfig,
     GatewayConfig,
     JobSettings,
-    Limits,
     Price,
     ProviderConfig,
     ProviderKind,
-    RetryConfig,
     RouteConfig,
     RouteMode,
     RouteTarget,
@@ -27,6 +23,10 @@ from batchgate.config.schema import (
     TimeoutConfig,
 )
 from batchgate.config.section import Section, type_name
+from batchgate.policy.circuit import CircuitSettings
+from batchgate.policy.poll import PollPolicy
+from batchgate.policy.retry import RetrySettings
+from batchgate.quota.limits import QuotaLimits
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -142,13 +142,10 @@ def _provider(top: Section, i: int, raw: Any, environ: Mapping[str, str]) -> Pro
         elif base_url != EMULATOR_BASE_URL:
             s.fail("api_key_env", f"environment variable {key_env} is not set")
     lim = s.section("limits", _LIMITS)
-    limits = Limits(
-        rpm=lim.number("rpm"),
-        tpm=lim.number("tpm"),
-        itpm=lim.number("itpm"),
-        otpm=lim.number("otpm"),
-        max_concurrency=lim.integer("max_concurrency"),
+    limits = QuotaLimits(
+        rpm=lim.number("rpm"), tpm=lim.number("tpm"), itpm=lim.number("itpm"), otpm=lim.number("otpm")
     )
+    max_concurrency = lim.integer("max_concurrency")
     headers_raw = s.raw("headers") or {}
     if not isinstance(headers_raw, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in headers_raw.items()
@@ -166,6 +163,7 @@ def _provider(top: Section, i: int, raw: Any, environ: Mapping[str, str]) -> Pro
         api_key=key,
         api_key_env=key_env,
         limits=limits,
+        max_concurrency=max_concurrency,
         tokenizer=s.string("tokenizer", "auto") or "auto",
         default_max_tokens=default_max,
         headers=dict(headers_raw),
@@ -208,13 +206,13 @@ def _settings(top: Section) -> Settings:
     r = s.section("retry", _RETRY)
     t = s.section("timeouts", _TIMEOUTS)
     c = s.section("circuit", _CIRCUIT)
-    d_retry, d_time, d_circ = RetryConfig(), TimeoutConfig(), CircuitConfig()
+    d_retry, d_time, d_circ = RetrySettings(), TimeoutConfig(), CircuitSettings()
     seed = s.raw("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         s.fail("seed", "must be an integer")
     return Settings(
         concurrency=s.integer("concurrency", Settings().concurrency) or 1,
-        retry=RetryConfig(
+        retry=RetrySettings(
             max_attempts=r.integer("max_attempts", d_retry.max_attempts) or 1,
             base_delay=r.number("base_delay", d_retry.base_delay, strict_min=False) or 0.0,
             max_delay=r.number("max_delay", d_retry.max_delay, strict_min=False) or 0.0,
@@ -224,7 +222,7 @@ def _settings(top: Section) -> Settings:
             connect=t.number("connect", d_time.connect) or d_time.connect,
             total=t.number("total", d_time.total) or d_time.total,
         ),
-        circuit=CircuitConfig(
+        circuit=CircuitSettings(
             failure_threshold=c.integer("failure_threshold", d_circ.failure_threshold) or 1,
             open_seconds=c.number("open_seconds", d_circ.open_seconds) or d_circ.open_seconds,
         ),
@@ -288,9 +286,9 @@ def _job(top: Section) -> JobSettings:
     )
 
 
-def _batch_poll(job: Section) -> BatchPollConfig:
+def _batch_poll(job: Section) -> PollPolicy:
     b = job.section("batch_poll", _BATCH_POLL)
-    d = BatchPollConfig()
+    d = PollPolicy()
     initial = b.number("initial", d.initial) or d.initial
     factor = b.number("factor", d.factor) or d.factor
     maximum = b.number("maximum", max(d.maximum, initial)) or d.maximum
@@ -298,4 +296,4 @@ def _batch_poll(job: Section) -> BatchPollConfig:
         b.fail("factor", f"must be >= 1 (intervals never shrink), got {factor!r}")
     if maximum < initial:
         b.fail("maximum", f"must be >= initial ({initial:g}), got {maximum:g}")
-    return BatchPollConfig(initial=initial, factor=factor, maximum=maximum)
+    return PollPolicy(initial=initial, factor=factor, maximum=maximum)

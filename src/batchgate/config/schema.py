@@ -36,6 +36,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from batchgate.policy.circuit import CircuitSettings
+from batchgate.policy.poll import PollPolicy
+from batchgate.policy.retry import RetrySettings
+from batchgate.quota.limits import QuotaLimits
+
 ProviderKind = Literal["openai", "anthropic"]
 RouteMode = Literal["online", "batch-api", "auto"]
 ROUTE_MODES: tuple[str, ...] = ("online", "batch-api", "auto")
@@ -66,22 +71,14 @@ class Secret:
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
-    rpm: float | None = None
-    tpm: float | None = None
-    itpm: float | None = None
-    otpm: float | None = None
-    max_concurrency: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class ProviderConfig:
     name: str
     kind: ProviderKind
     base_url: str
     api_key: Secret | None = None
     api_key_env: str | None = None
-    limits: Limits = field(default_factory=Limits)
+    limits: QuotaLimits = field(default_factory=QuotaLimits)  # the YAML's limits: rpm, tpm, itpm, otpm
+    max_concurrency: int | None = None  # the YAML's limits.max_concurrency: requests open at once
     tokenizer: str = "auto"  # auto | estimate | an encoding name such as o200k_base
     default_max_tokens: int = 1024
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -108,31 +105,17 @@ class RouteConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class RetryConfig:
-    max_attempts: int = 8
-    base_delay: float = 0.5
-    max_delay: float = 30.0
-    max_hint: float = 60.0
-
-
-@dataclass(frozen=True, slots=True)
 class TimeoutConfig:
     connect: float = 10.0
     total: float = 120.0
 
 
 @dataclass(frozen=True, slots=True)
-class CircuitConfig:
-    failure_threshold: int = 5
-    open_seconds: float = 10.0
-
-
-@dataclass(frozen=True, slots=True)
 class Settings:
     concurrency: int = 512
-    retry: RetryConfig = field(default_factory=RetryConfig)
+    retry: RetrySettings = field(default_factory=RetrySettings)
     timeouts: TimeoutConfig = field(default_factory=TimeoutConfig)
-    circuit: CircuitConfig = field(default_factory=CircuitConfig)
+    circuit: CircuitSettings = field(default_factory=CircuitSettings)
     seed: int | None = None  # jitter seed; None = random
     gc_threshold: int = 10_000  # youngest-generation GC threshold while a gateway is open; 0 = leave it
 
@@ -154,15 +137,6 @@ class Budget:
 
 
 @dataclass(frozen=True, slots=True)
-class BatchPollConfig:
-    """Batch status polls: `initial × factor^n` seconds apart, at most `maximum`."""
-
-    initial: float = 5.0
-    factor: float = 1.5
-    maximum: float = 60.0
-
-
-@dataclass(frozen=True, slots=True)
 class JobSettings:
     error_rate_threshold: float | None = None  # stop when failures / window passes this
     error_rate_window: int = 200
@@ -172,7 +146,7 @@ class JobSettings:
     mode: RouteMode | None = None  # overrides every route's mode when given
     deadline_hours: float | None = None  # results wanted this long after the job was created
     batch_turnaround_hours: float = 24.0  # assumed Batch API turnaround (the providers' window)
-    batch_poll: BatchPollConfig = field(default_factory=BatchPollConfig)
+    batch_poll: PollPolicy = field(default_factory=PollPolicy)
 
 
 @dataclass(frozen=True, slots=True)

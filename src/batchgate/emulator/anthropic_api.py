@@ -153,7 +153,9 @@ class AnthropicFamily(Family):
     def count_text(self, text: str) -> int:
         return count_text(text)
 
-    def success_body(self, req: ParsedRequest, text: str, tokens: int, cut: bool, body_id: str) -> bytes:
+    def success_body(
+        self, req: ParsedRequest, text: str, tokens: int, cut: bool, body_id: str, wall: float
+    ) -> bytes:
         return orjson.dumps(
             {
                 "id": body_id,

@@ -8,7 +8,6 @@ max_tokens the provider's `default_max_tokens` is charged.
 from __future__ import annotations
 
 import functools
-import time
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -220,7 +219,9 @@ class OpenAIFamily(Family):
     def count_text(self, text: str) -> int:
         return self.counter.count_text(text) if text else 0
 
-    def success_body(self, req: ParsedRequest, text: str, tokens: int, cut: bool, body_id: str) -> bytes:
+    def success_body(
+        self, req: ParsedRequest, text: str, tokens: int, cut: bool, body_id: str, wall: float
+    ) -> bytes:
         finish = "length" if cut else "stop"
         choices = [
             {
@@ -236,7 +237,7 @@ class OpenAIFamily(Family):
             {
                 "id": body_id,
                 "object": "chat.completion",
-                "created": int(time.time()),
+                "created": int(wall),
                 "model": req.model,
                 "choices": choices,
                 "usage": {

@@ -40,7 +40,7 @@ class Plan:
     error: ApiError | None = None
 
 
-class ProviderRuntime:
+class EmulatedProvider:
     """The live state of one emulated provider."""
 
     def __init__(self, config: ProviderConfig, family: Family, seed: int, window: float, now: float) -> None:
@@ -165,5 +165,5 @@ class ProviderRuntime:
 
     def __repr__(self) -> str:
         return (
-            f"ProviderRuntime({self.name!r}, {self.family.name}, active={self.active}, queued={self.queued})"
+            f"EmulatedProvider({self.name!r}, {self.family.name}, active={self.active}, queued={self.queued})"
         )

@@ -27,7 +27,7 @@ from batchgate.emulator.anthropic_api import AnthropicFamily
 from batchgate.emulator.batch.service import BatchService
 from batchgate.emulator.config import EmulatorConfig
 from batchgate.emulator.openai_api import OpenAIFamily
-from batchgate.emulator.provider import Plan, ProviderRuntime
+from batchgate.emulator.provider import EmulatedProvider, Plan
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest
 
 OPERATOR_PREFIX = "/_emulator"
@@ -50,7 +50,7 @@ class Emulator:
         if any(p.family == "openai" for p in config.providers):
             openai.counter  # noqa: B018 -- load the encoding now, not on the first request
         self._families: dict[str, Family] = {"openai": openai, "anthropic": AnthropicFamily()}
-        self.runtimes: dict[str, ProviderRuntime] = {}
+        self.runtimes: dict[str, EmulatedProvider] = {}
         self.batches = BatchService(self._clock)  # the Batch APIs (files, batches)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
@@ -69,7 +69,7 @@ class Emulator:
         self.started_at = wall
         for p in self.config.providers:
             family = self._families[p.family]
-            self.runtimes[p.name] = ProviderRuntime(
+            self.runtimes[p.name] = EmulatedProvider(
                 p, family, self.config.seed, self.config.window_seconds, now
             )
         app = web.Application(client_max_size=self.config.max_body_bytes)
@@ -210,13 +210,13 @@ class Emulator:
 
     # -- the provider endpoints ----------------------------------------------------------------
 
-    def _handler(self, rt: ProviderRuntime, *, serves: bool) -> Any:
+    def _handler(self, rt: EmulatedProvider, *, serves: bool) -> Any:
         async def handle(request: web.Request) -> web.StreamResponse:
             return await self._serve(rt, request, serves)
 
         return handle
 
-    async def _serve(self, rt: ProviderRuntime, request: web.Request, serves: bool) -> web.StreamResponse:
+    async def _serve(self, rt: EmulatedProvider, request: web.Request, serves: bool) -> web.StreamResponse:
         fam = rt.family
         seq = next(self._seq)
         rid = f"req_{seq:024x}"
@@ -253,7 +253,14 @@ class Emulator:
                 return self._respond(
                     rt,
                     200,
-                    fam.success_body(req, plan.text, plan.tokens, plan.cut, f"{fam.id_prefix}{seq:024x}"),
+                    fam.success_body(
+                        req,
+                        plan.text,
+                        plan.tokens,
+                        plan.cut,
+                        f"{fam.id_prefix}{seq:024x}",
+                        self._clock.wall(),
+                    ),
                     rid,
                 )
             return await self._fault(rt, req, plan, request, seq)
@@ -263,7 +270,7 @@ class Emulator:
                 self._changed()
 
     def _respond(
-        self, rt: ProviderRuntime, status: int, body: bytes, rid: str, *, ratelimit: bool = True
+        self, rt: EmulatedProvider, status: int, body: bytes, rid: str, *, ratelimit: bool = True
     ) -> web.Response:
         headers = {"Content-Type": _JSON, rt.family.request_id_header: rid}
         if ratelimit:
@@ -272,7 +279,7 @@ class Emulator:
             )
         return web.Response(status=status, body=body, headers=headers)
 
-    def _error(self, rt: ProviderRuntime, err: ApiError, rid: str) -> web.Response:
+    def _error(self, rt: EmulatedProvider, err: ApiError, rid: str) -> web.Response:
         response = self._respond(
             rt, err.status, rt.family.error_body(err, rid), rid, ratelimit=err.ratelimit_headers
         )
@@ -280,7 +287,7 @@ class Emulator:
         return response
 
     async def _fault(
-        self, rt: ProviderRuntime, req: ParsedRequest, plan: Plan, request: web.Request, seq: int
+        self, rt: EmulatedProvider, req: ParsedRequest, plan: Plan, request: web.Request, seq: int
     ) -> web.StreamResponse:
         rid = f"req_{seq:024x}"
         if plan.error is not None:
@@ -298,7 +305,7 @@ class Emulator:
         if plan.fault == "reset":
             return _abort(request)
         body = rt.family.success_body(
-            req, plan.text, plan.tokens, plan.cut, f"{rt.family.id_prefix}{seq:024x}"
+            req, plan.text, plan.tokens, plan.cut, f"{rt.family.id_prefix}{seq:024x}", self._clock.wall()
         )
         if plan.fault == "truncated":
             return self._respond(rt, 200, body[: max(1, len(body) // 2)], rid)

@@ -75,7 +75,9 @@ class Family(ABC):
         """Output tokens of a piece of generated text, as this family counts them."""
 
     @abstractmethod
-    def success_body(self, req: ParsedRequest, text: str, tokens: int, cut: bool, body_id: str) -> bytes: ...
+    def success_body(
+        self, req: ParsedRequest, text: str, tokens: int, cut: bool, body_id: str, wall: float
+    ) -> bytes: ...
 
     @abstractmethod
     def error_body(self, err: ApiError, rid: str) -> bytes: ...

@@ -14,15 +14,15 @@ import asyncio
 import contextlib
 import os
 import signal
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from batchgate.clock import Clock, LoopClock
 from batchgate.config import load_config
+from batchgate.embedded import provider_urls, start_embedded
 from batchgate.errors import JobError, JobLockedError
-from batchgate.gateway import Gateway
 from batchgate.jobs.batch.mode import BatchModeRunner
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON
 from batchgate.jobs.finish import Finished, OutputFiles, finish_job
@@ -45,8 +45,14 @@ class CancelResult:
 
 
 async def cancel_job(
-    store_path: Path, job_id: str, *, wait_s: float = 180.0, say: Callable[[str], None] = print
+    store_path: Path,
+    job_id: str,
+    *,
+    wait_s: float = 180.0,
+    say: Callable[[str], None] = print,
+    clock: Clock | None = None,
 ) -> CancelResult:
+    clock = clock or LoopClock()
     if not store_path.exists():
         raise JobError(f"no job store at {store_path} (pass --store)")
     store = await SqliteJobStore.open(store_path)
@@ -57,7 +63,7 @@ async def cancel_job(
         pid: int | None = None
         try:
             with store.lock_job(job_id):
-                return await _cancel_locked(store, job, None)
+                return await _cancel_locked(store, job, None, clock)
         except JobLockedError:
             pid = _holder(store_path, job_id)
         await store.put_blob(job_id, CANCEL_BLOB, b"1")  # before the signal: the run reads it at its stop
@@ -65,28 +71,30 @@ async def cancel_job(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
         say(f"job {job_id} is running (pid {pid or '?'}): asked it to cancel; waiting up to {wait_s:g} s")
-        deadline = time.monotonic() + wait_s
+        deadline = clock.now() + wait_s
         waited: set[int] = set()  # holders whose exit was seen (a pidfd would wake at once)
         while True:
             try:
                 with store.lock_job(job_id):
-                    return await _cancel_locked(store, job, pid)
+                    return await _cancel_locked(store, job, pid, clock)
             except JobLockedError:
-                left = deadline - time.monotonic()
+                left = deadline - clock.now()
                 if left <= 0:
                     raise JobError(
                         f"job {job_id} is still running after {wait_s:g} s; its cancel request stays "
                         "recorded (run `batchgate cancel` again, or stop it yourself)"
                     ) from None
                 holder = _holder(store_path, job_id)
-                await _wait_exit(holder if holder not in waited else None, min(left, 5.0))
+                await _wait_exit(holder if holder not in waited else None, min(left, 5.0), clock)
                 if holder is not None:
                     waited.add(holder)
     finally:
         await store.close()
 
 
-async def _cancel_locked(store: SqliteJobStore, job: JobRecord, pid: int | None) -> CancelResult:
+async def _cancel_locked(
+    store: SqliteJobStore, job: JobRecord, pid: int | None, clock: Clock
+) -> CancelResult:
     """With the job locked: cancel its open batches, requeue the rest, write the outputs."""
     job_id = job.job_id
     job = await store.get_job(job_id) or job
@@ -94,30 +102,33 @@ async def _cancel_locked(store: SqliteJobStore, job: JobRecord, pid: int | None)
     await store.requeue_running(job_id)
     segments = load_segments(await store.get_blob(job_id, REPORT_BLOB))
     fold_open_segment(segments, await store.get_blob(job_id, OPEN_SEGMENT_BLOB))
-    started = time.monotonic()
-    async with Gateway(config) as gateway:  # starts an embedded emulator when the config has one
-        emulator = gateway.emulator
-        urls = {p.name: emulator.base_url(p.name) for p in config.providers if p.emulated and emulator}
+    started = clock.now()
+    emulator = await start_embedded(config)  # the config's embedded emulator serves its batches
+    try:
+        urls = provider_urls(config, emulator)
         async with create_session(connect_timeout=config.settings.timeouts.connect) as session:
-            runner = BatchModeRunner(config, store, job_id, session=session, base_urls=urls)
+            runner = BatchModeRunner(config, store, job_id, session=session, base_urls=urls, clock=clock)
             await runner.cancel_all()
+    finally:
+        if emulator is not None:
+            await emulator.__aexit__(None, None, None)
     await store.requeue_running(job_id)
     stats = runner.stats
     if stats.batches_resumed:
-        segments.append(_cancel_segment(stats.to_dict(), time.monotonic() - started))
+        segments.append(_cancel_segment(stats.to_dict(), clock.now() - started, clock.wall()))
     done = await finish_job(store, job_id, OutputFiles.of_job(job), segments, stop_reason=CANCEL_REASON)
     await store.put_blob(job_id, CANCEL_BLOB, b"")
     return CancelResult(job_id, pid, stats.batches_resumed, done)
 
 
-def _cancel_segment(batches: dict[str, Any], elapsed_s: float) -> dict[str, Any]:
+def _cancel_segment(batches: dict[str, Any], elapsed_s: float, wall: float) -> dict[str, Any]:
     """The report figures of the cancel itself: the partial results it collected."""
     providers = {
         name: {"cost_usd": round(p["cost_usd"], 6), "batch_cost_usd": round(p["cost_usd"], 6)}
         for name, p in batches.get("by_provider", {}).items()
     }
     return {
-        "run_id": f"cancel-{os.getpid()}-{time.time_ns()}",
+        "run_id": f"cancel-{os.getpid()}-{int(wall * 1e9)}",
         "finished": True,
         "elapsed_ms": round(elapsed_s * 1000.0),
         "providers": providers,
@@ -134,7 +145,7 @@ def _holder(store_path: Path, job_id: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-async def _wait_exit(pid: int | None, limit_s: float) -> None:
+async def _wait_exit(pid: int | None, limit_s: float, clock: Clock) -> None:
     """Wait until process `pid` has exited (a pidfd becomes readable), at most `limit_s` seconds;
     without a pidfd, wait a short while before looking at the lock again."""
     fd: int | None = None
@@ -142,7 +153,7 @@ async def _wait_exit(pid: int | None, limit_s: float) -> None:
         with contextlib.suppress(AttributeError, OSError):
             fd = os.pidfd_open(pid)
     if fd is None:
-        await asyncio.sleep(min(limit_s, LOCK_RETRY_S))
+        await clock.sleep(min(limit_s, LOCK_RETRY_S))
         return
     loop = asyncio.get_running_loop()
     exited: asyncio.Future[None] = loop.create_future()
@@ -151,11 +162,12 @@ async def _wait_exit(pid: int | None, limit_s: float) -> None:
         if not exited.done():
             exited.set_result(None)
 
+    timer = clock.call_at(clock.now() + limit_s, readable)
     loop.add_reader(fd, readable)
     try:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(exited, limit_s)
+        await exited
     finally:
+        timer.cancel()
         loop.remove_reader(fd)
         os.close(fd)
     await asyncio.sleep(0)  # the exit is seen; the kernel has dropped its flock

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -110,7 +109,7 @@ class JobEngine:
         self.budget = BudgetGuard(config.budget)
         self.errors = ErrorRateWindow(config.job.error_rate_threshold, config.job.error_rate_window)
         self.check = OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)
-        self.progress = Progress(started=time.time(), total=0)
+        self.progress = Progress(started=self.clock.wall(), total=0)
         self.stop_reason: str | None = None
         self.cancel_requested = False
         self._stop = asyncio.Event()
@@ -188,11 +187,8 @@ class JobEngine:
                 progress=self.progress,
                 budget=self._gate,
                 errors=self.errors,
-                to_live=self._hand_live,
-                stop=self.request_stop,
-                fail=self._fail,
+                run=self,
                 deadline=self._deadline,
-                base_urls=self._base_urls,
                 on_event=self._on_event,
                 check=self.check,
             )
@@ -222,11 +218,11 @@ class JobEngine:
         conc = self.options.concurrency or self.config.settings.concurrency
         return max(1024, 4 * conc)
 
-    def _hand_live(self, specs: list[TaskSpec]) -> None:
+    def hand_live(self, specs: list[TaskSpec]) -> None:
         self._handed.extend(specs)
         self._wake.set()
 
-    def _fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> None:
         if self._failure is None:
             self._failure = exc  # a store failure or a bug: end the run with it
             self.request_stop("internal error")
@@ -234,7 +230,7 @@ class JobEngine:
     def _on_done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            self._fail(task.exception())  # type: ignore[arg-type]
+            self.fail(task.exception())  # type: ignore[arg-type]
         self._wake.set()
 
     def _raise_failure(self) -> None:
@@ -284,15 +280,14 @@ class JobEngine:
         sending = self._live.sending if self._live is not None else set()
         for task in self._inflight - sending:
             task.cancel()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.options.grace_seconds
-        while self._inflight and not self._hurry.is_set():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), remaining)
+        deadline = self.clock.now() + self.options.grace_seconds
+        timer = self.clock.call_at(deadline, self._wake.set)  # the grace period's end wakes us too
+        try:
+            while self._inflight and not self._hurry.is_set() and self.clock.now() < deadline:
+                self._wake.clear()
+                await self._wake.wait()
+        finally:
+            timer.cancel()
 
     async def _stop_batches(self) -> None:
         """At the end of a run: when the job is being cancelled, cancel its batches at the

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, RouteMode
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.jobs.engine import EngineOptions, ResultHook
@@ -128,7 +128,12 @@ async def unchanged_job_input(store: JobStore, job_id: str, req: RunRequest) -> 
 
 
 async def prepare_job(
-    store: JobStore, job_id: str, req: RunRequest, report: ValidationReport, config: GatewayConfig
+    store: JobStore,
+    job_id: str,
+    req: RunRequest,
+    report: ValidationReport,
+    config: GatewayConfig,
+    clock: Clock,
 ) -> JobRecord:
     job = await store.get_job(job_id)
     if job is not None:
@@ -148,7 +153,7 @@ async def prepare_job(
             # (add_tasks skips those already there), or the job would "complete" without them.
             await store.add_tasks(job_id, _valid_tasks(req, config))
         return job
-    now = time.time()
+    now = clock.wall()
     job = JobRecord(
         job_id=job_id,
         input_path=str(req.input_path.resolve()),

@@ -19,9 +19,8 @@ from batchgate.jobs.batch.policy import TasksEstimate, batch_target, resolve_mod
 from batchgate.jobs.io.input import read_tasks
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store.protocol import TaskSpec
-from batchgate.models import Usage
+from batchgate.models import ChatBody, Usage, requested_output_tokens
 from batchgate.providers.base import make_token_counter
-from batchgate.scheduler import requested_output_tokens
 from batchgate.tokens import TokenCounter
 
 
@@ -62,38 +61,50 @@ def _weight(p: ProviderConfig) -> float:
 
 
 def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
-    prices = PriceTable(config.prices)
-    counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
-    plans: dict[str, ProviderPlan] = {p.name: ProviderPlan() for p in config.providers}
-    routes = {r.model: r for r in config.routes}
-    route_plans: dict[str, RoutePlan] = {}
-    tasks = 0
-    used_models: set[str] = set()
+    planner = _Planner(config)
     for item in read_tasks(input_path, known_models=config.route_models()):
-        if not isinstance(item, TaskSpec):
-            continue
-        tasks += 1
-        route = routes[item.body["model"]]
+        if isinstance(item, TaskSpec):
+            planner.add(item.body)
+    return planner.summary(input_path)
+
+
+class _Planner:
+    """Sums each task's worst case per provider (spread by weight over a route's targets) and per
+    route (live, and through the route's batch target)."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.prices = PriceTable(config.prices)
+        self.counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
+        self.plans: dict[str, ProviderPlan] = {p.name: ProviderPlan() for p in config.providers}
+        self.routes = {r.model: r for r in config.routes}
+        self.route_plans: dict[str, RoutePlan] = {}
+        self.tasks = 0
+        self.used_models: set[str] = set()
+
+    def add(self, body: ChatBody) -> None:
+        config, prices = self.config, self.prices
+        self.tasks += 1
+        route = self.routes[body["model"]]
         providers = [config.provider(t.provider) for t in route.targets]
         total_w = sum(_weight(p) for p in providers)
-        first = providers[0]
-        prompt = counters[first.name].count_prompt(item.body)
-        rp = route_plans.setdefault(route.model, RoutePlan())
+        prompt = self.counters[providers[0].name].count_prompt(body)
+        rp = self.route_plans.setdefault(route.model, RoutePlan())
         rp.tasks += 1
         rp.prompt_tokens += prompt
         batch_to = batch_target(route, config)
         if batch_to is not None:
-            batch_out = requested_output_tokens(item.body, batch_to[0].default_max_tokens)
+            batch_out = requested_output_tokens(body, batch_to[0].default_max_tokens)
             rp.max_output_tokens += batch_out
-            used_models.add(batch_to[1])
+            self.used_models.add(batch_to[1])
             rp.batch_cost_usd += prices.cost(batch_to[1], Usage(prompt, batch_out), batch=True)
         for target, p in zip(route.targets, providers, strict=True):
             share = _weight(p) / total_w
-            out = requested_output_tokens(item.body, p.default_max_tokens)
+            out = requested_output_tokens(body, p.default_max_tokens)
             model = target.model or route.model
-            used_models.add(model)
+            self.used_models.add(model)
             usage = Usage(prompt_tokens=prompt, completion_tokens=out)
-            plan = plans[p.name]
+            plan = self.plans[p.name]
             plan.requests += share
             plan.prompt_tokens += share * prompt
             plan.max_output_tokens += share * out
@@ -102,44 +113,49 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
             if batch_to is None:
                 rp.max_output_tokens += round(share * out)
             plan.batch_cost_usd += share * prices.cost(model, usage, batch=True)
-    by_provider = {
-        name: {
-            "requests": round(pl.requests),
-            "prompt_tokens": round(pl.prompt_tokens),
-            "max_output_tokens": round(pl.max_output_tokens),
-            "cost_usd_max": round(pl.cost_usd, 6),
-            "batch_api_cost_usd_max": round(pl.batch_cost_usd, 6),
-            "batch_api_saving_usd": round(pl.cost_usd - pl.batch_cost_usd, 6),
-            "quota_seconds": round(pl.quota_seconds(config.provider(name)), 1),
+
+    def summary(self, input_path: Path) -> dict[str, Any]:
+        config = self.config
+        by_provider = {
+            name: _provider_entry(config.provider(name), pl) for name, pl in self.plans.items() if pl.requests
         }
-        for name, pl in plans.items()
-        if pl.requests
-    }
-    by_route = {model: _route_entry(config, model, rp) for model, rp in route_plans.items()}
-    total_cost = sum(p["cost_usd_max"] for p in by_provider.values())
-    batch_cost = sum(p["batch_api_cost_usd_max"] for p in by_provider.values())
-    prompt_total = sum(p["prompt_tokens"] for p in by_provider.values())
-    output_total = sum(p["max_output_tokens"] for p in by_provider.values())
-    budget = config.budget
-    over_cost = budget.max_cost_usd is not None and total_cost > budget.max_cost_usd
-    over_tokens = budget.max_tokens is not None and prompt_total + output_total > budget.max_tokens
+        by_route = {model: _route_entry(config, model, rp) for model, rp in self.route_plans.items()}
+        total_cost = sum(p["cost_usd_max"] for p in by_provider.values())
+        batch_cost = sum(p["batch_api_cost_usd_max"] for p in by_provider.values())
+        prompt_total = sum(p["prompt_tokens"] for p in by_provider.values())
+        output_total = sum(p["max_output_tokens"] for p in by_provider.values())
+        budget = config.budget
+        over_cost = budget.max_cost_usd is not None and total_cost > budget.max_cost_usd
+        over_tokens = budget.max_tokens is not None and prompt_total + output_total > budget.max_tokens
+        return {
+            "input": str(input_path),
+            "tasks": self.tasks,
+            "providers": by_provider,
+            "prompt_tokens": prompt_total,
+            "max_output_tokens": output_total,
+            "cost_usd_max": round(total_cost, 6),
+            "batch_api_cost_usd_max": round(batch_cost, 6),
+            "batch_api_saving_usd": round(total_cost - batch_cost, 6),
+            "routes": by_route,
+            "planned_cost_usd_max": round(sum(r["planned_cost_usd_max"] for r in by_route.values()), 6),
+            "deadline_hours": config.job.deadline_hours,
+            "quota_seconds": max((p["quota_seconds"] for p in by_provider.values()), default=0.0),
+            "budget_usd": budget.max_cost_usd,
+            "budget_tokens": budget.max_tokens,
+            "over_budget": over_cost or over_tokens,
+            "unpriced_models": self.prices.unpriced(sorted(self.used_models)),
+        }
+
+
+def _provider_entry(provider: ProviderConfig, pl: ProviderPlan) -> dict[str, Any]:
     return {
-        "input": str(input_path),
-        "tasks": tasks,
-        "providers": by_provider,
-        "prompt_tokens": prompt_total,
-        "max_output_tokens": output_total,
-        "cost_usd_max": round(total_cost, 6),
-        "batch_api_cost_usd_max": round(batch_cost, 6),
-        "batch_api_saving_usd": round(total_cost - batch_cost, 6),
-        "routes": by_route,
-        "planned_cost_usd_max": round(sum(r["planned_cost_usd_max"] for r in by_route.values()), 6),
-        "deadline_hours": config.job.deadline_hours,
-        "quota_seconds": max((p["quota_seconds"] for p in by_provider.values()), default=0.0),
-        "budget_usd": budget.max_cost_usd,
-        "budget_tokens": budget.max_tokens,
-        "over_budget": over_cost or over_tokens,
-        "unpriced_models": prices.unpriced(sorted(used_models)),
+        "requests": round(pl.requests),
+        "prompt_tokens": round(pl.prompt_tokens),
+        "max_output_tokens": round(pl.max_output_tokens),
+        "cost_usd_max": round(pl.cost_usd, 6),
+        "batch_api_cost_usd_max": round(pl.batch_cost_usd, 6),
+        "batch_api_saving_usd": round(pl.cost_usd - pl.batch_cost_usd, 6),
+        "quota_seconds": round(pl.quota_seconds(provider), 1),
     }
 
 

@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchgate.config import GatewayConfig, Price
-from batchgate.models import Usage
-from batchgate.scheduler import requested_output_tokens
+from batchgate.models import Usage, requested_output_tokens
 
 PER = 1_000_000.0
 

@@ -1,6 +1,6 @@
 """Running a job end to end, as `batchgate run` and `batchgate resume` do: validate the input, create
-or find the job in the store, hold its lock, run the engine under signal handlers (and notice a
-`batchgate cancel` from another terminal), then write OUT, the errors file and the report from the
+or find the job in the store, hold its lock, run the engine under signal handlers (a `batchgate cancel`
+from another terminal arrives as SIGTERM), then write OUT, the errors file and the report from the
 store (`finish`), so each custom_id appears in OUT exactly once.
 """
 
@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import sys
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
 import orjson
 
+from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
@@ -66,6 +67,8 @@ LIVE_BLOB = "live"
 EXIT_OK = 0
 EXIT_STOPPED = 3
 EXIT_INTERRUPTED = 130
+REFRESH_S = 0.5  # the live display's refresh
+STORE_EVERY = 4  # refreshes between stored snapshots
 
 
 async def run_job(
@@ -75,8 +78,10 @@ async def run_job(
     *,
     out: Callable[[str], None] = print,
     err: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+    clock: Clock | None = None,
 ) -> int:
     sink = sink or QuietSink()
+    clock = clock or LoopClock()
     OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)  # fail early
     check_output_writable(req.output_path)
     check_output_writable(req.errors_file)
@@ -90,23 +95,30 @@ async def run_job(
             req = replace(req, graph=job_graph(req.graph, await store.get_job(job_id)))
             if report is None:
                 report = await unchanged_job_input(store, job_id, req) or check_input(req, config, err)
-            job = await prepare_job(store, job_id, req, report, config)
+            job = await prepare_job(store, job_id, req, report, config, clock)
             config = job_config(config, job)
             segments = await _load_segments(store, job_id)
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
             await store.update_job(job_id, status="running", stop_reason=None)
             deadline = job_deadline(config, job.created_at)
-            graph = (
-                None if req.graph is None else (await restore(store, job_id, req.graph, req.input_path))[0]
-            )
-            outcome = await _run_engine(store, job_id, config, req, sink, segments, deadline, graph)
-            # Batch-mode results are stored without follow-ups: add the tasks they made ready, go on.
-            while graph is not None and outcome.status == "completed" and await graph.recover(store, job_id):
-                outcome = await _run_engine(store, job_id, config, req, sink, segments, deadline, graph)
+            run = functools.partial(_run_engine, store, job_id, config, req, sink, segments, deadline, clock)
+            outcome, graph = await _run_all(store, job_id, req, run)
             return await _finish(store, job, outcome, req, segments, sink, out, err, graph)
     finally:
         sink.close()
         await store.close()
+
+
+async def _run_all(
+    store: JobStore, job_id: str, req: RunRequest, run: Callable[..., Awaitable[EngineOutcome]]
+) -> tuple[EngineOutcome, GraphTasks | None]:
+    """Run the engine; for a fan-out or pipeline job, with its graph restored from the store, and
+    again while the batch-mode results it stored (without follow-ups) made more tasks ready."""
+    graph = None if req.graph is None else (await restore(store, job_id, req.graph, req.input_path))[0]
+    outcome: EngineOutcome = await run(graph)
+    while graph is not None and outcome.status == "completed" and await graph.recover(store, job_id):
+        outcome = await run(graph)
+    return outcome, graph
 
 
 async def _load_segments(store: JobStore, job_id: str) -> list[dict[str, Any]]:
@@ -126,15 +138,18 @@ async def _run_engine(
     sink: ProgressSink,
     segments: list[dict[str, Any]],
     deadline: float | None,
+    clock: Clock,
     graph: GraphTasks | None = None,
 ) -> EngineOutcome:
     extra = sum(
         int(p.get("validation_tokens", 0)) for seg in segments for p in seg.get("providers", {}).values()
     )
+    ticker: _Ticker | None = None
 
     def on_event(name: str, fields: dict[str, Any]) -> None:
         sink.event(name, **fields)
-        engine.progress.batch_events += 1  # the next tick stores this run's figures at once
+        if ticker is not None:
+            ticker.batch_event()  # this run's figures are stored at once
 
     engine = JobEngine(
         config,
@@ -144,11 +159,38 @@ async def _run_engine(
         spent_extra_tokens=extra,
         deadline=deadline,
         on_event=on_event,
+        clock=clock,
         follow=graph,
         on_result=req.on_result,
         step_checks=step_checks(graph.graph, config) if graph is not None else None,
     )
-    run_id = f"run-{os.getpid()}-{time.time_ns()}"
+    run_id = f"run-{os.getpid()}-{int(engine.clock.wall() * 1e9)}"
+    ticker = _Ticker(engine, store, sink, run_id)
+    with _signals(engine, sink, req.engine.grace_seconds):
+        ticking = asyncio.ensure_future(ticker.run())
+        try:
+            counts = await store.counts(job_id)
+            sink.event(
+                "started",
+                job=job_id,
+                total=sum(counts.values()),
+                done=counts[TaskState.SUCCEEDED] + counts[TaskState.FAILED],
+                pending=counts[TaskState.PENDING] + counts[TaskState.RUNNING],
+            )
+            outcome = await engine.run()
+        finally:
+            ticking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticking
+    _publish(engine, sink, outcome.elapsed_s, outcome.statistics)
+    segments.append(run_segment(outcome.statistics, outcome.elapsed_s, outcome.progress, run_id=run_id))
+    return outcome
+
+
+@contextlib.contextmanager
+def _signals(engine: JobEngine, sink: ProgressSink, grace_s: float) -> Iterator[None]:
+    """SIGINT/SIGTERM stop the run (the second one ends the grace period). `batchgate cancel`
+    records its request in the store and sends SIGTERM: the engine reads the request at its stop."""
     loop = asyncio.get_running_loop()
 
     def on_signal(sig: signal.Signals) -> None:
@@ -157,9 +199,9 @@ async def _run_engine(
         if first:
             sink.event(
                 "stopping",
-                job=job_id,
+                job=engine.job_id,
                 reason=engine.stop_reason,
-                grace_s=req.engine.grace_seconds,
+                grace_s=grace_s,
                 in_flight=_sending(engine),
             )
 
@@ -169,26 +211,11 @@ async def _run_engine(
     signals = (signal.SIGINT, signal.SIGTERM) if main else ()
     for sig in signals:
         loop.add_signal_handler(sig, on_signal, sig)
-    ticker = asyncio.ensure_future(_tick(engine, store, job_id, sink, run_id))
     try:
-        counts = await store.counts(job_id)
-        sink.event(
-            "started",
-            job=job_id,
-            total=sum(counts.values()),
-            done=counts[TaskState.SUCCEEDED] + counts[TaskState.FAILED],
-            pending=counts[TaskState.PENDING] + counts[TaskState.RUNNING],
-        )
-        outcome = await engine.run()
+        yield
     finally:
-        ticker.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await ticker
         for sig in signals:
             loop.remove_signal_handler(sig)
-    _publish(engine, sink, outcome.elapsed_s, outcome.statistics)
-    segments.append(run_segment(outcome.statistics, outcome.elapsed_s, outcome.progress, run_id=run_id))
-    return outcome
 
 
 def _sending(engine: JobEngine) -> int:
@@ -200,34 +227,51 @@ def _sending(engine: JobEngine) -> int:
 
 
 def _publish(engine: JobEngine, sink: ProgressSink, elapsed: float, stats: Any) -> dict[str, Any]:
-    snap = snapshot(engine.job_id, engine.progress, stats, elapsed, time.time())
+    snap = snapshot(engine.job_id, engine.progress, stats, elapsed, engine.clock.wall())
     sink.update(snap)
     return snap
 
 
-async def _tick(engine: JobEngine, store: JobStore, job_id: str, sink: ProgressSink, run_id: str) -> None:
-    """Refresh the display twice a second and look for a `batchgate cancel` request; every two
-    seconds, store the live snapshot (for `batchgate status` elsewhere) and this run's report
-    figures so far (kept if the run is killed)."""
-    started = time.monotonic()
-    beat = 0
-    stored_events = 0
-    while True:
-        await asyncio.sleep(0.5)
-        if not engine.cancel_requested and await engine.cancel_asked():
-            engine.request_cancel()
-            sink.event("stopping", job=job_id, reason=CANCEL_REASON, grace_s=engine.options.grace_seconds)
-        gw = engine.gateway
-        elapsed = time.monotonic() - started
-        stats = gw.statistics() if gw else None
-        snap = _publish(engine, sink, elapsed, stats)
-        beat += 1
-        if beat % 4 == 0 or engine.progress.batch_events != stored_events:
-            stored_events = engine.progress.batch_events
-            await store.put_blob(job_id, LIVE_BLOB, orjson.dumps(snap))
-            if stats is not None:
-                seg = run_segment(stats, elapsed, engine.progress, run_id=run_id, finished=False)
-                await store.put_blob(job_id, OPEN_SEGMENT_BLOB, orjson.dumps(seg))
+class _Ticker:
+    """Refreshes the display every `REFRESH_S` of the run's clock; every `STORE_EVERY` refreshes,
+    and at once after a batch event, stores the live snapshot (for `batchgate status` elsewhere)
+    and this run's report figures so far (kept if the run is killed). It waits on one event, set
+    by a clock timer or by a batch event; nothing is polled."""
+
+    def __init__(self, engine: JobEngine, store: JobStore, sink: ProgressSink, run_id: str) -> None:
+        self._engine = engine
+        self._store = store
+        self._sink = sink
+        self._run_id = run_id
+        self._wake = asyncio.Event()
+        self._store_now = False
+
+    def batch_event(self) -> None:
+        self._store_now = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        engine, clock = self._engine, self._engine.clock
+        started = clock.now()
+        beat = 0
+        while True:
+            timer = clock.call_at(clock.now() + REFRESH_S, self._wake.set)
+            try:
+                await self._wake.wait()
+            finally:
+                timer.cancel()
+            self._wake.clear()
+            elapsed = clock.now() - started
+            gw = engine.gateway
+            stats = gw.statistics() if gw else None
+            snap = _publish(engine, self._sink, elapsed, stats)
+            beat += 1
+            if beat % STORE_EVERY == 0 or self._store_now:
+                self._store_now = False
+                await self._store.put_blob(engine.job_id, LIVE_BLOB, orjson.dumps(snap))
+                if stats is not None:
+                    seg = run_segment(stats, elapsed, engine.progress, run_id=self._run_id, finished=False)
+                    await self._store.put_blob(engine.job_id, OPEN_SEGMENT_BLOB, orjson.dumps(seg))
 
 
 async def _finish(

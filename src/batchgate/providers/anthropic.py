@@ -8,21 +8,30 @@ integer usage is a `MalformedResponse`; the answer comes back as a `chat.complet
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
 import orjson
 
+from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
-from batchgate.providers.http import post, request_timeout
+from batchgate.providers.http import request_timeout, send
 from batchgate.providers.ratelimit_headers import parse_anthropic_rate_limits
 from batchgate.providers.translate import anthropic_to_openai, openai_to_anthropic
 
 ANTHROPIC_VERSION = "2023-06-01"
+
+
+def anthropic_headers(config: ProviderConfig, base: Mapping[str, str]) -> dict[str, str]:
+    """The headers of every Anthropic call (Messages and Message Batches): `base`, the API version,
+    the provider's own headers, and `x-api-key` when a key is set."""
+    headers = {**base, "anthropic-version": ANTHROPIC_VERSION, **config.headers}
+    if config.api_key is not None and config.api_key.reveal():
+        headers["x-api-key"] = config.api_key.reveal()
+    return headers
 
 
 class AnthropicClient:
@@ -37,31 +46,28 @@ class AnthropicClient:
         timeouts: TimeoutConfig,
         *,
         base_url: str | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.name = config.name
+        self._clock: Clock = clock or LoopClock()
         self.base_url = (base_url or config.base_url).rstrip("/")
         self._url = f"{self.base_url}/v1/messages"
         self._session = session
         self._timeout = request_timeout(timeouts)
         self._default_max_tokens = config.default_max_tokens
         self._api_key: Secret | None = config.api_key
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "anthropic-version": ANTHROPIC_VERSION,
-        }
-        headers.update(config.headers)
-        if config.api_key is not None and config.api_key.reveal():
-            headers["x-api-key"] = config.api_key.reveal()
-        self._headers = headers
+        self._headers = anthropic_headers(
+            config, {"Content-Type": "application/json", "Accept": "application/json"}
+        )
 
     async def send(self, body: dict[str, Any], *, model: str) -> ProviderResponse:
         """Translate and send one chat request for `model`; the normalised response."""
         request = openai_to_anthropic(
             body, model=model, default_max_tokens=self._default_max_tokens, provider=self.name
         )
-        status, headers, raw = await post(
+        status, headers, raw = await send(
             self._session,
+            "POST",
             self._url,
             orjson.dumps(request),
             self._headers,
@@ -78,7 +84,7 @@ class AnthropicClient:
         if not isinstance(parsed, dict):
             raise malformed(self.name, status, headers, raw, "body is not a JSON object")
         try:
-            normalised = anthropic_to_openai(parsed, model=model, created=int(time.time()))
+            normalised = anthropic_to_openai(parsed, model=model, created=int(self._clock.wall()))
         except ValueError as exc:
             reason = f"body is not a Messages response: {exc}"
             raise malformed(self.name, status, headers, raw, reason) from None

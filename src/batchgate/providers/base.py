@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from batchgate.clock import Clock
 from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import ConfigError
 from batchgate.models import ProviderResponse, RateLimitSnapshot
@@ -42,6 +43,7 @@ def make_client(
     timeouts: TimeoutConfig,
     *,
     base_url: str | None = None,
+    clock: Clock | None = None,
 ) -> ProviderClient:
     """The client for `config.kind`; `base_url` overrides `config.base_url` (e.g. the emulator's)."""
     if base_url is None and config.emulated:
@@ -51,7 +53,7 @@ def make_client(
     if config.kind == "openai":
         return OpenAIClient(config, session, timeouts, base_url=base_url)
     if config.kind == "anthropic":
-        return AnthropicClient(config, session, timeouts, base_url=base_url)
+        return AnthropicClient(config, session, timeouts, base_url=base_url, clock=clock)
     raise ConfigError("<config>", f"providers.{config.name}.kind", f"unknown provider kind {config.kind!r}")
 
 

@@ -6,7 +6,8 @@ stateless; a jar would only cost CPU and leak state between providers), `raise_f
 (status codes are classified by `batchgate.providers.classify`) and orjson for any `json=` use.
 The clients themselves serialise with orjson to bytes and parse the bytes they read.
 
-`post` is the one place bytes go out and come back: it turns every transport failure into a
+`send` is the one place bytes go out and come back, for chat and Batch API calls alike: it turns
+every transport failure into a
 `TransportError` (a hung call into `RequestTimeout`, after which aiohttp closes the connection
 rather than returning it to the pool) and leaves status codes to the caller.
 
@@ -27,6 +28,7 @@ from batchgate.config import Secret, TimeoutConfig
 from batchgate.providers.classify import error_for_exception
 
 KEEPALIVE_SECONDS = 30.0
+JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}  # a chat call's
 DNS_CACHE_SECONDS = 300
 
 
@@ -63,20 +65,21 @@ def request_timeout(timeouts: TimeoutConfig) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=timeouts.total, sock_connect=timeouts.connect)
 
 
-async def post(
+async def send(
     session: aiohttp.ClientSession,
+    method: str,
     url: str,
-    data: bytes,
+    data: bytes | aiohttp.FormData | None,
     headers: Mapping[str, str],
     client_timeout: aiohttp.ClientTimeout,
     *,
     provider: str,
     api_key: Secret | None,
 ) -> tuple[int, CIMultiDictProxy[str], bytes]:
-    """POST `data`; (status, headers, body bytes), or a `TransportError` without the API key."""
+    """Send one request; (status, headers, body bytes), or a `TransportError` without the API key."""
     try:
-        async with session.post(
-            url, data=data, headers=headers, timeout=client_timeout, allow_redirects=False
+        async with session.request(
+            method, url, data=data, headers=headers, timeout=client_timeout, allow_redirects=False
         ) as resp:
             raw = await resp.read()
             return resp.status, resp.headers, raw

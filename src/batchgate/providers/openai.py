@@ -19,7 +19,7 @@ from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.errors import BadRequestError
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
-from batchgate.providers.http import post, request_timeout
+from batchgate.providers.http import request_timeout, send
 from batchgate.providers.ratelimit_headers import parse_openai_rate_limits
 
 
@@ -43,6 +43,15 @@ def usage_from_openai(body: Any) -> Usage | None:
     return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached)
 
 
+def openai_headers(config: ProviderConfig, base: Mapping[str, str]) -> dict[str, str]:
+    """The headers of every OpenAI-family call (chat and Batch API): `base`, the provider's own
+    headers, and `Authorization: Bearer KEY` when a key is set."""
+    headers = {**base, **config.headers}
+    if config.api_key is not None and config.api_key.reveal():
+        headers["Authorization"] = f"Bearer {config.api_key.reveal()}"
+    return headers
+
+
 class OpenAIClient:
     """Sends OpenAI Chat Completions requests to one OpenAI-compatible provider."""
 
@@ -62,11 +71,9 @@ class OpenAIClient:
         self._session = session
         self._timeout = request_timeout(timeouts)
         self._api_key: Secret | None = config.api_key
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        headers.update(config.headers)
-        if config.api_key is not None and config.api_key.reveal():
-            headers["Authorization"] = f"Bearer {config.api_key.reveal()}"
-        self._headers = headers
+        self._headers = openai_headers(
+            config, {"Content-Type": "application/json", "Accept": "application/json"}
+        )
 
     async def send(self, body: dict[str, Any], *, model: str) -> ProviderResponse:
         """Send one chat request for `model`; the response, or a `ProviderError`."""
@@ -74,8 +81,9 @@ class OpenAIClient:
             raise BadRequestError(f"{self.name}: streaming requests are not supported", provider=self.name)
         payload = dict(body)
         payload["model"] = model
-        status, headers, raw = await post(
+        status, headers, raw = await send(
             self._session,
+            "POST",
             self._url,
             orjson.dumps(payload),
             self._headers,

@@ -19,7 +19,6 @@ Refusals raise `BadRequestError`; a response that is not a Messages response rai
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -63,6 +62,27 @@ def openai_to_anthropic(
     if n is not None and n != 1:
         raise refuse(f"n={n!r} is not supported (Anthropic returns one choice)")
 
+    system, turns = _turns(messages, refuse)
+
+    out: dict[str, Any] = {"model": model, "max_tokens": _max_tokens(body, default_max_tokens, refuse)}
+    if system:
+        out["system"] = "\n\n".join(system)
+    out["messages"] = turns
+    for name in ("temperature", "top_p"):
+        value = body.get(name)
+        if value is not None:
+            out[name] = value
+    stop = _stop_sequences(body.get("stop"), refuse)
+    if stop:
+        out["stop_sequences"] = stop
+    user = body.get("user")
+    if isinstance(user, str) and user:
+        out["metadata"] = {"user_id": user}
+    return out
+
+
+def _turns(messages: list[Any], refuse: _Refuse) -> tuple[list[str], list[dict[str, Any]]]:
+    """The system texts and the alternating user/assistant turns (same-role neighbours merged)."""
     system: list[str] = []
     turns: list[dict[str, Any]] = []
     for i, message in enumerate(messages):
@@ -84,28 +104,19 @@ def openai_to_anthropic(
         turns.append({"role": role, "content": _content(content, i, refuse)})
     if not turns:
         raise refuse("there is no user message")
+    return system, turns
 
-    out: dict[str, Any] = {"model": model, "max_tokens": _max_tokens(body, default_max_tokens, refuse)}
-    if system:
-        out["system"] = "\n\n".join(system)
-    out["messages"] = turns
-    for name in ("temperature", "top_p"):
-        value = body.get(name)
-        if value is not None:
-            out[name] = value
-    stop = body.get("stop")
+
+def _stop_sequences(stop: Any, refuse: _Refuse) -> list[str]:
     if isinstance(stop, str):
-        out["stop_sequences"] = [stop]
-    elif isinstance(stop, list) and stop:
+        return [stop]
+    if isinstance(stop, list) and stop:
         if not all(isinstance(s, str) for s in stop):
             raise refuse("'stop' must be a string or a list of strings")
-        out["stop_sequences"] = list(stop)
-    elif stop is not None and stop != []:
+        return list(stop)
+    if stop is not None and stop != []:
         raise refuse("'stop' must be a string or a list of strings")
-    user = body.get("user")
-    if isinstance(user, str) and user:
-        out["metadata"] = {"user_id": user}
-    return out
+    return []
 
 
 def _max_tokens(body: Mapping[str, Any], default: int, refuse: _Refuse) -> int:
@@ -171,7 +182,7 @@ def _plain_text(content: Any, i: int, refuse: _Refuse) -> str:
     return "\n\n".join(b["text"] for b in blocks)
 
 
-def anthropic_to_openai(resp: Mapping[str, Any], *, model: str, created: int | None = None) -> dict[str, Any]:
+def anthropic_to_openai(resp: Mapping[str, Any], *, model: str, created: int) -> dict[str, Any]:
     """The OpenAI `chat.completion` body for an Anthropic Messages response."""
     content = resp.get("content")
     usage = resp.get("usage")
@@ -217,7 +228,7 @@ def anthropic_to_openai(resp: Mapping[str, Any], *, model: str, created: int | N
     return {
         "id": resp.get("id"),
         "object": "chat.completion",
-        "created": int(time.time()) if created is None else created,
+        "created": created,
         "model": resp_model if isinstance(resp_model, str) and resp_model else model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
         "usage": {

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from batchgate.clock import Clock, TimerHandle
 from batchgate.emulator.config import BatchConfig
 from batchgate.emulator.content import answer, fit
-from batchgate.emulator.provider import ProviderRuntime
+from batchgate.emulator.provider import EmulatedProvider
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest
 
 Outcome = Literal["pending", "succeeded", "errored", "expired", "cancelled"]
@@ -152,7 +152,7 @@ class BatchRun:
             else:
                 text, tokens, cut = fit(answer(req.prompt), req.max_tokens, family.count_text)
                 item.body = family.success_body(
-                    req, text, tokens, cut, f"{family.id_prefix}{self._id_prefix}{i:06x}"
+                    req, text, tokens, cut, f"{family.id_prefix}{self._id_prefix}{i:06x}", self._clock.wall()
                 )
                 item.outcome = "succeeded"
                 item.output_tokens = tokens * req.n
@@ -217,7 +217,7 @@ class StoredFile:
 class BatchProvider:
     """The batch state of one emulated provider: its files, batches, quota in use and counters."""
 
-    runtime: ProviderRuntime
+    runtime: EmulatedProvider
     clock: Clock
     stats: BatchStats = field(default_factory=BatchStats)
     files: dict[str, StoredFile] = field(default_factory=dict)

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from batchgate.emulator.batch.core import BatchProvider, BatchRun
+from batchgate.emulator.batch.core import BatchItem, BatchProvider, BatchRun
 from batchgate.emulator.batch.files import ENDPOINT, OpenAIFiles, line_error, parse_input
 from batchgate.emulator.batch.http import Route, json_object, json_response, page
 from batchgate.emulator.wire import ApiError
@@ -36,6 +36,34 @@ _END_STATUS = {"completed": "completed", "expired": "expired", "cancelled": "can
 
 def _invalid(message: str, param: str | None = None, code: str | None = None, status: int = 400) -> ApiError:
     return ApiError(status, "invalid_request_error", message, param=param, code=code)
+
+
+def _create_fields(body: dict[str, Any]) -> tuple[str, Any]:
+    """The input file id and metadata of a create request, its endpoint and window checked."""
+    file_id = body.get("input_file_id")
+    if not isinstance(file_id, str):
+        raise _invalid(
+            "Missing required parameter: 'input_file_id'.", "input_file_id", "missing_required_parameter"
+        )
+    endpoint, window = body.get("endpoint"), body.get("completion_window")
+    if endpoint != ENDPOINT:
+        raise _invalid(
+            f"Invalid value: {endpoint!r}. Supported values are: '{ENDPOINT}'.",
+            "endpoint",
+            "invalid_value",
+        )
+    if window != WINDOW:
+        raise _invalid(
+            f"Invalid value: {window!r}. Supported values are: '{WINDOW}'.",
+            "completion_window",
+            "invalid_value",
+        )
+    metadata = body.get("metadata")
+    if metadata is not None and (
+        not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values())
+    ):
+        raise _invalid("Invalid 'metadata': expected an object of strings.", "metadata", "invalid_type")
+    return file_id, metadata
 
 
 @dataclass(slots=True)
@@ -134,29 +162,7 @@ class OpenAIBatchAPI:
             _invalid("We could not parse the JSON body of your request."),
             _invalid("The request body must be a JSON object."),
         )
-        file_id = body.get("input_file_id")
-        if not isinstance(file_id, str):
-            raise _invalid(
-                "Missing required parameter: 'input_file_id'.", "input_file_id", "missing_required_parameter"
-            )
-        endpoint, window = body.get("endpoint"), body.get("completion_window")
-        if endpoint != ENDPOINT:
-            raise _invalid(
-                f"Invalid value: {endpoint!r}. Supported values are: '{ENDPOINT}'.",
-                "endpoint",
-                "invalid_value",
-            )
-        if window != WINDOW:
-            raise _invalid(
-                f"Invalid value: {window!r}. Supported values are: '{WINDOW}'.",
-                "completion_window",
-                "invalid_value",
-            )
-        metadata = body.get("metadata")
-        if metadata is not None and (
-            not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values())
-        ):
-            raise _invalid("Invalid 'metadata': expected an object of strings.", "metadata", "invalid_type")
+        file_id, metadata = _create_fields(body)
         stored = self.bp.files.get(file_id)
         if stored is None:
             raise _invalid(f"No such File object: {file_id}", "input_file_id", status=404)
@@ -172,29 +178,33 @@ class OpenAIBatchAPI:
         if errors:
             record.errors = errors
         else:
-            tokens = sum(item.request.prompt_tokens for item in items if item.request is not None)
-            limit = self.bp.config.enqueued_token_limit
-            if limit is not None and tokens > limit:
-                raise _invalid(
-                    f"This batch holds {tokens} prompt tokens, more than the whole enqueued token limit "
-                    f"of {limit}; split it into smaller batches.",
-                    None,
-                    "token_limit_exceeded",
-                )
-            if not self.bp.reserve(tokens):
-                raise ApiError(
-                    429,
-                    "invalid_request_error",
-                    f"Enqueued token limit reached for {model} in organization org-emulator. Limit: {limit} "
-                    f"enqueued tokens, {self.bp.enqueued_tokens} in use. Please try again once some "
-                    "in_progress batches have been completed.",
-                    code="token_limit_exceeded",
-                )
+            self._enqueue(items, model)
             record.run = self.bp.start_run(items, batch_id, lambda run: self._ended(record, run))
         self.bp.batches[batch_id] = record
         self.bp.stats.created += 1
         self.bp.clock.call_at(now, lambda: self._validated(record))
         return json_response(record.to_dict())
+
+    def _enqueue(self, items: list[BatchItem], model: str | None) -> None:
+        """Charge the batch's prompt tokens to the enqueued-token limit, or refuse it."""
+        tokens = sum(item.request.prompt_tokens for item in items if item.request is not None)
+        limit = self.bp.config.enqueued_token_limit
+        if limit is not None and tokens > limit:
+            raise _invalid(
+                f"This batch holds {tokens} prompt tokens, more than the whole enqueued token limit "
+                f"of {limit}; split it into smaller batches.",
+                None,
+                "token_limit_exceeded",
+            )
+        if not self.bp.reserve(tokens):
+            raise ApiError(
+                429,
+                "invalid_request_error",
+                f"Enqueued token limit reached for {model} in organization org-emulator. Limit: {limit} "
+                f"enqueued tokens, {self.bp.enqueued_tokens} in use. Please try again once some "
+                "in_progress batches have been completed.",
+                code="token_limit_exceeded",
+            )
 
     def _validated(self, record: OpenAIBatch) -> None:
         record.validated = True

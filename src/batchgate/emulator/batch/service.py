@@ -19,7 +19,7 @@ from batchgate.emulator.batch.anthropic import AnthropicBatchAPI
 from batchgate.emulator.batch.core import BatchProvider
 from batchgate.emulator.batch.http import JSON_TYPE, Handler, Route
 from batchgate.emulator.batch.openai import OpenAIBatchAPI
-from batchgate.emulator.provider import ProviderRuntime
+from batchgate.emulator.provider import EmulatedProvider
 from batchgate.emulator.wire import ApiError
 
 
@@ -38,7 +38,7 @@ class BatchService:
     def next_id(self) -> int:
         return next(self._seq)
 
-    def register(self, app: web.Application, runtimes: Mapping[str, ProviderRuntime]) -> None:
+    def register(self, app: web.Application, runtimes: Mapping[str, EmulatedProvider]) -> None:
         """Add the batch routes of every provider (call before any catch-all route)."""
         for rt in runtimes.values():
             bp = BatchProvider(rt, self._clock)

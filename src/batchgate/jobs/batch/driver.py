@@ -1,5 +1,5 @@
 """A job run's batch mode, on the engine's side: starts a `BatchModeRunner` after the gateway (its
-own HTTP session, the embedded emulator's URLs), recovers recorded batches and claims the tasks of
+own HTTP session, the gateway's provider URLs), recovers recorded batches and claims the tasks of
 batch-mode routes before live dispatch begins, follows them in the background, and feeds what
 they produce into the run: outcomes into progress, the budget and the error-rate window; tasks
 handed back into live dispatch; batch events into the progress sink.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -23,6 +23,7 @@ from batchgate.clock import Clock
 from batchgate.config import GatewayConfig
 from batchgate.errors import ProviderError, RoutingError
 from batchgate.gateway import Gateway
+from batchgate.jobs.batch.events import RunControl
 from batchgate.jobs.batch.mode import BatchModeRunner
 from batchgate.jobs.batch.outcomes import Rejected
 from batchgate.jobs.batch.policy import batch_target, may_batch
@@ -32,15 +33,15 @@ from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
+from batchgate.models import requested_output_tokens
 from batchgate.providers.http import create_session
-from batchgate.scheduler import requested_output_tokens
 
 EventSink = Callable[[str, dict[str, Any]], None]
 
 
 class BatchDriver:
-    """One run's batch mode; `to_live` receives the tasks to send live, `stop(reason)` asks the
-    run to stop, `fail(exc)` ends it with an unexpected error."""
+    """One run's batch mode. It asks `run` (`RunControl`) to send tasks live, to stop or to fail,
+    and is the `BatchEvents` of its `BatchModeRunner`."""
 
     def __init__(
         self,
@@ -52,11 +53,8 @@ class BatchDriver:
         progress: Progress,
         budget: BudgetGate,
         errors: ErrorRateWindow,
-        to_live: Callable[[list[TaskSpec]], None],
-        stop: Callable[[str], None],
-        fail: Callable[[BaseException], None],
+        run: RunControl,
         deadline: float | None = None,
-        base_urls: Mapping[str, str] | None = None,
         on_event: EventSink | None = None,
         check: OutputCheck | None = None,
     ) -> None:
@@ -68,11 +66,8 @@ class BatchDriver:
         self._progress = progress
         self._budget = budget
         self._errors = errors
-        self._to_live = to_live
-        self._stop = stop
-        self._fail = fail
+        self._run = run
         self._deadline = deadline
-        self._base_urls = dict(base_urls or {})
         self._on_event = on_event
         self._prices = PriceTable(config.prices)
         self._session: aiohttp.ClientSession | None = None
@@ -90,24 +85,17 @@ class BatchDriver:
         """Recover recorded batches and claim batch-mode tasks (before any live claim), then
         follow and submit them in the background."""
         self._session = create_session(connect_timeout=self.config.settings.timeouts.connect)
-        urls = dict(self._base_urls)
-        emulator = gateway.emulator
-        for p in self.config.providers:
-            if p.emulated and emulator is not None and p.name not in urls:
-                urls[p.name] = emulator.base_url(p.name)
         runner = BatchModeRunner(
             self.config,
             self.store,
             self.job_id,
             session=self._session,
-            base_urls=urls,
+            base_urls=gateway.base_urls,
             clock=self._clock,
             prices=self._prices,
             deadline=self._deadline,
-            on_outcome=self._on_outcome,
-            on_event=self._event,
             check=self._check,
-            on_rejected=self._on_rejected,
+            events=self,
         )
         self.runner = runner
         self._progress.batch_view = self.view
@@ -116,7 +104,7 @@ class BatchDriver:
         tasks, live = self._reserve(gateway, tasks)
         if live:
             runner.stats.sent_live += len(live)
-            self._to_live(live)
+            self._run.hand_live(live)
         self._spawn(runner.resume())
         if tasks:
             self._spawn(runner.submit(tasks))
@@ -155,19 +143,21 @@ class BatchDriver:
     def _done(self, fut: asyncio.Future[list[TaskSpec]]) -> None:
         self._background.discard(fut)
         if fut.cancelled():
-            self._to_live([])  # wake the dispatcher
+            self._run.hand_live([])  # wake the dispatcher
             return
         exc = fut.exception()
         if exc is None:
             live = fut.result()
             for spec in live:
                 self._budget.settle(self._reserved.pop(spec.seq, FREE), FREE)
-            self._to_live(live)
+            self._run.hand_live(live)
         elif isinstance(exc, ProviderError):  # the provider failed us; the batches are recorded
-            self._stop(f"batch mode: {exc.kind} from provider {exc.provider or '?'}: {exc.message}")
-            self._to_live([])
+            self._run.request_stop(
+                f"batch mode: {exc.kind} from provider {exc.provider or '?'}: {exc.message}"
+            )
+            self._run.hand_live([])
         else:
-            self._fail(exc)
+            self._run.fail(exc)
 
     def _reserve(self, gateway: Gateway, tasks: list[TaskSpec]) -> tuple[list[TaskSpec], list[TaskSpec]]:
         """Reserve each task's worst case at the Batch API price; those that do not fit go live."""
@@ -199,13 +189,15 @@ class BatchDriver:
         discount = price.batch_discount if price is not None else 1.0
         return self._prices.estimate(model, prompt, out) * discount, prompt + out
 
-    def _on_rejected(self, refused: Rejected) -> None:
+    # -- BatchEvents -----------------------------------------------------------------------------
+
+    def rejected(self, refused: Rejected) -> None:
         """An answer the output check refused: counted invalid; its tokens billed, not kept."""
         self._progress.count_invalid(refused.custom_id)
         self._progress.count_refused(refused.provider, refused.tokens)
         self._refused_tokens[refused.seq] = refused.tokens
 
-    def _on_outcome(self, outcome: TaskOutcome) -> None:
+    def outcome(self, outcome: TaskOutcome) -> None:
         p = self._progress
         tokens = outcome.prompt_tokens + outcome.completion_tokens + self._refused_tokens.pop(outcome.seq, 0)
         self._budget.settle(self._reserved.pop(outcome.seq, FREE), (outcome.cost_usd, tokens))
@@ -213,9 +205,9 @@ class BatchDriver:
         p.add_cost(outcome.provider or "?", outcome.cost_usd, batch=True)
         failed = outcome.state is not TaskState.SUCCEEDED
         if self._errors.record(failed):
-            self._stop(self._errors.reason())
+            self._run.request_stop(self._errors.reason())
 
-    def _event(self, name: str, fields: dict[str, Any]) -> None:
+    def event(self, name: str, fields: dict[str, Any]) -> None:
         if self._on_event is not None:
             with contextlib.suppress(Exception):  # a display problem never stops the batches
                 self._on_event(name, {"job": self.job_id, **fields})

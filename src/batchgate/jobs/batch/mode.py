@@ -7,14 +7,14 @@ anything else, polls all batches at once, and turns their results into the same 
 calls (`batch_outcomes`). Expired, cancelled or transiently failed items go into one new batch, or
 back to the caller to be sent live when the deadline is near or they were batched twice already.
 After a restart, `resume` re-claims and polls the recorded batches instead of submitting again.
-The runner commits outcomes itself (before marking a batch done); `on_outcome` only observes them,
-and `on_rejected` hears first of each answer the output check (`check`) refused.
+The runner commits outcomes itself (before marking a batch done); its `events` (`BatchEvents`)
+only observe them, and hear first of each answer the output check (`check`) refused.
 
 How a job run uses it (one runner per run, sharing the run's aiohttp session):
 
     await store.requeue_running(job_id)                # as now
     runner = BatchModeRunner(config, store, job_id, session=s, base_urls=urls, clock=clock,
-                             deadline=job_deadline(config, job.created_at), on_outcome=observe)
+                             deadline=job_deadline(config, job.created_at), events=events)
     await runner.recover()                             # re-claim recorded batches: before any claim
     batch_tasks = await runner.claim_batch_tasks()     # pending tasks of batch-mode routes
     resumed = create_task(runner.resume()); fresh = create_task(runner.submit(batch_tasks))
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any
@@ -38,10 +38,10 @@ import aiohttp
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.errors import BadRequestError, JobError
+from batchgate.jobs.batch.events import BatchEvents, NoEvents
 from batchgate.jobs.batch.ledger import BatchLedger, BatchRecord
 from batchgate.jobs.batch.outcomes import (
     BatchContext,
-    Rejected,
     custom_id_for,
     failed_batch_outcomes,
     failure_outcome,
@@ -58,7 +58,6 @@ from batchgate.providers.batch.common import (
     TRANSIENT_ERRORS,
     BatchClient,
     BatchRequest,
-    PollPolicy,
 )
 from batchgate.providers.batch.factory import make_batch_client
 
@@ -88,14 +87,11 @@ class BatchModeRunner:
         clock: Clock | None = None,
         prices: PriceTable | None = None,
         deadline: float | None = None,
-        on_outcome: Callable[[TaskOutcome], None] | None = None,
-        on_event: Callable[[str, dict[str, Any]], None] | None = None,
         check: OutputCheck | None = None,
-        on_rejected: Callable[[Rejected], None] | None = None,
+        events: BatchEvents | None = None,
     ) -> None:
         """`deadline`: wall seconds (see `batch_policy.job_deadline`), None for no deadline.
-        `base_urls` overrides providers' URLs (an embedded emulator's). `on_event(name, fields)`
-        hears `batch_submitted`, `batch_resumed` and `batch_ended`."""
+        `base_urls` overrides providers' URLs (an embedded emulator's)."""
         self.config = config
         self.store = store
         self.job_id = job_id
@@ -106,12 +102,9 @@ class BatchModeRunner:
         self._clock: Clock = clock or LoopClock()
         self._prices = prices or PriceTable(config.prices)
         self._deadline = deadline
-        self._on_outcome = on_outcome
-        self._on_event = on_event
         self._check = check
-        self._on_rejected = on_rejected
-        poll = config.job.batch_poll
-        self._poll = PollPolicy(poll.initial, poll.factor, poll.maximum)
+        self.events: BatchEvents = events or NoEvents()
+        self._poll = config.job.batch_poll
         self._ledger = BatchLedger(store, job_id)
         self._clients: dict[str, BatchClient] = {}
         self._recovered: list[_Batch] | None = None  # None until `recover` ran
@@ -319,9 +312,8 @@ class BatchModeRunner:
                 outcomes, leftovers, rejected = sort_results(
                     batch.specs, results, ctx, self._prices, self._check
                 )
-                if self._on_rejected is not None:
-                    for refused in rejected:
-                        self._on_rejected(refused)
+                for refused in rejected:
+                    self.events.rejected(refused)
             state: str = status.state
         except BadRequestError:  # the provider no longer knows it (purged, or an emulator restarted)
             state, outcomes, leftovers = "lost", [], [batch.specs[s] for s in sorted(batch.specs)]
@@ -353,8 +345,7 @@ class BatchModeRunner:
         await self.store.complete_tasks(self.job_id, outcomes)
         for outcome in outcomes:
             self.stats.add_outcome(outcome, self._live_cost(outcome, model))
-            if self._on_outcome is not None:
-                self._on_outcome(outcome)
+            self.events.outcome(outcome)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -368,12 +359,9 @@ class BatchModeRunner:
         return self._prices.cost(model, Usage(outcome.prompt_tokens, outcome.completion_tokens))
 
     def _event(self, name: str, record: BatchRecord, **fields: Any) -> None:
-        if self._on_event is not None:
-            handle = record.handle
-            self._on_event(
-                name,
-                {"provider": handle.provider, "batch_id": handle.batch_id, "round": record.round, **fields},
-            )
+        handle = record.handle
+        fields = {"provider": handle.provider, "batch_id": handle.batch_id, "round": record.round, **fields}
+        self.events.event(name, fields)
 
     def _cancel_requested(self) -> bool:
         return self._cancelling

@@ -26,7 +26,7 @@ class OutputCheck:
             raise ConfigError(source, "job.validate_regex", f"invalid regular expression: {exc}") from None
         self._validator: Any = None
         if schema is not None:
-            import jsonschema
+            import jsonschema  # noqa: PLC0415 — start-up: loaded only for a job with an output schema
 
             as_dict = dict(schema)
             cls = jsonschema.validators.validator_for(as_dict)

@@ -49,7 +49,6 @@ class Progress:
     latency: dict[str, dict[str, int]] = field(default_factory=dict)
     batch_cost_by_provider: dict[str, float] = field(default_factory=dict)
     batch_view: Callable[[], dict[str, Any]] | None = None
-    batch_events: int = 0  # batches submitted, resumed or ended so far
 
     def batches(self) -> dict[str, Any]:
         """The batch view (empty when the run has no batch mode)."""
@@ -203,8 +202,8 @@ class RichSink:
     """A live table on stderr: overall progress, rate, ETA, 429s, tokens, cost, and one row per provider."""
 
     def __init__(self) -> None:
-        from rich.console import Console
-        from rich.live import Live
+        from rich.console import Console  # noqa: PLC0415 — rich is the optional `cli` extra
+        from rich.live import Live  # noqa: PLC0415 — rich is the optional `cli` extra
 
         self._console = Console(stderr=True)
         self._live = Live(console=self._console, refresh_per_second=4, transient=False)
@@ -223,10 +222,10 @@ class RichSink:
             )
 
     def update(self, snap: dict[str, Any]) -> None:
-        from rich.console import Group
-        from rich.progress_bar import ProgressBar
-        from rich.table import Table
-        from rich.text import Text
+        from rich.console import Group  # noqa: PLC0415 — rich is the optional `cli` extra
+        from rich.progress_bar import ProgressBar  # noqa: PLC0415 — rich is the optional `cli` extra
+        from rich.table import Table  # noqa: PLC0415 — rich is the optional `cli` extra
+        from rich.text import Text  # noqa: PLC0415 — rich is the optional `cli` extra
 
         total = max(1, snap["total"])
         head = Text.assemble(
@@ -277,7 +276,7 @@ def make_sink(mode: str) -> ProgressSink:
     if mode == "auto" and not sys.stderr.isatty():
         return QuietSink()
     try:
-        import rich  # noqa: F401 - the live display needs the `cli` extra
+        import rich  # noqa: F401, PLC0415 — the live display needs the optional `cli` extra
     except ImportError:
         if mode == "rich":
             raise JobError("the live display needs rich: pip install 'batchgate[cli]'") from None

@@ -20,7 +20,8 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import BadRequestError
 from batchgate.models import Usage
-from batchgate.providers.anthropic import ANTHROPIC_VERSION
+from batchgate.policy.poll import PollPolicy
+from batchgate.providers.anthropic import anthropic_headers
 from batchgate.providers.batch.base import BatchClientBase
 from batchgate.providers.batch.common import (
     CANCELLED,
@@ -33,7 +34,6 @@ from batchgate.providers.batch.common import (
     BatchState,
     BatchStatus,
     ItemError,
-    PollPolicy,
     body_for,
     split_for_batches,
 )
@@ -79,8 +79,9 @@ def anthropic_status(raw: Mapping[str, Any]) -> BatchStatus:
     return BatchStatus(state, counts, raw)
 
 
-def anthropic_item_result(line: Mapping[str, Any]) -> BatchItemResult:
-    """One line of the results as a result; ValueError when it is not one."""
+def anthropic_item_result(line: Mapping[str, Any], created: int) -> BatchItemResult:
+    """One line of the results as a result (`created`: the chat.completion's timestamp); ValueError
+    when it is not one."""
     custom_id = line.get("custom_id")
     result = line.get("result")
     if not isinstance(custom_id, str) or not isinstance(result, Mapping):
@@ -91,7 +92,7 @@ def anthropic_item_result(line: Mapping[str, Any]) -> BatchItemResult:
         if not isinstance(message, Mapping):
             raise ValueError("a succeeded result without a message")
         model = message.get("model")
-        body = anthropic_to_openai(message, model=model if isinstance(model, str) else "")
+        body = anthropic_to_openai(message, model=model if isinstance(model, str) else "", created=created)
         u = body["usage"]
         usage = Usage(u["prompt_tokens"], u["completion_tokens"], u["prompt_tokens_details"]["cached_tokens"])
         return BatchItemResult(custom_id, ok=True, body=body, usage=usage, status_code=200)
@@ -136,9 +137,7 @@ class AnthropicBatchClient(BatchClientBase):
         self._default_max_tokens = config.default_max_tokens
         self._clock: Clock = clock or LoopClock()
         self._poll = poll or PollPolicy()
-        headers = {"Accept": "application/json", "anthropic-version": ANTHROPIC_VERSION, **config.headers}
-        if config.api_key is not None and config.api_key.reveal():
-            headers["x-api-key"] = config.api_key.reveal()
+        headers = anthropic_headers(config, {"Accept": "application/json"})
         self._http = BatchHTTP(session, timeouts, config.name, config.api_key, headers)
 
     def _entry(self, request: BatchRequest, model: str | None) -> dict[str, Any]:
@@ -191,4 +190,5 @@ class AnthropicBatchClient(BatchClientBase):
         """Every result of an ended batch (fetched from the configured URL, never `results_url`)."""
         await self._ended(handle)
         data = await self._http.raw("GET", f"{self._batch_url(handle)}/results")
-        return self._items(data, "batch result", anthropic_item_result)
+        created = int(self._clock.wall())
+        return self._items(data, "batch result", lambda line: anthropic_item_result(line, created))

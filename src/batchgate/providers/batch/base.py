@@ -12,12 +12,12 @@ import orjson
 
 from batchgate.clock import Clock
 from batchgate.errors import BatchgateError
+from batchgate.policy.poll import PollPolicy
 from batchgate.providers.batch.common import (
     BatchHandle,
     BatchHTTP,
     BatchItemResult,
     BatchStatus,
-    PollPolicy,
     parse_jsonl,
     poll_until_done,
 )

@@ -30,7 +30,9 @@ from batchgate.errors import (
     TransportError,
 )
 from batchgate.models import ChatBody, Usage
-from batchgate.providers.classify import error_for_exception, error_for_response, malformed
+from batchgate.policy.poll import PollPolicy
+from batchgate.providers.classify import error_for_response, malformed
+from batchgate.providers.http import request_timeout, send
 
 BatchState = Literal["in_progress", "completed", "expired", "cancelled", "failed"]
 TERMINAL_STATES: frozenset[str] = frozenset({"completed", "expired", "cancelled", "failed"})
@@ -118,31 +120,6 @@ class BatchItemResult:
     error: ItemError | None = None
     usage: Usage | None = None
     status_code: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PollPolicy:
-    """Poll intervals: `initial × factor^n`, capped at `maximum`; `max_failures` consecutive
-    transient errors (429, 5xx, transport) are tolerated while polling before the last is raised."""
-
-    initial: float = 5.0
-    factor: float = 1.5
-    maximum: float = 60.0
-    max_failures: int = 5
-
-    def __post_init__(self) -> None:
-        if self.initial <= 0 or self.maximum < self.initial:
-            raise ValueError("poll intervals need 0 < initial <= maximum")
-        if self.factor < 1:
-            raise ValueError("the poll interval factor must be >= 1 (intervals never shrink)")
-        if self.max_failures < 0:
-            raise ValueError("max_failures must be >= 0")
-
-    def interval(self, attempt: int) -> float:
-        """The wait after the `attempt`-th (0-based) poll that found the batch still running."""
-        if attempt > 200:  # beyond any cap; avoids float overflow
-            return self.maximum
-        return min(self.maximum, self.initial * self.factor**attempt)
 
 
 class BatchClient(Protocol):
@@ -277,7 +254,7 @@ class BatchHTTP:
         headers: Mapping[str, str],
     ) -> None:
         self._session = session
-        self._timeout = aiohttp.ClientTimeout(total=timeouts.total, sock_connect=timeouts.connect)
+        self._timeout = request_timeout(timeouts)
         self._provider = provider
         self._api_key = api_key
         self._headers = dict(headers)
@@ -288,13 +265,16 @@ class BatchHTTP:
         headers = dict(self._headers)
         if json_body and data is not None:
             headers["Content-Type"] = "application/json"
-        try:
-            async with self._session.request(
-                method, url, data=data, headers=headers, timeout=self._timeout, allow_redirects=False
-            ) as resp:
-                return resp.status, resp.headers, await resp.read()
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise error_for_exception(exc, provider=self._provider, api_key=self._api_key) from None
+        return await send(
+            self._session,
+            method,
+            url,
+            data,
+            headers,
+            self._timeout,
+            provider=self._provider,
+            api_key=self._api_key,
+        )
 
     async def raw(
         self, method: str, url: str, data: bytes | aiohttp.FormData | None = None, *, json_body: bool = True

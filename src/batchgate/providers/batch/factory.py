@@ -8,8 +8,9 @@ import aiohttp
 from batchgate.clock import Clock
 from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import ConfigError
+from batchgate.policy.poll import PollPolicy
 from batchgate.providers.batch.anthropic import AnthropicBatchClient
-from batchgate.providers.batch.common import BatchClient, PollPolicy
+from batchgate.providers.batch.common import BatchClient
 from batchgate.providers.batch.openai import OpenAIBatchClient
 
 

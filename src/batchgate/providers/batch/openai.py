@@ -19,6 +19,7 @@ import orjson
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import ProviderError
+from batchgate.policy.poll import PollPolicy
 from batchgate.providers.batch.base import BatchClientBase
 from batchgate.providers.batch.common import (
     BatchCounts,
@@ -29,12 +30,11 @@ from batchgate.providers.batch.common import (
     BatchState,
     BatchStatus,
     ItemError,
-    PollPolicy,
     body_for,
     split_for_batches,
 )
 from batchgate.providers.classify import error_fields, malformed
-from batchgate.providers.openai import usage_from_openai
+from batchgate.providers.openai import openai_headers, usage_from_openai
 
 ENDPOINT = "/v1/chat/completions"
 COMPLETION_WINDOW = "24h"
@@ -124,9 +124,7 @@ class OpenAIBatchClient(BatchClientBase):
         self.max_bytes = max_bytes
         self._clock: Clock = clock or LoopClock()
         self._poll = poll or PollPolicy()
-        headers = {"Accept": "application/json", **config.headers}
-        if config.api_key is not None and config.api_key.reveal():
-            headers["Authorization"] = f"Bearer {config.api_key.reveal()}"
+        headers = openai_headers(config, {"Accept": "application/json"})
         self._http = BatchHTTP(session, timeouts, config.name, config.api_key, headers)
 
     def _line(self, request: BatchRequest, model: str | None) -> bytes:

@@ -1,0 +1,40 @@
+"""The embedded emulator a config may ask for (an `emulator:` section, providers whose base_url is
+`emulator`): starting it, and the provider URLs it serves merged with the ones given — one place
+for the gateway, batch mode and `batchgate cancel`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from batchgate.clock import Clock
+from batchgate.config import GatewayConfig
+
+if TYPE_CHECKING:
+    from batchgate.emulator import Emulator
+
+
+async def start_embedded(config: GatewayConfig, clock: Clock | None = None) -> Emulator | None:
+    """Start the config's embedded emulator (None when it has none or no provider uses it); the
+    caller stops it with `await emulator.__aexit__(None, None, None)`."""
+    if config.emulator is None or not any(p.emulated for p in config.providers):
+        return None
+
+    # start-up: aiohttp.web and the emulator load only for a config that embeds one
+    from batchgate.emulator import Emulator, emulator_config_from_dict  # noqa: PLC0415 — see above
+
+    emu = Emulator(emulator_config_from_dict(config.emulator, source=f"{config.source}: emulator"))
+    await emu.__aenter__()
+    return emu
+
+
+def provider_urls(
+    config: GatewayConfig, emulator: Emulator | None, given: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The base URL overrides: `given` first, then the embedded emulator's for emulated providers."""
+    urls = dict(given or {})
+    if emulator is not None:
+        for p in config.providers:
+            if p.emulated and p.name not in urls:
+                urls[p.name] = emulator.base_url(p.name)
+    return urls

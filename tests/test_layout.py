@@ -1,0 +1,118 @@
+"""The layout rules CONTRIBUTING and docs/architecture.md state, checked on the source itself:
+small functions and modules, no import cycle (imports inside functions included), a short top
+level in `jobs/`, and every package saying what it owns and what it may import."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import grimp
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "batchgate"
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 400
+MAX_JOBS_TOP_LEVEL = 15
+
+
+def _modules() -> Iterator[Path]:
+    yield from sorted(SRC.rglob("*.py"))
+
+
+def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node
+
+
+def test_no_function_is_longer_than_the_limit() -> None:
+    too_long = []
+    for path in _modules():
+        for fn in _functions(ast.parse(path.read_text(encoding="utf-8"))):
+            lines = (fn.end_lineno or fn.lineno) - fn.lineno + 1
+            if lines > MAX_FUNCTION_LINES:
+                too_long.append(f"{path.relative_to(SRC)}:{fn.lineno} {fn.name} ({lines} lines)")
+    assert too_long == []
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    too_long = [
+        f"{path.relative_to(SRC)} ({n} lines)"
+        for path in _modules()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert too_long == []
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative; components of more than one module are import cycles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_strongly_connected_finds_a_cycle() -> None:
+    """The cycle finder itself can fail: a → b → c → a is one component, d stands alone."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
+    assert _strongly_connected(graph) == [["a", "b", "c"]]
+
+
+def test_there_is_no_import_cycle() -> None:
+    g = grimp.build_graph("batchgate", cache_dir=None)
+    graph = {m: set(g.find_modules_directly_imported_by(m)) for m in g.modules}
+    assert _strongly_connected(graph) == []
+
+
+def test_jobs_keeps_a_short_top_level() -> None:
+    top = sorted(p.name for p in (SRC / "jobs").glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= MAX_JOBS_TOP_LEVEL, top
+
+
+def test_every_package_says_what_it_owns_and_may_import() -> None:
+    silent = []
+    for init in sorted(SRC.rglob("__init__.py")):
+        if init.parent == SRC:
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        if "May import" not in doc:
+            silent.append(str(init.relative_to(SRC)))
+    assert silent == []
