@@ -13,7 +13,7 @@ from batchgate.emulator import EmulatorThread
 
 from .harness import gateway_config, prompt
 
-ROUTES = ("r-alpha", "r-gamma")
+ROUTES = ("r-alpha", "gamma-3.5")
 
 
 def graph_config(path: Path, emu: EmulatorThread, **kwargs: Any) -> Path:
@@ -22,7 +22,7 @@ def graph_config(path: Path, emu: EmulatorThread, **kwargs: Any) -> Path:
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     data["routes"] += [
         {"model": "r-alpha", "targets": ["alpha:gpt-4o-mini"]},
-        {"model": "r-gamma", "targets": ["gamma:claude-3-5-haiku-latest"]},
+        {"model": "gamma-3.5", "targets": ["gamma:claude-3-5-haiku-latest"]},
     ]
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
@@ -41,7 +41,7 @@ def write_reviews(path: Path, n: int) -> Path:
     return path
 
 
-def write_pipeline(path: Path, *, equals: str = "negative", route2: str = "r-gamma") -> Path:
+def write_pipeline(path: Path, *, equals: str = "negative", route2: str = "gamma-3.5") -> Path:
     steps = [
         {
             "name": "classify",

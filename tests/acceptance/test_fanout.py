@@ -48,8 +48,12 @@ def test_fanout_writes_one_joined_line_per_input_with_one_answer_per_route(
         assert step["latency_ms"]["p50"] > 0
         assert step["cost_usd"] > 0
         assert step["prompt_tokens"] > 0
-    assert section["agreement"]["r-alpha"]["r-gamma"] == 1.0
+    assert section["agreement"]["r-alpha"]["gamma-3.5"] == 1.0
     assert "routes compared" in done.stderr
+    resumed = cli.run("resume", job, "-q")  # the job remembers its fan-out (a route name with a dot too)
+    assert resumed.returncode == 0, resumed.stderr
+    assert emu.stats()["providers"]["gamma"]["admitted"] == n  # nothing left to send
+    assert read_jsonl(out) == rows
 
 
 def test_fanout_config_list_and_an_unknown_route(cli: Cli, emu: EmulatorThread) -> None:
@@ -59,7 +63,7 @@ def test_fanout_config_list_and_an_unknown_route(cli: Cli, emu: EmulatorThread) 
     assert bad.returncode == 2
     assert "unknown route 'nope'" in one_error_line(bad.stderr)
     assert provider_totals(emu)["admitted"] == 0
-    cfg.write_text(cfg.read_text(encoding="utf-8") + "fanout: [r-alpha, r-gamma]\n", encoding="utf-8")
+    cfg.write_text(cfg.read_text(encoding="utf-8") + "fanout: [r-alpha, gamma-3.5]\n", encoding="utf-8")
     done = cli.run("run", str(src), "--config", str(cfg), "--output", "o.jsonl", "--progress", "quiet")
     assert done.returncode == 0, done.stderr
     rows = read_jsonl(cli.cwd / "o.jsonl")

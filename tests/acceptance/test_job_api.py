@@ -40,7 +40,7 @@ async def test_results_land_one_per_route_and_the_report_is_the_clis(
     assert all(r.ok and r.answer == mood_of(int(r.custom_id[5:])) for r in results)
     report = job.report()
     assert report == orjson.loads((tmp_path / "out.jsonl.report.json").read_bytes())
-    assert report["graph"]["steps"]["r-gamma"]["succeeded"] == n
+    assert report["graph"]["steps"]["gamma-3.5"]["succeeded"] == n
     assert any(e.get("event") == "finished" for e in seen)
     assert (tmp_path / "out.jsonl.input.jsonl").exists()  # the iterable, kept so the job can resume
     again = batchgate.Job(

@@ -40,7 +40,7 @@ def test_a_step_runs_only_where_its_condition_holds(cli: Cli, emu: EmulatorThrea
     stats = emu.stats()["providers"]
     negatives = sum(mood_of(i) == "negative" for i in range(n))
     assert stats["alpha"]["admitted"] == n  # classify, on r-alpha
-    assert stats["gamma"]["admitted"] == negatives  # summary, on r-gamma, only where negative
+    assert stats["gamma"]["admitted"] == negatives  # summary, on gamma-3.5, only where negative
     rows = read_jsonl(out)
     assert ids_once(rows) == expected_ids(n)
     for row in rows:
@@ -53,7 +53,7 @@ def test_a_step_runs_only_where_its_condition_holds(cli: Cli, emu: EmulatorThrea
             assert summary["provider"] == "gamma"
             assert "awful broken" in summary["answer"]  # the summary of this item's own text
         else:
-            assert summary == {"status": "skipped", "route": "r-gamma"}
+            assert summary == {"status": "skipped", "route": "gamma-3.5"}
     steps = cli.report(cli.status()["job"])["graph"]["steps"]
     assert (steps["summary"]["sent"], steps["summary"]["skipped"]) == (negatives, n - negatives)
 

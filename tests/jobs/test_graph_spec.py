@@ -57,7 +57,9 @@ steps:
     assert [s.name for s in graph.roots()] == ["classify", "other"]
     assert [s.name for s in graph.dependents("classify")] == ["summary"]
     assert Graph.from_dict(graph.to_dict()) == graph
-    assert fanout_graph(["a", "b"]).roots() == list(fanout_graph(["a", "b"]).steps)
+    fanout = fanout_graph(["gpt-4.1-nano", "claude-3-5-haiku"])
+    assert fanout.roots() == list(fanout.steps)
+    assert Graph.from_dict(fanout.to_dict()) == fanout  # a job remembers it: resume rebuilds it
 
 
 @pytest.mark.parametrize(

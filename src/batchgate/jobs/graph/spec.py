@@ -146,15 +146,17 @@ def parse_steps(items: Any, source: str, *, kind: str) -> Graph:
         raise ConfigError(source, "steps", f"at most {MAX_STEPS} steps")
     steps: list[Step] = []
     for i, item in enumerate(items):
-        steps.append(_parse_step(Section(item, source, f"steps[{i}]", _STEP_KEYS), [s.name for s in steps]))
+        sec = Section(item, source, f"steps[{i}]", _STEP_KEYS)
+        steps.append(_parse_step(sec, [s.name for s in steps], route_named=kind == FANOUT))
         if kind == PIPELINE and steps[-1].prompt is None:
             raise ConfigError(source, f"steps[{i}].prompt", "is required")
     return Graph(kind, tuple(steps))
 
 
-def _parse_step(sec: Section, earlier: list[str]) -> Step:
+def _parse_step(sec: Section, earlier: list[str], *, route_named: bool = False) -> Step:
+    """One step; a fan-out's steps are named after their routes (which may hold dots)."""
     name = sec.string("name", required=True) or ""
-    if not _NAME.fullmatch(name):
+    if not route_named and not _NAME.fullmatch(name):
         sec.fail("name", "must be letters, digits, '_' or '-', starting with a letter")
     if name in earlier:
         sec.fail("name", f"step {name!r} is defined twice")
