@@ -139,7 +139,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from batchgate.jobs.finish import write_report  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.finish import GRAPH_REPORT_BLOB, write_report  # noqa: PLC0415 — start-up: not for `--help`
     from batchgate.jobs.io.report import (  # noqa: PLC0415 — start-up: not for `--help`
         OPEN_SEGMENT_BLOB,
         REPORT_BLOB,
@@ -165,6 +165,9 @@ def _report(args: argparse.Namespace) -> int:
                 segments,
                 invalid=await load_invalid(store, job.job_id),
             )
+            graph = await store.get_blob(job.job_id, GRAPH_REPORT_BLOB)
+            if graph:
+                report["graph"] = orjson.loads(graph)
             report["state"] = _state(store, job)
             return report
         finally:

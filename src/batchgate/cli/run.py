@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from batchgate.config import ROUTE_MODES, load_config
+from batchgate.errors import JobError
 from batchgate.jobs.find import find_job
 from batchgate.jobs.store.location import DEFAULT_STORE, choose_location, open_store, parse_location
 
@@ -118,6 +120,14 @@ def register(sub: Any) -> None:
     run.add_argument("--config", type=Path, required=True, help="gateway config (YAML)")
     run.add_argument("--output", type=Path, required=True, help="results (JSONL, OpenAI Batch output shape)")
     run.add_argument("--dry-run", action="store_true", help="print the plan and send nothing")
+    run.add_argument(
+        "--fanout",
+        metavar="ROUTES",
+        help="comma-separated routes: run every line on each, one joined output line per input",
+    )
+    run.add_argument(
+        "--pipeline", type=Path, metavar="FILE", help="pipeline file (YAML): steps per input line"
+    )
     _add_run_options(run)
     run.set_defaults(handler=_run)
 
@@ -174,12 +184,17 @@ def _request(args: argparse.Namespace, input_path: Path, config: Path, output: P
 
 
 def _run(args: argparse.Namespace) -> int:
+    from batchgate.jobs.graph.setup import requested_graph  # noqa: PLC0415 — start-up: only to run
+
+    config = load_config(args.config)
+    graph = requested_graph(config, args.fanout, args.pipeline)
     if args.dry_run:
+        if graph is not None:
+            raise JobError("--dry-run does not plan fan-out or pipeline jobs yet")
         args.json = False
         return _plan(args)
-    config = load_config(args.config)
     args.store = choose_location(args.store, config.job.store)
-    req = _request(args, args.input, args.config, args.output)
+    req = replace(_request(args, args.input, args.config, args.output), graph=graph)
     return _go(req, config, args)
 
 

@@ -28,6 +28,7 @@ here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them
       batch_poll: {initial: 5, factor: 1.5, maximum: 60}   # batch status poll intervals, seconds
       store: postgresql://user@db/batch   # optional: the job store (a SQLite path or a URL); --store wins
     emulator: {...}               # optional: an embedded emulator (same shape as emulator.yaml)
+    fanout: [gpt-4o-mini, claude-haiku]   # optional: run every input line on each of these routes
 """
 
 from __future__ import annotations
@@ -159,6 +160,7 @@ class GatewayConfig:
     budget: Budget = field(default_factory=Budget)
     job: JobSettings = field(default_factory=JobSettings)
     emulator: Mapping[str, Any] | None = None  # raw emulator section, parsed by batchgate.emulator
+    fanout: tuple[str, ...] = ()  # routes every input line runs on (`run --fanout` overrides)
     source: str = "<dict>"
 
     def provider(self, name: str) -> ProviderConfig:

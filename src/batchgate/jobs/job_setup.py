@@ -14,9 +14,13 @@ from typing import Any
 from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, RouteMode
 from batchgate.errors import InputChangedError, InputError, JobError
-from batchgate.jobs.engine import EngineOptions
+from batchgate.jobs.engine import EngineOptions, ResultHook
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.fits import RouteFit
+from batchgate.jobs.graph.expand import GraphTasks
+from batchgate.jobs.graph.inputs import validate_items
+from batchgate.jobs.graph.setup import graph_options, input_items
+from batchgate.jobs.graph.spec import Graph
 from batchgate.jobs.io.input import ValidationReport, file_sha256, read_tasks, validate_input
 from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
@@ -40,6 +44,8 @@ class RunRequest:
     deadline_hours: float | None = None  # --deadline: overrides job.deadline_hours (remembered)
     retry_failed: bool = False  # --retry-failed / `batchgate retry`: failed items run again
     quiet: bool = False  # -q: no summary table at the end
+    graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
+    on_result: ResultHook | None = field(default=None, compare=False)  # each outcome as it is stored
 
     @property
     def errors_file(self) -> Path:
@@ -76,9 +82,12 @@ def job_id_for(input_path: Path, output_path: Path) -> str:
 
 def check_input(req: RunRequest, config: GatewayConfig, err: Callable[[str], None]) -> ValidationReport:
     """The validation pass: every bad line is reported with its number before anything is sent."""
-    report = validate_input(
-        req.input_path, known_models=config.route_models(), check=RouteFit(config).problem
-    )
+    if req.graph is not None:
+        report = validate_items(req.input_path, req.graph)
+    else:
+        report = validate_input(
+            req.input_path, known_models=config.route_models(), check=RouteFit(config).problem
+        )
     if report.task_count == 0 and report.problem_count == 0:
         raise InputError(str(req.input_path), None, "the input has no tasks")
     if report.problem_count:
@@ -114,6 +123,8 @@ def _show_problems(req: RunRequest, report: ValidationReport, err: Callable[[str
 
 
 def _valid_tasks(req: RunRequest, config: GatewayConfig) -> Iterator[TaskSpec]:
+    if req.graph is not None:  # the root steps' tasks; later steps' are added as they become ready
+        return GraphTasks(req.graph, input_items(req.input_path, req.graph)).root_tasks()
     return (
         t
         for t in read_tasks(
@@ -173,13 +184,14 @@ async def prepare_job(
         stop_reason=None,
         created_at=now,
         updated_at=now,
-        task_total=report.task_count,
+        task_total=report.task_count * (len(req.graph.roots()) if req.graph else 1),
         options={
             "ordered": req.ordered,
             "skip_invalid": req.skip_invalid,
             "errors_path": str(req.errors_file.resolve()),
             "skipped_lines": report.problem_count if req.skip_invalid else 0,
             **_remembered(req),
+            **graph_options(req.graph),
         },
     )
     await store.create_job(job)

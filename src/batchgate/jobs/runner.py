@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -21,6 +24,9 @@ from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
 from batchgate.jobs.finish import finish_job
+from batchgate.jobs.graph.expand import GraphTasks
+from batchgate.jobs.graph.output import render_graph_summary
+from batchgate.jobs.graph.setup import job_graph, restore, step_checks
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
 from batchgate.jobs.io.report import (
@@ -86,6 +92,7 @@ async def run_job(
     store = await open_store(req.store_path, create=True)
     try:
         with store.lock_job(job_id):
+            req = replace(req, graph=job_graph(req.graph, await store.get_job(job_id)))
             if report is None:
                 report = await unchanged_job_input(store, job_id, req) or check_input(req, config, err)
             job = await prepare_job(store, job_id, req, report, config, clock)
@@ -97,11 +104,24 @@ async def run_job(
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
             await store.update_job(job_id, status="running", stop_reason="")  # "" clears an old stop
             deadline = job_deadline(config, job.created_at)
-            outcome = await _run_engine(store, job_id, config, req, sink, segments, deadline, clock)
-            return await _finish(store, job, outcome, req, segments, sink, out, err)
+            run = functools.partial(_run_engine, store, job_id, config, req, sink, segments, deadline, clock)
+            outcome, graph = await _run_all(store, job_id, req, run)
+            return await _finish(store, job, outcome, req, segments, sink, out, err, graph)
     finally:
         sink.close()
         await store.close()
+
+
+async def _run_all(
+    store: JobStore, job_id: str, req: RunRequest, run: Callable[..., Awaitable[EngineOutcome]]
+) -> tuple[EngineOutcome, GraphTasks | None]:
+    """Run the engine; for a fan-out or pipeline job, with its graph restored from the store, and
+    again while the batch-mode results it stored (without follow-ups) made more tasks ready."""
+    graph = None if req.graph is None else (await restore(store, job_id, req.graph, req.input_path))[0]
+    outcome: EngineOutcome = await run(graph)
+    while graph is not None and outcome.status == "completed" and await graph.recover(store, job_id):
+        outcome = await run(graph)
+    return outcome, graph
 
 
 async def _load_segments(store: JobStore, job_id: str) -> list[dict[str, Any]]:
@@ -122,6 +142,7 @@ async def _run_engine(
     segments: list[dict[str, Any]],
     deadline: float | None,
     clock: Clock,
+    graph: GraphTasks | None = None,
 ) -> EngineOutcome:
     extra = sum(
         int(p.get("validation_tokens", 0)) for seg in segments for p in seg.get("providers", {}).values()
@@ -142,6 +163,9 @@ async def _run_engine(
         deadline=deadline,
         on_event=on_event,
         clock=clock,
+        follow=graph,
+        on_result=req.on_result,
+        step_checks=step_checks(graph.graph, config) if graph is not None else None,
     )
     run_id = f"run-{os.getpid()}-{int(engine.clock.wall() * 1e9)}"
     ticker = _Ticker(engine, store, sink, run_id)
@@ -184,7 +208,10 @@ def _signals(engine: JobEngine, sink: ProgressSink, grace_s: float) -> Iterator[
                 in_flight=_sending(engine),
             )
 
-    signals = (signal.SIGINT, signal.SIGTERM)
+    # Signal handlers only where Python allows them: the main thread (a notebook's worker thread
+    # runs without; the caller stops the job there).
+    main = threading.current_thread() is threading.main_thread()
+    signals = (signal.SIGINT, signal.SIGTERM) if main else ()
     for sig in signals:
         loop.add_signal_handler(sig, on_signal, sig)
     try:
@@ -262,11 +289,18 @@ async def _finish(
     sink: ProgressSink,
     out: Callable[[str], None],
     err: Callable[[str], None],
+    graph: GraphTasks | None = None,
 ) -> int:
     job_id = job.job_id
     files = req.files
     done = await finish_job(
-        store, job_id, files, segments, stop_reason=outcome.stop_reason, emulator_stats=outcome.emulator_stats
+        store,
+        job_id,
+        files,
+        segments,
+        stop_reason=outcome.stop_reason,
+        emulator_stats=outcome.emulator_stats,
+        graph=graph,
     )
     status, reason, unfinished = done.status, done.reason, done.unfinished
     written, failed = done.written, done.failed
@@ -290,6 +324,8 @@ async def _finish(
     sink.close()  # the live display ends before the summary is printed under it
     if not req.quiet:
         err(render_summary(done.report))
+        if "graph" in done.report:
+            err(render_graph_summary(done.report["graph"]))
     out(
         f"wrote {plural(written, 'result')} to {req.output_path}"
         + (f" ({failed} failed, also in {req.errors_file})" if failed else "")

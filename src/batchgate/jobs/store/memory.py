@@ -52,6 +52,9 @@ class _Task:
             error=out.error if out else None,
             completed_order=self.completed_order,
             body=copy.deepcopy(self.spec.body) if with_body else None,
+            route=self.spec.route,
+            step=self.spec.step,
+            cost_usd=out.cost_usd if out else 0.0,
         )
 
 

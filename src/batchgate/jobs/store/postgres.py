@@ -173,6 +173,8 @@ class PgJobStore(PgChunks):
                 "lines": [t.line_no for t in chunk],
                 "ids": [t.custom_id for t in chunk],
                 "bodies": [orjson.dumps(t.body) for t in chunk],
+                "routes": [t.route for t in chunk],
+                "steps": [t.step for t in chunk],
             }
             async with self._conn() as conn:
                 added += (await conn.execute(Q["task_insert"], params)).rowcount
@@ -275,7 +277,7 @@ class PgJobStore(PgChunks):
             rows = await (await conn.execute(Q[name], {**params, "limit": _READ_CHUNK})).fetchall()
         return [
             TaskRecord(r[0], r[1], r[2], TaskState(r[3]), r[4], None if r[5] is None else bytes(r[5]), r[6],
-                       r[7], None if r[8] is None else orjson.loads(r[8]))
+                       r[7], None if r[8] is None else orjson.loads(r[8]), r[9], r[10], float(r[11]))
             for r in rows
         ]  # fmt: skip
 
@@ -329,7 +331,7 @@ def _chunked(tasks: Iterable[TaskSpec], size: int) -> Iterator[list[TaskSpec]]:
 
 def _specs(rows: list[tuple[Any, ...]]) -> list[TaskSpec]:
     rows.sort(key=lambda r: r[0])
-    return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3])) for r in rows]
+    return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3]), r[4], r[5]) for r in rows]
 
 
 def _job_params(job: JobRecord) -> dict[str, Any]:

@@ -67,7 +67,7 @@ class PgChunks:
                 await conn.execute(Q["lease_release"], {"job": pk, "token": token})
                 return None
         rows.sort(key=lambda r: r[0])
-        tasks = tuple(TaskSpec(r[0], r[1], r[2], orjson.loads(r[3])) for r in rows)
+        tasks = tuple(TaskSpec(r[0], r[1], r[2], orjson.loads(r[3]), r[4], r[5]) for r in rows)
         return Chunk(job_id, token, owner, expires_at, tasks)
 
     async def renew_lease(self, job_id: str, token: int, lease_seconds: float) -> float:

@@ -38,6 +38,8 @@ CREATE TABLE tasks (
     cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
     completed_order BIGINT,
     lease BIGINT,
+    route TEXT,
+    step TEXT,
     PRIMARY KEY (job, seq)
 );
 CREATE INDEX tasks_by_state ON tasks (job, state, seq);
@@ -56,7 +58,7 @@ CREATE TABLE leases (
     expires_at DOUBLE PRECISION NOT NULL
 );
 CREATE INDEX leases_by_expiry ON leases (job, expires_at);
-INSERT INTO schema_version (version) VALUES (2);
+INSERT INTO schema_version (version) VALUES (3);
 
 -- migration_0001 --
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -114,6 +116,13 @@ CREATE TABLE leases (
 CREATE INDEX leases_by_expiry ON leases (job, expires_at);
 UPDATE schema_version SET version = 2;
 
+-- migration_0003 --
+-- Fan-out and pipelines: a task may name the route and the pipeline step it runs (NULL for a
+-- plain task).
+ALTER TABLE tasks ADD COLUMN route TEXT;
+ALTER TABLE tasks ADD COLUMN step TEXT;
+UPDATE schema_version SET version = 3;
+
 -- current_schema --
 SELECT current_schema();
 
@@ -157,7 +166,7 @@ FROM jobs ORDER BY created_at, job_id;
 -- job_update --
 UPDATE jobs SET
     status = coalesce(%(status)s::text, status),
-    stop_reason = coalesce(%(stop_reason)s::text, stop_reason),
+    stop_reason = nullif(coalesce(%(stop_reason)s::text, stop_reason), ''),
     input_sha256 = coalesce(%(input_sha256)s::text, input_sha256),
     options = coalesce(%(options)s::bytea, options),
     task_total = coalesce(%(task_total)s::bigint, task_total),
@@ -168,10 +177,11 @@ WHERE job_id = %(job_id)s;
 UPDATE jobs SET next_order = next_order + %(count)s WHERE id = %(job)s RETURNING next_order - %(count)s;
 
 -- task_insert --
-INSERT INTO tasks (job, seq, line_no, custom_id, body)
-SELECT %(job)s, t.seq, t.line_no, t.custom_id, t.body
-FROM unnest(%(seqs)s::bigint[], %(lines)s::bigint[], %(ids)s::text[], %(bodies)s::bytea[])
-     AS t (seq, line_no, custom_id, body)
+INSERT INTO tasks (job, seq, line_no, custom_id, body, route, step)
+SELECT %(job)s, t.seq, t.line_no, t.custom_id, t.body, t.route, t.step
+FROM unnest(%(seqs)s::bigint[], %(lines)s::bigint[], %(ids)s::text[], %(bodies)s::bytea[],
+            %(routes)s::text[], %(steps)s::text[])
+     AS t (seq, line_no, custom_id, body, route, step)
 ON CONFLICT (job, seq) DO NOTHING;
 
 -- task_claim --
@@ -182,7 +192,7 @@ WITH picked AS MATERIALIZED (
 )
 UPDATE tasks SET state = 'running', lease = %(token)s::bigint
 FROM picked WHERE tasks.job = %(job)s AND tasks.seq = picked.seq
-RETURNING tasks.seq, tasks.line_no, tasks.custom_id, tasks.body;
+RETURNING tasks.seq, tasks.line_no, tasks.custom_id, tasks.body, tasks.route, tasks.step;
 
 -- task_claim_seqs --
 WITH picked AS MATERIALIZED (
@@ -192,7 +202,7 @@ WITH picked AS MATERIALIZED (
 )
 UPDATE tasks SET state = 'running', lease = NULL
 FROM picked WHERE tasks.job = %(job)s AND tasks.seq = picked.seq
-RETURNING tasks.seq, tasks.line_no, tasks.custom_id, tasks.body;
+RETURNING tasks.seq, tasks.line_no, tasks.custom_id, tasks.body, tasks.route, tasks.step;
 
 -- task_complete --
 UPDATE tasks AS t SET state = o.state, attempts = o.attempts, output_line = o.output_line,
@@ -225,21 +235,21 @@ FROM tasks WHERE job = %(job)s AND state IN ('succeeded', 'failed');
 
 -- results_by_seq --
 SELECT seq, line_no, custom_id, state, attempts, output_line, error, completed_order,
-       CASE WHEN %(with_bodies)s THEN body END
+       CASE WHEN %(with_bodies)s THEN body END, route, step, cost_usd
 FROM tasks
 WHERE job = %(job)s AND seq > %(after)s AND state = ANY(%(states)s::text[])
 ORDER BY seq LIMIT %(limit)s;
 
 -- results_by_completion --
 SELECT seq, line_no, custom_id, state, attempts, output_line, error, completed_order,
-       CASE WHEN %(with_bodies)s THEN body END
+       CASE WHEN %(with_bodies)s THEN body END, route, step, cost_usd
 FROM tasks
 WHERE job = %(job)s AND completed_order > %(after)s AND state = ANY(%(states)s::text[])
 ORDER BY completed_order LIMIT %(limit)s;
 
 -- results_uncompleted_by_seq --
 SELECT seq, line_no, custom_id, state, attempts, output_line, error, completed_order,
-       CASE WHEN %(with_bodies)s THEN body END
+       CASE WHEN %(with_bodies)s THEN body END, route, step, cost_usd
 FROM tasks
 WHERE job = %(job)s AND completed_order IS NULL AND seq > %(after)s AND state = ANY(%(states)s::text[])
 ORDER BY seq LIMIT %(limit)s;

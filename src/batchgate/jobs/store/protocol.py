@@ -7,7 +7,10 @@ can share one store later. Every implementation must pass `tests/jobs/test_store
 Semantics every store honours (the conformance suite checks each):
 - Job-scoped calls on an unknown job raise `JobError`, except `get_job`, `get_task_body` and
   `get_blob`, which return None.
-- `add_tasks` is idempotent on (job_id, seq): a task already present is left untouched.
+- `add_tasks` is idempotent on (job_id, seq): a task already present is left untouched; it may be
+  called while the job runs (a pipeline adds a step's task once its inputs are ready).
+- A task's `route` and `step` (None for a plain task) are stored as given and come back unchanged
+  from `claim_tasks`, `claim_seqs` and `iter_results`.
 - `claim_tasks` hands out pending tasks in `seq` order, each to one caller only; `claim_seqs` claims
   exactly the named tasks that are pending (others are ignored), e.g. those of a persisted batch.
 - `complete_tasks` writes all outcomes in one transaction and gives each a job-wide, increasing
@@ -55,6 +58,8 @@ class TaskSpec:
     line_no: int  # 1-based line in the input file
     custom_id: str
     body: dict[str, Any]  # normalised OpenAI chat body; has "model"
+    route: str | None = None  # fan-out / pipeline: the route this task runs on (None: plain task)
+    step: str | None = None  # fan-out / pipeline: the step this task belongs to (None: plain task)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +90,9 @@ class TaskRecord:
     error: str | None
     completed_order: int | None  # job-wide completion sequence, None until completed
     body: dict[str, Any] | None = None
+    route: str | None = None
+    step: str | None = None
+    cost_usd: float = 0.0  # what the task was billed (0 until completed)
 
 
 @dataclass(frozen=True, slots=True)

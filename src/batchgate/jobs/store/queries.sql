@@ -36,6 +36,8 @@ CREATE TABLE tasks (
     cost_usd REAL NOT NULL DEFAULT 0,
     completed_order INTEGER,
     lease INTEGER,
+    route TEXT,
+    step TEXT,
     PRIMARY KEY (job, seq)
 );
 CREATE INDEX tasks_by_state ON tasks (job, state, seq);
@@ -54,7 +56,7 @@ CREATE TABLE leases (
     expires_at REAL NOT NULL
 );
 CREATE INDEX leases_by_expiry ON leases (job, expires_at);
-INSERT INTO schema_version (version) VALUES (3);
+INSERT INTO schema_version (version) VALUES (4);
 
 -- migration_0001 --
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -115,6 +117,13 @@ CREATE TABLE leases (
 CREATE INDEX leases_by_expiry ON leases (job, expires_at);
 UPDATE schema_version SET version = 3;
 
+-- migration_0004 --
+-- Fan-out and pipelines: a task may name the route and the pipeline step it runs (NULL for a
+-- plain task). Nullable and unindexed: older jobs and plain runs are untouched.
+ALTER TABLE tasks ADD COLUMN route TEXT;
+ALTER TABLE tasks ADD COLUMN step TEXT;
+UPDATE schema_version SET version = 4;
+
 -- list_tables --
 SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name;
 
@@ -154,7 +163,7 @@ WHERE job_id = :job_id;
 UPDATE jobs SET next_order = next_order + :count WHERE id = :job RETURNING next_order - :count;
 
 -- task_insert --
-INSERT INTO tasks (job, seq, line_no, custom_id, body) VALUES (?, ?, ?, ?, ?)
+INSERT INTO tasks (job, seq, line_no, custom_id, body, route, step) VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (job, seq) DO NOTHING;
 
 -- task_claim --
@@ -162,12 +171,12 @@ UPDATE tasks SET state = 'running', lease = :token
 WHERE rowid IN (
     SELECT rowid FROM tasks WHERE job = :job AND state = 'pending' ORDER BY seq LIMIT :limit
 )
-RETURNING seq, line_no, custom_id, body;
+RETURNING seq, line_no, custom_id, body, route, step;
 
 -- task_claim_seqs --
 UPDATE tasks SET state = 'running', lease = NULL
 WHERE job = :job AND state = 'pending' AND seq IN (SELECT value FROM json_each(:seqs))
-RETURNING seq, line_no, custom_id, body;
+RETURNING seq, line_no, custom_id, body, route, step;
 
 -- task_complete --
 UPDATE tasks SET state = ?, attempts = ?, output_line = ?, error = ?, provider = ?,
@@ -198,21 +207,21 @@ FROM tasks WHERE job = :job AND state IN ('succeeded', 'failed');
 
 -- results_by_seq --
 SELECT seq, line_no, custom_id, state, attempts, output_line, error, completed_order,
-       CASE WHEN :with_bodies THEN body END
+       CASE WHEN :with_bodies THEN body END, route, step, cost_usd
 FROM tasks
 WHERE job = :job AND seq > :after AND state IN (SELECT value FROM json_each(:states))
 ORDER BY seq LIMIT :limit;
 
 -- results_by_completion --
 SELECT seq, line_no, custom_id, state, attempts, output_line, error, completed_order,
-       CASE WHEN :with_bodies THEN body END
+       CASE WHEN :with_bodies THEN body END, route, step, cost_usd
 FROM tasks
 WHERE job = :job AND completed_order > :after AND state IN (SELECT value FROM json_each(:states))
 ORDER BY completed_order LIMIT :limit;
 
 -- results_uncompleted_by_seq --
 SELECT seq, line_no, custom_id, state, attempts, output_line, error, completed_order,
-       CASE WHEN :with_bodies THEN body END
+       CASE WHEN :with_bodies THEN body END, route, step, cost_usd
 FROM tasks
 WHERE job = :job AND completed_order IS NULL AND seq > :after
   AND state IN (SELECT value FROM json_each(:states))

@@ -61,7 +61,7 @@ class SqliteChunks:
                     conn.execute(Q["lease_release"], {"job": pk, "token": token})
                     return None
             rows.sort(key=lambda r: r[0])
-            tasks = tuple(TaskSpec(r[0], r[1], r[2], orjson.loads(r[3])) for r in rows)
+            tasks = tuple(TaskSpec(r[0], r[1], r[2], orjson.loads(r[3]), r[4], r[5]) for r in rows)
             return Chunk(job_id, int(token), owner, float(expires_at), tasks)
 
         return await self._run(claim)
