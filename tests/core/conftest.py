@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 
@@ -62,8 +63,8 @@ EmulatorFactory = Callable[..., Any]
 async def emulator() -> AsyncIterator[Callable[[list[Provider]], Any]]:
     started: list[Emulator] = []
 
-    async def start(providers: list[Provider], **top: Any) -> Emulator:
-        emu = Emulator(emulator_config_from_dict({"seed": 3, "providers": providers, **top}))
+    async def start(providers: list[Provider], clock: Clock | None = None, **top: Any) -> Emulator:
+        emu = Emulator(emulator_config_from_dict({"seed": 3, "providers": providers, **top}), clock=clock)
         await emu.start()
         started.append(emu)
         return emu

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from batchgate.clock import FakeClock
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 from batchgate.errors import DispatchStopped, NeverFitsError, QuotaExhaustedError, RoutingError
 from batchgate.gateway import Gateway
@@ -173,12 +174,32 @@ async def test_hidden_lower_limit_is_found_and_everything_completes(emulator: St
     assert quota.effective_per_second["requests"] < 1200 / 60
 
 
+class HeldClock(FakeClock):
+    """An emulator clock whose latency sleeps wait until `release()`; after it, they end at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = False
+
+    def release(self) -> None:
+        self.released = True
+        self.advance(60.0)
+
+    async def sleep(self, seconds: float) -> None:
+        if self.released:
+            self.advance(seconds)
+            return
+        await super().sleep(seconds)
+
+
 async def test_a_slow_provider_never_delays_another(emulator: Start) -> None:
+    # The emulator's clock holds the slow provider's answers until every fast answer has arrived.
     providers = [
         emu_provider("slow", latency={"ttft_p50_ms": 1500, "ttft_sigma": 0.01, "per_token_ms": 0}),
         emu_provider("fast"),
     ]
-    emu = await emulator(providers)
+    held = HeldClock()
+    emu = await emulator(providers, clock=held)
     cfg = gateway_config(
         emu,
         providers,
@@ -193,7 +214,9 @@ async def test_a_slow_provider_never_delays_another(emulator: Start) -> None:
         async for result in gw.stream(requests):
             assert result.ok
             order.append(result.provider or "")
-    assert order[:40] == ["fast"] * 40
+            if len(order) == 40:
+                held.release()  # now the slow answers come due
+    assert order == ["fast"] * 40 + ["slow"] * 8
 
 
 async def test_stream_keeps_at_most_window_requests_alive(emulator: Start) -> None:

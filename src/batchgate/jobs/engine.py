@@ -258,15 +258,14 @@ class JobEngine:
         sending = self._live.sending if self._live is not None else set()
         for task in self._inflight - sending:
             task.cancel()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.options.grace_seconds
-        while self._inflight and not self._hurry.is_set():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), remaining)
+        deadline = self.clock.now() + self.options.grace_seconds
+        timer = self.clock.call_at(deadline, self._wake.set)  # the grace period's end wakes us too
+        try:
+            while self._inflight and not self._hurry.is_set() and self.clock.now() < deadline:
+                self._wake.clear()
+                await self._wake.wait()
+        finally:
+            timer.cancel()
 
     async def _stop_batches(self) -> None:
         """At the end of a run: when the job is being cancelled, cancel its batches at the
