@@ -1,4 +1,6 @@
-"""Writes examples/reviews.jsonl: 2,000 synthetic product reviews to classify (deterministic).
+"""Writes examples/reviews.jsonl: 2,000 synthetic product reviews to classify (deterministic), and
+examples/reviews-text.jsonl: the same reviews as plain fields (`custom_id`, `product`, `review`)
+for the pipeline example (examples/review-pipeline.yaml).
 
 python examples/make_reviews.py [COUNT] [PATH]
 """
@@ -65,6 +67,8 @@ def make(count: int, seed: int = 7) -> list[dict[str, object]]:
         lines.append(
             {
                 "custom_id": f"review-{i:05d}",
+                "product": product,
+                "review": review,
                 "method": "POST",
                 "url": "/v1/chat/completions",
                 "body": {
@@ -87,10 +91,18 @@ def make(count: int, seed: int = 7) -> list[dict[str, object]]:
 def main() -> None:
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     path = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(__file__).with_name("reviews.jsonl")
-    with path.open("w", encoding="utf-8") as f:
-        for line in make(count):
+    lines = make(count)
+    text_path = path.with_name(path.stem + "-text.jsonl")
+    with path.open("w", encoding="utf-8") as f, text_path.open("w", encoding="utf-8") as t:
+        for line in lines:
+            fields = {
+                "custom_id": line["custom_id"],
+                "product": line.pop("product"),
+                "review": line.pop("review"),
+            }
             f.write(json.dumps(line, separators=(",", ":")) + "\n")
-    print(f"wrote {count} reviews to {path}")
+            t.write(json.dumps(fields, separators=(",", ":")) + "\n")
+    print(f"wrote {count} reviews to {path} and {text_path}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from batchgate.tokens import CHUNK_CHARS, EstimatingTokenCounter, ExactTokenCounter, iter_prompt_text
+import warnings
+
+import pytest
+
+from batchgate.tokens import (
+    CHUNK_CHARS,
+    CharCounter,
+    EstimatingTokenCounter,
+    ExactTokenCounter,
+    iter_prompt_text,
+    load_encoder,
+)
 
 BODY = {
     "model": "m",
@@ -64,3 +75,49 @@ def test_texts_longer_than_the_encoder_takes_at_once_are_counted() -> None:
     many = counter.count_text(piece * 50_000)
     cuts = len(piece * 50_000) // CHUNK_CHARS
     assert abs(many - one * 50) <= cuts + 50
+
+
+TEXTS = (
+    "Classify the sentiment of this review as positive, negative or neutral.",
+    "def f(x):\n    return {'a': [1, 2, 3]}  # code counts differently",
+    "日本語のレビュー：とても良い商品でした。",
+    "emoji \U0001f600 and accents: héllo, naïve, Ångström",
+    "end <|endoftext|> here",
+    "",
+)
+
+
+def test_the_rust_encoder_counts_exactly_like_bpe_openai_s_public_api() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # its data loader uses open_binary
+        import bpe_openai  # noqa: PLC0415 — the slow public API, only as the reference
+
+        reference = bpe_openai.get_encoding("o200k_base")
+    encoder = load_encoder("o200k_base")
+    for text in TEXTS:
+        assert encoder.count(text) == len(reference.encode_ordinary(text)), text
+
+
+def test_a_lone_surrogate_is_counted_not_refused() -> None:
+    counter = ExactTokenCounter()
+    assert counter.count_text("a\ud800b") == counter.count_text("a\ufffdb")
+
+
+def test_the_encoding_loads_on_the_first_count_and_unknown_ones_fail_then() -> None:
+    assert not ExactTokenCounter("o200k_base").loaded  # making one loads nothing
+    counter = ExactTokenCounter("o200k_base")
+    assert counter.count_text("hello world") == 2
+    assert counter.loaded
+    with pytest.raises(LookupError, match="klingon_base"):
+        ExactTokenCounter("klingon_base").load()
+
+
+def test_char_counter_charges_characters_over_four_plus_framing() -> None:
+    counter = CharCounter()
+    chars = len("You label reviews.") + len("Great product, works well.")
+    assert counter.count_prompt(BODY) == -(-chars // 4) + 2 * 4 + 3
+    assert CharCounter(2.0).count_prompt(BODY) > counter.count_prompt(BODY)
+    counter.observe(BODY, 1000)  # learns nothing
+    assert counter.count_prompt(BODY) == -(-chars // 4) + 2 * 4 + 3
+    with pytest.raises(ValueError, match="chars_per_token"):
+        CharCounter(0)

@@ -5,6 +5,7 @@ The public API, importable from here:
     from batchgate import Gateway, load_config
     async with Gateway(load_config("batchgate.yaml")) as gw:
         results = await gw.abatch(requests)
+    report = Job("in.jsonl", config="batchgate.yaml", output="out.jsonl").run()  # durable jobs
 
 Names load on first use, so `import batchgate` (and the CLI's start-up) stays light. Everything
 else is internal; docs/architecture.md maps the packages.
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
         RateLimitError,
     )
     from batchgate.gateway import Gateway
+    from batchgate.jobs.api import Job, JobResult
     from batchgate.models import ChatBody, Result, Usage
     from batchgate.stats import GatewayStatistics
 
@@ -43,7 +45,9 @@ _WHERE = {
     "GatewayConfig": "batchgate.config",
     "GatewayStatistics": "batchgate.stats",
     "InputError": "batchgate.errors",
+    "Job": "batchgate.jobs.api",
     "JobError": "batchgate.errors",
+    "JobResult": "batchgate.jobs.api",
     "LoopClock": "batchgate.clock",
     "ProviderError": "batchgate.errors",
     "RateLimitError": "batchgate.errors",
@@ -66,7 +70,9 @@ __all__ = [
     "GatewayConfig",
     "GatewayStatistics",
     "InputError",
+    "Job",
     "JobError",
+    "JobResult",
     "LoopClock",
     "ProviderError",
     "RateLimitError",

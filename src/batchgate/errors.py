@@ -24,6 +24,7 @@
     ├── StoreError               the job store is unusable (locked, corrupted, foreign)
     └── JobError                 a job cannot start or must stop
         ├── JobLockedError       another run holds the job
+        ├── LeaseLostError       a worker's chunk lease expired or was taken: its commit is refused
         └── InputChangedError    the input changed under an existing job
 
 A job that reaches its budget or error-rate threshold is not an error: it stops, with the reason
@@ -123,7 +124,14 @@ class ConnectError(TransportError):
 
 
 class UnreachableError(ConnectError):
-    """Could not reach the provider (connection refused, DNS failure): nothing was sent."""
+    """Could not reach the provider (connection refused, DNS failure): nothing was sent.
+
+    `cause` says which, for people: "connection refused", "DNS failure" or "unreachable"
+    (chosen from the type of the underlying exception where the error is made)."""
+
+    def __init__(self, message: str | None = None, *, provider: str = "", cause: str = "unreachable") -> None:
+        super().__init__(message, provider=provider)
+        self.cause = cause
 
 
 class RequestTimeout(TransportError):
@@ -176,6 +184,10 @@ class JobError(BatchgateError):
 
 class JobLockedError(JobError):
     """Another batchgate run holds this job."""
+
+
+class LeaseLostError(JobError):
+    """The lease on this chunk expired or was taken over; nothing was written (fencing)."""
 
 
 class InputChangedError(JobError):

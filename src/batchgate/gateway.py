@@ -32,6 +32,7 @@ from batchgate.models import ChatBody, Result
 from batchgate.policy.retry import RetryPolicy
 from batchgate.providers.base import make_client, make_token_counter
 from batchgate.providers.http import create_session
+from batchgate.request_fields import split_request
 from batchgate.runtime import ProviderRuntime, build_runtime
 from batchgate.scheduler import Scheduler, Target
 from batchgate.slots import FairSlots
@@ -155,8 +156,11 @@ class Gateway:
 
     # -- running requests ------------------------------------------------------------------
     async def arun(self, body: ChatBody, *, index: int = 0, custom_id: str | None = None) -> Result:
-        """Run one request to completion (success or final error); never raises for the item."""
-        return await self._sched().run(index, body, custom_id)
+        """Run one request to completion (success or final error); never raises for the item.
+
+        batchgate's own fields (`custom_id`) are taken off the body and carried on the `Result`."""
+        own_id, body = split_request(body)
+        return await self._sched().run(index, body, custom_id if custom_id is not None else own_id)
 
     async def abatch(self, requests: Sequence[ChatBody]) -> list[Result]:
         """Run all requests; results are aligned with the inputs."""
@@ -193,7 +197,8 @@ class Gateway:
     ) -> AsyncIterator[Result]:
         """Yield results as they complete, keeping at most `window` requests alive at once.
 
-        Inputs of any size: the iterable is consumed lazily. `Result.index` is the input position.
+        Inputs of any size: the iterable is consumed lazily. `Result.index` is the input position;
+        a request's `custom_id` is taken off its body and comes back as `Result.custom_id`.
         """
         sched = self._sched()
         source = _aiter(requests)
@@ -209,7 +214,8 @@ class Gateway:
                     except StopAsyncIteration:
                         exhausted = True
                         break
-                    task = asyncio.ensure_future(sched.run(index, body))
+                    custom_id, body = split_request(body)
+                    task = asyncio.ensure_future(sched.run(index, body, custom_id))
                     task.add_done_callback(done.put_nowait)  # O(1) per completion, whatever the window
                     alive.add(task)
                     index += 1
@@ -233,6 +239,7 @@ class Gateway:
     def estimate(self, body: ChatBody) -> Estimate:
         """Where a request would go first and what it would reserve there (for plans and budgets)."""
         sched = self._sched()
+        _, body = split_request(body)
         model = body.get("model")
         target = sched.targets_for(model if isinstance(model, str) else "")[0]
         cost, prompt = sched.estimate(target, body)
@@ -244,12 +251,15 @@ class Gateway:
             stats: GatewayStatistics = self._last_stats
             return stats
         sched = self._sched()
+        now = self._clock.now()
         return GatewayStatistics(
             providers={
-                name: rt.recorder.snapshot(rt.pool.statistics()) for name, rt in self._runtimes.items()
+                name: rt.recorder.snapshot(rt.pool.statistics(), rt.breaker.state(now))
+                for name, rt in self._runtimes.items()
             },
             items_succeeded=sched.items_succeeded,
             items_failed=sched.items_failed,
+            backing_off=sched.backing_off,
         )
 
     @property

@@ -32,6 +32,7 @@ from batchgate.policy.routing import choose_target
 from batchgate.quota.pool import Reservation
 from batchgate.runtime import ProviderRuntime
 from batchgate.slots import FairSlots
+from batchgate.tokens import TokenCounter
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,14 @@ class Target:
 
 
 Candidate = tuple[Target, Cost, int, int]  # a target, the cost there, its prompt part, our count
+
+
+def request_cost(counter: TokenCounter, body: Mapping[str, Any], default_max_tokens: int) -> tuple[Cost, int]:
+    """What `body` reserves at a provider counting prompts with `counter`, and its prompt count:
+    the one way a run, `plan` and validation count a request."""
+    prompt = counter.count_prompt(body)
+    output = requested_output_tokens(body, default_max_tokens)
+    return Cost(requests=1, tokens=prompt + output, input_tokens=prompt, output_tokens=output), prompt
 
 
 class Scheduler:
@@ -58,6 +67,7 @@ class Scheduler:
         self._attempts = Attempts(clock, global_slots, retry.settings.max_hint)
         self.items_succeeded = 0
         self.items_failed = 0
+        self.backing_off = 0  # requests sleeping before a retry (neither sent nor waiting for quota)
         self._stopping = False
         self._acquiring: set[asyncio.Future[Reservation]] = set()
 
@@ -115,20 +125,23 @@ class Scheduler:
         return result
 
     def _fitting(self, targets: Sequence[Target], body: ChatBody) -> list[Candidate]:
+        """The targets that can ever admit `body` (only those are tried); none: NeverFitsError
+        naming every limit that excludes it."""
         fitting: list[Candidate] = []
-        last: NeverFitsError | None = None
+        excluded: list[str] = []
         counted: dict[int, int] = {}
         for t in targets:
             cost, prompt, count = self._estimate(t, body, counted)
             try:
                 t.runtime.pool.check_fits(cost)
             except NeverFitsError as exc:
-                last = exc
+                excluded.append(exc.message)
                 continue
             fitting.append((t, cost, prompt, count))
         if not fitting:
-            assert last is not None
-            raise last
+            if len(excluded) == 1:
+                raise NeverFitsError(excluded[0])
+            raise NeverFitsError(f"no target of its route can ever admit it: {'; '.join(excluded)}")
         return fitting
 
     async def _attempt_loop(self, body: ChatBody, result: Result) -> None:
@@ -152,7 +165,11 @@ class Scheduler:
                 raise error
             target.runtime.recorder.retries += 1
             if decision.delay > 0 and not decision.hinted:
-                await self._clock.sleep(decision.delay)
+                self.backing_off += 1
+                try:
+                    await self._clock.sleep(decision.delay)
+                finally:
+                    self.backing_off -= 1
 
     def stop_sending(self) -> None:
         """From now on no request is sent: those waiting for quota give up at once (their

@@ -42,6 +42,10 @@ class ProviderStatistics:
     hedged: int = 0  # duplicate sends of stragglers (first answer wins)
     duplicate_tokens: int = 0  # prompt tokens charged for the legs of a hedge that lost
     quota: Any = None  # the quota pool's own statistics snapshot
+    unreachable: bool = False  # the last attempt could not reach it (refused, DNS), none answered since
+    unreachable_attempts: int = 0  # attempts that could not reach it, in all
+    unreachable_cause: str | None = None  # "connection refused", "DNS failure", ... (the latest)
+    circuit: str = "closed"  # the breaker's state: closed | open | half_open
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__slots__ if k != "quota"}
@@ -54,6 +58,7 @@ class GatewayStatistics:
     providers: dict[str, ProviderStatistics]
     items_succeeded: int
     items_failed: int
+    backing_off: int = 0  # requests sleeping before a retry
 
     @property
     def rate_limited(self) -> int:
@@ -88,6 +93,9 @@ class ProviderRecorder:
     latency_sum_ms: float = 0.0
     latency_count: int = 0
     errors_by_kind: Counter[str] = field(default_factory=Counter)
+    unreachable: bool = False
+    unreachable_attempts: int = 0
+    unreachable_cause: str | None = None
     _reservoir: list[float] = field(default_factory=list)
     _rng: random.Random = field(default_factory=random.Random)
 
@@ -105,12 +113,21 @@ class ProviderRecorder:
                 self._reservoir[slot] = ms
 
     def record_success(self, latency_ms: float, prompt_tokens: int, completion_tokens: int) -> None:
+        self.unreachable = False
         self.succeeded += 1
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
         self.record_latency(latency_ms)
 
+    def record_unreachable(self, cause: str) -> None:
+        """An attempt that could not reach the provider (counted by `record_failure` as well)."""
+        self.unreachable = True
+        self.unreachable_attempts += 1
+        self.unreachable_cause = cause
+
     def record_failure(self, kind: str, latency_ms: float, wasted_tokens: int) -> None:
+        if kind != "unreachable":
+            self.unreachable = False  # it answered, if only with an error
         self.failed_attempts += 1
         self.errors_by_kind[kind] += 1
         self.wasted_tokens += wasted_tokens
@@ -118,7 +135,7 @@ class ProviderRecorder:
             self.rate_limited += 1
         self.record_latency(latency_ms)
 
-    def snapshot(self, quota: Any = None) -> ProviderStatistics:
+    def snapshot(self, quota: Any = None, circuit: str = "closed") -> ProviderStatistics:
         ordered = sorted(self._reservoir)
         return ProviderStatistics(
             name=self.name,
@@ -139,4 +156,8 @@ class ProviderRecorder:
             hedged=self.hedged,
             duplicate_tokens=self.duplicate_tokens,
             quota=quota,
+            unreachable=self.unreachable,
+            unreachable_attempts=self.unreachable_attempts,
+            unreachable_cause=self.unreachable_cause,
+            circuit=circuit,
         )

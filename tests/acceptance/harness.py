@@ -128,12 +128,13 @@ class Cli:
     cwd: Path
     store: Path
     env: dict[str, str] = field(default_factory=dict)
+    store_url: str | None = None  # a postgresql:// URL to pass as --store instead of the file
     started: list[subprocess.Popen[str]] = field(default_factory=list)
     transcript: list[str] = field(default_factory=list)
 
     def argv(self, args: tuple[str, ...], store: bool = True) -> list[str]:
         argv = [sys.executable, "-m", "batchgate", *args]
-        return [*argv, "--store", str(self.store)] if store else argv
+        return [*argv, "--store", self.store_url or str(self.store)] if store else argv
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)

@@ -113,9 +113,10 @@ def events(stdout: str) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in stdout.splitlines() if line.strip()]
 
 
-def run_ok(cli: Cli, args: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+def run_ok(cli: Cli, args: tuple[str, ...], code: int = 0) -> subprocess.CompletedProcess[str]:
+    """Run to the end; `code` 4 where items are expected to fail (finished with failed items)."""
     done = cli.run(*args)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == code, done.stderr
     assert "Traceback" not in done.stderr
     return done
 
@@ -177,7 +178,7 @@ def test_failed_validation_fails_the_items_with_the_reason(
     emu = start_emulator(emu_factory, fail_validation=True)
     n = 6
     cfg = write_config(cli.cwd / "gw.yaml", emu)
-    run_ok(cli, command(cli, n, cfg, "--progress", "quiet"))
+    run_ok(cli, command(cli, n, cfg, "--progress", "quiet"), code=4)
     stats = batches(emu)
     assert (stats["created"], stats["failed"], stats["requests_processed"]) == (1, 1, 0)
     assert live_admitted(emu) == 0
@@ -361,7 +362,11 @@ def test_batch_answers_failing_the_output_check_are_listed_invalid_never_kept(
     src = write_input(cli.cwd / "in.jsonl", n, lambda i: mood[i % 3])
     cfg = write_config(cli.cwd / "gw.yaml", emu, job={"validate_regex": "positive|negative"})
     out = cli.cwd / "out.jsonl"
-    run_ok(cli, ("run", str(src), "--config", str(cfg), "--output", str(out), "--mode", "batch-api", "-q"))
+    run_ok(
+        cli,
+        ("run", str(src), "--config", str(cfg), "--output", str(out), "--mode", "batch-api", "-q"),
+        code=4,
+    )
     stats = batches(emu)
     assert (stats["created"], stats["requests_succeeded"]) == (1, n)  # asked once, in the batch
     assert live_admitted(emu) == 0

@@ -61,3 +61,16 @@ def outcome(
         completion_tokens=completion_tokens,
         cost_usd=cost_usd,
     )
+
+
+class ManualWall:
+    """A wall clock that moves only when the test says so."""
+
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds

@@ -194,6 +194,29 @@ def test_duplicates_name_both_lines_and_keep_seq_dense(tmp_path: Path) -> None:
     assert problems[1].line_no == 4
 
 
+def test_duplicates_are_confirmed_by_re_reading_the_first_line(tmp_path: Path) -> None:
+    # The first line carries a BOM; an explicit custom_id repeats the id generated for line 2.
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(
+        b"\xef\xbb\xbf"
+        + b"\n".join(
+            orjson.dumps(obj)
+            for obj in (
+                {"custom_id": "first", "model": "m", "prompt": "1"},
+                {"model": "m", "prompt": "2"},
+                {"custom_id": "line-2", "model": "m", "prompt": "3"},
+                {"custom_id": "first", "model": "m", "prompt": "4"},
+            )
+        )
+    )
+    tasks, problems = read_all(path)
+    assert [t.custom_id for t in tasks] == ["first", "line-2"]
+    assert [(p.line_no, p.reason) for p in problems] == [
+        (3, "duplicate custom_id 'line-2' (first on line 2)"),
+        (4, "duplicate custom_id 'first' (first on line 1)"),
+    ]
+
+
 def test_over_long_line_is_skipped_and_counting_goes_on(tmp_path: Path) -> None:
     short = orjson.dumps({"model": "m", "prompt": "x"})
     long = orjson.dumps({"model": "m", "prompt": "y" * 5000})

@@ -58,7 +58,9 @@ def test_plan_splits_by_quota_and_prices_each_model(tmp_path: Path) -> None:
     assert b["max_output_tokens"] == 250
     assert a["cost_usd_max"] == pytest.approx(75 * (prompt * 1.0 + 10 * 2.0) / 1e6)
     assert b["cost_usd_max"] == pytest.approx(25 * (prompt * 10.0 + 10 * 20.0) / 1e6)
-    assert b["batch_api_cost_usd_max"] == pytest.approx(b["cost_usd_max"] / 2)
+    # the route's batches go to its first target with a Batch API (a), all 100 tasks at half price
+    assert a["batch_api_cost_usd_max"] == pytest.approx(100 * (prompt * 1.0 + 10 * 2.0) / 1e6 / 2)
+    assert b["batch_api_cost_usd_max"] == 0.0
     assert a["quota_seconds"] == pytest.approx(15.0)  # 75 requests at 300 a minute
     assert plan["quota_seconds"] == pytest.approx(15.0)
     assert plan["budget_usd"] is None
@@ -110,12 +112,70 @@ def test_plan_shows_each_route_mode_and_the_cost_both_ways(tmp_path: Path) -> No
     assert (route["configured_mode"], route["mode"], route["batch_provider"]) == ("auto", "batch-api", "a")
     assert route["batch_api_cost_usd_max"] == pytest.approx(0.4 * route["cost_usd_max"])
     assert route["planned_cost_usd_max"] == route["batch_api_cost_usd_max"]
-    assert plan["providers"]["a"]["batch_api_saving_usd"] == pytest.approx(
-        0.6 * route["cost_usd_max"], abs=1e-6
-    )
+    assert plan["batch_api_saving_usd"] == pytest.approx(0.6 * route["cost_usd_max"], abs=1e-6)
     assert plan["planned_cost_usd_max"] == pytest.approx(route["batch_api_cost_usd_max"])
     assert "auto -> batch-api" in render_plan(plan)
 
     late = make_plan(config_from_dict({**data, "job": {"deadline_hours": 10}}, source="test"), src)
     assert late["routes"]["m"]["mode"] == "online"  # a batch might not end in time
     assert late["planned_cost_usd_max"] == pytest.approx(late["routes"]["m"]["cost_usd_max"])
+
+
+def _sums_agree(plan: dict[str, Any]) -> None:
+    providers, routes = plan["providers"].values(), plan["routes"].values()
+    assert sum(p["cost_usd_max"] for p in providers) == pytest.approx(plan["cost_usd_max"], abs=1e-5)
+    assert sum(r["cost_usd_max"] for r in routes) == pytest.approx(plan["cost_usd_max"], abs=1e-5)
+    batch = [r["batch_api_cost_usd_max"] for r in routes if r["batch_api_cost_usd_max"] is not None]
+    assert sum(p["batch_api_cost_usd_max"] for p in providers) == pytest.approx(sum(batch), abs=1e-5)
+    assert plan["batch_api_cost_usd_max"] == pytest.approx(sum(batch), abs=1e-5)
+    rounding = len(providers)  # each row's tokens are rounded
+    assert sum(p["prompt_tokens"] for p in providers) == pytest.approx(plan["prompt_tokens"], abs=rounding)
+    assert sum(r["prompt_tokens"] for r in routes) == pytest.approx(plan["prompt_tokens"], abs=rounding)
+    assert sum(r["tasks"] for r in routes) == plan["tasks"]
+
+
+def test_plan_tables_add_up(tmp_path: Path) -> None:
+    """The provider table and the route table are two views of the same sums (issue 13, item 7)."""
+    data: dict[str, Any] = {
+        "providers": [
+            {"name": "a", "kind": "openai", "base_url": "http://127.0.0.1:1/v1", "limits": {"rpm": 300}},
+            {"name": "b", "kind": "anthropic", "base_url": "http://127.0.0.1:2", "limits": {"rpm": 100}},
+            {"name": "c", "kind": "openai", "base_url": "http://127.0.0.1:3/v1", "batch_api": False},
+        ],
+        "routes": [
+            {"model": "m", "targets": ["a:cheap", "b:dear", "c:cheap"]},
+            {"model": "n", "targets": ["b:dear", "a:cheap"]},
+            {"model": "o", "targets": ["c:cheap"]},
+        ],
+        "prices": {"cheap": {"input": 1.0, "output": 2.0}, "dear": {"input": 10.0, "output": 20.0}},
+    }
+    config = config_from_dict(data, source="test")
+    src = tmp_path / "in.jsonl"
+    lines = [
+        {"custom_id": f"c{i}", "model": "mno"[i % 3], "max_tokens": 5 + i % 7, "prompt": "word " * (i + 1)}
+        for i in range(60)
+    ]
+    src.write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")
+    plan = make_plan(config, src)
+    _sums_agree(plan)
+    assert plan["providers"]["b"]["batch_api_cost_usd_max"] > 0  # route n batches at b, its first target
+
+
+def test_plan_counts_each_target_with_its_own_counter(tmp_path: Path) -> None:
+    """As the run does: an anthropic target's prompt is estimated, an openai one's counted exactly."""
+    data: dict[str, Any] = {
+        "providers": [
+            {"name": "a", "kind": "openai", "base_url": "http://127.0.0.1:1/v1", "limits": {"rpm": 100}},
+            {"name": "g", "kind": "anthropic", "base_url": "http://127.0.0.1:2", "limits": {"rpm": 100}},
+        ],
+        "routes": [{"model": "m", "targets": ["a:x", "g:y"]}],
+    }
+    config = config_from_dict(data, source="test")
+    body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "Zebras! " * 300}]}
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(orjson.dumps({"custom_id": f"c{i}", **body}) for i in range(10)) + b"\n")
+    plan = make_plan(config, src)
+    for name in ("a", "g"):
+        one = make_token_counter(config.provider(name)).count_prompt(body)
+        assert plan["providers"][name]["prompt_tokens"] == 5 * one, name
+    assert plan["providers"]["a"]["prompt_tokens"] != plan["providers"]["g"]["prompt_tokens"]

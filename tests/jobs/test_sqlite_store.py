@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from batchgate.errors import JobLockedError, StoreError
-from batchgate.jobs.store.lockfile import lock_path_for
+from batchgate.jobs.store.lockfile import JobLockFile, lock_path_for
 from batchgate.jobs.store.protocol import TaskState
 from batchgate.jobs.store.schema import SCHEMA_VERSION, connect
 from batchgate.jobs.store.sqlfile import migrations, parse_queries, queries, split_statements
@@ -115,23 +115,27 @@ async def test_a_closed_store_refuses_calls(tmp_path: Path) -> None:
         await store.list_jobs()
 
 
-async def _make_db_and_lock(path: Path) -> None:
+async def _make_db_and_lock(path: Path) -> int:
+    """The lock file's mode while held (it is removed when let go)."""
     store = await SqliteJobStore.open(path)
     await store.create_job(job())
+    lock = lock_path_for(path, "job1")
     with store.lock_job("job1"):
-        pass
+        mode = stat.S_IMODE(lock.stat().st_mode)
+    assert not lock.exists()
     await store.close()
+    return mode
 
 
 def test_files_are_private(tmp_path: Path) -> None:
     old = os.umask(0o022)
     try:
-        asyncio.run(_make_db_and_lock(tmp_path / "jobs.db"))
+        lock_mode = asyncio.run(_make_db_and_lock(tmp_path / "jobs.db"))
     finally:
         os.umask(old)
+    assert lock_mode == 0o600
     made = [p for p in tmp_path.iterdir() if p.name.startswith("jobs.db")]
     assert tmp_path / "jobs.db" in made
-    assert lock_path_for(tmp_path / "jobs.db", "job1") in made
     for p in made:
         assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
 
@@ -276,3 +280,23 @@ def test_lock_is_freed_when_the_holder_is_killed(tmp_path: Path) -> None:
             holder.wait()
         if holder.stdout is not None:
             holder.stdout.close()
+
+
+def test_a_lock_file_left_by_a_holder_is_not_trusted_after_it_is_removed(tmp_path: Path) -> None:
+    """A waiter that opened the lock file before its holder removed it must not hold a lock on
+    the unlinked file while a third run locks a fresh one under the same name."""
+    path = lock_path_for(tmp_path / "jobs.db", "job1")
+    first = JobLockFile(path, "job1")
+    first.acquire()
+    stale = os.open(path, os.O_RDWR)  # a second opener, before the holder lets go
+    first.release()
+    assert not path.exists()
+    second = JobLockFile(path, "job1")
+    second.acquire()
+    try:
+        third = JobLockFile(path, "job1")
+        with pytest.raises(JobLockedError):
+            third.acquire()
+    finally:
+        second.release()
+        os.close(stale)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -56,6 +57,11 @@ async def test_update_job_changes_only_given_fields(store: JobStore) -> None:
         "cd" * 32,
         7,
     )
+    assert got.stop_reason == "budget"  # left alone
+    await store.update_job("job1", status="completed", stop_reason="")
+    got = await store.get_job("job1")
+    assert got is not None
+    assert (got.status, got.stop_reason) == ("completed", None)  # an empty reason clears it
     with pytest.raises(ValueError, match="status"):
         await store.update_job("job1", status="exploded")
 
@@ -291,3 +297,24 @@ async def test_returned_values_are_copies(store: JobStore) -> None:
     again = await store.get_job("job1")
     assert again is not None
     assert again.options["ordered"] is False
+
+
+async def test_route_and_step_round_trip(store: JobStore) -> None:
+    """Fan-out and pipeline tasks carry their route and step through every read; plain tasks None."""
+    await store.create_job(job())
+    tagged = [replace(spec(i), route=f"route-{i}", step=f"step-{i % 2}") for i in range(3)]
+    await store.add_tasks("job1", [spec(3), *tagged])
+    claimed = await store.claim_tasks("job1", 2)
+    assert [(s.seq, s.route, s.step) for s in claimed] == [(0, "route-0", "step-0"), (1, "route-1", "step-1")]
+    again = await store.claim_seqs("job1", [2, 3])
+    assert [(s.seq, s.route, s.step) for s in again] == [(2, "route-2", "step-0"), (3, None, None)]
+    await store.complete_tasks("job1", [outcome(0)])
+    rows = await collect(store, "job1", ordered=True)
+    assert [(r.seq, r.route, r.step) for r in rows] == [
+        (0, "route-0", "step-0"),
+        (1, "route-1", "step-1"),
+        (2, "route-2", "step-0"),
+        (3, None, None),
+    ]
+    done = await collect(store, "job1", ordered=False, states=[TaskState.SUCCEEDED])
+    assert [(r.seq, r.route, r.step, r.cost_usd) for r in done] == [(0, "route-0", "step-0", 0.25)]

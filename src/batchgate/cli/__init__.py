@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
+from typing import Any
 
 from batchgate.errors import BatchgateError
 
@@ -31,11 +32,29 @@ def build_parser() -> argparse.ArgumentParser:
         prog="batchgate",
         description="Run large batches of LLM requests across providers as fast as their quotas allow.",
     )
+    parser.add_argument("--version", action=_Version, help="print batchgate's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in SUBCOMMANDS:
         import_module(name).register(sub)
     return parser
+
+
+class _Version(argparse.Action):
+    """`--version`; the installed distribution's metadata is read only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 — only when asked for
+
+        try:
+            number = version("batchgate")
+        except PackageNotFoundError:
+            number = "unknown (not installed)"
+        print(f"batchgate {number} (Python {sys.version.split()[0]})")
+        parser.exit()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from batchgate.jobs.io.report import render_summary
-from batchgate.jobs.runner import DEFAULT_STORE
+from batchgate.errors import JobError
+from batchgate.jobs.store.location import DEFAULT_STORE, parse_location, resume_hint
 
 
 def register(sub: Any) -> None:
@@ -17,8 +17,8 @@ def register(sub: Any) -> None:
         "cancel",
         help="stop a job (running or not), cancel its provider batches, keep partial results",
     )
-    cancel.add_argument("job", help="job id (see `batchgate jobs`)")
-    cancel.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    cancel.add_argument("job", help="job id or a unique prefix (see `batchgate jobs`)")
+    cancel.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
     cancel.add_argument(
         "--wait",
         type=float,
@@ -31,15 +31,18 @@ def register(sub: Any) -> None:
 
 def _cancel(args: argparse.Namespace) -> int:
     from batchgate.jobs.cancel import cancel_job  # noqa: PLC0415 — start-up: loaded only when this subcommand runs
+    from batchgate.jobs.io.report import render_summary  # noqa: PLC0415 — start-up: as above
 
     def say(text: str) -> None:
         print(text, file=sys.stderr)
 
+    if not isinstance(args.store, Path):
+        raise JobError("batchgate cancel works on SQLite job stores only (for now); stop the run with Ctrl-C")
     result = asyncio.run(cancel_job(args.store, args.job, wait_s=args.wait, say=say))
     done = result.finished
     say(render_summary(done.report))
     batches = f"; cancelled {result.batches_cancelled} batches" if result.batches_cancelled else ""
-    store_hint = "" if args.store == DEFAULT_STORE else f" --store {args.store.resolve()}"
+    store_hint = resume_hint(args.store)
     print(
         f"job {result.job_id}: {done.status}"
         + (f" ({done.reason})" if done.reason else "")

@@ -9,9 +9,10 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from batchgate.emulator import Emulator, EmulatorConfig, load_emulator_config
-from batchgate.emulator.runner import LISTENING_PREFIX
+if TYPE_CHECKING:
+    from batchgate.emulator import EmulatorConfig
 
 DEFAULT_PORT = 8400
 EXIT_CANNOT_LISTEN = 2
@@ -32,6 +33,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from batchgate.emulator.config import load_emulator_config  # noqa: PLC0415 — only when emulating
+
     config = load_emulator_config(args.config)
     try:
         asyncio.run(serve(config, args.host, args.port))
@@ -46,6 +49,9 @@ def run(args: argparse.Namespace) -> int:
 
 async def serve(config: EmulatorConfig, host: str, port: int) -> None:
     """Run the emulator until SIGINT or SIGTERM, then stop it cleanly."""
+    from batchgate.emulator.runner import LISTENING_PREFIX  # noqa: PLC0415 — the server only when emulating
+    from batchgate.emulator.server import Emulator  # noqa: PLC0415 — the server only when emulating
+
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     signals = (signal.SIGINT, signal.SIGTERM)

@@ -12,40 +12,30 @@ from typing import Any
 import orjson
 
 from batchgate.errors import JobError, JobLockedError
-from batchgate.jobs.io.report import (
-    OPEN_SEGMENT_BLOB,
-    REPORT_BLOB,
-    build_report,
-    fold_open_segment,
-    load_invalid,
-    load_segments,
-    render_summary,
-)
-from batchgate.jobs.runner import DEFAULT_STORE, LIVE_BLOB
+from batchgate.jobs.find import find_job
+from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store, parse_location
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
-from batchgate.jobs.store.sqlite import SqliteJobStore
 
 
 def register(sub: Any) -> None:
     jobs = sub.add_parser("jobs", help="list the jobs in the store")
-    jobs.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    jobs.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
     jobs.set_defaults(handler=_jobs)
     status = sub.add_parser("status", help="show a running or stopped job (default: the latest)")
-    status.add_argument("job", nargs="?")
-    status.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    status.add_argument("job", nargs="?", help="job id or a unique prefix (default: the latest job)")
+    status.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=_status)
-    report = sub.add_parser("report", help="print a job's JSON report")
-    report.add_argument("job")
-    report.add_argument("--store", type=Path, default=DEFAULT_STORE)
+    report = sub.add_parser("report", help="print a job's JSON report (default: the latest job)")
+    report.add_argument("job", nargs="?", help="job id or a unique prefix (default: the latest job)")
+    report.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
     report.add_argument("--summary", action="store_true", help="print the readable table instead of JSON")
+    report.add_argument("-o", "--output", type=Path, default=None, help="write it to this file instead")
     report.set_defaults(handler=_report)
 
 
-async def _open(path: Path) -> SqliteJobStore:
-    if not path.exists():
-        raise JobError(f"no job store at {path} (pass --store)")
-    return await SqliteJobStore.open(path)
+async def _open(location: StoreLocation) -> JobStore:
+    return await open_store(location, create=False)
 
 
 def _running(store: JobStore, job_id: str) -> bool:
@@ -61,18 +51,6 @@ def _state(store: JobStore, job: JobRecord) -> str:
     if _running(store, job.job_id):
         return "running"
     return "interrupted" if job.status == "running" else job.status
-
-
-async def _find(store: JobStore, job_id: str | None) -> JobRecord:
-    if job_id is None:
-        jobs = await store.list_jobs()
-        if not jobs:
-            raise JobError("the store has no jobs")
-        return max(jobs, key=lambda j: j.updated_at)
-    job = await store.get_job(job_id)
-    if job is None:
-        raise JobError(f"no job {job_id!r} in the store (see `batchgate jobs`)")
-    return job
 
 
 def _jobs(args: argparse.Namespace) -> int:
@@ -100,10 +78,12 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from batchgate.jobs.io.progress import LIVE_BLOB  # noqa: PLC0415 — start-up: not for `--help`
+
     async def go() -> dict[str, Any]:
         store = await _open(args.store)
         try:
-            job = await _find(store, args.job)
+            job = await find_job(store, args.job)
             counts = await store.counts(job.job_id)
             live = await store.get_blob(job.job_id, LIVE_BLOB)
             state = _state(store, job)
@@ -159,10 +139,22 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from batchgate.jobs.finish import GRAPH_REPORT_BLOB, write_report  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.io.report import (  # noqa: PLC0415 — start-up: not for `--help`
+        OPEN_SEGMENT_BLOB,
+        REPORT_BLOB,
+        build_report,
+        fold_open_segment,
+        load_invalid,
+        load_segments,
+        render_summary,
+    )
+    from batchgate.jobs.job_setup import check_output_writable  # noqa: PLC0415 — start-up: not for `--help`
+
     async def go() -> dict[str, Any]:
         store = await _open(args.store)
         try:
-            job = await _find(store, args.job)
+            job = await find_job(store, args.job)
             segments = load_segments(await store.get_blob(job.job_id, REPORT_BLOB))
             # a run that is going on, or was killed, has left its figures so far (read, not written)
             fold_open_segment(segments, await store.get_blob(job.job_id, OPEN_SEGMENT_BLOB))
@@ -173,13 +165,32 @@ def _report(args: argparse.Namespace) -> int:
                 segments,
                 invalid=await load_invalid(store, job.job_id),
             )
+            graph = await store.get_blob(job.job_id, GRAPH_REPORT_BLOB)
+            if graph:
+                report["graph"] = orjson.loads(graph)
             report["state"] = _state(store, job)
             return report
         finally:
             await store.close()
 
     report = asyncio.run(go())
-    print(
-        render_summary(report) if args.summary else orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
-    )
+    if args.output is None:
+        print(
+            render_summary(report)
+            if args.summary
+            else orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
+        )
+    elif args.summary:
+        check_output_writable(args.output)
+        write_text(args.output, render_summary(report) + "\n")
+    else:
+        check_output_writable(args.output)
+        write_report(args.output, report)
     return 0
+
+
+def write_text(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise JobError(f"{path}: cannot write the report ({exc.strerror})") from None

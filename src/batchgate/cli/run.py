@@ -1,20 +1,26 @@
-"""`batchgate run`, `batchgate resume` and `batchgate plan`: the user's main job."""
+"""`batchgate run`, `batchgate resume` and `batchgate plan`: the user's main job.
+
+Registering the parsers imports nothing heavy (so `batchgate --help` starts fast); the engine, the
+HTTP stack and the store are imported by the handler that runs."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from batchgate.config import ROUTE_MODES, GatewayConfig, load_config
+from batchgate.config import ROUTE_MODES, load_config
 from batchgate.errors import JobError
-from batchgate.jobs.engine import EngineOptions
-from batchgate.jobs.io.progress import make_sink
-from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, check_input, run_job, with_job_overrides
+from batchgate.jobs.find import find_job
+from batchgate.jobs.store.location import DEFAULT_STORE, choose_location, open_store, parse_location
+
+if TYPE_CHECKING:
+    from batchgate.config import GatewayConfig
+    from batchgate.jobs.engine import EngineOptions
+    from batchgate.jobs.job_setup import RunRequest
 
 
 def _positive_int(text: str) -> int:
@@ -56,7 +62,12 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_mode_options(p)
-    p.add_argument("--store", type=Path, default=DEFAULT_STORE, help="job database (default: %(default)s)")
+    p.add_argument(
+        "--store",
+        type=parse_location,
+        default=None,
+        help=f"job store: a SQLite file or a postgresql:// URL (default: job.store, else {DEFAULT_STORE})",
+    )
     p.add_argument("--errors", type=Path, default=None, help="errors file (default: OUTPUT.errors.jsonl)")
     p.add_argument(
         "--ordered", action="store_true", help="write OUT in input order (default: completion order)"
@@ -78,11 +89,29 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--progress",
-        choices=("auto", "rich", "json", "quiet"),
+        choices=("auto", "rich", "lines", "json", "quiet"),
         default="auto",
-        help="live display (rich), JSON-lines events on stdout, or nothing",
+        help="live display (rich), a progress line every --progress-every seconds on stderr (lines; "
+        "auto picks it when stderr is not a terminal), JSON-lines events on stdout, or nothing",
     )
-    p.add_argument("-q", "--quiet", action="store_const", const="quiet", dest="progress")
+    p.add_argument(
+        "--progress-every",
+        type=_positive_float,
+        default=10.0,
+        metavar="S",
+        help="seconds between progress lines when not on a terminal (default: %(default)s)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no live display and no summary table: only what was written, and errors",
+    )
+    p.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run a finished job's failed items again, in the same job and output",
+    )
 
 
 def register(sub: Any) -> None:
@@ -91,14 +120,28 @@ def register(sub: Any) -> None:
     run.add_argument("--config", type=Path, required=True, help="gateway config (YAML)")
     run.add_argument("--output", type=Path, required=True, help="results (JSONL, OpenAI Batch output shape)")
     run.add_argument("--dry-run", action="store_true", help="print the plan and send nothing")
+    run.add_argument(
+        "--fanout",
+        metavar="ROUTES",
+        help="comma-separated routes: run every line on each, one joined output line per input",
+    )
+    run.add_argument(
+        "--pipeline", type=Path, metavar="FILE", help="pipeline file (YAML): steps per input line"
+    )
     _add_run_options(run)
     run.set_defaults(handler=_run)
 
     resume = sub.add_parser("resume", help="continue a stopped or crashed job")
-    resume.add_argument("job", help="job id (see `batchgate jobs`)")
+    resume.add_argument("job", nargs="?", help="job id or a unique prefix (default: the latest job)")
     resume.add_argument("--config", type=Path, default=None, help="config (default: the one the job used)")
     _add_run_options(resume)
     resume.set_defaults(handler=_resume)
+
+    retry = sub.add_parser("retry", help="re-queue a job's failed items and run exactly those again")
+    retry.add_argument("job", nargs="?", help="job id or a unique prefix (default: the latest job)")
+    retry.add_argument("--config", type=Path, default=None, help="config (default: the one the job used)")
+    _add_run_options(retry)
+    retry.set_defaults(handler=_resume, retry_failed=True)
 
     plan = sub.add_parser("plan", help="projected tokens, cost and time per provider; sends nothing")
     plan.add_argument("input", type=Path)
@@ -110,6 +153,8 @@ def register(sub: Any) -> None:
 
 
 def _engine_options(args: argparse.Namespace) -> EngineOptions:
+    from batchgate.jobs.engine import EngineOptions  # noqa: PLC0415 — start-up: the engine only to run
+
     return EngineOptions(
         concurrency=args.concurrency,
         max_attempts=args.max_attempts,
@@ -119,6 +164,8 @@ def _engine_options(args: argparse.Namespace) -> EngineOptions:
 
 
 def _request(args: argparse.Namespace, input_path: Path, config: Path, output: Path) -> RunRequest:
+    from batchgate.jobs.job_setup import RunRequest  # noqa: PLC0415 — start-up: the job machinery only to run
+
     return RunRequest(
         input_path=input_path,
         config_path=config,
@@ -131,22 +178,38 @@ def _request(args: argparse.Namespace, input_path: Path, config: Path, output: P
         engine=_engine_options(args),
         mode=args.mode,
         deadline_hours=args.deadline,
+        retry_failed=args.retry_failed,
+        quiet=args.quiet,
     )
 
 
 def _run(args: argparse.Namespace) -> int:
+    from batchgate.jobs.graph.setup import requested_graph  # noqa: PLC0415 — start-up: only to run
+
+    config = load_config(args.config)
+    graph = requested_graph(config, args.fanout, args.pipeline)
     if args.dry_run:
+        if graph is not None:
+            raise JobError("--dry-run does not plan fan-out or pipeline jobs yet")
         args.json = False
         return _plan(args)
-    config = load_config(args.config)
-    req = _request(args, args.input, args.config, args.output)
-    return _go(req, config, args.progress)
+    args.store = choose_location(args.store, config.job.store)
+    req = replace(_request(args, args.input, args.config, args.output), graph=graph)
+    return _go(req, config, args)
 
 
-def _go(req: RunRequest, config: GatewayConfig, progress: str) -> int:
+def _progress_mode(args: argparse.Namespace) -> str:
+    return "quiet" if args.quiet and args.progress == "auto" else str(args.progress)
+
+
+def _go(req: RunRequest, config: GatewayConfig, args: argparse.Namespace) -> int:
+    from batchgate.jobs.io.progress import make_sink  # noqa: PLC0415 — start-up: only to run
+    from batchgate.jobs.runner import run_job  # noqa: PLC0415 — start-up: the engine and HTTP stack only to run
+
+    progress = _progress_mode(args)
     # In JSON-lines mode stdout carries only events; the human lines go to stderr.
     out = _stderr if progress == "json" else print
-    return asyncio.run(run_job(req, config, make_sink(progress), out=out))
+    return asyncio.run(run_job(req, config, make_sink(progress, args.progress_every), out=out))
 
 
 def _stderr(text: str) -> None:
@@ -154,20 +217,15 @@ def _stderr(text: str) -> None:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from batchgate.jobs.store.sqlite import SqliteJobStore  # noqa: PLC0415 — start-up: only `resume` needs it
-
     async def find() -> Any:
-        store = await SqliteJobStore.open(args.store)
+        store = await open_store(args.store, create=False)
         try:
-            return await store.get_job(args.job)
+            return await find_job(store, args.job)
         finally:
             await store.close()
 
-    if not Path(args.store).exists():
-        raise JobError(f"no job store at {args.store} (pass --store)")
+    args.store = choose_location(args.store, load_config(args.config).job.store if args.config else None)
     job = asyncio.run(find())
-    if job is None:
-        raise JobError(f"no job {args.job!r} in {args.store} (see `batchgate jobs`)")
     config_path = args.config or Path(job.config_path)
     config = load_config(config_path)
     if args.errors is None and job.options.get("errors_path"):
@@ -179,10 +237,13 @@ def _resume(args: argparse.Namespace) -> int:
         args.skip_invalid = True
     # --mode and --deadline: the job remembers them (see runner.job_config)
     req = _request(args, Path(job.input_path), config_path, Path(job.output_path))
-    return _go(req, config, args.progress)
+    return _go(req, config, args)
 
 
 def _plan(args: argparse.Namespace) -> int:
+    import orjson  # noqa: PLC0415 — start-up: only `plan` needs it
+
+    from batchgate.jobs.job_setup import RunRequest, check_input, with_job_overrides  # noqa: PLC0415 — as above
     from batchgate.jobs.plan import make_plan, render_plan  # noqa: PLC0415 — start-up: only `plan` needs it
 
     config = with_job_overrides(load_config(args.config), args.mode, args.deadline)

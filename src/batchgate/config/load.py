@@ -8,8 +8,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from batchgate.config.parse import parse_gateway_config
 from batchgate.config.schema import GatewayConfig
 from batchgate.errors import ConfigError
@@ -17,6 +15,8 @@ from batchgate.errors import ConfigError
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> GatewayConfig:
     """Read and validate a gateway config file; the only place that reads API key variables."""
+    import yaml  # noqa: PLC0415 — start-up: a YAML parser only to read a file (not for `--help`)
+
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")

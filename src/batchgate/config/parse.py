@@ -31,7 +31,7 @@ from batchgate.quota.limits import QuotaLimits
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-_TOP = frozenset({"providers", "routes", "settings", "prices", "budget", "job", "emulator"})
+_TOP = frozenset({"providers", "routes", "settings", "prices", "budget", "job", "emulator", "fanout"})
 _PROVIDER = frozenset(
     {
         "name",
@@ -58,6 +58,7 @@ _PRICE = frozenset({"input", "output", "cached_input", "batch_discount"})
 _BUDGET = frozenset({"max_cost_usd", "max_tokens"})
 _JOB = frozenset(
     {
+        "store",
         "error_rate_threshold",
         "error_rate_window",
         "validate_regex",
@@ -101,8 +102,20 @@ def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> 
         budget=_budget(top),
         job=_job(top),
         emulator=emulator,
+        fanout=_fanout(top, models),
         source=source,
     )
+
+
+def _fanout(top: Section, models: list[str]) -> tuple[str, ...]:
+    """`fanout: [route, ...]`: every input line runs on each of these routes (see `run --fanout`)."""
+    items = top.items("fanout")
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or item not in models:
+            top.fail(f"fanout[{i}]", f"must name a route of the config, got {item!r}")
+    if items and (len(items) < 2 or len(set(items)) != len(items)):
+        top.fail("fanout", "must name at least two different routes")
+    return tuple(items)
 
 
 def _provider(top: Section, i: int, raw: Any, environ: Mapping[str, str]) -> ProviderConfig:
@@ -271,6 +284,7 @@ def _job(top: Section) -> JobSettings:
         deadline_hours=j.number("deadline_hours"),
         batch_turnaround_hours=j.number("batch_turnaround_hours", 24.0) or 24.0,
         batch_poll=_batch_poll(j),
+        store=j.string("store"),
     )
 
 

@@ -26,7 +26,9 @@ here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them
       deadline_hours: 30          # optional: results wanted within this long of the job's creation
       batch_turnaround_hours: 24  # assumed Batch API turnaround (worst case)
       batch_poll: {initial: 5, factor: 1.5, maximum: 60}   # batch status poll intervals, seconds
+      store: postgresql://user@db/batch   # optional: the job store (a SQLite path or a URL); --store wins
     emulator: {...}               # optional: an embedded emulator (same shape as emulator.yaml)
+    fanout: [gpt-4o-mini, claude-haiku]   # optional: run every input line on each of these routes
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ class JobSettings:
     deadline_hours: float | None = None  # results wanted this long after the job was created
     batch_turnaround_hours: float = 24.0  # assumed Batch API turnaround (the providers' window)
     batch_poll: PollPolicy = field(default_factory=PollPolicy)
+    store: str | None = None  # the job store: a SQLite path or a postgresql:// URL (--store wins)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +160,7 @@ class GatewayConfig:
     budget: Budget = field(default_factory=Budget)
     job: JobSettings = field(default_factory=JobSettings)
     emulator: Mapping[str, Any] | None = None  # raw emulator section, parsed by batchgate.emulator
+    fanout: tuple[str, ...] = ()  # routes every input line runs on (`run --fanout` overrides)
     source: str = "<dict>"
 
     def provider(self, name: str) -> ProviderConfig:

@@ -8,6 +8,8 @@ May import: itself, `clock`, `errors` and `tokens`. Nothing of the client side (
 mirror); the gateway and the CLI may start it.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from batchgate.emulator.config import (
     EmulatorConfig,
     FaultRates,
@@ -17,8 +19,10 @@ from batchgate.emulator.config import (
     emulator_config_from_dict,
     load_emulator_config,
 )
-from batchgate.emulator.runner import EmulatorProcess, EmulatorThread
 from batchgate.emulator.server import Emulator
+
+if TYPE_CHECKING:
+    from batchgate.emulator.runner import EmulatorProcess, EmulatorThread
 
 __all__ = [
     "Emulator",
@@ -32,3 +36,13 @@ __all__ = [
     "emulator_config_from_dict",
     "load_emulator_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`EmulatorThread` and `EmulatorProcess` on first use: an embedded emulator needs neither
+    (nor the threading, subprocess and urllib they bring)."""
+    if name in ("EmulatorProcess", "EmulatorThread"):
+        from batchgate.emulator import runner  # noqa: PLC0415 — see above
+
+        return getattr(runner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

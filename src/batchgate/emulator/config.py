@@ -127,6 +127,7 @@ class ProviderConfig:
     latency: LatencyConfig = field(default_factory=LatencyConfig)
     faults: FaultRates = field(default_factory=FaultRates)
     batch: BatchConfig = field(default_factory=BatchConfig)
+    reject_fields: tuple[str, ...] = ()  # body fields refused with a 400, as strict providers do
     enforcement: Enforcement = field(default_factory=Enforcement)
     charge: Charge = field(default_factory=Charge)
     headers: HeaderStyle = "minute"
@@ -237,8 +238,8 @@ class _Reader:
     def provider(self, value: Any, key: str) -> ProviderConfig:
         allowed = (
             "name", "family", "api_key", "models", "limits", "enforced", "limit_changes",
-            "default_max_tokens", "concurrency", "latency", "faults", "batch", "enforcement", "charge",
-            "headers",
+            "default_max_tokens", "concurrency", "latency", "faults", "batch", "reject_fields",
+            "enforcement", "charge", "headers",
         )  # fmt: skip
         m = self.mapping(value, key, allowed)
         name = m.get("name")
@@ -273,10 +274,16 @@ class _Reader:
             latency=self.latency(m.get("latency"), f"{key}.latency"),
             faults=self.faults(m.get("faults"), f"{key}.faults"),
             batch=self.batch(m.get("batch"), f"{key}.batch"),
+            reject_fields=self.names(m.get("reject_fields", []), f"{key}.reject_fields"),
             enforcement=read_enforcement(m.get("enforcement"), self.source, f"{key}.enforcement"),
             charge=read_charge(m.get("charge"), self.source, f"{key}.charge"),
             headers=read_headers(m.get("headers"), self.source, f"{key}.headers"),
         )
+
+    def names(self, value: Any, key: str) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
+            raise self.fail(key, "must be a list of field names")
+        return tuple(value)
 
     def changes(self, value: Any, key: str, family: str) -> tuple[LimitChange, ...]:
         if value is None:

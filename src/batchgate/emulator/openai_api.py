@@ -8,7 +8,6 @@ max_tokens the provider's `default_max_tokens` is charged.
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -115,12 +114,9 @@ class OpenAIFamily(Family):
 
     @property
     def counter(self) -> ExactTokenCounter:
-        """The exact counter, loaded on first use (loading the encoding takes ~50 ms)."""
+        """The exact counter (its encoding is loaded on the first count, or by `load()`)."""
         if self._counter is None:
-            with warnings.catch_warnings():
-                # bpe-openai loads its encoding with importlib.resources.open_binary (deprecated).
-                warnings.simplefilter("ignore", DeprecationWarning)
-                self._counter = _CachingCounter()
+            self._counter = _CachingCounter()
         return self._counter
 
     def authenticate(self, headers: Mapping[str, str], api_key: str | None) -> None:

@@ -29,7 +29,7 @@ from batchgate.emulator.batch.service import BatchService
 from batchgate.emulator.config import EmulatorConfig
 from batchgate.emulator.openai_api import OpenAIFamily
 from batchgate.emulator.provider import EmulatedProvider, Plan
-from batchgate.emulator.wire import ApiError, Family, ParsedRequest
+from batchgate.emulator.wire import ApiError, Family, ParsedRequest, refuse_fields
 
 OPERATOR_PREFIX = "/_emulator"
 SHUTDOWN_TIMEOUT = 2.0
@@ -49,7 +49,7 @@ class Emulator:
         self._clock: Clock = clock or LoopClock()
         openai = OpenAIFamily()
         if any(p.family == "openai" for p in config.providers):
-            openai.counter  # noqa: B018 -- load the encoding now, not on the first request
+            openai.counter.load()  # the encoding now (~60 ms), not while answering the first request
         self._families: dict[str, Family] = {"openai": openai, "anthropic": AnthropicFamily()}
         self.runtimes: dict[str, EmulatedProvider] = {}
         self.batches = BatchService(self._clock)  # the Batch APIs (files, batches)
@@ -60,6 +60,7 @@ class Emulator:
         self._seq = itertools.count(1)
         self._unrouted = 0
         self.started_at = 0.0
+        self.first_request_at: float | None = None  # wall time the first provider request arrived
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -181,11 +182,17 @@ class Emulator:
                 k: v for k in ("rpm", "tpm", "itpm", "otpm") if (v := getattr(rt.quota.current_limits, k))
             }
             providers[name] = entry
-        return {"providers": providers, "started_at": self.started_at, "unrouted": self._unrouted}
+        return {
+            "providers": providers,
+            "started_at": self.started_at,
+            "first_request_at": self.first_request_at,
+            "unrouted": self._unrouted,
+        }
 
     def reset(self) -> None:
         now = self._clock.now()
         self.started_at = self._clock.wall()
+        self.first_request_at = None
         self._unrouted = 0
         for rt in self.runtimes.values():
             rt.reset(now)
@@ -218,6 +225,8 @@ class Emulator:
         return handle
 
     async def _serve(self, rt: EmulatedProvider, request: web.Request, serves: bool) -> web.StreamResponse:
+        if self.first_request_at is None:
+            self.first_request_at = self._clock.wall()  # start-up latency, seen from this side
         fam = rt.family
         rt.stats.seen(self._clock.now())
         seq = next(self._seq)
@@ -238,6 +247,7 @@ class Emulator:
                 body = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 raise fam.bad_json() from None
+            refuse_fields(body, rt.config.reject_fields)
             req = fam.parse(body, rt.config)
             rt.charge_for(req, body)
             plan = rt.admit(req, self._clock.now(), self._clock.wall())

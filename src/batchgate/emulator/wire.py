@@ -148,3 +148,17 @@ def go_duration(seconds: float) -> str:
     if minutes:
         return f"{minutes}m{secs}s"
     return f"{secs}s"
+
+
+def refuse_fields(body: Any, fields: tuple[str, ...]) -> None:
+    """A strict provider's answer to a body field it does not know (a 400 naming the field)."""
+    if fields and isinstance(body, dict):
+        for name in fields:
+            if name in body:
+                raise ApiError(
+                    400,
+                    "invalid_request_error",
+                    f"Unrecognized request argument supplied: {name}",
+                    param=name,
+                    code="unknown_parameter",
+                )

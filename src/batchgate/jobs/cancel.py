@@ -25,6 +25,7 @@ from batchgate.embedded import provider_urls, start_embedded
 from batchgate.errors import JobError, JobLockedError
 from batchgate.jobs.batch.mode import BatchModeRunner
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON
+from batchgate.jobs.find import find_job
 from batchgate.jobs.finish import Finished, OutputFiles, finish_job
 from batchgate.jobs.io.report import OPEN_SEGMENT_BLOB, REPORT_BLOB, fold_open_segment, load_segments
 from batchgate.jobs.job_setup import job_config
@@ -57,9 +58,8 @@ async def cancel_job(
         raise JobError(f"no job store at {store_path} (pass --store)")
     store = await SqliteJobStore.open(store_path)
     try:
-        job = await store.get_job(job_id)
-        if job is None:
-            raise JobError(f"no job {job_id!r} in {store_path} (see `batchgate jobs`)")
+        job = await find_job(store, job_id)  # an id or a unique prefix
+        job_id = job.job_id
         pid: int | None = None
         try:
             with store.lock_job(job_id):

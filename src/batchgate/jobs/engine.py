@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
@@ -30,7 +30,7 @@ from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.live_task import Abandoned, LiveTasks
-from batchgate.jobs.store.protocol import JobStore, TaskSpec, TaskState
+from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 
 __all__ = ["CANCEL_BLOB", "CANCEL_REASON", "EngineOptions", "EngineOutcome", "JobEngine", "Progress"]
 
@@ -47,6 +47,15 @@ class EngineOptions:
     timeout: float | None = None
     grace_seconds: float = 10.0
     window: int | None = None  # tasks alive at once; default 4 x concurrency (>= 1024)
+
+
+class FollowUps(Protocol):
+    """Tasks that become ready when another ends (a pipeline's later steps); see `jobs.graph`."""
+
+    def after(self, spec: TaskSpec, outcome: TaskOutcome) -> list[TaskSpec]: ...
+
+
+ResultHook = Callable[[TaskSpec, TaskOutcome], None]  # hears each live outcome as it is committed
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +82,16 @@ class JobEngine:
         spent_extra_tokens: int = 0,
         deadline: float | None = None,
         on_event: EventSink | None = None,
+        follow: FollowUps | None = None,
+        on_result: ResultHook | None = None,
+        step_checks: dict[str, OutputCheck] | None = None,
     ) -> None:
         """`spent_extra_tokens`: tokens earlier runs were billed beyond the stored answers (rejected
         answers), counted against the token budget. `deadline`: the job's deadline in wall seconds
-        (`batch_policy.job_deadline`). `on_event(name, fields)` hears the batch events."""
+        (`batch_policy.job_deadline`). `on_event(name, fields)` hears the batch events. `follow`
+        names the tasks a committed outcome makes ready (stored, then claimed like any other);
+        `on_result` hears each live outcome once accepted for commit; `step_checks` replace the
+        job's output check for the tasks of the named steps."""
         self.config = config
         self.store = store
         self.job_id = job_id
@@ -87,6 +102,10 @@ class JobEngine:
         self._spent_extra_tokens = spent_extra_tokens
         self._deadline = deadline
         self._on_event = on_event
+        self._follow = follow
+        self._on_result = on_result
+        self._step_checks = step_checks or {}
+        self._more = False  # follow-up tasks were stored since the last claim found none
         self.budget = BudgetGuard(config.budget)
         self.errors = ErrorRateWindow(config.job.error_rate_threshold, config.job.error_rate_window)
         self.check = OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)
@@ -159,6 +178,7 @@ class JobEngine:
             self._live = LiveTasks(
                 self.config, gateway, self._gate, self.check, self.progress, lambda: self.stopping
             )
+            self._live.step_checks = self._step_checks
             self.batches = BatchDriver(
                 self.config,
                 self.store,
@@ -229,6 +249,8 @@ class JobEngine:
         assert batches is not None
         try:
             while not self.stopping:
+                if self._more:
+                    exhausted, self._more = False, False
                 handed, self._handed = self._handed, []
                 for spec in handed:
                     self._start(gateway, spec, committer)
@@ -311,6 +333,23 @@ class JobEngine:
             # the user tops up, instead of recording a failure that is not the item's fault.
             self.request_stop(f"provider {result.provider} refused: {result.error.message}")
             return
-        committer.add(live.outcome(spec, result, attempts, invalid, billed))
+        done = live.outcome(spec, result, attempts, invalid, billed)
+        committer.add(done)
         if self.errors.record(not result.ok or invalid is not None):
             self.request_stop(self.errors.reason())
+        if self._follow is not None:
+            await self._add_follow_ups(spec, done, committer)
+        if self._on_result is not None:
+            self._on_result(spec, done)
+
+    async def _add_follow_ups(self, spec: TaskSpec, done: TaskOutcome, committer: GroupCommitter) -> None:
+        """Store the tasks `done` makes ready, after `done` itself is durable (a crash in between is
+        mended by the graph's `recover` on resume); the dispatch loop claims them next."""
+        assert self._follow is not None
+        new = self._follow.after(spec, done)
+        if not new:
+            return
+        await committer.flush()
+        added = await self.store.add_tasks(self.job_id, new)
+        self.progress.total += added
+        self._more = True

@@ -11,9 +11,13 @@ from typing import Any
 
 import orjson
 
+from batchgate.jobs.graph.expand import GraphTasks
+from batchgate.jobs.graph.output import write_joined
 from batchgate.jobs.io.output import write_outputs
 from batchgate.jobs.io.report import OPEN_SEGMENT_BLOB, REPORT_BLOB, build_report, dump_segments, load_invalid
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+
+GRAPH_REPORT_BLOB = "graph_report"  # a fan-out or pipeline job's step comparison, as last written
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,20 +63,34 @@ async def finish_job(
     *,
     stop_reason: str | None,
     emulator_stats: dict[str, Any] | None = None,
+    graph: GraphTasks | None = None,
 ) -> Finished:
-    """Store the job's status and report segments, then write OUT, errors and the report."""
+    """Store the job's status and report segments, then write OUT, errors and the report. A
+    fan-out or pipeline job (`graph`) writes one joined line per input and a `graph` report section."""
     counts = await store.counts(job_id)
     unfinished = counts[TaskState.PENDING] + counts[TaskState.RUNNING]
     status = "completed" if unfinished == 0 else "stopped"
     reason = None if status == "completed" else (stop_reason or "unfinished")
-    await store.update_job(job_id, status=status, stop_reason=reason)
+    # A pipeline's later tasks are added as they become ready: its total is what the store holds.
+    total = sum(counts.values()) if graph is not None else None
+    # "" clears an old stop
+    await store.update_job(job_id, status=status, stop_reason=reason or "", task_total=total)
     await store.put_blob(job_id, REPORT_BLOB, dump_segments(segments))
     await store.put_blob(job_id, OPEN_SEGMENT_BLOB, b"")
-    written, failed = await write_outputs(store, job_id, files.output, files.errors, ordered=files.ordered)
+    section: dict[str, Any] | None = None
+    if graph is not None:
+        written, failed, section = await write_joined(store, job_id, graph, files.output, files.errors)
+    else:
+        written, failed = await write_outputs(
+            store, job_id, files.output, files.errors, ordered=files.ordered
+        )
     job_now = await store.get_job(job_id)
     assert job_now is not None
     invalid = await load_invalid(store, job_id)
     report = build_report(job_now, counts, await store.totals(job_id), segments, invalid=invalid)
+    if section is not None:
+        report["graph"] = section
+        await store.put_blob(job_id, GRAPH_REPORT_BLOB, orjson.dumps(section))
     if emulator_stats is not None:
         report["emulator"] = _without_series(emulator_stats)
     write_report(files.report, report)

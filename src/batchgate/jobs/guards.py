@@ -26,6 +26,17 @@ class BudgetGuard:
     def limited(self) -> bool:
         return self.budget.max_cost_usd is not None or self.budget.max_tokens is not None
 
+    def view(self) -> dict[str, float | int | None] | None:
+        """What is spent against each limit (for the displays); None without a budget."""
+        if not self.limited:
+            return None
+        return {
+            "spent_usd": round(self.spent_cost, 6),
+            "max_usd": self.budget.max_cost_usd,
+            "spent_tokens": self.spent_tokens,
+            "max_tokens": self.budget.max_tokens,
+        }
+
     def admit(self, est_cost: float, est_tokens: int) -> bool:
         b = self.budget
         if b.max_cost_usd is not None and self.spent_cost + self.reserved_cost + est_cost > b.max_cost_usd:

@@ -14,13 +14,18 @@ from typing import Any
 from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, RouteMode
 from batchgate.errors import InputChangedError, InputError, JobError
-from batchgate.jobs.engine import EngineOptions
+from batchgate.jobs.engine import EngineOptions, ResultHook
 from batchgate.jobs.finish import OutputFiles
+from batchgate.jobs.fits import RouteFit
+from batchgate.jobs.graph.expand import GraphTasks
+from batchgate.jobs.graph.inputs import validate_items
+from batchgate.jobs.graph.setup import graph_options, input_items
+from batchgate.jobs.graph.spec import Graph
 from batchgate.jobs.io.input import ValidationReport, file_sha256, read_tasks, validate_input
+from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
-from batchgate.jobs.store.sqlite import SqliteJobStore
+from batchgate.text import plural
 
-DEFAULT_STORE = Path(".batchgate") / "jobs.db"
 SHOWN_PROBLEMS = 20
 
 
@@ -29,7 +34,7 @@ class RunRequest:
     input_path: Path
     config_path: Path
     output_path: Path
-    store_path: Path = DEFAULT_STORE
+    store_path: StoreLocation = DEFAULT_STORE  # a SQLite file or a postgresql:// URL
     errors_path: Path | None = None
     ordered: bool = False
     skip_invalid: bool = False
@@ -37,6 +42,10 @@ class RunRequest:
     engine: EngineOptions = field(default_factory=EngineOptions)
     mode: RouteMode | None = None  # --mode: overrides job.mode (and is remembered by the job)
     deadline_hours: float | None = None  # --deadline: overrides job.deadline_hours (remembered)
+    retry_failed: bool = False  # --retry-failed / `batchgate retry`: failed items run again
+    quiet: bool = False  # -q: no summary table at the end
+    graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
+    on_result: ResultHook | None = field(default=None, compare=False)  # each outcome as it is stored
 
     @property
     def errors_file(self) -> Path:
@@ -73,33 +82,55 @@ def job_id_for(input_path: Path, output_path: Path) -> str:
 
 def check_input(req: RunRequest, config: GatewayConfig, err: Callable[[str], None]) -> ValidationReport:
     """The validation pass: every bad line is reported with its number before anything is sent."""
-    report = validate_input(req.input_path, known_models=config.route_models())
+    if req.graph is not None:
+        report = validate_items(req.input_path, req.graph)
+    else:
+        report = validate_input(
+            req.input_path, known_models=config.route_models(), check=RouteFit(config).problem
+        )
     if report.task_count == 0 and report.problem_count == 0:
         raise InputError(str(req.input_path), None, "the input has no tasks")
     if report.problem_count:
-        # Failing, the first problem is the error itself: list only the others (one bad line, one line).
-        shown = report.problems[0 if req.skip_invalid else 1 : SHOWN_PROBLEMS]
-        for problem in shown:
-            err(problem.describe(req.input_path))
-        more = report.problem_count - (0 if req.skip_invalid else 1) - len(shown)
-        if more > 0:
-            err(f"... and {more} more problems")
+        _show_problems(req, report, err)
         if not req.skip_invalid:
             first = report.problems[0]
+            in_all = f"{plural(report.problem_count, 'invalid line')} in all; nothing was sent"
+            if report.problem_count == 1:  # one bad line, one line: the error names it
+                reason = f"{first.reason} ({in_all}; fix it or pass --skip-invalid)"
+                raise InputError(str(req.input_path), first.line_no, reason)
             raise InputError(
                 str(req.input_path),
-                first.line_no,
-                f"{first.reason} ({report.problem_count} invalid lines in all; nothing was sent; "
-                "fix them or pass --skip-invalid)",
+                None,
+                f"{in_all} (the first on line {first.line_no}); fix them or pass --skip-invalid",
             )
         if report.task_count == 0:
             raise InputError(str(req.input_path), None, "no valid tasks left after skipping invalid lines")
     return report
 
 
+def _show_problems(req: RunRequest, report: ValidationReport, err: Callable[[str], None]) -> None:
+    """The problems in input order (a lone problem is the error itself, so it is not repeated)."""
+    if report.problem_count == 1 and not req.skip_invalid:
+        return
+    shown = report.problems[:SHOWN_PROBLEMS]
+    for problem in shown:
+        err(problem.describe(req.input_path))
+    more = report.problem_count - len(shown)
+    if more > 0:
+        err(f"... and {plural(more, 'more invalid line')}")
+    if req.skip_invalid:
+        err(f"skipping {plural(report.problem_count, 'invalid line')} (--skip-invalid)")
+
+
 def _valid_tasks(req: RunRequest, config: GatewayConfig) -> Iterator[TaskSpec]:
+    if req.graph is not None:  # the root steps' tasks; later steps' are added as they become ready
+        return GraphTasks(req.graph, input_items(req.input_path, req.graph)).root_tasks()
     return (
-        t for t in read_tasks(req.input_path, known_models=config.route_models()) if isinstance(t, TaskSpec)
+        t
+        for t in read_tasks(
+            req.input_path, known_models=config.route_models(), check=RouteFit(config).problem
+        )
+        if isinstance(t, TaskSpec)
     )
 
 
@@ -153,12 +184,14 @@ async def prepare_job(
         stop_reason=None,
         created_at=now,
         updated_at=now,
-        task_total=report.task_count,
+        task_total=report.task_count * (len(req.graph.roots()) if req.graph else 1),
         options={
             "ordered": req.ordered,
             "skip_invalid": req.skip_invalid,
             "errors_path": str(req.errors_file.resolve()),
+            "skipped_lines": report.problem_count if req.skip_invalid else 0,
             **_remembered(req),
+            **graph_options(req.graph),
         },
     )
     await store.create_job(job)
@@ -193,15 +226,3 @@ def check_output_writable(path: Path) -> None:
         raise JobError(f"{path}: cannot write output: directory {parent} is not writable")
     if path.exists() and path.is_dir():
         raise JobError(f"{path}: cannot write output: it is a directory")
-
-
-async def open_store(path: Path, *, create: bool) -> SqliteJobStore:
-    """Open the job database; `create` makes its folder (owner-only) when missing."""
-    if create and not path.parent.exists():
-        try:
-            path.parent.mkdir(mode=0o700, parents=True)
-        except OSError as exc:
-            raise JobError(f"{path}: cannot create the job store folder ({exc.strerror})") from None
-    elif not create and not path.exists():
-        raise JobError(f"no job store at {path} (pass --store)")
-    return await SqliteJobStore.open(path)

@@ -45,6 +45,7 @@ class LiveTasks:
         self.progress = progress
         self.prices = PriceTable(config.prices)
         self.sending: set[asyncio.Task[Any]] = set()
+        self.step_checks: dict[str, OutputCheck] = {}  # a pipeline step's own output check
         self._stopping = stopping
 
     def worst_case(self, spec: TaskSpec) -> Amount:
@@ -64,7 +65,8 @@ class LiveTasks:
         valid) and everything billed. Raises `Abandoned` instead of starting a call once the job
         is stopping or the call would pass the budget.
         """
-        rounds = max(1, self.config.job.validation_attempts) if self.check.active else 1
+        check = self.step_checks.get(spec.step or "", self.check)
+        rounds = max(1, self.config.job.validation_attempts) if check.active else 1
         calls = 0
         billed: list[Any] = [0.0, 0]
         problem: str | None = None
@@ -85,9 +87,9 @@ class LiveTasks:
                 self.sending.discard(me)
                 self.budget.settle(reserved, (billed[0] - before[0], billed[1] - before[1]))
             calls += len(result.attempts)
-            if not result.ok or not self.check.active:
+            if not result.ok or not check.active:
                 return result, calls, None, (billed[0], billed[1])
-            problem = self.check.problem(result.text)
+            problem = check.problem(result.text)
             if problem is None:
                 return result, calls, None, (billed[0], billed[1])
             problem = outcome.refused_message(problem, result.text)

@@ -16,12 +16,11 @@ from typing import Any
 
 from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.jobs.batch.policy import TasksEstimate, batch_target, resolve_mode
+from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.io.input import read_tasks
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store.protocol import TaskSpec
-from batchgate.models import ChatBody, Usage, requested_output_tokens
-from batchgate.providers.base import make_token_counter
-from batchgate.tokens import TokenCounter
+from batchgate.models import Usage
 
 
 @dataclass(slots=True)
@@ -50,122 +49,132 @@ class ProviderPlan:
 @dataclass(slots=True)
 class RoutePlan:
     tasks: int = 0
-    prompt_tokens: int = 0
-    max_output_tokens: int = 0
+    prompt_tokens: float = 0.0  # live: spread over the targets, each counted as the run counts
+    max_output_tokens: float = 0.0
     cost_usd: float = 0.0  # live, spread over the targets
-    batch_cost_usd: float = 0.0  # everything through the batch target (0 without one)
+    batch_prompt_tokens: int = 0  # everything through the batch target (0 without one)
+    batch_output_tokens: int = 0
+    batch_cost_usd: float = 0.0
 
 
 def _weight(p: ProviderConfig) -> float:
     return p.limits.rpm or 1.0
 
 
-def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
-    planner = _Planner(config)
-    for item in read_tasks(input_path, known_models=config.route_models()):
-        if isinstance(item, TaskSpec):
-            planner.add(item.body)
-    return planner.summary(input_path)
-
-
+@dataclass(slots=True)
 class _Planner:
-    """Sums each task's worst case per provider (spread by weight over a route's targets) and per
-    route (live, and through the route's batch target)."""
+    """Adds tasks up per provider and per route, counting each at each target as the run does;
+    a route's work goes only to the targets that can admit it, and its Batch API work to its
+    batch target — so the provider table and the route table are two views of the same sums."""
 
-    def __init__(self, config: GatewayConfig) -> None:
-        self.config = config
-        self.prices = PriceTable(config.prices)
-        self.counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
-        self.plans: dict[str, ProviderPlan] = {p.name: ProviderPlan() for p in config.providers}
-        self.routes = {r.model: r for r in config.routes}
-        self.route_plans: dict[str, RoutePlan] = {}
-        self.tasks = 0
-        self.used_models: set[str] = set()
+    config: GatewayConfig
+    fit: RouteFit
+    prices: PriceTable
+    plans: dict[str, ProviderPlan]
+    routes: dict[str, RoutePlan]
+    used_models: set[str]
 
-    def add(self, body: ChatBody) -> None:
-        config, prices = self.config, self.prices
-        self.tasks += 1
-        route = self.routes[body["model"]]
-        providers = [config.provider(t.provider) for t in route.targets]
-        total_w = sum(_weight(p) for p in providers)
-        prompt = self.counters[providers[0].name].count_prompt(body)
-        rp = self.route_plans.setdefault(route.model, RoutePlan())
+    def add(self, body: dict[str, Any]) -> None:
+        route = next(r for r in self.config.routes if r.model == body["model"])
+        rp = self.routes.setdefault(route.model, RoutePlan())
         rp.tasks += 1
-        rp.prompt_tokens += prompt
-        batch_to = batch_target(route, config)
-        if batch_to is not None:
-            batch_out = requested_output_tokens(body, batch_to[0].default_max_tokens)
-            rp.max_output_tokens += batch_out
-            self.used_models.add(batch_to[1])
-            rp.batch_cost_usd += prices.cost(batch_to[1], Usage(prompt, batch_out), batch=True)
-        for target, p in zip(route.targets, providers, strict=True):
+        counted: dict[int, int] = {}
+        live = [
+            (t, p, *self.fit.cost(p, body, counted))
+            for t, p in zip(route.targets, self.fit.providers(route.model), strict=True)
+        ]
+        fitting = [entry for entry in live if self.fit.fits(entry[1], entry[2])] or live
+        total_w = sum(_weight(p) for _, p, _, _ in fitting)
+        for target, p, cost, prompt in fitting:
             share = _weight(p) / total_w
-            out = requested_output_tokens(body, p.default_max_tokens)
             model = target.model or route.model
             self.used_models.add(model)
-            usage = Usage(prompt_tokens=prompt, completion_tokens=out)
+            price = self.prices.cost(model, Usage(prompt_tokens=prompt, completion_tokens=cost.output_tokens))
             plan = self.plans[p.name]
             plan.requests += share
             plan.prompt_tokens += share * prompt
-            plan.max_output_tokens += share * out
-            plan.cost_usd += share * prices.cost(model, usage)
-            rp.cost_usd += share * prices.cost(model, usage)
-            if batch_to is None:
-                rp.max_output_tokens += round(share * out)
-            plan.batch_cost_usd += share * prices.cost(model, usage, batch=True)
-
-    def summary(self, input_path: Path) -> dict[str, Any]:
-        config = self.config
-        by_provider = {
-            name: _provider_entry(config.provider(name), pl) for name, pl in self.plans.items() if pl.requests
-        }
-        by_route = {model: _route_entry(config, model, rp) for model, rp in self.route_plans.items()}
-        total_cost = sum(p["cost_usd_max"] for p in by_provider.values())
-        batch_cost = sum(p["batch_api_cost_usd_max"] for p in by_provider.values())
-        prompt_total = sum(p["prompt_tokens"] for p in by_provider.values())
-        output_total = sum(p["max_output_tokens"] for p in by_provider.values())
-        budget = config.budget
-        over_cost = budget.max_cost_usd is not None and total_cost > budget.max_cost_usd
-        over_tokens = budget.max_tokens is not None and prompt_total + output_total > budget.max_tokens
-        return {
-            "input": str(input_path),
-            "tasks": self.tasks,
-            "providers": by_provider,
-            "prompt_tokens": prompt_total,
-            "max_output_tokens": output_total,
-            "cost_usd_max": round(total_cost, 6),
-            "batch_api_cost_usd_max": round(batch_cost, 6),
-            "batch_api_saving_usd": round(total_cost - batch_cost, 6),
-            "routes": by_route,
-            "planned_cost_usd_max": round(sum(r["planned_cost_usd_max"] for r in by_route.values()), 6),
-            "deadline_hours": config.job.deadline_hours,
-            "quota_seconds": max((p["quota_seconds"] for p in by_provider.values()), default=0.0),
-            "budget_usd": budget.max_cost_usd,
-            "budget_tokens": budget.max_tokens,
-            "over_budget": over_cost or over_tokens,
-            "unpriced_models": self.prices.unpriced(sorted(self.used_models)),
-        }
+            plan.max_output_tokens += share * cost.output_tokens
+            plan.cost_usd += share * price
+            rp.prompt_tokens += share * prompt
+            rp.max_output_tokens += share * cost.output_tokens
+            rp.cost_usd += share * price
+        batch_to = batch_target(route, self.config)
+        if batch_to is not None:
+            provider, model = batch_to
+            cost, prompt = self.fit.cost(provider, body, counted)
+            self.used_models.add(model)
+            price = self.prices.cost(model, Usage(prompt, cost.output_tokens), batch=True)
+            rp.batch_prompt_tokens += prompt
+            rp.batch_output_tokens += cost.output_tokens
+            rp.batch_cost_usd += price
+            self.plans[provider.name].batch_cost_usd += price
 
 
-def _provider_entry(provider: ProviderConfig, pl: ProviderPlan) -> dict[str, Any]:
+def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
+    fit = RouteFit(config)
+    planner = _Planner(
+        config, fit, PriceTable(config.prices), {p.name: ProviderPlan() for p in config.providers}, {}, set()
+    )
+    tasks = 0
+    for item in read_tasks(input_path, known_models=config.route_models(), check=fit.problem):
+        if isinstance(item, TaskSpec):
+            tasks += 1
+            planner.add(item.body)
+    by_provider = {
+        name: _provider_entry(config, name, pl) for name, pl in planner.plans.items() if pl.requests
+    }
+    by_route = {model: _route_entry(config, model, rp) for model, rp in planner.routes.items()}
+    total_cost = sum(p["cost_usd_max"] for p in by_provider.values())
+    batch_cost = sum(p["batch_api_cost_usd_max"] for p in by_provider.values())
+    batch_live = sum(r["cost_usd_max"] for r in by_route.values() if r["batch_api_cost_usd_max"] is not None)
+    prompt_total = sum(p["prompt_tokens"] for p in by_provider.values())
+    output_total = sum(p["max_output_tokens"] for p in by_provider.values())
+    budget = config.budget
+    over_cost = budget.max_cost_usd is not None and total_cost > budget.max_cost_usd
+    over_tokens = budget.max_tokens is not None and prompt_total + output_total > budget.max_tokens
+    return {
+        "input": str(input_path),
+        "tasks": tasks,
+        "providers": by_provider,
+        "prompt_tokens": prompt_total,
+        "max_output_tokens": output_total,
+        "cost_usd_max": round(total_cost, 6),
+        "batch_api_cost_usd_max": round(batch_cost, 6),
+        "batch_api_saving_usd": round(batch_live - batch_cost, 6),
+        "routes": by_route,
+        "planned_cost_usd_max": round(sum(r["planned_cost_usd_max"] for r in by_route.values()), 6),
+        "deadline_hours": config.job.deadline_hours,
+        "quota_seconds": max((p["quota_seconds"] for p in by_provider.values()), default=0.0),
+        "budget_usd": budget.max_cost_usd,
+        "budget_tokens": budget.max_tokens,
+        "over_budget": over_cost or over_tokens,
+        "unpriced_models": planner.prices.unpriced(sorted(planner.used_models)),
+    }
+
+
+def _provider_entry(config: GatewayConfig, name: str, pl: ProviderPlan) -> dict[str, Any]:
+    """One provider's row: the live work it would get, and the Batch API work routed to it."""
     return {
         "requests": round(pl.requests),
         "prompt_tokens": round(pl.prompt_tokens),
         "max_output_tokens": round(pl.max_output_tokens),
         "cost_usd_max": round(pl.cost_usd, 6),
         "batch_api_cost_usd_max": round(pl.batch_cost_usd, 6),
-        "batch_api_saving_usd": round(pl.cost_usd - pl.batch_cost_usd, 6),
-        "quota_seconds": round(pl.quota_seconds(provider), 1),
+        "quota_seconds": round(pl.quota_seconds(config.provider(name)), 1),
     }
 
 
 def _route_entry(config: GatewayConfig, model: str, rp: RoutePlan) -> dict[str, Any]:
     route = next(r for r in config.routes if r.model == model)
-    estimate = TasksEstimate(rp.tasks, rp.prompt_tokens, rp.max_output_tokens)
-    mode = resolve_mode(route, config, estimate)
     target = batch_target(route, config)
+    if target is not None:
+        estimate = TasksEstimate(rp.tasks, rp.batch_prompt_tokens, rp.batch_output_tokens)
+    else:
+        estimate = TasksEstimate(rp.tasks, round(rp.prompt_tokens), round(rp.max_output_tokens))
+    mode = resolve_mode(route, config, estimate)
     return {
         "tasks": rp.tasks,
+        "prompt_tokens": round(rp.prompt_tokens),
         "configured_mode": config.job.mode or route.mode,
         "mode": mode,
         "batch_provider": target[0].name if target is not None else None,
@@ -180,13 +189,12 @@ def render_plan(plan: dict[str, Any]) -> str:
         f"plan for {plan['input']}: {plan['tasks']} tasks, {plan['prompt_tokens']} prompt tokens, "
         f"up to {plan['max_output_tokens']} output tokens",
         f"  {'provider':<12}{'requests':>10}{'prompt tok':>12}{'max out tok':>13}{'max cost $':>12}"
-        f"{'batch API $':>13}{'saving $':>10}{'quota time':>12}",
+        f"{'batch API $':>13}{'quota time':>12}",
     ]
     for name, p in sorted(plan["providers"].items()):
         lines.append(
             f"  {name:<12}{p['requests']:>10}{p['prompt_tokens']:>12}{p['max_output_tokens']:>13}"
-            f"{p['cost_usd_max']:>12.4f}{p['batch_api_cost_usd_max']:>13.4f}"
-            f"{p.get('batch_api_saving_usd', 0.0):>10.4f}{p['quota_seconds']:>11.0f}s"
+            f"{p['cost_usd_max']:>12.4f}{p['batch_api_cost_usd_max']:>13.4f}{p['quota_seconds']:>11.0f}s"
         )
     lines.append(
         f"  total: at most ${plan['cost_usd_max']:.4f} live, "

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -21,8 +24,11 @@ from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
 from batchgate.jobs.finish import finish_job
+from batchgate.jobs.graph.expand import GraphTasks
+from batchgate.jobs.graph.output import render_graph_summary
+from batchgate.jobs.graph.setup import job_graph, restore, step_checks
 from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.progress import ProgressSink, QuietSink, snapshot
+from batchgate.jobs.io.progress import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
 from batchgate.jobs.io.report import (
     OPEN_SEGMENT_BLOB,
     REPORT_BLOB,
@@ -33,18 +39,18 @@ from batchgate.jobs.io.report import (
     run_segment,
 )
 from batchgate.jobs.job_setup import (
-    DEFAULT_STORE,
     RunRequest,
     check_input,
     check_output_writable,
     job_config,
     job_id_for,
-    open_store,
     prepare_job,
     unchanged_job_input,
     with_job_overrides,
 )
+from batchgate.jobs.store.location import DEFAULT_STORE, open_store, resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+from batchgate.text import plural
 
 __all__ = [
     "DEFAULT_STORE",
@@ -57,9 +63,9 @@ __all__ = [
     "with_job_overrides",
 ]
 
-LIVE_BLOB = "live"
-EXIT_OK = 0
-EXIT_STOPPED = 3
+EXIT_OK = 0  # every item succeeded
+EXIT_STOPPED = 3  # stopped by a guard (budget, error rate, an exhausted account)
+EXIT_FAILED_ITEMS = 4  # finished, but some items failed (retry them with --retry-failed)
 EXIT_INTERRUPTED = 130
 REFRESH_S = 0.5  # the live display's refresh
 STORE_EVERY = 4  # refreshes between stored snapshots
@@ -81,24 +87,41 @@ async def run_job(
     check_output_writable(req.errors_file)
     check_output_writable(req.report_file)
     job_id = job_id_for(req.input_path, req.output_path)
-    rerun = req.store_path.exists()
+    rerun = store_exists(req.store_path)
     report = None if rerun else check_input(req, config, err)  # a new store: validate before creating it
     store = await open_store(req.store_path, create=True)
     try:
         with store.lock_job(job_id):
+            req = replace(req, graph=job_graph(req.graph, await store.get_job(job_id)))
             if report is None:
                 report = await unchanged_job_input(store, job_id, req) or check_input(req, config, err)
             job = await prepare_job(store, job_id, req, report, config, clock)
+            if req.retry_failed:
+                requeued = await store.requeue_failed(job_id)
+                err(f"re-queued {plural(requeued, 'failed item')} of job {job_id}")
             config = job_config(config, job)
             segments = await _load_segments(store, job_id)
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
-            await store.update_job(job_id, status="running", stop_reason=None)
+            await store.update_job(job_id, status="running", stop_reason="")  # "" clears an old stop
             deadline = job_deadline(config, job.created_at)
-            outcome = await _run_engine(store, job_id, config, req, sink, segments, deadline, clock)
-            return await _finish(store, job, outcome, req, segments, sink, out, err)
+            run = functools.partial(_run_engine, store, job_id, config, req, sink, segments, deadline, clock)
+            outcome, graph = await _run_all(store, job_id, req, run)
+            return await _finish(store, job, outcome, req, segments, sink, out, err, graph)
     finally:
         sink.close()
         await store.close()
+
+
+async def _run_all(
+    store: JobStore, job_id: str, req: RunRequest, run: Callable[..., Awaitable[EngineOutcome]]
+) -> tuple[EngineOutcome, GraphTasks | None]:
+    """Run the engine; for a fan-out or pipeline job, with its graph restored from the store, and
+    again while the batch-mode results it stored (without follow-ups) made more tasks ready."""
+    graph = None if req.graph is None else (await restore(store, job_id, req.graph, req.input_path))[0]
+    outcome: EngineOutcome = await run(graph)
+    while graph is not None and outcome.status == "completed" and await graph.recover(store, job_id):
+        outcome = await run(graph)
+    return outcome, graph
 
 
 async def _load_segments(store: JobStore, job_id: str) -> list[dict[str, Any]]:
@@ -119,6 +142,7 @@ async def _run_engine(
     segments: list[dict[str, Any]],
     deadline: float | None,
     clock: Clock,
+    graph: GraphTasks | None = None,
 ) -> EngineOutcome:
     extra = sum(
         int(p.get("validation_tokens", 0)) for seg in segments for p in seg.get("providers", {}).values()
@@ -139,6 +163,9 @@ async def _run_engine(
         deadline=deadline,
         on_event=on_event,
         clock=clock,
+        follow=graph,
+        on_result=req.on_result,
+        step_checks=step_checks(graph.graph, config) if graph is not None else None,
     )
     run_id = f"run-{os.getpid()}-{int(engine.clock.wall() * 1e9)}"
     ticker = _Ticker(engine, store, sink, run_id)
@@ -181,7 +208,10 @@ def _signals(engine: JobEngine, sink: ProgressSink, grace_s: float) -> Iterator[
                 in_flight=_sending(engine),
             )
 
-    signals = (signal.SIGINT, signal.SIGTERM)
+    # Signal handlers only where Python allows them: the main thread (a notebook's worker thread
+    # runs without; the caller stops the job there).
+    main = threading.current_thread() is threading.main_thread()
+    signals = (signal.SIGINT, signal.SIGTERM) if main else ()
     for sig in signals:
         loop.add_signal_handler(sig, on_signal, sig)
     try:
@@ -200,7 +230,8 @@ def _sending(engine: JobEngine) -> int:
 
 
 def _publish(engine: JobEngine, sink: ProgressSink, elapsed: float, stats: Any) -> dict[str, Any]:
-    snap = snapshot(engine.job_id, engine.progress, stats, elapsed, engine.clock.wall())
+    wall = engine.clock.wall()
+    snap = snapshot(engine.job_id, engine.progress, stats, elapsed, wall, engine.budget.view())
     sink.update(snap)
     return snap
 
@@ -218,6 +249,7 @@ class _Ticker:
         self._run_id = run_id
         self._wake = asyncio.Event()
         self._store_now = False
+        self._reachability = Reachability(sink)
 
     def batch_event(self) -> None:
         self._store_now = True
@@ -238,6 +270,7 @@ class _Ticker:
             gw = engine.gateway
             stats = gw.statistics() if gw else None
             snap = _publish(engine, self._sink, elapsed, stats)
+            self._reachability.see(snap)
             beat += 1
             if beat % STORE_EVERY == 0 or self._store_now:
                 self._store_now = False
@@ -256,18 +289,24 @@ async def _finish(
     sink: ProgressSink,
     out: Callable[[str], None],
     err: Callable[[str], None],
+    graph: GraphTasks | None = None,
 ) -> int:
     job_id = job.job_id
     files = req.files
     done = await finish_job(
-        store, job_id, files, segments, stop_reason=outcome.stop_reason, emulator_stats=outcome.emulator_stats
+        store,
+        job_id,
+        files,
+        segments,
+        stop_reason=outcome.stop_reason,
+        emulator_stats=outcome.emulator_stats,
+        graph=graph,
     )
     status, reason, unfinished = done.status, done.reason, done.unfinished
     written, failed = done.written, done.failed
-    store_hint = "" if req.store_path == DEFAULT_STORE else f" --store {req.store_path.resolve()}"
-    resume = f"batchgate resume {job_id}{store_hint}"
+    resume = f"batchgate resume {job_id}{resume_hint(req.store_path)}"
     interrupted = bool(reason and (reason.startswith("interrupted") or reason == CANCEL_REASON))
-    code = EXIT_OK if status == "completed" else EXIT_INTERRUPTED if interrupted else EXIT_STOPPED
+    code = _exit_code(status, interrupted, failed)
     if status == "completed":
         sink.event("finished", job=job_id, exit_code=code, written=written, failed=failed, **files.as_dict())
     else:
@@ -283,15 +322,30 @@ async def _finish(
             **files.as_dict(),
         )
     sink.close()  # the live display ends before the summary is printed under it
-    err(render_summary(done.report))
+    if not req.quiet:
+        err(render_summary(done.report))
+        if "graph" in done.report:
+            err(render_graph_summary(done.report["graph"]))
     out(
-        f"wrote {written} results to {req.output_path}"
+        f"wrote {plural(written, 'result')} to {req.output_path}"
         + (f" ({failed} failed, also in {req.errors_file})" if failed else "")
         + f"; report in {req.report_file}"
     )
+    if status == "completed" and failed:
+        err(
+            f"job {job_id} finished with {plural(failed, 'failed item')}; retry exactly those with: "
+            f"batchgate retry {job_id}{resume_hint(req.store_path)}  "
+            "(or re-run the same command with --retry-failed)"
+        )
     if status != "completed":
         err(
             f"job {job_id} stopped: {reason}. {unfinished} tasks left; resume with: {resume}  "
             "(or re-run the same command)"
         )
     return code
+
+
+def _exit_code(status: str, interrupted: bool, failed: int) -> int:
+    if status == "completed":
+        return EXIT_FAILED_ITEMS if failed else EXIT_OK
+    return EXIT_INTERRUPTED if interrupted else EXIT_STOPPED

@@ -67,8 +67,8 @@ def make_token_counter(config: ProviderConfig, *, source: str = "<config>") -> T
     if tokenizer == "estimate":
         return EstimatingTokenCounter()
     try:
-        return ExactTokenCounter.shared(tokenizer)
-    except (LookupError, RuntimeError):  # bpe-openai's UnsupportedModelError is both
+        return ExactTokenCounter.shared(tokenizer).load()  # named explicitly: check it exists now
+    except LookupError:
         raise ConfigError(
             source,
             f"providers.{config.name}.tokenizer",

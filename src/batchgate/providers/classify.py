@@ -163,7 +163,20 @@ def error_for_exception(
         cls, what = ConnectError, "connection failed"
     detail = str(exc)
     text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
-    return cls(f"{provider}: {what} ({shorten(scrub(text, api_key))})", provider=provider)
+    message = f"{provider}: {what} ({shorten(scrub(text, api_key))})"
+    if cls is UnreachableError:
+        return UnreachableError(message, provider=provider, cause=_unreachable_cause(exc))
+    return cls(message, provider=provider)
+
+
+def _unreachable_cause(exc: BaseException) -> str:
+    """Refused or unresolvable, told apart by the exception's type (never by its text)."""
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return "DNS failure"
+    os_error = getattr(exc, "os_error", None)
+    if isinstance(os_error, ConnectionRefusedError):
+        return "connection refused"
+    return "unreachable"
 
 
 def malformed(

@@ -20,7 +20,7 @@ from batchgate.clock import Clock, TimerHandle
 from batchgate.emulator.config import BatchConfig
 from batchgate.emulator.content import answer, fit
 from batchgate.emulator.provider import EmulatedProvider
-from batchgate.emulator.wire import ApiError, Family, ParsedRequest
+from batchgate.emulator.wire import ApiError, Family, ParsedRequest, refuse_fields
 
 Outcome = Literal["pending", "succeeded", "errored", "expired", "cancelled"]
 RunStatus = Literal["in_progress", "cancelling", "ended"]
@@ -283,6 +283,7 @@ class BatchProvider:
     def parse_item(self, custom_id: str, body: Any) -> BatchItem:
         """A batch item: the chat body validated exactly as the live endpoint would."""
         try:
+            refuse_fields(body, self.runtime.config.reject_fields)
             return BatchItem(custom_id, request=self.family.parse(body, self.runtime.config))
         except ApiError as err:
             return BatchItem(custom_id, error=err)

@@ -7,7 +7,7 @@ The snapshot is also what `batchgate status` reads from the store while a job ru
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
@@ -15,7 +15,10 @@ import orjson
 
 from batchgate.errors import JobError
 from batchgate.jobs.store.protocol import TaskOutcome, TaskState
-from batchgate.stats import GatewayStatistics
+from batchgate.stats import GatewayStatistics, ProviderStatistics
+from batchgate.text import plural
+
+LIVE_BLOB = "live"  # the job's latest snapshot, stored every few seconds for `batchgate status`
 
 MAX_LISTED_INVALID = 1000  # invalid custom_ids kept for the display and the report
 
@@ -92,29 +95,21 @@ class Progress:
 
 
 def snapshot(
-    job_id: str, progress: Progress, stats: GatewayStatistics | None, elapsed_s: float, wall: float
+    job_id: str,
+    progress: Progress,
+    stats: GatewayStatistics | None,
+    elapsed_s: float,
+    wall: float,
+    budget: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The figures every display shows (and `batchgate status` reads); `budget` is the budget
+    used against its limits (`BudgetGuard.view`), None without one."""
     done_now = progress.succeeded + progress.failed
     rate = done_now / elapsed_s if elapsed_s > 0 else 0.0
     pending = max(0, progress.total - progress.done)
-    providers: dict[str, Any] = {}
-    rate_limited = 0
-    sending = 0  # requests at the providers; the engine's other active tasks wait for quota
-    if stats is not None:
-        for name, p in stats.providers.items():
-            rate_limited += p.rate_limited
-            sending += p.in_flight
-            providers[name] = {
-                "requests": p.requests,
-                "ok": p.succeeded,
-                "errors": p.failed_attempts,
-                "rate_limited": p.rate_limited,
-                "in_flight": p.in_flight,
-                "tokens": p.prompt_tokens + p.completion_tokens,
-                "p50_ms": round(p.latency_p50_ms, 1),
-                "cost_usd": round(progress.cost_by_provider.get(name, 0.0), 6),
-                "batch_cost_usd": round(progress.batch_cost_by_provider.get(name, 0.0), 6),
-            }
+    providers = {n: provider_entry(p, progress) for n, p in (stats.providers if stats else {}).items()}
+    sending = sum(p["in_flight"] for p in providers.values())  # at the providers right now
+    backing_off = stats.backing_off if stats is not None else 0
     snap: dict[str, Any] = {
         "event": "progress",
         "job": job_id,
@@ -126,29 +121,112 @@ def snapshot(
         "done_before": progress.done_before,
         "pending": pending,
         "in_flight": sending if stats is not None else progress.in_flight,
-        "waiting": max(0, progress.in_flight - sending) if stats is not None else 0,
+        "waiting": max(0, progress.in_flight - sending - backing_off) if stats is not None else 0,
+        "backing_off": backing_off,
+        "waiting_for": {n: p["waiting"] for n, p in providers.items() if p["waiting"]},
         "rate_per_s": round(rate, 2),
         "eta_s": round(pending / rate, 1) if rate > 0 else None,
-        "rate_limited": rate_limited,
+        "rate_limited": sum(p["rate_limited"] for p in providers.values()),
+        "retries": sum(p["retries"] for p in providers.values()),
+        "errors_by_kind": _sum_kinds(providers.values()),
+        "unreachable": [
+            f"{n} unreachable: {u['cause']}, {plural(u['attempts'], 'attempt')}"
+            for n, p in sorted(providers.items())
+            if (u := p["unreachable"]) is not None
+        ],
         "tokens": progress.prompt_tokens + progress.completion_tokens + progress.validation_tokens,
         "cost_usd": round(progress.cost_usd, 6),
+        "budget": budget,
         "elapsed_s": round(elapsed_s, 2),
         "providers": providers,
     }
-    view = progress.batches()
-    if view:
-        counters: dict[str, Any] = view.get("stats", {})
-        snap["batches"] = {
-            "open": view.get("open", 0),
-            "items": view.get("items", 0),
-            "processed": view.get("processed", 0),
-            "by_state": view.get("by_state", {}),
-            "submitted": counters.get("batches_submitted", 0),
-            "resumed": counters.get("batches_resumed", 0),
-            "ended": counters.get("batches_ended", {}),
-            "list": view.get("batches", []),
-        }
+    batches = _batches(progress)
+    if batches:
+        snap["batches"] = batches
     return snap
+
+
+def provider_entry(p: ProviderStatistics, progress: Progress) -> dict[str, Any]:
+    """One provider's row: traffic, errors by kind, latency, its quota in use, its state."""
+    quota = p.quota
+    used: dict[str, float] = {}
+    if quota is not None:
+        for dim, cap in quota.capacities.items():
+            if cap > 0:
+                used[dim] = round(min(1.0, max(0.0, 1.0 - quota.levels.get(dim, cap) / cap)), 3)
+    if p.unreachable:
+        state = "unreachable"
+    elif quota is not None and quota.paused_until is not None:
+        state = "paused"
+    else:
+        state = {"closed": "ok", "open": "circuit open", "half_open": "probing"}.get(p.circuit, p.circuit)
+    return {
+        "requests": p.requests,
+        "ok": p.succeeded,
+        "errors": p.failed_attempts,
+        "rate_limited": p.rate_limited,
+        "retries": p.retries,
+        "errors_by_kind": dict(p.errors_by_kind),
+        "in_flight": p.in_flight,
+        "waiting": quota.waiters if quota is not None else 0,
+        "quota_used": used,
+        "tokens": p.prompt_tokens + p.completion_tokens,
+        "p50_ms": round(p.latency_p50_ms, 1),
+        "p95_ms": round(p.latency_p95_ms, 1),
+        "cost_usd": round(progress.cost_by_provider.get(p.name, 0.0), 6),
+        "batch_cost_usd": round(progress.batch_cost_by_provider.get(p.name, 0.0), 6),
+        "state": state,
+        "circuit": p.circuit,
+        "unreachable": (
+            {"cause": p.unreachable_cause or "unreachable", "attempts": p.unreachable_attempts}
+            if p.unreachable
+            else None
+        ),
+    }
+
+
+def _sum_kinds(providers: Iterable[dict[str, Any]]) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for p in providers:
+        for kind, n in p["errors_by_kind"].items():
+            kinds[kind] = kinds.get(kind, 0) + n
+    return dict(sorted(kinds.items()))
+
+
+def _batches(progress: Progress) -> dict[str, Any]:
+    view = progress.batches()
+    if not view:
+        return {}
+    counters: dict[str, Any] = view.get("stats", {})
+    return {
+        "open": view.get("open", 0),
+        "items": view.get("items", 0),
+        "processed": view.get("processed", 0),
+        "by_state": view.get("by_state", {}),
+        "submitted": counters.get("batches_submitted", 0),
+        "resumed": counters.get("batches_resumed", 0),
+        "ended": counters.get("batches_ended", {}),
+        "list": view.get("batches", []),
+    }
+
+
+class Reachability:
+    """Tells a sink `provider_unreachable` when a provider stops answering (refused, DNS) and
+    `provider_reachable` when it answers again — as it happens, not only in the report."""
+
+    def __init__(self, sink: ProgressSink) -> None:
+        self._sink = sink
+        self._gone: set[str] = set()
+
+    def see(self, snap: dict[str, Any]) -> None:
+        for name, p in snap["providers"].items():
+            gone = p["unreachable"]
+            if gone is not None and name not in self._gone:
+                self._gone.add(name)
+                self._sink.event("provider_unreachable", job=snap["job"], provider=name, **gone)
+            elif gone is None and name in self._gone:
+                self._gone.discard(name)
+                self._sink.event("provider_reachable", job=snap["job"], provider=name)
 
 
 class ProgressSink(Protocol):
@@ -191,95 +269,26 @@ class JsonLinesSink:
         return None
 
 
-def _fmt_eta(eta: float | None) -> str:
-    if eta is None:
-        return "--"
-    minutes, seconds = divmod(int(eta), 60)
-    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
-
-
-class RichSink:
-    """A live table on stderr: overall progress, rate, ETA, 429s, tokens, cost, and one row per provider."""
-
-    def __init__(self) -> None:
-        from rich.console import Console  # noqa: PLC0415 — rich is the optional `cli` extra
-        from rich.live import Live  # noqa: PLC0415 — rich is the optional `cli` extra
-
-        self._console = Console(stderr=True)
-        self._live = Live(console=self._console, refresh_per_second=4, transient=False)
-        self._live.start()
-
-    def event(self, name: str, **fields: Any) -> None:
-        if name == "started":
-            self._console.print(
-                f"[bold]batchgate[/] job {fields.get('job')}: {fields.get('pending')} to run, "
-                f"{fields.get('done')} already done"
-            )
-        elif name == "stopping":
-            self._console.print(
-                f"[yellow]stopping[/]: {fields.get('reason')}; waiting up to {fields.get('grace_s')} s for "
-                f"{fields.get('in_flight')} in-flight requests (press Ctrl-C again to stop at once)"
-            )
-
-    def update(self, snap: dict[str, Any]) -> None:
-        from rich.console import Group  # noqa: PLC0415 — rich is the optional `cli` extra
-        from rich.progress_bar import ProgressBar  # noqa: PLC0415 — rich is the optional `cli` extra
-        from rich.table import Table  # noqa: PLC0415 — rich is the optional `cli` extra
-        from rich.text import Text  # noqa: PLC0415 — rich is the optional `cli` extra
-
-        total = max(1, snap["total"])
-        head = Text.assemble(
-            (f"{snap['done']}/{snap['total']} done", "bold"),
-            f"  ok {snap['succeeded']}  failed {snap['failed']}  pending {snap['pending']}"
-            f"  in flight {snap['in_flight']} (+{snap.get('waiting', 0)} waiting for quota)"
-            f"  ·  {snap['rate_per_s']:.1f}/s  ETA {_fmt_eta(snap['eta_s'])}"
-            f"  ·  429s {snap['rate_limited']}  ·  {snap['tokens']} tokens  ·  ${snap['cost_usd']:.4f}",
-        )
-        table = Table(box=None, pad_edge=False, header_style="dim")
-        for col in (
-            "provider",
-            "requests",
-            "ok",
-            "errors",
-            "429s",
-            "in flight",
-            "tokens",
-            "cost $",
-            "p50 ms",
-        ):
-            table.add_column(col, justify="left" if col == "provider" else "right")
-        for name, p in sorted(snap["providers"].items()):
-            table.add_row(
-                name,
-                str(p["requests"]),
-                str(p["ok"]),
-                str(p["errors"]),
-                str(p["rate_limited"]),
-                str(p["in_flight"]),
-                str(p["tokens"]),
-                f"{p.get('cost_usd', 0.0):.4f}",
-                f"{p['p50_ms']:.0f}",
-            )
-        bar = Table.grid()  # a grid row of its own, so the table starts on the next line
-        bar.add_row(ProgressBar(total=total, completed=snap["done"], width=60))
-        self._live.update(Group(head, bar, table))
-
-    def close(self) -> None:
-        self._live.stop()
-
-
-def make_sink(mode: str) -> ProgressSink:
+def make_sink(mode: str, every_s: float = 10.0) -> ProgressSink:
+    """`json`, `quiet`, `rich`, or `auto`: the live display on a terminal, else a progress line
+    on stderr every `every_s` seconds (`lines`)."""
     if mode == "json":
         return JsonLinesSink()
     if mode == "quiet":
         return QuietSink()
-    if mode == "auto" and not sys.stderr.isatty():
-        return QuietSink()
+    if mode == "lines" or (mode == "auto" and not sys.stderr.isatty()):
+        from batchgate.jobs.io.progress_lines import LineSink  # noqa: PLC0415 — only when asked for
+
+        return LineSink(every_s)
     try:
         import rich  # noqa: F401, PLC0415 — the live display needs the optional `cli` extra
     except ImportError:
         if mode == "rich":
             raise JobError("the live display needs rich: pip install 'batchgate[cli]'") from None
         print("batchgate: no live display (pip install 'batchgate[cli]' for one)", file=sys.stderr)
-        return QuietSink()
+        from batchgate.jobs.io.progress_lines import LineSink  # noqa: PLC0415 — only when asked for
+
+        return LineSink(every_s)
+    from batchgate.jobs.io.live_display import RichSink  # noqa: PLC0415 — rich is the optional `cli` extra
+
     return RichSink()

@@ -14,6 +14,7 @@ from batchgate.jobs.io.batch_figures import merge_batch_stats
 from batchgate.jobs.io.progress import MAX_LISTED_INVALID, Progress
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.stats import GatewayStatistics
+from batchgate.text import plural
 
 REPORT_BLOB = "report"
 OPEN_SEGMENT_BLOB = "report.open"  # the running run's figures, refreshed every few seconds
@@ -31,6 +32,7 @@ _ADDITIVE = (
     "hedged",
     "duplicate_tokens",
     "validation_tokens",
+    "unreachable_attempts",
 )
 # Latency histograms: bucket i holds latencies near HIST_BASE**i ms (2 % wide), so runs merge exactly
 # up to the bucket width while a provider's histogram stays a few hundred entries at most.
@@ -97,6 +99,8 @@ def run_segment(
             "duplicate_tokens": p.duplicate_tokens,
             "validation_tokens": progress.validation_by_provider.get(name, 0),
             "cost_usd": round(progress.cost_by_provider.get(name, 0.0), 6),
+            "unreachable_attempts": p.unreachable_attempts,
+            "unreachable_cause": p.unreachable_cause,
         }
     segment: dict[str, Any] = {
         "run_id": run_id,
@@ -118,6 +122,7 @@ def _empty_provider() -> dict[str, Any]:
         "latency_hist": {},
         "cost_usd": 0.0,
         "batch_cost_usd": 0.0,
+        "unreachable_cause": None,
         "_runs": 0,
         "_latency_sum": 0.0,
     }
@@ -138,6 +143,7 @@ def merge_segments(segments: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]
             into["batch_cost_usd"] = round(into["batch_cost_usd"] + float(p.get("batch_cost_usd", 0.0)), 6)
             for kind, n in p.get("errors_by_kind", {}).items():
                 into["errors_by_kind"][kind] = into["errors_by_kind"].get(kind, 0) + int(n)
+            into["unreachable_cause"] = p.get("unreachable_cause") or into["unreachable_cause"]
             answered = int(p.get("success_count", 0)) + int(p.get("error_count", 0))
             if not answered:
                 continue
@@ -188,6 +194,8 @@ def build_report(
         "runs": len(segments),
         "providers": providers,
         "errors_by_kind": errors_by_kind,
+        "unreachable": unreachable_lines(providers),
+        "skipped_invalid_lines": int(job.options.get("skipped_lines", 0)),
         "rate_limited": sum(p["rate_limited"] for p in providers.values()),
         "retries": sum(p["retries"] for p in providers.values()),
         "token_usage": {
@@ -209,6 +217,17 @@ def build_report(
         },
         "batches": batches,
     }
+
+
+def unreachable_lines(providers: dict[str, Any]) -> list[str]:
+    """`alpha unreachable: connection refused, 24 attempts` for each provider that could not be
+    reached at some point."""
+    return [
+        f"{name} unreachable: {p.get('unreachable_cause') or 'unreachable'}, "
+        f"{plural(int(p['unreachable_attempts']), 'attempt')}"
+        for name, p in sorted(providers.items())
+        if p.get("unreachable_attempts")
+    ]
 
 
 def batch_section(segments: list[dict[str, Any]]) -> dict[str, Any]:
@@ -334,6 +353,10 @@ def render_summary(report: dict[str, Any]) -> str:
     if report["errors_by_kind"]:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report["errors_by_kind"].items()))
         lines.append(f"  errors by kind: {kinds}")
+    lines += [f"  {line}" for line in report.get("unreachable", [])]
+    if report.get("skipped_invalid_lines"):
+        skipped = plural(report["skipped_invalid_lines"], "invalid input line")
+        lines.append(f"  skipped {skipped} (--skip-invalid)")
     if report.get("invalid_outputs"):
         ids = [item["custom_id"] for item in report["invalid_outputs"]]
         lines.append(

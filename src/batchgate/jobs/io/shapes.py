@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from batchgate.jobs.io.body_types import field_type_problem
+from batchgate.request_fields import OWN_FIELDS
+
 IGNORED_KEYS = frozenset({"error", "batchgate"})
 _MAX_ID = 512
 
@@ -29,6 +32,8 @@ def normalise(obj: dict[str, Any], line_no: int) -> tuple[str, dict[str, Any]]:
     else:
         custom_id = _custom_id(obj, required=False, line_no=line_no)
         body = _from_plain(obj)
+    for key in OWN_FIELDS.intersection(body):  # batchgate's own: never sent to a provider
+        del body[key]
     _check_body(body)
     return custom_id, body
 
@@ -141,3 +146,6 @@ def _check_body(body: dict[str, Any]) -> None:
             raise ShapeError(f"messages[{i}] must be an object with a string role")
     if body.get("stream"):
         raise ShapeError("stream is not supported in batch input")
+    problem = field_type_problem(body)
+    if problem is not None:
+        raise ShapeError(problem)

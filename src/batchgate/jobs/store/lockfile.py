@@ -2,8 +2,10 @@
 
 The kernel drops a flock when its holder dies, so a run killed with SIGKILL never leaves a stale
 lock behind. Locks are per open file description: a second attempt, even from the same process,
-is refused. The lock file keeps the holder's pid for the error message; it is never unlinked
-(unlinking a locked file races with the next opener).
+is refused. The lock file keeps the holder's pid for the error message. The holder removes it
+when it lets go (a run that ends or is refused leaves nothing behind); as unlinking a locked file
+races with the next opener, an opener that wins the lock checks that the file it locked is still
+the one at the path (same inode), and tries again on a fresh file when it is not.
 """
 
 from __future__ import annotations
@@ -41,6 +43,17 @@ class JobLockFile:
         return self._fd is not None
 
     def acquire(self) -> None:
+        while True:
+            fd = self._lock_one()
+            if _still_linked(fd, self.path):
+                break
+            os.close(fd)  # the holder we waited on removed this file: lock the new one
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def _lock_one(self) -> int:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
@@ -57,10 +70,7 @@ class JobLockFile:
         except OSError as exc:
             os.close(fd)
             raise StoreError(f"{self.path}: cannot lock ({exc.strerror})") from None
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
+        return fd
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
@@ -68,6 +78,8 @@ class JobLockFile:
             return
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
+            if _still_linked(fd, self.path):
+                os.unlink(self.path)  # while still locked: a waiter then sees it gone and retries
         os.close(fd)  # closing the only descriptor drops the flock
 
     def __repr__(self) -> str:
@@ -80,3 +92,12 @@ def _read_pid(fd: int) -> int | None:
     except OSError:
         return None
     return int(text) if text.isdigit() else None
+
+
+def _still_linked(fd: int, path: Path) -> bool:
+    """True when `path` still names the file open on `fd`."""
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)

@@ -14,16 +14,19 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from batchgate.errors import JobError, JobLockedError
+from batchgate.errors import JobError, JobLockedError, LeaseLostError
 from batchgate.jobs.store.protocol import (
     TERMINAL_STATES,
+    Chunk,
     JobRecord,
     TaskOutcome,
     TaskRecord,
     TaskSpec,
     TaskState,
+    check_lease_seconds,
     check_outcome,
     check_status,
+    lease_lost,
 )
 
 _CHUNK = 1000
@@ -35,6 +38,7 @@ class _Task:
     state: TaskState = TaskState.PENDING
     outcome: TaskOutcome | None = None
     completed_order: int | None = None
+    lease: int | None = None  # the token of the chunk lease it runs under, if any
 
     def record(self, with_body: bool) -> TaskRecord:
         out = self.outcome
@@ -48,6 +52,9 @@ class _Task:
             error=out.error if out else None,
             completed_order=self.completed_order,
             body=copy.deepcopy(self.spec.body) if with_body else None,
+            route=self.spec.route,
+            step=self.spec.step,
+            cost_usd=out.cost_usd if out else 0.0,
         )
 
 
@@ -58,6 +65,7 @@ class _Job:
     pending: list[int] = field(default_factory=list)  # heap of seqs; may hold stale entries
     next_order: int = 0
     blobs: dict[str, bytes] = field(default_factory=dict)
+    leases: dict[int, float] = field(default_factory=dict)  # token -> expires_at
 
 
 class MemoryJobStore:
@@ -68,6 +76,7 @@ class MemoryJobStore:
         self._jobs: dict[str, _Job] = {}
         self._locked: set[str] = set()
         self._closed = False
+        self._last_token = 0
 
     def _job(self, job_id: str) -> _Job:
         job = self._jobs.get(job_id)
@@ -105,7 +114,7 @@ class MemoryJobStore:
             check_status(status)
             rec = replace(rec, status=status)
         if stop_reason is not None:
-            rec = replace(rec, stop_reason=stop_reason)
+            rec = replace(rec, stop_reason=stop_reason or None)
         if input_sha256 is not None:
             rec = replace(rec, input_sha256=input_sha256)
         if options is not None:
@@ -131,7 +140,7 @@ class MemoryJobStore:
         while job.pending and len(claimed) < limit:
             task = job.tasks[heapq.heappop(job.pending)]
             if task.state is TaskState.PENDING:  # skip stale heap entries
-                task.state = TaskState.RUNNING
+                task.state, task.lease = TaskState.RUNNING, None
                 claimed.append(replace(task.spec, body=copy.deepcopy(task.spec.body)))
         return claimed
 
@@ -141,7 +150,7 @@ class MemoryJobStore:
         for seq in sorted(set(seqs)):
             task = job.tasks.get(seq)
             if task is not None and task.state is TaskState.PENDING:  # its heap entry goes stale
-                task.state = TaskState.RUNNING
+                task.state, task.lease = TaskState.RUNNING, None
                 claimed.append(replace(task.spec, body=copy.deepcopy(task.spec.body)))
         return claimed
 
@@ -151,6 +160,10 @@ class MemoryJobStore:
             check_outcome(outcome)
             if outcome.seq not in job.tasks:
                 raise JobError(f"job {job_id!r} has no task with seq {outcome.seq}")
+        self._apply(job, outcomes)
+
+    @staticmethod
+    def _apply(job: _Job, outcomes: Sequence[TaskOutcome]) -> None:
         for outcome in outcomes:
             task = job.tasks[outcome.seq]
             order, job.next_order = job.next_order, job.next_order + 1
@@ -167,6 +180,7 @@ class MemoryJobStore:
                 task.state = TaskState.PENDING
                 task.outcome = None
                 task.completed_order = None
+                task.lease = None
                 heapq.heappush(job.pending, task.spec.seq)
                 moved += 1
         return moved
@@ -218,6 +232,69 @@ class MemoryJobStore:
         done = sorted((t.completed_order, t.spec.seq) for t in tasks if t.completed_order is not None)
         rest = sorted(t.spec.seq for t in tasks if t.completed_order is None)
         return [seq for _, seq in done] + rest
+
+    # -- chunk leases (the store is one event loop's: each call is atomic) ----------------------------
+
+    async def claim_chunk(self, job_id: str, limit: int, *, owner: str, lease_seconds: float) -> Chunk | None:
+        check_lease_seconds(lease_seconds)
+        job = self._job(job_id)
+        self._reap(job)
+        self._last_token += 1
+        token, expires_at = self._last_token, self._wall() + lease_seconds
+        tasks = await self.claim_tasks(job_id, limit)
+        if not tasks:
+            return None
+        for spec in tasks:
+            job.tasks[spec.seq].lease = token
+        job.leases[token] = expires_at
+        return Chunk(job_id, token, owner, expires_at, tuple(tasks))
+
+    def _held(self, job: _Job, job_id: str, token: int) -> None:
+        expires_at = job.leases.get(token)
+        if expires_at is None or expires_at <= self._wall():
+            raise LeaseLostError(lease_lost(job_id, token))
+
+    async def renew_lease(self, job_id: str, token: int, lease_seconds: float) -> float:
+        check_lease_seconds(lease_seconds)
+        job = self._job(job_id)
+        self._held(job, job_id, token)
+        job.leases[token] = self._wall() + lease_seconds
+        return job.leases[token]
+
+    async def commit_chunk(self, job_id: str, token: int, outcomes: Sequence[TaskOutcome]) -> None:
+        job = self._job(job_id)
+        for outcome in outcomes:
+            check_outcome(outcome)
+        self._held(job, job_id, token)
+        for outcome in outcomes:
+            task = job.tasks.get(outcome.seq)
+            if task is None or task.state is not TaskState.RUNNING or task.lease != token:
+                raise LeaseLostError(lease_lost(job_id, token, outside=True))
+        self._apply(job, outcomes)
+
+    async def release_chunk(self, job_id: str, token: int) -> int:
+        job = self._job(job_id)
+        return self._return_leased(job, {token}) if job.leases.pop(token, None) is not None else 0
+
+    async def requeue_expired(self, job_id: str) -> int:
+        return self._reap(self._job(job_id))
+
+    def _reap(self, job: _Job) -> int:
+        now = self._wall()
+        expired = {token for token, expires_at in job.leases.items() if expires_at <= now}
+        for token in expired:
+            del job.leases[token]
+        return self._return_leased(job, expired) if expired else 0
+
+    @staticmethod
+    def _return_leased(job: _Job, tokens: set[int]) -> int:
+        moved = 0
+        for task in job.tasks.values():
+            if task.state is TaskState.RUNNING and task.lease in tokens:
+                task.state, task.lease = TaskState.PENDING, None
+                heapq.heappush(job.pending, task.spec.seq)
+                moved += 1
+        return moved
 
     async def get_task_body(self, job_id: str, seq: int) -> dict[str, Any] | None:
         job = self._jobs.get(job_id)

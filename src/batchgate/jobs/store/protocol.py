@@ -7,12 +7,21 @@ can share one store later. Every implementation must pass `tests/jobs/test_store
 Semantics every store honours (the conformance suite checks each):
 - Job-scoped calls on an unknown job raise `JobError`, except `get_job`, `get_task_body` and
   `get_blob`, which return None.
-- `add_tasks` is idempotent on (job_id, seq): a task already present is left untouched.
+- `add_tasks` is idempotent on (job_id, seq): a task already present is left untouched; it may be
+  called while the job runs (a pipeline adds a step's task once its inputs are ready).
+- A task's `route` and `step` (None for a plain task) are stored as given and come back unchanged
+  from `claim_tasks`, `claim_seqs` and `iter_results`.
 - `claim_tasks` hands out pending tasks in `seq` order, each to one caller only; `claim_seqs` claims
   exactly the named tasks that are pending (others are ignored), e.g. those of a persisted batch.
 - `complete_tasks` writes all outcomes in one transaction and gives each a job-wide, increasing
   `completed_order`; a task that already SUCCEEDED is final and never overwritten.
 - `requeue_running` puts running tasks back to pending (at-least-once after a crash or a stop).
+- Chunks (for workers sharing one store): `claim_chunk` first returns the tasks of the job's
+  expired leases to pending, then claims pending tasks in `seq` order under a new lease whose
+  `token` (the fencing token) is larger than every token granted before. `renew_lease` and
+  `commit_chunk` refuse, with `LeaseLostError` and without writing, a lease that expired, was
+  released or was reaped; `commit_chunk` writes only tasks still running under that token. Lease
+  time comes from the store's clock (on Postgres the server's, shared by every worker).
 - `iter_results(ordered=True)` yields by `seq`; `ordered=False` yields completed tasks by
   `completed_order`, then any not yet completed by `seq`. Both stream in bounded chunks.
 """
@@ -23,7 +32,10 @@ from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+DEFAULT_STORE = Path(".batchgate") / "jobs.db"  # the job database `batchgate run` uses by default
 
 
 class TaskState(StrEnum):
@@ -46,6 +58,8 @@ class TaskSpec:
     line_no: int  # 1-based line in the input file
     custom_id: str
     body: dict[str, Any]  # normalised OpenAI chat body; has "model"
+    route: str | None = None  # fan-out / pipeline: the route this task runs on (None: plain task)
+    step: str | None = None  # fan-out / pipeline: the step this task belongs to (None: plain task)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +90,9 @@ class TaskRecord:
     error: str | None
     completed_order: int | None  # job-wide completion sequence, None until completed
     body: dict[str, Any] | None = None
+    route: str | None = None
+    step: str | None = None
+    cost_usd: float = 0.0  # what the task was billed (0 until completed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +108,17 @@ class JobRecord:
     updated_at: float  # wall seconds
     task_total: int
     options: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Tasks of one job claimed under one lease; `token` fences every write made under it."""
+
+    job_id: str
+    token: int
+    owner: str
+    expires_at: float  # seconds on the store's lease clock
+    tasks: tuple[TaskSpec, ...]
 
 
 @runtime_checkable
@@ -117,7 +145,8 @@ class JobStore(Protocol):
         options: dict[str, Any] | None = None,
         task_total: int | None = None,
     ) -> None:
-        """Change the given fields (None leaves a field alone) and bump `updated_at`."""
+        """Change the given fields (None leaves a field alone; `stop_reason=""` clears the
+        reason) and bump `updated_at`."""
         ...
 
     async def add_tasks(self, job_id: str, tasks: Iterable[TaskSpec]) -> int:
@@ -166,6 +195,26 @@ class JobStore(Protocol):
 
     async def get_task_body(self, job_id: str, seq: int) -> dict[str, Any] | None: ...
 
+    async def claim_chunk(self, job_id: str, limit: int, *, owner: str, lease_seconds: float) -> Chunk | None:
+        """Reap expired leases, then claim up to `limit` pending tasks under a new lease (None: none)."""
+        ...
+
+    async def renew_lease(self, job_id: str, token: int, lease_seconds: float) -> float:
+        """Extend a held lease to now + `lease_seconds`; returns the new expiry, or `LeaseLostError`."""
+        ...
+
+    async def commit_chunk(self, job_id: str, token: int, outcomes: Sequence[TaskOutcome]) -> None:
+        """`complete_tasks` fenced by `token`: all outcomes or none (`LeaseLostError`)."""
+        ...
+
+    async def release_chunk(self, job_id: str, token: int) -> int:
+        """Drop the lease; its unfinished tasks go back to pending. Returns how many (0 if lost)."""
+        ...
+
+    async def requeue_expired(self, job_id: str) -> int:
+        """Tasks under expired leases go back to pending; returns how many moved."""
+        ...
+
     async def put_blob(self, job_id: str, key: str, value: bytes) -> None: ...
 
     async def get_blob(self, job_id: str, key: str) -> bytes | None: ...
@@ -183,6 +232,18 @@ def check_outcome(outcome: TaskOutcome) -> None:
     """Refuse an outcome that is not terminal (a programming error, not bad input)."""
     if outcome.state not in TERMINAL_STATES:
         raise ValueError(f"outcome for seq {outcome.seq} has non-terminal state {outcome.state}")
+
+
+def lease_lost(job_id: str, token: int, outside: bool = False) -> str:
+    """The `LeaseLostError` message: the lease is gone, or an outcome names a task it does not hold."""
+    if outside:
+        return f"job {job_id!r}: an outcome names a task not running under lease {token}; nothing written"
+    return f"job {job_id!r}: lease {token} expired or was taken over; nothing written"
+
+
+def check_lease_seconds(lease_seconds: float) -> None:
+    if not lease_seconds > 0:
+        raise ValueError(f"lease_seconds must be positive, got {lease_seconds}")
 
 
 def check_status(status: str) -> None:

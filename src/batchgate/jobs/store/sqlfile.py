@@ -1,4 +1,5 @@
-"""Named SQL blocks: parse `queries.sql` (package data) into a dict, and split a block into statements.
+"""Named SQL blocks: parse a `.sql` file of package data (`queries.sql` for SQLite, `postgres_queries.sql`
+for Postgres) into a dict, and split a block into statements.
 
 A line of the form `-- name --` starts a block that runs to the next such line; text before the
 first header is commentary. Migrations are the blocks named `migration_NNNN`, in number order.
@@ -32,9 +33,9 @@ def parse_queries(text: str) -> dict[str, str]:
 
 
 @cache
-def queries() -> dict[str, str]:
-    """The store's named queries, read once from the package."""
-    text = resources.files("batchgate.jobs.store").joinpath("queries.sql").read_text(encoding="utf-8")
+def queries(filename: str = "queries.sql") -> dict[str, str]:
+    """A store's named queries, read once from the package (SQLite's by default)."""
+    text = resources.files("batchgate.jobs.store").joinpath(filename).read_text(encoding="utf-8")
     return parse_queries(text)
 
 

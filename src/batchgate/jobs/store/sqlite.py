@@ -4,7 +4,7 @@ Only named queries from `queries.sql` run here. One dedicated thread owns the co
 event loop never blocks on disk; every write is one `BEGIN IMMEDIATE` transaction, so several
 processes may share the file. Opening, checking and migrating the file, and turning SQLite errors
 into `StoreError`s naming it, live in `sqlite_schema`. Per-job run locks are flocks on files next
-to the database (`lockfile`).
+to the database (`lockfile`); chunk leases in `sqlite_chunks`.
 """
 
 from __future__ import annotations
@@ -35,14 +35,17 @@ from batchgate.jobs.store.protocol import (
 )
 from batchgate.jobs.store.schema import connect, store_error
 from batchgate.jobs.store.sqlfile import queries
+from batchgate.jobs.store.sqlite_chunks import SqliteChunks
 
 T = TypeVar("T")
 _ADD_CHUNK = 10_000
 _READ_CHUNK = 1_000
+# job, seq, line_no, custom_id, body, route, step
+_TaskRow = tuple[int, int, int, str, bytes, str | None, str | None]
 Q = queries()
 
 
-class SqliteJobStore:
+class SqliteJobStore(SqliteChunks):
     """Jobs in one SQLite file. Create with `await SqliteJobStore.open(path)`."""
 
     def __init__(
@@ -165,9 +168,10 @@ class SqliteJobStore:
     async def add_tasks(self, job_id: str, tasks: Iterable[TaskSpec]) -> int:
         pk = await self._run(functools.partial(self._pk, job_id))
         added = 0
-        rows: list[tuple[int, int, int, str, bytes]] = []
+        rows: list[_TaskRow] = []
         for spec in tasks:
-            rows.append((pk, spec.seq, spec.line_no, spec.custom_id, orjson.dumps(spec.body)))
+            body = orjson.dumps(spec.body)
+            rows.append((pk, spec.seq, spec.line_no, spec.custom_id, body, spec.route, spec.step))
             if len(rows) >= _ADD_CHUNK:
                 added += await self._run(functools.partial(self._insert_tasks, rows))
                 rows = []
@@ -175,7 +179,7 @@ class SqliteJobStore:
             added += await self._run(functools.partial(self._insert_tasks, rows))
         return added
 
-    def _insert_tasks(self, rows: list[tuple[int, int, int, str, bytes]]) -> int:
+    def _insert_tasks(self, rows: list[_TaskRow]) -> int:
         with self._tx() as conn:
             before = conn.total_changes
             conn.executemany(Q["task_insert"], rows)
@@ -187,9 +191,9 @@ class SqliteJobStore:
             if limit <= 0:
                 return []
             with self._tx() as conn:
-                rows = conn.execute(Q["task_claim"], {"job": pk, "limit": limit}).fetchall()
+                rows = conn.execute(Q["task_claim"], {"job": pk, "limit": limit, "token": None}).fetchall()
             rows.sort(key=lambda r: r[0])
-            return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3])) for r in rows]
+            return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3]), r[4], r[5]) for r in rows]
 
         return await self._run(claim)
 
@@ -201,7 +205,7 @@ class SqliteJobStore:
             with self._tx() as conn:
                 rows = conn.execute(Q["task_claim_seqs"], {"job": pk, "seqs": wanted}).fetchall()
             rows.sort(key=lambda r: r[0])
-            return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3])) for r in rows]
+            return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3]), r[4], r[5]) for r in rows]
 
         return await self._run(claim)
 
@@ -291,7 +295,7 @@ class SqliteJobStore:
         rows = self._conn.execute(Q[name], {**params, "limit": _READ_CHUNK}).fetchall()
         return [
             TaskRecord(r[0], r[1], r[2], TaskState(r[3]), r[4], r[5], r[6], r[7],
-                       None if r[8] is None else orjson.loads(r[8]))
+                       None if r[8] is None else orjson.loads(r[8]), r[9], r[10], r[11])
             for r in rows
         ]  # fmt: skip
 

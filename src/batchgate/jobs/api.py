@@ -1,0 +1,202 @@
+"""Jobs from Python: the durable job `batchgate run` makes — store, resume, budget, output
+validation, fan-out, pipelines, report — as an object beside `Gateway`.
+
+`Job(...)` names a job exactly as the CLI does (the same input and output paths are the same
+job, so running it again resumes it, and a job started by the CLI can be finished from Python and
+the other way round). `await job.arun()` / `job.run()` run it to the end and return the report —
+the same JSON the CLI writes. `async for r in job.results()` runs it and yields each result as it
+is stored. An iterable input is first written to `OUTPUT.input.jsonl` (rewritten only when it
+differs) so the job can resume from it. `run()` works in a notebook: where an event loop already
+runs in this thread, it runs the job on a fresh loop in a worker thread, as `Gateway.batch` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from batchgate.config import Budget, GatewayConfig, RouteMode, load_config
+from batchgate.jobs.engine import EngineOptions
+from batchgate.jobs.graph.expand import answer_of
+from batchgate.jobs.graph.setup import requested_graph
+from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, run_job
+from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
+
+__all__ = ["Job", "JobResult"]
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """One stored outcome: a line's answer (for a fan-out or pipeline, one step's)."""
+
+    custom_id: str
+    ok: bool
+    answer: str | None
+    error: str | None
+    step: str | None  # fan-out: the route; pipeline: the step; None for a plain job
+    route: str | None
+    line: dict[str, Any]  # the OUT line of this task (OpenAI Batch output shape)
+
+    @classmethod
+    def of(cls, spec: TaskSpec, outcome: TaskOutcome) -> JobResult:
+        ok = outcome.state is TaskState.SUCCEEDED
+        return cls(
+            custom_id=spec.custom_id,
+            ok=ok,
+            answer=answer_of(outcome.output_line) if ok else None,
+            error=outcome.error,
+            step=spec.step,
+            route=spec.route,
+            line=orjson.loads(outcome.output_line) if outcome.output_line else {},
+        )
+
+
+class _CallbackSink:
+    """Progress as plain dicts: each snapshot, and each event as `{"event": name, ...}`."""
+
+    def __init__(self, fn: ProgressCallback) -> None:
+        self._fn = fn
+
+    def event(self, name: str, **fields: Any) -> None:
+        self._fn({"event": name, **fields})
+
+    def update(self, snap: dict[str, Any]) -> None:
+        self._fn(snap)
+
+    def close(self) -> None:
+        return None
+
+
+class Job:
+    """A durable batch job; see the module docstring. Options mirror `batchgate run`'s."""
+
+    def __init__(
+        self,
+        input: str | Path | Iterable[Mapping[str, Any]],
+        *,
+        config: str | Path | GatewayConfig,
+        output: str | Path,
+        store: str | Path = DEFAULT_STORE,
+        budget_usd: float | None = None,
+        budget_tokens: int | None = None,
+        validate_regex: str | None = None,
+        validate_schema: Mapping[str, Any] | None = None,
+        fanout: Sequence[str] | None = None,
+        pipeline: str | Path | None = None,
+        on_progress: ProgressCallback | None = None,
+        ordered: bool = False,
+        skip_invalid: bool = False,
+        allow_changed_input: bool = False,
+        mode: RouteMode | None = None,
+        deadline_hours: float | None = None,
+        engine: EngineOptions | None = None,
+    ) -> None:
+        self.output_path = Path(output)
+        self.input_path = self._input_file(input)
+        base = config if isinstance(config, GatewayConfig) else load_config(config)
+        self.config = _overridden(base, budget_usd, budget_tokens, validate_regex, validate_schema)
+        self.graph = requested_graph(self.config, list(fanout) if fanout else None,
+                                     Path(pipeline) if pipeline is not None else None)  # fmt: skip
+        self.request = RunRequest(
+            input_path=self.input_path,
+            config_path=Path(self.config.source),
+            output_path=self.output_path,
+            store_path=Path(store),
+            ordered=ordered,
+            skip_invalid=skip_invalid,
+            allow_changed_input=allow_changed_input,
+            engine=engine or EngineOptions(),
+            mode=mode,
+            deadline_hours=deadline_hours,
+            graph=self.graph,
+        )
+        self.on_progress = on_progress
+        self.exit_code: int | None = None
+        self.messages: list[str] = []  # what the CLI would print (summary, where files went)
+
+    @property
+    def report_path(self) -> Path:
+        return self.request.report_file
+
+    def report(self) -> dict[str, Any]:
+        """The report of the last run (the same JSON `batchgate run` writes)."""
+        result: dict[str, Any] = orjson.loads(self.report_path.read_bytes())
+        return result
+
+    async def arun(self) -> dict[str, Any]:
+        """Create or resume the job and run it to the end (or to a guard's stop); the report."""
+        await self._run(None)
+        return self.report()
+
+    def run(self) -> dict[str, Any]:
+        """Synchronous `arun`; in a running event loop (Jupyter), on a worker thread."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun())
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="batchgate-job") as pool:
+            return pool.submit(asyncio.run, self.arun()).result()
+
+    async def results(self) -> AsyncIterator[JobResult]:
+        """Run the job, yielding each result of this run as it is stored; errors are raised after."""
+        queue: asyncio.Queue[JobResult | None] = asyncio.Queue()
+        task = asyncio.ensure_future(self._run(lambda spec, out: queue.put_nowait(JobResult.of(spec, out))))
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (item := await queue.get()) is not None:
+                yield item
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _run(self, hook: Callable[[TaskSpec, TaskOutcome], None] | None) -> int:
+        sink = _CallbackSink(self.on_progress) if self.on_progress is not None else None
+        req = replace(self.request, on_result=hook)
+        self.exit_code = await run_job(
+            req, self.config, sink, out=self.messages.append, err=self.messages.append
+        )
+        return self.exit_code
+
+    def _input_file(self, source: str | Path | Iterable[Mapping[str, Any]]) -> Path:
+        if isinstance(source, str | Path):
+            return Path(source)
+        path = self.output_path.with_name(self.output_path.name + ".input.jsonl")
+        data = b"".join(orjson.dumps(dict(line)) + b"\n" for line in source)
+        if not path.exists() or path.read_bytes() != data:  # unchanged bytes: the same job resumes
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        return path
+
+
+def _overridden(
+    config: GatewayConfig,
+    budget_usd: float | None,
+    budget_tokens: int | None,
+    validate_regex: str | None,
+    validate_schema: Mapping[str, Any] | None,
+) -> GatewayConfig:
+    """The config with the given budget and output validation (None keeps the config's)."""
+    budget = Budget(
+        max_cost_usd=budget_usd if budget_usd is not None else config.budget.max_cost_usd,
+        max_tokens=budget_tokens if budget_tokens is not None else config.budget.max_tokens,
+    )
+    job = config.job
+    if validate_regex is not None:
+        job = replace(job, validate_regex=validate_regex)
+    if validate_schema is not None:
+        job = replace(job, validate_schema=validate_schema)
+    return replace(config, budget=budget, job=job)

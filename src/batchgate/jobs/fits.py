@@ -1,0 +1,113 @@
+"""Which targets of its route can ever admit a request, decided before anything is sent.
+
+A request that costs more than a whole per-minute limit of a target can never run there; the run
+sends it only to the targets it fits (the scheduler), and one that fits none is refused here, at
+validation and in `plan`, naming every limit that excludes it. Requests are counted exactly as
+the run counts them (`request_cost` with each provider's own counter).
+
+Exact counting is only needed near a limit: a prompt never has more tokens than UTF-8 bytes (at
+most four a character) plus its framing, so a request whose bound fits under the smallest limit
+of its route is passed without tokenizing (a million-line validation pass stays a parsing pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from batchgate.config import GatewayConfig, ProviderConfig
+from batchgate.models import Cost, requested_output_tokens
+from batchgate.providers.base import make_token_counter
+from batchgate.quota.limits import DIMENSIONS, QuotaLimits, cost_amounts
+from batchgate.scheduler import request_cost
+from batchgate.tokens import (
+    TOKENS_PER_MESSAGE,
+    TOKENS_PER_REPLY,
+    TokenCounter,
+    iter_prompt_text,
+    message_count,
+)
+
+_KEY = {name: key for key, name in DIMENSIONS}
+
+
+def prompt_upper_bound(body: Mapping[str, Any]) -> int:
+    """At least as many tokens as any counter gives the prompt (UTF-8 bytes, at most 4 a
+    character, plus framing) — computed without encoding anything."""
+    chars = sum(len(part) for part in iter_prompt_text(body))
+    return 4 * chars + TOKENS_PER_MESSAGE * message_count(body) + TOKENS_PER_REPLY
+
+
+class RouteFit:
+    """Per provider: its counter (as the run makes it) and its declared per-minute limits; per
+    route, the smallest token limit among its targets (below it, nothing needs counting)."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self._counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
+        self._limits = {
+            p.name: QuotaLimits(
+                rpm=p.limits.rpm, tpm=p.limits.tpm, itpm=p.limits.itpm, otpm=p.limits.otpm
+            ).declared()
+            for p in config.providers
+        }
+        self._routes = {r.model: [config.provider(t.provider) for t in r.targets] for r in config.routes}
+        self._floor = {model: min(map(self._smallest, ps)) for model, ps in self._routes.items()}
+        self._default_out = {
+            model: max(p.default_max_tokens for p in ps) for model, ps in self._routes.items()
+        }
+
+    def _smallest(self, p: ProviderConfig) -> float:
+        limits = self._limits[p.name]
+        if limits.get("requests", 1.0) < 1.0:
+            return -1.0  # not even one request a minute: always look closer
+        tokens = [v for k, v in limits.items() if k != "requests"]
+        return min(tokens, default=float("inf"))
+
+    def providers(self, model: str) -> list[ProviderConfig]:
+        return self._routes[model]
+
+    def cost(
+        self, provider: ProviderConfig, body: Mapping[str, Any], counted: dict[int, int] | None = None
+    ) -> tuple[Cost, int]:
+        """What `body` reserves at `provider`, and its prompt count there (as the run counts).
+        `counted` shares a prompt's count between providers using the same counter, as the
+        scheduler does (one exact tokenizer serves every provider that uses it)."""
+        counter = self._counters[provider.name]
+        prompt = counted.get(id(counter)) if counted is not None else None
+        if prompt is None:
+            cost, prompt = request_cost(counter, body, provider.default_max_tokens)
+            if counted is not None:
+                counted[id(counter)] = prompt
+            return cost, prompt
+        output = requested_output_tokens(body, provider.default_max_tokens)
+        return Cost(requests=1, tokens=prompt + output, input_tokens=prompt, output_tokens=output), prompt
+
+    def fits(self, provider: ProviderConfig, cost: Cost) -> bool:
+        """Whether `cost` is within every declared per-minute limit of `provider`."""
+        return self._over(provider, cost) is None
+
+    def problem(self, body: Mapping[str, Any]) -> str | None:
+        """None when some target of the request's route can admit it; else why none can."""
+        model = body.get("model")
+        if not isinstance(model, str) or model not in self._routes:
+            return None  # an unknown model is reported on its own
+        output = requested_output_tokens(body, self._default_out[model])
+        if prompt_upper_bound(body) + output <= self._floor[model]:
+            return None  # the common case: far below every limit, nothing counted
+        excluded = []
+        counted: dict[int, int] = {}
+        for p in self._routes[model]:
+            reason = self._over(p, self.cost(p, body, counted)[0])
+            if reason is None:
+                return None
+            excluded.append(reason)
+        return f"request can never be admitted by any target of route {model!r}: {'; '.join(excluded)}"
+
+    def _over(self, p: ProviderConfig, cost: Cost) -> str | None:
+        declared = self._limits[p.name]
+        for name, amount in cost_amounts(cost, declared).items():
+            limit = declared[name]
+            if amount > limit:
+                what = name.replace("_", " ")
+                return f"{p.name} needs {amount:g} {what}, allows at most {limit:g} per minute ({_KEY[name]})"
+        return None

@@ -1,0 +1,112 @@
+"""The field types of a chat request body, checked before anything is sent.
+
+Every input shape is normalised to an OpenAI Chat Completions body, so its fields are checked
+against that family's types (the Anthropic fields that survive normalising — `max_tokens`,
+`temperature`, `top_p`, `stop` — have the same types there). A wrong type is a line problem at
+validation, not a 400 from the provider after the run has begun.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def _integer(minimum: int | None = None) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "an integer"
+        if minimum is not None and value < minimum:
+            return f"an integer >= {minimum}"
+        return None
+
+    return check
+
+
+def _number(low: float, high: float) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return "a number"
+        if not low <= value <= high:
+            return f"a number from {low:g} to {high:g}"
+        return None
+
+    return check
+
+
+def _boolean(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "true or false"
+
+
+def _string(value: Any) -> str | None:
+    return None if isinstance(value, str) else "a string"
+
+
+def _mapping(value: Any) -> str | None:
+    return None if isinstance(value, dict) else "an object"
+
+
+def _array(value: Any) -> str | None:
+    return None if isinstance(value, list) else "an array"
+
+
+def _stop(value: Any) -> str | None:
+    if isinstance(value, str) or (isinstance(value, list) and all(isinstance(s, str) for s in value)):
+        return None
+    return "a string or an array of strings"
+
+
+def _choice(value: Any) -> str | None:
+    return None if isinstance(value, str | dict) else "a string or an object"
+
+
+FIELD_TYPES: Mapping[str, Callable[[Any], str | None]] = {
+    "max_tokens": _integer(1),
+    "max_completion_tokens": _integer(1),
+    "n": _integer(1),
+    "temperature": _number(0, 2),
+    "top_p": _number(0, 1),
+    "frequency_penalty": _number(-2, 2),
+    "presence_penalty": _number(-2, 2),
+    "seed": _integer(),
+    "top_logprobs": _integer(0),
+    "logprobs": _boolean,
+    "stream": _boolean,
+    "store": _boolean,
+    "parallel_tool_calls": _boolean,
+    "stop": _stop,
+    "user": _string,
+    "reasoning_effort": _string,
+    "response_format": _mapping,
+    "logit_bias": _mapping,
+    "metadata": _mapping,
+    "tools": _array,
+    "tool_choice": _choice,
+}
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if value is None:
+        return "null"
+    return "an object"
+
+
+def field_type_problem(body: Mapping[str, Any]) -> str | None:
+    """The first field whose value has the wrong type or range, as a one-line reason (None: fine)."""
+    for name, check in FIELD_TYPES.items():
+        if name not in body:
+            continue
+        value = body[name]
+        expected = check(value)
+        if expected is not None:
+            shown = repr(value) if isinstance(value, str | int | float) else _json_type(value)
+            return f"{name} must be {expected}, got {_json_type(value)} ({shown})"
+    return None

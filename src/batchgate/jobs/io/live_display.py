@@ -1,0 +1,165 @@
+"""The live display on a terminal (rich): overall progress over the terminal's whole width,
+elapsed time, rate and ETA, retries, 429s and errors by kind as they happen, the budget used
+against its limit, and one row per provider with its state (ok, unreachable, circuit open,
+paused), latency p50/p95, its quota in use and the requests waiting for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchgate.text import plural
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """`42s`, `3m07s`, `1h02m`; `--` when unknown."""
+    if seconds is None:
+        return "--"
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def budget_text(budget: dict[str, Any] | None) -> str:
+    """`budget $0.0213 of $1.00 (2%)`, with tokens where they are limited; "" without a budget."""
+    if not budget:
+        return ""
+    parts = []
+    if budget.get("max_usd") is not None:
+        share = budget["spent_usd"] / budget["max_usd"] if budget["max_usd"] else 1.0
+        parts.append(f"${budget['spent_usd']:.4f} of ${budget['max_usd']:.2f} ({share:.0%})")
+    if budget.get("max_tokens") is not None:
+        share = budget["spent_tokens"] / budget["max_tokens"] if budget["max_tokens"] else 1.0
+        parts.append(f"{budget['spent_tokens']} of {budget['max_tokens']} tokens ({share:.0%})")
+    return "budget " + ", ".join(parts) if parts else ""
+
+
+def quota_text(used: dict[str, float]) -> str:
+    """The fullest quota dimension, e.g. `tokens 73%` (`-` when the provider has no limits)."""
+    if not used:
+        return "-"
+    dim, share = max(used.items(), key=lambda kv: kv[1])
+    return f"{dim.replace('_tokens', ' tok')} {share:.0%}"
+
+
+def kinds_text(kinds: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in kinds.items()) or "none"
+
+
+def head_lines(snap: dict[str, Any]) -> list[str]:
+    """The lines above the bar (plain text; the rich sink styles them)."""
+    waiting_for = ", ".join(f"{n} {k}" for n, k in sorted(snap.get("waiting_for", {}).items()))
+    first = (
+        f"{snap['done']}/{snap['total']} done  ok {snap['succeeded']}  failed {snap['failed']}  "
+        f"pending {snap['pending']}  ·  elapsed {fmt_duration(snap['elapsed_s'])}  ·  "
+        f"{snap['rate_per_s']:.1f}/s  ETA {fmt_duration(snap['eta_s'])}"
+    )
+    second = (
+        f"in flight {snap['in_flight']}  ·  waiting for quota {snap.get('waiting', 0)}"
+        + (f" (queued at {waiting_for})" if waiting_for else "")
+        + f"  ·  retry backoff {snap.get('backing_off', 0)}"
+        + f"  ·  {snap['tokens']} tokens  ·  ${snap['cost_usd']:.4f}"
+    )
+    third = (
+        f"retries {snap.get('retries', 0)}  ·  429s {snap['rate_limited']}  ·  "
+        f"errors: {kinds_text(snap.get('errors_by_kind', {}))}"
+    )
+    lines = [first, second, third]
+    budget = budget_text(snap.get("budget"))
+    if budget:
+        lines.append(budget)
+    lines += snap.get("unreachable", [])
+    return lines
+
+
+PROVIDER_COLUMNS = (
+    "provider", "state", "requests", "ok", "errors", "retries", "429s", "in flight",
+    "waiting", "quota used", "p50 ms", "p95 ms", "tokens", "cost $",
+)  # fmt: skip
+
+
+def state_text(p: dict[str, Any]) -> str:
+    """Its state, with the circuit breaker's where that says more (`unreachable, circuit open`)."""
+    state = str(p.get("state", "ok"))
+    circuit = p.get("circuit", "closed")
+    if circuit != "closed" and state not in ("circuit open", "probing"):
+        return f"{state}, circuit {circuit.replace('_', '-')}"
+    return state
+
+
+def provider_row(name: str, p: dict[str, Any]) -> list[str]:
+    return [
+        name,
+        state_text(p),
+        str(p["requests"]),
+        str(p["ok"]),
+        str(p["errors"]),
+        str(p.get("retries", 0)),
+        str(p["rate_limited"]),
+        str(p["in_flight"]),
+        str(p.get("waiting", 0)),
+        quota_text(p.get("quota_used", {})),
+        f"{p['p50_ms']:.0f}",
+        f"{p.get('p95_ms', 0.0):.0f}",
+        str(p["tokens"]),
+        f"{p.get('cost_usd', 0.0):.4f}",
+    ]
+
+
+_STATE_STYLE = {"ok": "green", "unreachable": "bold red", "circuit open": "red", "probing": "yellow"}
+
+
+class RichSink:
+    """A live display on stderr, redrawn on each update, as wide as the terminal."""
+
+    def __init__(self) -> None:
+        from rich.console import Console  # noqa: PLC0415 — rich is the optional `cli` extra
+        from rich.live import Live  # noqa: PLC0415 — rich is the optional `cli` extra
+
+        self._console = Console(stderr=True)
+        self._live = Live(console=self._console, refresh_per_second=4, transient=False)
+        self._live.start()
+
+    def event(self, name: str, **fields: Any) -> None:
+        if name == "started":
+            self._console.print(
+                f"[bold]batchgate[/] job {fields.get('job')}: {fields.get('pending')} to run, "
+                f"{fields.get('done')} already done"
+            )
+        elif name == "stopping":
+            in_flight = plural(int(fields.get("in_flight") or 0), "in-flight request")
+            self._console.print(
+                f"[yellow]stopping[/]: {fields.get('reason')}; waiting up to {fields.get('grace_s')} s for "
+                f"{in_flight} (press Ctrl-C again to stop at once)"
+            )
+        elif name == "provider_unreachable":
+            self._console.print(
+                f"[bold red]{fields.get('provider')} unreachable[/]: {fields.get('cause')} "
+                f"({plural(int(fields.get('attempts') or 0), 'attempt')} so far)"
+            )
+
+    def update(self, snap: dict[str, Any]) -> None:
+        from rich.console import Group  # noqa: PLC0415 — rich is the optional `cli` extra
+        from rich.progress_bar import ProgressBar  # noqa: PLC0415 — rich is the optional `cli` extra
+        from rich.table import Table  # noqa: PLC0415 — rich is the optional `cli` extra
+        from rich.text import Text  # noqa: PLC0415 — rich is the optional `cli` extra
+
+        head = [Text(line, style="bold" if i == 0 else "") for i, line in enumerate(head_lines(snap))]
+        for line in head[3:]:
+            if "unreachable" in line.plain:
+                line.stylize("bold red")
+        width = max(20, self._console.width - 2)
+        bar = Table.grid(expand=True)  # a grid row of its own, so the table starts on the next line
+        bar.add_row(ProgressBar(total=max(1, snap["total"]), completed=snap["done"], width=width))
+        table = Table(box=None, pad_edge=False, header_style="dim", expand=True)
+        for col in PROVIDER_COLUMNS:
+            table.add_column(col, justify="left" if col in ("provider", "state") else "right")
+        for name, p in sorted(snap["providers"].items()):
+            name_, state, *rest = provider_row(name, p)
+            table.add_row(name_, Text(state, style=_STATE_STYLE.get(state.split(",")[0], "")), *rest)
+        self._live.update(Group(*head, bar, table))
+
+    def close(self) -> None:
+        self._live.stop()

@@ -1,0 +1,10 @@
+"""Small helpers for the words batchgate prints: counts with the right plural."""
+
+from __future__ import annotations
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """`1 result`, `2 results`, `1 invalid line`, `3 failed items` (`plural_form` for irregular ones)."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {plural_form or noun + 's'}"

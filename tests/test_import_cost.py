@@ -1,0 +1,58 @@
+"""The core's import stays light: what `batchgate --help` and a job's start-up import, checked in a
+fresh interpreter (start-up time is a feature; the figures themselves come from bench/startup.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orjson
+
+# Each costs tens to hundreds of milliseconds (bpe_openai's Python wrapper: ~0.8 s and ~130 MB).
+HEAVY = ("rich", "jsonschema", "bpe_openai", "bpe_openai.compat", "bpe_openai._bindings")
+
+
+def loaded_after(code: str, watch: tuple[str, ...]) -> list[str]:
+    """The modules of `watch` that are imported after running `code` in a new interpreter."""
+    report = f"print(orjson.dumps([m for m in {list(watch)!r} if m in sys.modules]).decode())"
+    probe = f"{code}\nimport sys, orjson\n{report}"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    found: list[str] = orjson.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def test_the_command_line_parser_imports_no_machinery() -> None:
+    code = "from batchgate.cli import build_parser\nbuild_parser().format_help()"
+    watch = (*HEAVY, "aiohttp", "yaml", "sqlite3", "batchgate.gateway", "batchgate.emulator.server")
+    assert loaded_after(code, watch) == []
+
+
+def test_a_job_s_machinery_loads_no_tokenizer_display_or_schema_validator() -> None:
+    code = "import batchgate.jobs.runner, batchgate.gateway, batchgate.emulator.server, batchgate.cli.run"
+    assert loaded_after(code, HEAVY) == []
+
+
+def test_an_exact_counter_loads_its_encoding_on_the_first_count_without_the_wrapper() -> None:
+    made = (
+        "from batchgate.config import ProviderConfig\n"
+        "from batchgate.providers.base import make_token_counter\n"
+        "counter = make_token_counter(ProviderConfig(name='a', kind='openai', base_url='http://x/v1'))"
+    )
+    assert loaded_after(made, HEAVY) == []
+    body = "{'messages': [{'role': 'user', 'content': 'hi'}]}"
+    counted = f"{made}\nassert counter.count_prompt({body}) > 0"
+    # the Rust tokenizer alone: bpe_openai's Python package (which decodes every encoding) stays out
+    assert loaded_after(counted, HEAVY) == ["bpe_openai._bindings"]
+
+
+def test_a_quiet_job_with_a_regex_check_imports_neither_rich_nor_jsonschema() -> None:
+    code = (
+        "from batchgate.jobs.io.output_check import OutputCheck\n"
+        "from batchgate.jobs.io.progress import make_sink\n"
+        "OutputCheck('yes|no', None, source='x')\n"
+        "make_sink('quiet')"
+    )
+    assert loaded_after(code, ("rich", "jsonschema")) == []
