@@ -83,9 +83,11 @@ def test_bad_pipeline_and_input_are_one_line_errors(cli: Cli, emu: EmulatorThrea
     done = cli.run("run", str(src), "--config", str(cfg), "--output", "o.jsonl", "--pipeline", str(pipe))
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
-    last = done.stderr.splitlines()[-1]  # every bad line is listed, the first one is the error
+    *listed, last = done.stderr.splitlines()  # every bad line is listed, in order, then the error
+    assert "in.jsonl:1: field 'title' used by the pipeline's templates is missing" in listed[0]
     assert last.startswith("batchgate: error: ")
-    assert "in.jsonl:1: field 'title' used by the pipeline's templates is missing" in last
+    assert "3 invalid lines" in last
+    assert "the first on line 1" in last
     assert provider_totals(emu)["admitted"] == 0
 
 

@@ -179,7 +179,9 @@ def test_disk_full_while_loading_tasks_then_resume(cli: Cli, emu: EmulatorThread
 
 def test_disk_full_while_running_then_resume(cli: Cli, emu: EmulatorThread, tmp_path: Path) -> None:
     n = 300
-    with tmpfs(tmp_path / "small", "1m") as small:
+    # 4 MB: room for the store, its write-ahead log (which the disk-full run leaves grown) and the
+    # outputs once the filler is gone; the filler leaves only 24 KB while the second run sends
+    with tmpfs(tmp_path / "small", "4m") as small:
         cli.store = small / "store" / "jobs.db"
         out = small / "out.jsonl"
         args = _args(cli, emu, n, out)

@@ -23,7 +23,7 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
-from batchgate.jobs.finish import finish_job
+from batchgate.jobs.finish import Finished, finish_job
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import render_graph_summary
 from batchgate.jobs.graph.setup import job_graph, restore, step_checks
@@ -322,6 +322,20 @@ async def _finish(
             **files.as_dict(),
         )
     sink.close()  # the live display ends before the summary is printed under it
+    _tell_outcome(done, req, job_id, resume, out, err)
+    return code
+
+
+def _tell_outcome(
+    done: Finished,
+    req: RunRequest,
+    job_id: str,
+    resume: str,
+    out: Callable[[str], None],
+    err: Callable[[str], None],
+) -> None:
+    """The summary and the lines that say what to do next (retry failed items, resume)."""
+    status, reason, written, failed = done.status, done.reason, done.written, done.failed
     if not req.quiet:
         err(render_summary(done.report))
         if "graph" in done.report:
@@ -339,10 +353,9 @@ async def _finish(
         )
     if status != "completed":
         err(
-            f"job {job_id} stopped: {reason}. {unfinished} tasks left; resume with: {resume}  "
+            f"job {job_id} stopped: {reason}. {done.unfinished} tasks left; resume with: {resume}  "
             "(or re-run the same command)"
         )
-    return code
 
 
 def _exit_code(status: str, interrupted: bool, failed: int) -> int:
