@@ -36,11 +36,7 @@ def test_a_job_s_machinery_loads_no_tokenizer_display_or_schema_validator() -> N
 
 
 def test_an_exact_counter_loads_its_encoding_on_the_first_count_without_the_wrapper() -> None:
-    made = (
-        "from batchgate.config import ProviderConfig\n"
-        "from batchgate.providers.base import make_token_counter\n"
-        "counter = make_token_counter(ProviderConfig(name='a', kind='openai', base_url='http://x/v1'))"
-    )
+    made = "from batchgate.tokens import ExactTokenCounter\ncounter = ExactTokenCounter.shared('o200k_base')"
     assert loaded_after(made, HEAVY) == []
     body = "{'messages': [{'role': 'user', 'content': 'hi'}]}"
     counted = f"{made}\nassert counter.count_prompt({body}) > 0"

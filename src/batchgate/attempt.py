@@ -166,6 +166,7 @@ class Attempts:
         elif isinstance(exc, UnreachableError):
             rt.pool.refund(tag.reservation)  # refused or unresolvable: nothing was sent, nothing charged
             charged = 0
+            rt.recorder.record_unreachable(exc.cause)
         if counts_as_failure(exc):
             rt.breaker.record_failure(now)
         latency = (now - tag.sent) * 1000.0

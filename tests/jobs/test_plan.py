@@ -162,7 +162,8 @@ def test_plan_tables_add_up(tmp_path: Path) -> None:
 
 
 def test_plan_counts_each_target_with_its_own_counter(tmp_path: Path) -> None:
-    """As the run does: an anthropic target's prompt is estimated, an openai one's counted exactly."""
+    """As the run does: each target's prompt counted by its own counter (here an exact encoding
+    for one, the learning estimate for the other)."""
     data: dict[str, Any] = {
         "providers": [
             {"name": "a", "kind": "openai", "base_url": "http://127.0.0.1:1/v1", "limits": {"rpm": 100}},
@@ -170,6 +171,8 @@ def test_plan_counts_each_target_with_its_own_counter(tmp_path: Path) -> None:
         ],
         "routes": [{"model": "m", "targets": ["a:x", "g:y"]}],
     }
+    data["providers"][0]["tokenizer"] = "o200k_base"
+    data["providers"][1]["tokenizer"] = "estimate"
     config = config_from_dict(data, source="test")
     body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "Zebras! " * 300}]}
     src = tmp_path / "in.jsonl"
