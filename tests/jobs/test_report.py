@@ -180,7 +180,10 @@ def test_batches_merge_over_runs_with_the_cost_split_and_saving() -> None:
             "sent_live": 2,
             "cost_usd": 0.1,
             "live_cost_usd": 0.2,
-            "by_provider": {"p": {"items": 1, "cost_usd": 0.1, "live_cost_usd": 0.2}},
+            "by_provider": {
+                "p": {"items": 1, "succeeded": 1, "prompt_tokens": 7, "completion_tokens": 3}
+                | {"cost_usd": 0.1, "live_cost_usd": 0.2}
+            },
         },
     }
     counts = {TaskState.SUCCEEDED: 4}
@@ -189,8 +192,24 @@ def test_batches_merge_over_runs_with_the_cost_split_and_saving() -> None:
     assert (b["submitted"], b["resumed"], b["ended"]) == (2, 1, {"completed": 1, "expired": 1})
     assert (b["items_succeeded"], b["resubmitted_items"], b["sent_live_items"]) == (4, 1, 2)
     assert (b["cost_usd"], b["live_cost_usd"], b["saving_usd"]) == (0.35, 0.7, 0.35)
-    assert b["by_provider"]["p"] == {"items": 4, "cost_usd": 0.35, "live_cost_usd": 0.7, "saving_usd": 0.35}
+    assert b["by_provider"]["p"] == {
+        "items": 4,
+        "cost_usd": 0.35,
+        "live_cost_usd": 0.7,
+        "saving_usd": 0.35,
+    } | {
+        "succeeded": 1,  # the first run's figures predate the per-provider item states and tokens
+        "failed": 0,
+        "prompt_tokens": 7,
+        "completion_tokens": 3,
+    }
     p = report["providers"]["p"]
+    assert (p["batch_items"], p["batch_succeeded"], p["batch_failed"]) == (4, 1, 0)
+    live = _provider(4, 4, 0, [10.0] * 4)
+    assert (p["prompt_tokens"], p["completion_tokens"]) == (
+        live["prompt_tokens"] + 7,
+        live["completion_tokens"] + 3,
+    )
     assert (p["cost_usd"], p["batch_cost_usd"], p["live_cost_usd"]) == (0.85, 0.35, 0.5)
     assert p["batch_saving_usd"] == 0.35
     assert report["cost_split"] == {

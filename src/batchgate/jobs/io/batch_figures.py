@@ -25,7 +25,8 @@ class BatchModeStats:
     sent_live: int = 0  # items handed back to be sent live
     cost_usd: float = 0.0
     live_cost_usd: float = 0.0
-    by_provider: dict[str, dict[str, float]] = field(default_factory=dict)  # items, cost_usd, live_cost_usd
+    # per provider: items, succeeded, failed, prompt_tokens, completion_tokens, cost_usd, live_cost_usd
+    by_provider: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def add_outcome(self, outcome: TaskOutcome, live_cost: float) -> None:
         if outcome.state is TaskState.SUCCEEDED:
@@ -35,9 +36,14 @@ class BatchModeStats:
         self.cost_usd += outcome.cost_usd
         self.live_cost_usd += live_cost
         into = self.by_provider.setdefault(
-            outcome.provider or "?", {"items": 0, "cost_usd": 0.0, "live_cost_usd": 0.0}
+            outcome.provider or "?",
+            dict.fromkeys(("items", "succeeded", "failed", "prompt_tokens", "completion_tokens"), 0)
+            | {"cost_usd": 0.0, "live_cost_usd": 0.0},
         )
         into["items"] += 1
+        into["succeeded" if outcome.state is TaskState.SUCCEEDED else "failed"] += 1
+        into["prompt_tokens"] += outcome.prompt_tokens
+        into["completion_tokens"] += outcome.completion_tokens
         into["cost_usd"] += outcome.cost_usd
         into["live_cost_usd"] += live_cost
 

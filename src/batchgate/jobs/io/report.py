@@ -155,7 +155,8 @@ def merge_segments(segments: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]
     for into in merged.values():
         into["live_cost_usd"] = round(into["cost_usd"] - into["batch_cost_usd"], 6)
         answered = into["success_count"] + into["error_count"]
-        into["avg_latency_ms"] = round(into.pop("_latency_sum") / answered, 1) if answered else 0.0
+        latency_sum = into.pop("_latency_sum")
+        into["avg_latency_ms"] = round(latency_sum / answered, 1) if answered else 0.0
         if into.pop("_runs") > 1 and into["latency_hist"]:
             into["latency_ms"] = hist_percentiles(into["latency_hist"])
         del into["latency_hist"]
@@ -172,8 +173,7 @@ def build_report(
 ) -> dict[str, Any]:
     elapsed, providers = merge_segments(segments)
     batches = batch_section(segments)
-    for name, p in providers.items():
-        p["batch_saving_usd"] = round(batches["by_provider"].get(name, {}).get("saving_usd", 0.0), 6)
+    _add_batch_items(providers, batches["by_provider"])
     errors_by_kind: dict[str, int] = {}
     for p in providers.values():
         for kind, n in p["errors_by_kind"].items():
@@ -219,6 +219,21 @@ def build_report(
     }
 
 
+def _add_batch_items(providers: dict[str, Any], by_provider: dict[str, Any]) -> None:
+    """Count what each provider answered through its Batch API beside its live requests: the
+    items (`batch_items`, `batch_succeeded`, `batch_failed`), their tokens in the provider's
+    `prompt_tokens` / `completion_tokens`, and the saving."""
+    for name, b in by_provider.items():
+        p = providers.setdefault(name, merge_segments([{"providers": {name: {}}}])[1][name])
+        p["batch_items"] = b["items"]
+        p["batch_succeeded"] = b["succeeded"]
+        p["batch_failed"] = b["failed"]
+        p["prompt_tokens"] += b["prompt_tokens"]
+        p["completion_tokens"] += b["completion_tokens"]
+    for name, p in providers.items():
+        p["batch_saving_usd"] = round(by_provider.get(name, {}).get("saving_usd", 0.0), 6)
+
+
 def unreachable_lines(providers: dict[str, Any]) -> list[str]:
     """`alpha unreachable: connection refused, 24 attempts` for each provider that could not be
     reached at some point."""
@@ -238,6 +253,10 @@ def batch_section(segments: list[dict[str, Any]]) -> dict[str, Any]:
     by_provider = {
         name: {
             "items": int(p.get("items", 0)),
+            "succeeded": int(p.get("succeeded", 0)),
+            "failed": int(p.get("failed", 0)),
+            "prompt_tokens": int(p.get("prompt_tokens", 0)),
+            "completion_tokens": int(p.get("completion_tokens", 0)),
             "cost_usd": round(float(p.get("cost_usd", 0.0)), 6),
             "live_cost_usd": round(float(p.get("live_cost_usd", 0.0)), 6),
             "saving_usd": round(float(p.get("live_cost_usd", 0.0)) - float(p.get("cost_usd", 0.0)), 6),
@@ -331,11 +350,14 @@ def render_summary(report: dict[str, Any]) -> str:
         f"  {'provider':<12}{'requests':>9}{'ok':>8}{'errors':>8}{'429s':>6}{'p50 ms':>9}"
         f"{'p95 ms':>9}{'p99 ms':>9}{'tokens':>10}{'cost $':>10}"
     )
-    lines.append(header + (f"{'live $':>10}{'batch $':>10}" if batched else ""))
+    lines.append(header + (f"{'live $':>10}{'batch $':>10}{'in batches':>12}" if batched else ""))
     for name, p in sorted(report["providers"].items()):
         lat = p["latency_ms"]
         split = (
-            f"{p.get('live_cost_usd', 0.0):>10.4f}{p.get('batch_cost_usd', 0.0):>10.4f}" if batched else ""
+            f"{p.get('live_cost_usd', 0.0):>10.4f}{p.get('batch_cost_usd', 0.0):>10.4f}"
+            f"{p.get('batch_items', 0):>12}"
+            if batched
+            else ""
         )
         lines.append(
             f"  {name:<12}{p['request_count']:>9}{p['success_count']:>8}{p['error_count']:>8}"
