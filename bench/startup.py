@@ -14,6 +14,14 @@ process was spawned (so interpreter start-up, imports, config, validation, the j
 emulator's own start are all inside). stderr is a pseudo-terminal, as in a user's shell, so the
 live display (rich) is part of what starts; `--no-tty` measures the quiet path instead.
 
+Bytecode: a pip-installed package has its modules compiled to `.pyc` (pip does it at install,
+Python does it on the first import of an editable install), so a user's `batchgate` does not
+compile its ~300 modules on every start. A machine with PYTHONDONTWRITEBYTECODE=1 in the
+environment (this development sandbox has it) compiles them every time, about 0.2-0.3 s more.
+`--bytecode cached` (the default) measures what a user gets: the children run without that
+variable after one warm-up run has written the caches; `--bytecode none` keeps it as the
+environment has it; `--bytecode both` prints both.
+
 Prints figures; asserts nothing about time (the machine is shared).
 """
 
@@ -39,6 +47,7 @@ import batchgate
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 CLI = [sys.executable, "-m", "batchgate"]
+ENV: dict[str, str] = dict(os.environ)  # the children's environment (`--bytecode` changes it)
 
 
 def _drain(fd: int) -> None:
@@ -60,7 +69,7 @@ def _children_cpu() -> float:
 def help_seconds() -> tuple[float, float]:
     """Wall and CPU seconds of one `batchgate --help` (CPU time is steadier on a busy machine)."""
     start, cpu = time.perf_counter(), _children_cpu()
-    subprocess.run([*CLI, "--help"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([*CLI, "--help"], check=True, stdout=subprocess.DEVNULL, env=ENV)
     return time.perf_counter() - start, _children_cpu() - cpu
 
 
@@ -80,7 +89,7 @@ def run_to_first_request(lines: int, tty: bool) -> float:
             reader.start()
         spawned = time.time()
         proc = subprocess.Popen(
-            cmd, cwd=tmp, stdout=subprocess.DEVNULL, stderr=slave if tty else subprocess.DEVNULL
+            cmd, cwd=tmp, env=ENV, stdout=subprocess.DEVNULL, stderr=slave if tty else subprocess.DEVNULL
         )
         if tty:
             os.close(slave)
@@ -106,8 +115,28 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--lines", type=int, default=40, help="input lines per `run` (default %(default)s)")
     ap.add_argument("--no-tty", action="store_true", help="stderr not a terminal (no live display)")
+    ap.add_argument(
+        "--bytecode",
+        choices=("cached", "none", "both"),
+        default="cached",
+        help="measure with .pyc caches written, as a user's install has them (default), with the "
+        "environment's own setting, or both",
+    )
     args = ap.parse_args()
     print(f"batchgate from {Path(batchgate.__file__).parent}")
+    inherited = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    for mode in ("none", "cached") if args.bytecode == "both" else (args.bytecode,):
+        ENV.clear()
+        ENV.update(os.environ)
+        if mode == "cached":
+            ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+            help_seconds(), run_to_first_request(args.lines, tty=False)  # warm-up: writes the caches
+        label = "bytecode cached" if mode == "cached" else f"PYTHONDONTWRITEBYTECODE={inherited or '(unset)'}"
+        print(f"-- {label}")
+        _measure(args)
+
+
+def _measure(args: argparse.Namespace) -> None:
     helps = [help_seconds() for _ in range(args.runs)]
     print(f"batchgate --help: {_summary([wall for wall, _ in helps])}")
     print(f"batchgate --help, CPU time: {_summary([cpu for _, cpu in helps])}")
