@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 from batchgate.clock import FakeClock
@@ -167,6 +167,7 @@ _LIMITS = {
 }
 
 
+@pytest.mark.timeout(900)  # a dozen simulated runs: minutes on a loaded 2-core machine
 @settings(max_examples=12, deadline=None)
 @given(**_LIMITS)
 def test_property_never_overruns_a_window(
@@ -176,11 +177,13 @@ def test_property_never_overruns_a_window(
 
 
 @pytest.mark.xfail(
-    reason="issue #12 open: converges to ~0.94, not 0.95, e.g. tpm=300000, token_bucket, 1 s, "
-    "ratio=1.5 (the provider charges 1.5x our count), latency=1.0, seed=0",
-    strict=False,
+    reason="issue #12 open: converges to ~0.94, not 0.95, when the provider charges 1.5x our count "
+    "on a 1 s token bucket; strict: when this passes, drop the xfail and let hypothesis explore",
+    strict=True,
 )
-@settings(max_examples=12, deadline=None)
+@pytest.mark.timeout(900)
+@settings(phases=[Phase.explicit], deadline=None)  # the known counterexample only: no search, no shrinking
+@example(tpm=300_000, kind="token_bucket", seconds=1.0, ratio=1.5, latency=1.0, seed=0)
 @given(**_LIMITS)
 def test_property_converges_to_the_limit(
     tpm: int, kind: str, seconds: float, ratio: float, latency: float, seed: int
