@@ -233,9 +233,11 @@ class Attempts:
             return
         dim = binding_dimension(error_fields(exc.body)[0], snapshot)
         admitted = tag.reservation.admitted_at
+        raises = rt.pool.charges.raises
         explained = dim in PROMPT_DIMENSIONS and rt.pool.charges.on_rate_limited(dim, now, admitted)
-        if explained:
-            event(_log, INFO, "charge_margin_raised", provider=rt.name, dimension=dim)
+        if rt.pool.charges.raises != raises and dim is not None:
+            margin = round(rt.pool.charges.margin(dim), 4)
+            event(_log, INFO, "charge_margin_raised", provider=rt.name, dimension=dim, margin=margin)
         if rt.pool.on_rate_limited(tag.reservation, rate_at_fault=not explained):
             event(
                 _log,

@@ -4,8 +4,8 @@
 
 Logging is off unless one of the `--log-*` options is given; then events go to the file, else to
 stderr (where `--progress auto` then prints progress lines instead of the live display, which
-would be torn by them). Registering the options imports nothing; the metrics' `prometheus_client`
-and aiohttp's web server load only for a run that asks for `--metrics-port`.
+would be torn by them). Registering the options imports nothing heavy; the metrics'
+`prometheus_client` and aiohttp's web server load only for a run that asks for `--metrics-port`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from batchgate.errors import JobError
-from batchgate.observe.logsetup import FORMATS, LEVELS
+from batchgate.observe.logsetup import FORMATS, LEVELS, logging_to
 
 if TYPE_CHECKING:
     from batchgate.jobs.engine import JobEngine
@@ -97,8 +97,6 @@ def logging_for(args: argparse.Namespace) -> Iterator[None]:
     if not logging_on(args):
         yield
         return
-    from batchgate.observe.logsetup import logging_to  # noqa: PLC0415 — start-up: only when logging
-
     with logging_to(args.log_level or "info", args.log_format or "text", args.log_file):
         yield
 
