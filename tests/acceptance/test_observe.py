@@ -105,7 +105,9 @@ def test_metrics_scraped_during_and_after_the_run_agree_with_the_report(
     assert total(during, "batchgate_job_running") == 1
     assert total(during, "batchgate_job_tasks") == 34  # every task in some state
 
-    wait_for(report_file.exists, "the run's report (the run then lingers)")
+    assert proc.stderr is not None
+    while "stays up" not in (line := proc.stderr.readline()):  # the summary, then the linger's line
+        assert line, "the run ended without lingering"
     after = scrape(url)
     code, _, err = cli.finish(proc, signal.SIGTERM)  # ends the linger; the run's own code stays
     assert code == 4, err

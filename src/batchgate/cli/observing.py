@@ -121,5 +121,6 @@ async def run_observed(
         print(f"batchgate: metrics at {srv.url}", file=sys.stderr)
         code = await run(req)
         if args.metrics_linger > 0:
-            await linger(args.metrics_linger)
+            said = f"batchgate: the run ended; {srv.url} stays up {args.metrics_linger:g} s (Ctrl-C ends it)"
+            await linger(args.metrics_linger, lambda: print(said, file=sys.stderr))
     return code

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 from prometheus_client.registry import CollectorRegistry
@@ -68,8 +68,11 @@ async def serving(source: RunSource, host: str, port: int) -> AsyncIterator[Metr
         await server.close()
 
 
-async def linger(seconds: float, clock: Clock | None = None) -> None:
-    """Wait `seconds`, or until SIGINT or SIGTERM (handled here, so neither ends the process)."""
+async def linger(
+    seconds: float, announce: Callable[[], None] = lambda: None, clock: Clock | None = None
+) -> None:
+    """Wait `seconds`, or until SIGINT or SIGTERM (handled here, so neither ends the process);
+    `announce` is called once they are handled (a signal from then on only ends the wait)."""
     clock = clock or LoopClock()
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
@@ -78,6 +81,7 @@ async def linger(seconds: float, clock: Clock | None = None) -> None:
     for sig in signals:
         loop.add_signal_handler(sig, done.set)
     try:
+        announce()
         await done.wait()
     finally:
         timer.cancel()
