@@ -15,6 +15,7 @@ import importlib.util
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,10 @@ def run_library_system(system: str, spec_path: Path, out_path: Path, timeout: fl
     return child, out
 
 
-def run_cli(sc: Scenario, spec: Spec, tmp: Path, timeout: float) -> tuple[Any, Any]:
+def run_cli(
+    sc: Scenario, spec: Spec, tmp: Path, timeout: float, extra: Sequence[str] = ()
+) -> tuple[Any, Any]:
+    """`batchgate run` on the scenario's workload (with `extra` arguments), as a user runs it."""
     config = tmp / "batchgate.yaml"
     config.write_text(yaml.safe_dump(gateway_config(spec.providers, spec.timeout), sort_keys=False))
     inp = tmp / "input.jsonl"
@@ -70,7 +74,7 @@ def run_cli(sc: Scenario, spec: Spec, tmp: Path, timeout: float) -> tuple[Any, A
     for stale in (output, store, tmp / "out.jsonl.errors.jsonl"):
         stale.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "batchgate", "run", str(inp), "--config", str(config)]
-    cmd += ["--output", str(output), "--progress", "quiet", "--store", str(store)]
+    cmd += ["--output", str(output), "--progress", "quiet", "--store", str(store), *extra]
     child = run_child(cmd, timeout)
     if child.timed_out or not output.exists():
         return child, None

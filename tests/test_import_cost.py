@@ -35,6 +35,20 @@ def test_a_job_s_machinery_loads_no_tokenizer_display_or_schema_validator() -> N
     assert loaded_after(code, HEAVY) == []
 
 
+def test_metrics_load_only_for_a_run_that_asks_for_them() -> None:
+    watch = ("prometheus_client", "aiohttp.web", "batchgate.observe.metrics")
+    parsed = (
+        "from batchgate.cli import build_parser\n"
+        "args = build_parser().parse_args(['run', 'in.jsonl', '--config', 'c.yaml', '--output', 'o.jsonl',"
+        " '--log-format', 'json'])\n"
+        "from batchgate.cli.observing import logging_for\n"
+        "with logging_for(args): pass"
+    )
+    assert loaded_after(parsed, watch) == []
+    asked = "import batchgate.observe.exporter"
+    assert loaded_after(asked, watch) == list(watch)
+
+
 def test_an_exact_counter_loads_its_encoding_on_the_first_count_without_the_wrapper() -> None:
     made = "from batchgate.tokens import ExactTokenCounter\ncounter = ExactTokenCounter.shared('o200k_base')"
     assert loaded_after(made, HEAVY) == []

@@ -7,7 +7,9 @@ counted as duplicate spend). Every answer feeds the provider's models: success â
 (usage against our count), header calibration, AIMD, the latency model, the in-flight limit and
 the breaker; failure â†’ 429s to the charge model (by the dimension the provider names) or to the
 in-flight limit (a refusal that names no exhausted dimension), breaker failures by
-`counts_as_failure` (so a 200 with a malformed body counts too).
+`counts_as_failure` (so a 200 with a malformed body counts too). What changes a provider's state
+is logged as an event (`batchgate.logs`): a limit learned from headers, an AIMD cut, a pause from a
+retry hint, a learned in-flight cap, the circuit opening or closing, a hedge fired.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from batchgate.errors import (
     RequestTimeout,
     UnreachableError,
 )
+from batchgate.logs import DEBUG, INFO, WARNING, enabled, event, get_logger
 from batchgate.models import Attempt, ChatBody, Cost, ProviderResponse, RateLimitSnapshot, Result
 from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.hints import parse_retry_hint
@@ -37,6 +40,9 @@ from batchgate.slots import FairSlots
 CALIBRATE_ALWAYS = 32
 CALIBRATE_EVERY = 8
 
+_log = get_logger("provider")
+_req = get_logger("request")
+
 
 @dataclass(slots=True)
 class Send:
@@ -48,6 +54,8 @@ class Send:
     cost: Cost  # as priced at admission (prompt + output on `tokens`)
     count: int  # our own count of the prompt
     timeouts: int = 0  # earlier attempts of this request that timed out
+    attempt: int = 1  # this attempt's number for the request (for the logs)
+    task: str | None = None  # the request's custom_id (for the logs; never sent)
 
 
 @dataclass(slots=True)
@@ -107,6 +115,7 @@ class Attempts:
             return None
         reservation = await s.rt.pool.acquire(s.cost, count=s.count, urgent=True)
         s.rt.recorder.hedged += 1
+        event(_log, INFO, "hedge_fired", provider=s.rt.name, task=s.task, attempt=s.attempt)
         return self._leg(s, 1, reservation)
 
     def _succeeded(
@@ -121,12 +130,14 @@ class Attempts:
         rt.pool.reconcile(tag.reservation, usage, prompt_estimate=cost.tokens - cost.output_tokens)
         rt.counter.observe(s.body, usage.prompt_tokens)
         if rt.recorder.succeeded < CALIBRATE_ALWAYS or rt.recorder.succeeded % CALIBRATE_EVERY == 0:
-            snapshot = rt.client.rate_limits(response.headers, self._clock.wall())
-            rt.pool.calibrate(snapshot)
-        rt.pool.on_success()
+            _calibrate(rt, rt.client.rate_limits(response.headers, self._clock.wall()))
+        if rt.pool.on_success() and enabled(_log, DEBUG):
+            event(_log, DEBUG, "aimd_raise", provider=rt.name, factor=round(rt.pool.aimd.factor, 4))
         rt.latency.observe(latency)
         if rt.concurrency.on_success(now):
             rt.slots.set_limit(rt.concurrency.limit)
+        if rt.breaker.opened and rt.breaker.state(now) != "closed":
+            event(_log, INFO, "circuit_closed", provider=rt.name, task=s.task, attempt=s.attempt)
         rt.breaker.record_success(now)
         rt.recorder.record_success(latency * 1000.0, usage.prompt_tokens, usage.completion_tokens)
         result.attempts.append(
@@ -168,8 +179,32 @@ class Attempts:
             charged = 0
             rt.recorder.record_unreachable(exc.cause)
         if counts_as_failure(exc):
+            opened = rt.breaker.opened
             rt.breaker.record_failure(now)
+            if rt.breaker.opened != opened:
+                event(
+                    _log,
+                    WARNING,
+                    "circuit_opened",
+                    provider=rt.name,
+                    error=exc.kind,
+                    open_s=rt.breaker.settings.open_seconds,
+                    task=s.task,
+                    attempt=s.attempt,
+                )
         latency = (now - tag.sent) * 1000.0
+        if enabled(_req, DEBUG):
+            event(
+                _req,
+                DEBUG,
+                "attempt_failed",
+                provider=rt.name,
+                error=exc.kind,
+                status=exc.status,
+                latency_ms=round(latency, 1),
+                task=s.task,
+                attempt=s.attempt,
+            )
         rt.recorder.record_failure(exc.kind, latency, charged)
         result.attempts.append(
             Attempt(rt.name, tag.sent, latency, exc.status, exc.kind, exc.message, charged)
@@ -192,17 +227,29 @@ class Attempts:
         if bare or not rt.pool.limited():
             if rt.concurrency.on_refused(tag.in_flight, now):
                 rt.slots.set_limit(rt.concurrency.limit)
+                event(_log, INFO, "inflight_limit_learned", provider=rt.name, limit=rt.concurrency.limit)
             rt.pool.refund(tag.reservation)  # turned away at the door: nothing charged
-            if hint is not None and hint > 0:
-                rt.pool.pause(hint)
+            _pause(rt, hint)
             return
         dim = binding_dimension(error_fields(exc.body)[0], snapshot)
         admitted = tag.reservation.admitted_at
+        raises = rt.pool.charges.raises
         explained = dim in PROMPT_DIMENSIONS and rt.pool.charges.on_rate_limited(dim, now, admitted)
-        rt.pool.on_rate_limited(tag.reservation, rate_at_fault=not explained)
-        if hint is not None and hint > 0:
-            rt.pool.pause(hint)
-        rt.pool.calibrate(snapshot)
+        if rt.pool.charges.raises != raises and dim is not None:
+            margin = round(rt.pool.charges.margin(dim), 4)
+            event(_log, INFO, "charge_margin_raised", provider=rt.name, dimension=dim, margin=margin)
+        if rt.pool.on_rate_limited(tag.reservation, rate_at_fault=not explained):
+            event(
+                _log,
+                WARNING,
+                "aimd_cut",
+                provider=rt.name,
+                dimension=dim,
+                factor=round(rt.pool.aimd.factor, 4),
+                cuts=rt.pool.aimd.cuts,
+            )
+        _pause(rt, hint)
+        _calibrate(rt, snapshot)
 
 
 _NOTHING = RateLimitSnapshot()
@@ -216,3 +263,29 @@ def _tag(leg: Leg[ProviderResponse]) -> _Tag:
 
 def _left(rt: ProviderRuntime) -> None:
     rt.recorder.in_flight -= 1
+
+
+def _calibrate(rt: ProviderRuntime, snapshot: RateLimitSnapshot) -> None:
+    """Follow the provider's rate-limit headers; a limit learned from them is an event."""
+    before = rt.pool.count("calibrations")
+    rt.pool.calibrate(snapshot)
+    if rt.pool.count("calibrations") != before:
+        limits = rt.pool.statistics().limits_per_minute
+        event(
+            _log,
+            INFO,
+            "limit_learned",
+            provider=rt.name,
+            source="headers",
+            limits_per_minute={k: round(v, 3) for k, v in limits.items()},
+        )
+
+
+def _pause(rt: ProviderRuntime, hint: float | None) -> None:
+    """A retry hint pauses the provider's pool; a pause that starts (not one extended) is an event."""
+    if hint is None or hint <= 0:
+        return
+    paused = rt.pool.statistics().paused_until is not None
+    rt.pool.pause(hint)
+    if not paused:
+        event(_log, INFO, "paused", provider=rt.name, seconds=round(hint, 3), source="retry_hint")

@@ -6,7 +6,8 @@ over the targets whose circuit is available) → reserve the estimated cost in t
 quota pool (our own prompt count scaled by what that provider is learned to charge; an
 event-driven wait, never while holding a slot) → send under the learned in-flight limit with the
 adaptive timeout, hedging a straggler (`batchgate.attempt`) → ask the retry policy what to do.
-Every retry goes through the pool again.
+Every retry goes through the pool again. A retry that lands on another target than the attempt
+before is logged as a `failover` event (`batchgate.logs`); each retry's delay at debug level.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from batchgate.errors import (
     RequestTimeout,
     RoutingError,
 )
+from batchgate.logs import DEBUG, INFO, enabled, event, get_logger
 from batchgate.models import Attempt, ChatBody, Cost, Result, requested_output_tokens
 from batchgate.policy.retry import RetryPolicy
 from batchgate.policy.routing import choose_target
@@ -40,6 +42,9 @@ class Target:
     runtime: ProviderRuntime
     model: str
 
+
+_log = get_logger("provider")
+_req = get_logger("request")
 
 Candidate = tuple[Target, Cost, int, int]  # a target, the cost there, its prompt part, our count
 
@@ -112,7 +117,7 @@ class Scheduler:
         attempts: list[Attempt] = []
         result = Result(index=index, ok=False, custom_id=custom_id, attempts=attempts)
         try:
-            await self._attempt_loop(body, result)
+            await self._attempt_loop(body, result, custom_id)
         except BatchgateError as exc:
             result.error = exc
         except Exception as exc:  # a bug must cost this one item, never the whole batch
@@ -144,18 +149,31 @@ class Scheduler:
             raise NeverFitsError(f"no target of its route can ever admit it: {'; '.join(excluded)}")
         return fitting
 
-    async def _attempt_loop(self, body: ChatBody, result: Result) -> None:
+    async def _attempt_loop(self, body: ChatBody, result: Result, task: str | None = None) -> None:
         model = body.get("model")
         if not isinstance(model, str):
             raise RoutingError("the request has no model")
         candidates = self._fitting(self.targets_for(model), body)
         attempt_no = 0
         timeouts = 0
+        last: tuple[str, str] | None = None  # the previous attempt's provider and error kind
         while True:
             attempt_no += 1
             chosen, reservation = await self._acquire_any(candidates)
             target, _, _, count = chosen
-            send = Send(target.runtime, target.model, body, reservation.cost, count, timeouts)
+            rt = target.runtime
+            if last is not None and last[0] != rt.name:
+                event(
+                    _log,
+                    INFO,
+                    "failover",
+                    provider=rt.name,
+                    previous=last[0],
+                    error=last[1],
+                    task=task,
+                    attempt=attempt_no,
+                )
+            send = Send(rt, target.model, body, reservation.cost, count, timeouts, attempt_no, task)
             error = await self._attempts.run(send, reservation, result)
             if error is None:
                 return
@@ -163,7 +181,20 @@ class Scheduler:
             decision = self._retry.decide(error, attempt_no, self._clock.wall())
             if not decision.retry:
                 raise error
-            target.runtime.recorder.retries += 1
+            rt.recorder.retries += 1
+            last = (rt.name, error.kind)
+            if enabled(_req, DEBUG):
+                event(
+                    _req,
+                    DEBUG,
+                    "retry",
+                    provider=rt.name,
+                    error=error.kind,
+                    task=task,
+                    attempt=attempt_no,
+                    delay_s=round(decision.delay, 3),
+                    hinted=decision.hinted,
+                )
             if decision.delay > 0 and not decision.hinted:
                 self.backing_off += 1
                 try:

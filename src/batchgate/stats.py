@@ -1,17 +1,36 @@
 """Per-provider statistics of a gateway: counters, latency percentiles, tokens (incl. wasted).
 
-Latencies are kept in a bounded, seeded reservoir so memory stays flat on million-item jobs.
+Latencies are kept in a bounded, seeded reservoir so memory stays flat on million-item jobs, and
+counted in fixed buckets (`LATENCY_BOUNDS_MS`, a Prometheus histogram's `le` bounds) with their sum.
 `statistics()` returns frozen snapshots; the mutable recorders stay private to the gateway.
 """
 
 from __future__ import annotations
 
 import random
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 RESERVOIR = 20_000
+# Upper bounds (inclusive) of the latency buckets, in ms; one more bucket holds everything above.
+LATENCY_BOUNDS_MS = (
+    5.0,
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+    1000.0,
+    2500.0,
+    5000.0,
+    10000.0,
+    30000.0,
+    60000.0,
+    120000.0,
+)
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -46,6 +65,8 @@ class ProviderStatistics:
     unreachable_attempts: int = 0  # attempts that could not reach it, in all
     unreachable_cause: str | None = None  # "connection refused", "DNS failure", ... (the latest)
     circuit: str = "closed"  # the breaker's state: closed | open | half_open
+    latency_buckets: tuple[int, ...] = ()  # answered attempts per LATENCY_BOUNDS_MS bucket (+ one above)
+    latency_sum_ms: float = 0.0  # over every answered attempt
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__slots__ if k != "quota"}
@@ -97,6 +118,7 @@ class ProviderRecorder:
     unreachable_attempts: int = 0
     unreachable_cause: str | None = None
     _reservoir: list[float] = field(default_factory=list)
+    _buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BOUNDS_MS) + 1))
     _rng: random.Random = field(default_factory=random.Random)
 
     def __post_init__(self) -> None:
@@ -105,6 +127,7 @@ class ProviderRecorder:
     def record_latency(self, ms: float) -> None:
         self.latency_sum_ms += ms
         self.latency_count += 1
+        self._buckets[bisect_left(LATENCY_BOUNDS_MS, ms)] += 1
         if len(self._reservoir) < RESERVOIR:
             self._reservoir.append(ms)
         else:
@@ -160,4 +183,6 @@ class ProviderRecorder:
             unreachable_attempts=self.unreachable_attempts,
             unreachable_cause=self.unreachable_cause,
             circuit=circuit,
+            latency_buckets=tuple(self._buckets),
+            latency_sum_ms=self.latency_sum_ms,
         )

@@ -1,7 +1,8 @@
 """Secrets: after runs with authentication failures (a wrong key for one provider, the right key
 for another, and a provider that echoes whatever key it gets), a SIGKILL mid-run and a resume,
 no artifact holds either key — not stdout/stderr of any run, OUT, the errors file, the report,
-the JSON progress events, nor the raw bytes of the job store, its WAL/SHM and lock files. Store
+the JSON progress events, the debug-level JSON log events (a log file and stderr), the Prometheus
+metrics scraped mid-run, nor the raw bytes of the job store, its WAL/SHM and lock files. Store
 and outputs are readable only by their owner."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 import signal
 import stat
 import threading
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -89,14 +91,19 @@ def test_no_key_in_any_artifact_after_auth_failures_a_crash_and_a_resume(cli: Cl
             src.write_bytes(b"".join((cli.cwd / f).read_bytes() for f in ("a.jsonl", "b.jsonl", "c.jsonl")))
             out = cli.cwd / "out.jsonl"
             args = ["run", str(src), "--config", str(cfg), "--output", str(out), "--progress", "json"]
+            logs = ["--log-format", "json", "--log-level", "debug"]
 
-            proc = cli.start(*args)
+            proc = cli.start(*args, *logs, "--log-file", str(cli.cwd / "run.log"), "--metrics-port", "0")
+            assert proc.stderr is not None
+            url = proc.stderr.readline().split(" at ", 1)[1].strip()  # "batchgate: metrics at URL"
             wait_for(lambda: emu_totals(emu)["completed"] >= 30, "30 answers before the kill")
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                metrics = answer.read()
             cli.finish(proc, signal.SIGKILL)
             # the killed run's store as it lies: database, WAL, shared memory, lock file
             crashed = {f"crashed:{p}": p.read_bytes() for p in files_under(cli.store.parent)}
             assert any(name.endswith("-wal") for name in crashed)
-            done = cli.run(*args)
+            done = cli.run(*args, *logs)  # log events on stderr this time (in the transcript)
             assert done.returncode == 4, done.stderr  # finished; the wrong-key items failed
             assert echo.server.arrivals, "the echoing provider was never called"
             assert all(a.authorization == f"Bearer {WRONG_KEY}" for a in echo.server.arrivals)
@@ -119,6 +126,10 @@ def test_no_key_in_any_artifact_after_auth_failures_a_crash_and_a_resume(cli: Cl
     assert not any(n.endswith(".lock") for n in names)  # a run that ends removes it
     blobs = {str(p): p.read_bytes() for p in artifacts if p.name != "gw.yaml"}
     blobs.update(crashed)
+    blobs["metrics"] = metrics
+    assert b"batchgate_requests_total" in metrics
+    assert b'"event":"job_started"' in (cli.cwd / "run.log").read_bytes()  # the log file is scanned
+    assert any('"event":"task_failed"' in t for t in cli.transcript)  # and so is stderr
     blobs.update({f"transcript[{i}]": t.encode() for i, t in enumerate(cli.transcript)})
     assert any(b'"event"' in b or b'"type"' in b for b in blobs.values() if b)  # json events were captured
     for key in (RIGHT_KEY, WRONG_KEY):

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from batchgate.cli import observing
 from batchgate.config import ROUTE_MODES, load_config
 from batchgate.errors import JobError
 from batchgate.jobs.find import find_job
@@ -112,6 +113,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run a finished job's failed items again, in the same job and output",
     )
+    observing.add_options(p)
 
 
 def register(sub: Any) -> None:
@@ -199,7 +201,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _progress_mode(args: argparse.Namespace) -> str:
-    return "quiet" if args.quiet and args.progress == "auto" else str(args.progress)
+    if args.quiet and args.progress == "auto":
+        return "quiet"
+    if args.progress == "auto" and observing.logs_on_stderr(args):
+        return "lines"  # log lines on stderr would tear the live display
+    return str(args.progress)
 
 
 def _go(req: RunRequest, config: GatewayConfig, args: argparse.Namespace) -> int:
@@ -209,7 +215,9 @@ def _go(req: RunRequest, config: GatewayConfig, args: argparse.Namespace) -> int
     progress = _progress_mode(args)
     # In JSON-lines mode stdout carries only events; the human lines go to stderr.
     out = _stderr if progress == "json" else print
-    return asyncio.run(run_job(req, config, make_sink(progress, args.progress_every), out=out))
+    sink = make_sink(progress, args.progress_every)
+    with observing.logging_for(args):
+        return asyncio.run(observing.run_observed(req, args, lambda r: run_job(r, config, sink, out=out)))
 
 
 def _stderr(text: str) -> None:

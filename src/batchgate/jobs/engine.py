@@ -8,7 +8,8 @@ is re-claimed and its batch polled instead). A succeeded task is final and never
 run ends when no task is left and no batch is outstanding. On a stop, dispatch ends at once;
 in-flight calls get `grace_seconds` to finish (a second `interrupt` cuts that short), batches go on
 at the provider (or are cancelled there when the job is being cancelled), and whatever did not
-finish goes back to pending.
+finish goes back to pending. A task that fails for good is logged (`task_failed`, with its
+custom_id and error kind, never its prompt); every event of the run carries the job id (`logs.bind`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.live_task import Abandoned, LiveTasks
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
+from batchgate.logs import WARNING, bind, event, get_logger
 
 __all__ = ["CANCEL_BLOB", "CANCEL_REASON", "EngineOptions", "EngineOutcome", "JobEngine", "Progress"]
 
@@ -38,6 +40,8 @@ CLAIM_CHUNK = 512
 CANCEL_BLOB = "cancel_requested"  # written by `batchgate cancel` for the run that holds the job
 CANCEL_REASON = "cancelled"
 CANCEL_WAIT_S = 120.0  # at most this long cancelling batches at the providers before stopping
+
+_log = get_logger("task")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,7 @@ class JobEngine:
         self._gate = BudgetGate(self.budget, self.request_stop, lambda: self.stopping)
         self._live: LiveTasks | None = None
         self.gateway: Gateway | None = None
+        self.last_statistics: Any = None  # the gateway's final GatewayStatistics, once the run ended
         self.batches: BatchDriver | None = None
 
     def request_stop(self, reason: str) -> None:
@@ -150,6 +155,7 @@ class JobEngine:
         return self._stop.is_set()
 
     async def run(self) -> EngineOutcome:
+        bind(job=self.job_id)
         counts = await self.store.counts(self.job_id)
         self.progress.total = sum(counts.values())
         self.progress.done_before = counts[TaskState.SUCCEEDED] + counts[TaskState.FAILED]
@@ -201,7 +207,7 @@ class JobEngine:
                 finally:
                     await committer.close()
                     await self.store.requeue_running(self.job_id)  # claimed but unfinished -> pending
-            stats = gateway.statistics()
+            stats = self.last_statistics = gateway.statistics()
             emu = gateway.emulator.stats() if gateway.emulator is not None else None
         self.gateway = None
         status = "stopped" if self.stop_reason is not None else "completed"
@@ -335,6 +341,18 @@ class JobEngine:
             return
         done = live.outcome(spec, result, attempts, invalid, billed)
         committer.add(done)
+        if done.state is TaskState.FAILED:
+            event(
+                _log,
+                WARNING,
+                "task_failed",
+                task=spec.custom_id,
+                seq=spec.seq,
+                error=(done.error or "").split(":", 1)[0],
+                status=result.status_code,
+                provider=result.provider,
+                attempts=attempts,
+            )
         if self.errors.record(not result.ok or invalid is not None):
             self.request_stop(self.errors.reason())
         if self._follow is not None:

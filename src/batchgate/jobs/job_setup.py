@@ -14,7 +14,7 @@ from typing import Any
 from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, RouteMode
 from batchgate.errors import InputChangedError, InputError, JobError
-from batchgate.jobs.engine import EngineOptions, ResultHook
+from batchgate.jobs.engine import EngineOptions, JobEngine, ResultHook
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.graph.expand import GraphTasks
@@ -46,6 +46,8 @@ class RunRequest:
     quiet: bool = False  # -q: no summary table at the end
     graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
     on_result: ResultHook | None = field(default=None, compare=False)  # each outcome as it is stored
+    # each run's engine as it is made (a metrics collector reads its figures while it runs, and after)
+    on_engine: Callable[[JobEngine], None] | None = field(default=None, compare=False)
 
     @property
     def errors_file(self) -> Path:

@@ -1,7 +1,9 @@
 """Running a job end to end, as `batchgate run` and `batchgate resume` do: validate the input, create
 or find the job in the store, hold its lock, run the engine under signal handlers (a `batchgate cancel`
 from another terminal arrives as SIGTERM), then write OUT, the errors file and the report from the
-store (`finish`), so each custom_id appears in OUT exactly once.
+store (`finish`), so each custom_id appears in OUT exactly once. The job's life is logged as
+events (`batchgate.logs`, logger `batchgate.job`): started, stopping, batch events, and how it ended
+(finished, stopped or cancelled).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from batchgate.jobs.job_setup import (
 )
 from batchgate.jobs.store.location import DEFAULT_STORE, open_store, resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+from batchgate.logs import INFO, WARNING, event, get_logger
 from batchgate.text import plural
 
 __all__ = [
@@ -69,6 +72,8 @@ EXIT_FAILED_ITEMS = 4  # finished, but some items failed (retry them with --retr
 EXIT_INTERRUPTED = 130
 REFRESH_S = 0.5  # the live display's refresh
 STORE_EVERY = 4  # refreshes between stored snapshots
+
+_log = get_logger("job")
 
 
 async def run_job(
@@ -151,6 +156,7 @@ async def _run_engine(
 
     def on_event(name: str, fields: dict[str, Any]) -> None:
         sink.event(name, **fields)
+        event(_log, INFO, name, **fields)  # the batch events: ids, counts and states
         if ticker is not None:
             ticker.batch_event()  # this run's figures are stored at once
 
@@ -168,18 +174,20 @@ async def _run_engine(
         step_checks=step_checks(graph.graph, config) if graph is not None else None,
     )
     run_id = f"run-{os.getpid()}-{int(engine.clock.wall() * 1e9)}"
+    if req.on_engine is not None:
+        req.on_engine(engine)
     ticker = _Ticker(engine, store, sink, run_id)
     with _signals(engine, sink, req.engine.grace_seconds):
         ticking = asyncio.ensure_future(ticker.run())
         try:
             counts = await store.counts(job_id)
-            sink.event(
-                "started",
-                job=job_id,
-                total=sum(counts.values()),
-                done=counts[TaskState.SUCCEEDED] + counts[TaskState.FAILED],
-                pending=counts[TaskState.PENDING] + counts[TaskState.RUNNING],
-            )
+            started = {
+                "total": sum(counts.values()),
+                "done": counts[TaskState.SUCCEEDED] + counts[TaskState.FAILED],
+                "pending": counts[TaskState.PENDING] + counts[TaskState.RUNNING],
+            }
+            sink.event("started", job=job_id, **started)
+            event(_log, INFO, "job_started", job=job_id, run=run_id, **started)
             outcome = await engine.run()
         finally:
             ticking.cancel()
@@ -200,6 +208,7 @@ def _signals(engine: JobEngine, sink: ProgressSink, grace_s: float) -> Iterator[
         first = not engine.stopping
         engine.interrupt(f"interrupted by {sig.name}")
         if first:
+            event(_log, INFO, "job_stopping", job=engine.job_id, reason=engine.stop_reason, grace_s=grace_s)
             sink.event(
                 "stopping",
                 job=engine.job_id,
@@ -307,6 +316,20 @@ async def _finish(
     resume = f"batchgate resume {job_id}{resume_hint(req.store_path)}"
     interrupted = bool(reason and (reason.startswith("interrupted") or reason == CANCEL_REASON))
     code = _exit_code(status, interrupted, failed)
+    ended = "job_finished" if status == "completed" else "job_stopped"
+    ended = "job_cancelled" if reason == CANCEL_REASON else ended
+    event(
+        _log,
+        INFO if status == "completed" else WARNING,
+        ended,
+        job=job_id,
+        status=status,
+        reason=reason,
+        exit_code=code,
+        written=written,
+        failed=failed,
+        pending=unfinished,
+    )
     if status == "completed":
         sink.event("finished", job=job_id, exit_code=code, written=written, failed=failed, **files.as_dict())
     else:

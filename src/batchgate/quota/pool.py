@@ -281,6 +281,10 @@ class QuotaPool:
     def aimd(self) -> AimdController:
         return self._aimd
 
+    def count(self, name: str) -> int:
+        """One event counter of `statistics()` (admitted, calibrations, pauses, ...), cheaply."""
+        return self._counts[name]
+
     def statistics(self) -> QuotaStats:
         now = self._clock.now()
         return QuotaStats(

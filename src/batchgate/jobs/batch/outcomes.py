@@ -22,8 +22,11 @@ from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.report import INVALID_CODE
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
+from batchgate.logs import WARNING, event, get_logger
 from batchgate.models import Usage, answer_text
 from batchgate.providers.batch.common import BatchItemResult
+
+_log = get_logger("task")
 
 
 def custom_id_for(seq: int) -> str:
@@ -91,6 +94,19 @@ def failure_outcome(
     attempts: int,
     cost: float = 0.0,
 ) -> TaskOutcome:
+    """A batch task failed for good (logged as `task_failed`, its custom_id and error kind only)."""
+    event(
+        _log,
+        WARNING,
+        "task_failed",
+        task=spec.custom_id,
+        seq=spec.seq,
+        error=code,
+        status=status,
+        provider=provider,
+        attempts=attempts,
+        mode="batch",
+    )
     return outcome.failed(
         spec, code=code, message=message, status_code=status, provider=provider, attempts=attempts, cost=cost
     )

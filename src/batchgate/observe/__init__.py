@@ -1,0 +1,11 @@
+"""Watching a run from outside: where the structured log events go (`logsetup`: text or JSON
+lines, stderr or a file) and the Prometheus metrics (`metrics`: a collector that reads the figures
+a job keeps anyway, at scrape time; `exporter`: `/metrics` served on the run's event loop).
+
+`prometheus_client` is the optional `metrics` extra: only `metrics` and `exporter` import it, and
+only a run that asks for metrics imports them. A server (`batchgate serve`) mounts the same
+collector: `metrics.registry_for(source)` and `metrics.exposition(registry)`.
+
+May import: batchgate.jobs, batchgate.gateway, batchgate.stats, batchgate.logs and what lies below
+them; cli (and a server) import it.
+"""
