@@ -14,7 +14,8 @@ from typing import Any
 from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, RouteMode
 from batchgate.errors import InputChangedError, InputError, JobError
-from batchgate.jobs.engine import EngineOptions, ResultHook
+from batchgate.gateway import Gateway
+from batchgate.jobs.engine import EngineOptions, JobEngine, ResultHook
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.graph.expand import GraphTasks
@@ -46,6 +47,11 @@ class RunRequest:
     quiet: bool = False  # -q: no summary table at the end
     graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
     on_result: ResultHook | None = field(default=None, compare=False)  # each outcome as it is stored
+    # `batchgate serve`: many jobs in one process share one started gateway (one quota pool per
+    # provider); the server hears each run's engine (to cancel it) and owns the signals itself.
+    gateway: Gateway | None = field(default=None, compare=False)
+    on_engine: Callable[[JobEngine], None] | None = field(default=None, compare=False)
+    handle_signals: bool = True
 
     @property
     def errors_file(self) -> Path:

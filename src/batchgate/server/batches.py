@@ -1,0 +1,291 @@
+"""Batches as jobs: each batch is one durable job (`jobs.runner.run_job`, the same engine
+`batchgate run` uses) over a copy of its input file, run on the service's one shared gateway; the
+batch's status follows the job (validating → in_progress → finalizing → completed, or failed,
+cancelling → cancelled), and its output and error files are written from the job store at the end.
+
+A server that stops leaves its batches in progress: they resume, from the store, when it starts
+again (`resume_all`). A cancel stops the job (its in-flight calls get the grace period) and keeps
+what finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from batchgate.clock import Clock
+from batchgate.config import GatewayConfig
+from batchgate.errors import BatchgateError, InputError, ServiceRequestError
+from batchgate.gateway import Gateway
+from batchgate.jobs.engine import EngineOptions, JobEngine
+from batchgate.jobs.fits import RouteFit
+from batchgate.jobs.io.input import validate_input
+from batchgate.jobs.runner import RunRequest, job_id_for, run_job
+from batchgate.jobs.store.location import StoreLocation
+from batchgate.jobs.store.protocol import JobStore, TaskState
+from batchgate.server.files import Files
+from batchgate.server.registry import BatchRecord, Registry
+from batchgate.server.shapes import ENDPOINT, WINDOW, new_id, not_found, output_line
+
+log = logging.getLogger("batchgate.server")
+
+ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
+SHOWN_PROBLEMS = 100  # a failed validation lists at most this many lines in `errors`
+
+
+class Batches:
+    def __init__(
+        self,
+        registry: Registry,
+        files: Files,
+        store: JobStore,
+        *,
+        config: GatewayConfig,
+        store_path: StoreLocation,
+        folder: Path,
+        gateway: Gateway,
+        clock: Clock,
+        grace_s: float,
+    ) -> None:
+        self.registry, self.files, self.store = registry, files, store
+        self.config, self.store_path, self.folder = config, store_path, folder
+        self.gateway, self.clock, self.grace_s = gateway, clock, grace_s
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._engines: dict[str, JobEngine] = {}
+        self._closing = False
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def _now(self) -> int:
+        return int(self.clock.wall())
+
+    def visible(self, batch_id: str, owner: str | None) -> BatchRecord:
+        """The batch, if `owner` may see it (None: an admin key); a 404 otherwise."""
+        b = self.registry.get_batch(batch_id)
+        if b is None or (owner is not None and b.owner != owner):
+            raise not_found("batch", batch_id)
+        return b
+
+    # -- requests --------------------------------------------------------------------------------
+    def create(self, owner: str, viewer: str | None, body: dict[str, Any]) -> BatchRecord:
+        """A new batch over the input file `body` names (which `viewer` must be able to see)."""
+        file_id, metadata = _create_fields(body)
+        source = self.files.visible(file_id, viewer)
+        if source.purpose != "batch":
+            raise ServiceRequestError(
+                400, f"File '{file_id}' has purpose '{source.purpose}', not 'batch'.", param="input_file_id"
+            )
+        batch_id = new_id("batch_")
+        folder = self.folder / batch_id
+        folder.mkdir(mode=0o700)
+        _link_or_copy(self.files.path(source.id), folder / "input.jsonl")  # the file may be deleted
+        record = BatchRecord(
+            id=batch_id,
+            owner=owner,
+            input_file_id=file_id,
+            endpoint=ENDPOINT,
+            completion_window=WINDOW,
+            created_at=self._now(),
+            job_id=job_id_for(folder / "input.jsonl", folder / "output.jsonl"),
+            metadata=metadata,
+        )
+        self.registry.add_batch(record)
+        self._spawn(batch_id, self._run(batch_id))
+        return record
+
+    async def counts(self, b: BatchRecord) -> dict[str, int]:
+        """`request_counts`: frozen at the end, read from the job store while it runs."""
+        if b.counts is not None:
+            return b.counts
+        job = await self.store.get_job(b.job_id)
+        if job is None:
+            return {"total": 0, "completed": 0, "failed": 0}
+        counts = await self.store.counts(b.job_id)
+        return {
+            "total": job.task_total,
+            "completed": counts[TaskState.SUCCEEDED],
+            "failed": counts[TaskState.FAILED],
+        }
+
+    def cancel(self, b: BatchRecord) -> BatchRecord:
+        if b.status in ENDED:
+            raise ServiceRequestError(400, f"Cannot cancel a batch with status '{b.status}'.")
+        if b.status == "cancelling":
+            return b
+        b.cancel_asked, b.status = True, "cancelling"
+        b.times["cancelling_at"] = self._now()
+        self.registry.save_batch(b)
+        engine = self._engines.get(b.id)
+        if engine is not None:
+            engine.request_cancel()
+        elif b.id not in self._tasks:  # nothing runs it (its job ended): finish it now
+            self._spawn(b.id, self._finalize(b.id))
+        return b
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def resume_all(self) -> int:
+        """Start again every batch a stopped server left unfinished; how many."""
+        unfinished = self.registry.unfinished_batches()
+        for b in unfinished:
+            log.info("resuming %s (%s)", b.id, b.status)
+            ends = b.status in ("finalizing", "cancelling")
+            self._spawn(b.id, self._finalize(b.id) if ends else self._run(b.id))
+        return len(unfinished)
+
+    async def close(self) -> None:
+        """Stop every running job (each gets the grace period); their batches resume next start."""
+        self._closing = True
+        for engine in list(self._engines.values()):
+            engine.interrupt("the server is stopping")
+        tasks = list(self._tasks.values())
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _spawn(self, batch_id: str, work: Any) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(work)
+        self._tasks[batch_id] = task
+        task.add_done_callback(functools.partial(self._ended, batch_id))
+
+    def _ended(self, batch_id: str, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(batch_id) is task:
+            del self._tasks[batch_id]
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            log.error("batch %s: internal error: %s: %s", batch_id, type(exc).__name__, exc)
+
+    # -- one batch -------------------------------------------------------------------------------
+    async def _run(self, batch_id: str) -> None:
+        folder = self.folder / batch_id
+        req = RunRequest(
+            input_path=folder / "input.jsonl",
+            config_path=Path(self.config.source),
+            output_path=folder / "output.jsonl",
+            store_path=self.store_path,
+            ordered=True,
+            quiet=True,
+            engine=EngineOptions(grace_seconds=self.grace_s),
+            gateway=self.gateway,
+            on_engine=functools.partial(self._engine_started, batch_id),
+            handle_signals=False,
+        )
+        say = functools.partial(log.info, "%s: %s", batch_id)
+        try:
+            await run_job(req, self.config, out=say, err=say)
+        except InputError:
+            self._fail(batch_id, self._problems(req.input_path))
+            return
+        except BatchgateError as exc:
+            if not self._closing:
+                self._fail(batch_id, [{"code": "batch_failed", "message": exc.message, "line": None}])
+            return
+        finally:
+            self._engines.pop(batch_id, None)
+        b = self.registry.get_batch(batch_id)
+        if self._closing and b is not None and not b.cancel_asked:
+            return  # left in progress: it resumes when the server starts again
+        await self._finalize(batch_id)
+
+    def _engine_started(self, batch_id: str, engine: JobEngine) -> None:
+        """The job passed validation and its engine is about to run."""
+        self._engines[batch_id] = engine
+        b = self.registry.get_batch(batch_id)
+        if b is None:
+            return
+        if b.cancel_asked or self._closing:
+            engine.request_cancel() if b.cancel_asked else engine.interrupt("the server is stopping")
+        elif b.status == "validating":
+            b.status = "in_progress"
+            b.times["in_progress_at"] = self._now()
+            self.registry.save_batch(b)
+
+    def _problems(self, path: Path) -> list[dict[str, Any]]:
+        """OpenAI's validation `errors.data`: one entry per bad line (the server's paths left out)."""
+        report = validate_input(
+            path, known_models=self.config.route_models(), check=RouteFit(self.config).problem
+        )
+        found = [
+            {"code": "invalid_request", "message": p.reason, "param": None, "line": p.line_no}
+            for p in report.problems[:SHOWN_PROBLEMS]
+        ]
+        return found or [{"code": "empty_file", "message": "The input file has no requests.", "line": None}]
+
+    def _fail(self, batch_id: str, errors: list[dict[str, Any]]) -> None:
+        b = self.registry.get_batch(batch_id)
+        if b is None:
+            return
+        b.status, b.errors = "failed", errors
+        b.times["failed_at"] = self._now()
+        b.counts = b.counts or {"total": 0, "completed": 0, "failed": 0}
+        self.registry.save_batch(b)
+
+    async def _finalize(self, batch_id: str) -> None:
+        """Write the output and error files from the store, then the batch's final status."""
+        b = self.registry.get_batch(batch_id)
+        if b is None:
+            return
+        if b.status != "cancelling":
+            b.status = "finalizing"
+            b.times["finalizing_at"] = self._now()
+            self.registry.save_batch(b)
+        done: list[bytes] = []
+        failed: list[bytes] = []
+        job = await self.store.get_job(b.job_id)
+        if job is not None:
+            ended = (TaskState.SUCCEEDED, TaskState.FAILED)
+            async for t in self.store.iter_results(b.job_id, ordered=True, states=ended):
+                line = output_line(t.output_line, t.custom_id, t.error)
+                (done if t.state is TaskState.SUCCEEDED else failed).append(line)
+        b.counts = await self.counts(b)
+        if done:
+            b.output_file_id = self.files.save_bytes(b.owner, f"{b.id}_output.jsonl", "batch_output", done).id
+        if failed:
+            b.error_file_id = self.files.save_bytes(b.owner, f"{b.id}_error.jsonl", "batch_output", failed).id
+        if b.cancel_asked:
+            b.status, at = "cancelled", "cancelled_at"
+        elif job is not None and job.status != "completed":
+            b.status, at = "failed", "failed_at"
+            b.errors = [{"code": "batch_stopped", "message": job.stop_reason or "stopped", "line": None}]
+        else:
+            b.status, at = "completed", "completed_at"
+        b.times[at] = self._now()
+        self.registry.save_batch(b)
+
+
+def _create_fields(body: dict[str, Any]) -> tuple[str, dict[str, str] | None]:
+    """The input file id and metadata of a create request, its endpoint and window checked."""
+    file_id = body.get("input_file_id")
+    if not isinstance(file_id, str) or not file_id:
+        raise ServiceRequestError(
+            400,
+            "Missing required parameter: 'input_file_id'.",
+            param="input_file_id",
+            code="missing_required_parameter",
+        )
+    for key, allowed in (("endpoint", ENDPOINT), ("completion_window", WINDOW)):
+        if body.get(key) != allowed:
+            raise ServiceRequestError(
+                400,
+                f"Invalid value for '{key}': {body.get(key)!r}. Supported values are: '{allowed}'.",
+                param=key,
+                code="invalid_value",
+            )
+    metadata = body.get("metadata")
+    if metadata is not None and (
+        not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values())
+    ):
+        raise ServiceRequestError(400, "Invalid 'metadata': expected an object of strings.", param="metadata")
+    return file_id, metadata
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        with contextlib.suppress(FileNotFoundError):
+            target.unlink()
+        shutil.copyfile(source, target)
