@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,17 +17,20 @@ from typing import Any
 
 import orjson
 import yaml
+from openai import OpenAI
+from openai.types import Batch
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 
 PROVIDER_KEY = "sk-provider-SECRET-9f3a1c77"  # must never appear in a response, log or file
-SPREAD, ALPHA, GAMMA, SLOW = "m-spread", "m-alpha", "m-gamma", "m-slow"
-START_LIMIT_S = 60.0
+SPREAD, ALPHA, GAMMA, SLOW, LAG = "m-spread", "m-alpha", "m-gamma", "m-slow", "m-lag"
+ENDED = ("completed", "failed", "cancelled", "expired")
+WAIT_LIMIT_S = 60.0
 
 
 def emulator() -> EmulatorThread:
-    """Three providers: alpha (OpenAI family; checks the provider key and refuses a `user` field
-    with a 400), gamma (Anthropic family), slow (OpenAI family, 1.5 s an answer)."""
+    """Four providers: alpha (OpenAI family; checks the provider key and refuses a `user` field
+    with a 400), gamma (Anthropic family), slow (OpenAI family, 1.5 s an answer), lag (3 s)."""
     fast = {"ttft_p50_ms": 20.0, "ttft_sigma": 0.2, "per_token_ms": 0}
     providers = [
         {"name": "alpha", "family": "openai", "limits": {"rpm": 10**6, "tpm": 10**8}, "latency": fast,
@@ -35,6 +39,8 @@ def emulator() -> EmulatorThread:
          "limits": {"rpm": 10**6, "itpm": 10**8, "otpm": 10**8}},
         {"name": "slow", "family": "openai", "limits": {"rpm": 10**6, "tpm": 10**8},
          "latency": {"ttft_p50_ms": 1500.0, "ttft_sigma": 0.1, "per_token_ms": 0}},
+        {"name": "lag", "family": "openai", "limits": {"rpm": 10**6, "tpm": 10**8},
+         "latency": {"ttft_p50_ms": 3000.0, "ttft_sigma": 0.1, "per_token_ms": 0}},
     ]  # fmt: skip
     emu = EmulatorThread(emulator_config_from_dict({"seed": 5, "providers": providers}))
     emu.start()
@@ -42,7 +48,7 @@ def emulator() -> EmulatorThread:
 
 
 def gateway_config(path: Path, emu: EmulatorThread) -> Path:
-    """Routes: SPREAD over alpha and gamma; ALPHA, GAMMA and SLOW on one provider each."""
+    """Routes: SPREAD over alpha and gamma; ALPHA, GAMMA, SLOW and LAG on one provider each."""
     key = {"api_key_env": "EMU_KEY"}
     data: dict[str, Any] = {
         "providers": [
@@ -50,12 +56,14 @@ def gateway_config(path: Path, emu: EmulatorThread) -> Path:
             {"name": "gamma", "kind": "anthropic", "base_url": emu.base_url("gamma"), **key},
             {"name": "slow", "kind": "openai", "base_url": emu.base_url("slow"), **key,
              "limits": {"rpm": 6}},
+            {"name": "lag", "kind": "openai", "base_url": emu.base_url("lag"), **key},
         ],
         "routes": [
             {"model": SPREAD, "targets": ["alpha:gpt-4o-mini", "gamma:claude-3-5-haiku-latest"]},
             {"model": ALPHA, "targets": ["alpha:gpt-4o-mini"]},
             {"model": GAMMA, "targets": ["gamma:claude-3-5-haiku-latest"]},
             {"model": SLOW, "targets": ["slow:gpt-4o-mini"]},
+            {"model": LAG, "targets": ["lag:gpt-4o-mini"]},
         ],
         "settings": {
             "concurrency": 16,
@@ -144,3 +152,29 @@ def running(root: Path, config: Path) -> Iterator[Server]:
         yield server
     finally:
         server.stop()
+
+
+def client(server: Server, key: str) -> OpenAI:
+    return OpenAI(base_url=server.base_url, api_key=key, max_retries=0)
+
+
+def wait_ended(c: OpenAI, batch_id: str) -> Batch:
+    """Poll `batches.retrieve` as a user does, bounded (never a timing assertion)."""
+    deadline = time.monotonic() + WAIT_LIMIT_S
+    while (batch := c.batches.retrieve(batch_id)).status not in ENDED:
+        assert time.monotonic() < deadline, f"batch {batch_id} still {batch.status}"
+        time.sleep(0.1)
+    return batch
+
+
+def lines_of(c: OpenAI, file_id: str | None) -> list[dict[str, Any]]:
+    assert file_id is not None
+    return [orjson.loads(x) for x in c.files.content(file_id).read().splitlines() if x.strip()]
+
+
+def upload(c: OpenAI, lines: list[dict[str, Any]]) -> str:
+    return c.files.create(file=("input.jsonl", jsonl(lines)), purpose="batch").id
+
+
+def create(c: OpenAI, file_id: str) -> Batch:
+    return c.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h")

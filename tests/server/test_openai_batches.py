@@ -4,17 +4,12 @@ providers their `body.model` routes name; keys see only their own objects."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import openai
-import orjson
 import pytest
-from openai import OpenAI
-from openai.types import Batch
 
 from batchgate.emulator import EmulatorThread
 
@@ -26,15 +21,18 @@ from .harness import (
     SPREAD,
     Server,
     batch_line,
+    client,
+    create,
     emulator,
     gateway_config,
     jsonl,
+    lines_of,
     running,
+    upload,
+    wait_ended,
 )
 
 pytestmark = pytest.mark.integration
-ENDED = ("completed", "failed", "cancelled", "expired")
-WAIT_LIMIT_S = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -56,32 +54,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, emu: EmulatorThread) -> Ite
 @pytest.fixture(scope="module")
 def keys(server: Server) -> dict[str, str]:
     return {"a": server.keys_create(), "b": server.keys_create(), "admin": server.keys_create(admin=True)}
-
-
-def client(server: Server, key: str) -> OpenAI:
-    return OpenAI(base_url=server.base_url, api_key=key, max_retries=0)
-
-
-def wait_ended(c: OpenAI, batch_id: str) -> Batch:
-    """Poll `batches.retrieve` as a user does, bounded (never a timing assertion)."""
-    deadline = time.monotonic() + WAIT_LIMIT_S
-    while (batch := c.batches.retrieve(batch_id)).status not in ENDED:
-        assert time.monotonic() < deadline, f"batch {batch_id} still {batch.status}"
-        time.sleep(0.1)
-    return batch
-
-
-def lines_of(c: OpenAI, file_id: str | None) -> list[dict[str, Any]]:
-    assert file_id is not None
-    return [orjson.loads(x) for x in c.files.content(file_id).read().splitlines() if x.strip()]
-
-
-def upload(c: OpenAI, lines: list[dict[str, Any]]) -> str:
-    return c.files.create(file=("input.jsonl", jsonl(lines)), purpose="batch").id
-
-
-def create(c: OpenAI, file_id: str) -> Batch:
-    return c.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h")
 
 
 def emulator_completed(emu: EmulatorThread) -> dict[str, int]:
