@@ -21,16 +21,20 @@ from openai import OpenAI
 from openai.types import Batch
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
+from batchgate.server.keys import create_key
+from batchgate.server.registry import REGISTRY_FILE, Registry
 
 PROVIDER_KEY = "sk-provider-SECRET-9f3a1c77"  # must never appear in a response, log or file
 SPREAD, ALPHA, GAMMA, SLOW, LAG = "m-spread", "m-alpha", "m-gamma", "m-slow", "m-lag"
+DENIED = "m-denied"  # its provider wants another key: every request fails with a 401
 ENDED = ("completed", "failed", "cancelled", "expired")
 WAIT_LIMIT_S = 60.0
 
 
 def emulator() -> EmulatorThread:
-    """Four providers: alpha (OpenAI family; checks the provider key and refuses a `user` field
-    with a 400), gamma (Anthropic family), slow (OpenAI family, 1.5 s an answer), lag (3 s)."""
+    """Five providers: alpha (OpenAI family; checks the provider key and refuses a `user` field
+    with a 400), gamma (Anthropic family), slow (OpenAI family, 1.5 s an answer), lag (1 s) and
+    denied (wants another key)."""
     fast = {"ttft_p50_ms": 20.0, "ttft_sigma": 0.2, "per_token_ms": 0}
     providers = [
         {"name": "alpha", "family": "openai", "limits": {"rpm": 10**6, "tpm": 10**8}, "latency": fast,
@@ -40,7 +44,9 @@ def emulator() -> EmulatorThread:
         {"name": "slow", "family": "openai", "limits": {"rpm": 10**6, "tpm": 10**8},
          "latency": {"ttft_p50_ms": 1500.0, "ttft_sigma": 0.1, "per_token_ms": 0}},
         {"name": "lag", "family": "openai", "limits": {"rpm": 10**6, "tpm": 10**8},
-         "latency": {"ttft_p50_ms": 3000.0, "ttft_sigma": 0.1, "per_token_ms": 0}},
+         "latency": {"ttft_p50_ms": 1000.0, "ttft_sigma": 0.1, "per_token_ms": 0}},
+        {"name": "denied", "family": "anthropic", "api_key": "another-key", "latency": fast,
+         "limits": {"rpm": 10**6, "itpm": 10**8, "otpm": 10**8}},
     ]  # fmt: skip
     emu = EmulatorThread(emulator_config_from_dict({"seed": 5, "providers": providers}))
     emu.start()
@@ -48,7 +54,7 @@ def emulator() -> EmulatorThread:
 
 
 def gateway_config(path: Path, emu: EmulatorThread) -> Path:
-    """Routes: SPREAD over alpha and gamma; ALPHA, GAMMA, SLOW and LAG on one provider each."""
+    """Routes: SPREAD over alpha and gamma; ALPHA, GAMMA, SLOW, LAG, DENIED on one provider each."""
     key = {"api_key_env": "EMU_KEY"}
     data: dict[str, Any] = {
         "providers": [
@@ -57,6 +63,7 @@ def gateway_config(path: Path, emu: EmulatorThread) -> Path:
             {"name": "slow", "kind": "openai", "base_url": emu.base_url("slow"), **key,
              "limits": {"rpm": 6}},
             {"name": "lag", "kind": "openai", "base_url": emu.base_url("lag"), **key},
+            {"name": "denied", "kind": "anthropic", "base_url": emu.base_url("denied"), **key},
         ],
         "routes": [
             {"model": SPREAD, "targets": ["alpha:gpt-4o-mini", "gamma:claude-3-5-haiku-latest"]},
@@ -64,6 +71,7 @@ def gateway_config(path: Path, emu: EmulatorThread) -> Path:
             {"model": GAMMA, "targets": ["gamma:claude-3-5-haiku-latest"]},
             {"model": SLOW, "targets": ["slow:gpt-4o-mini"]},
             {"model": LAG, "targets": ["lag:gpt-4o-mini"]},
+            {"model": DENIED, "targets": ["denied:claude-3-5-haiku-latest"]},
         ],
         "settings": {
             "concurrency": 16,
@@ -98,7 +106,12 @@ class Server:
         return self.url + "/v1"
 
     def keys_create(self, *, admin: bool = False) -> str:
-        return keys_create(self.root, admin=admin)
+        """A key made in-process (`batchgate keys create` itself runs in `keys_create`)."""
+        registry = Registry(self.root / REGISTRY_FILE)
+        try:
+            return create_key(registry, admin=admin, name="test", now=int(time.time()))[1]
+        finally:
+            registry.close()
 
     def stop(self) -> int:
         """SIGTERM and wait (the server stops its jobs; they resume at the next start)."""

@@ -51,7 +51,7 @@ def test_a_batch_in_progress_resumes_when_the_server_starts_again(
     first = start_server(tmp_path, config)
     try:
         c = client(first, key)
-        batch = create(c, upload(c, [batch_line(i, LAG) for i in range(LINES)]))  # 3 s an answer
+        batch = create(c, upload(c, [batch_line(i, LAG) for i in range(LINES)]))  # 1 s an answer
         deadline = time.monotonic() + WAIT_LIMIT_S
         while c.batches.retrieve(batch.id).status == "validating":
             assert time.monotonic() < deadline, "the batch never started"

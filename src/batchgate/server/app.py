@@ -6,7 +6,9 @@ auth, every refusal in OpenAI's error shape `{"error": {"message", "type", "para
     GET  /v1/files/{id}             GET /v1/files/{id}/content      DELETE /v1/files/{id}
     POST /v1/batches                GET /v1/batches (`after`, `limit`)
     GET  /v1/batches/{id}           POST /v1/batches/{id}/cancel
+    /v1/messages/batches/...        Anthropic's Message Batches (`anthropic_api`), its error shape
 
+Keys come as `Authorization: Bearer <token>` or (the anthropic SDK) `x-api-key: <token>`.
 A key sees only its own files and batches (another key's are a 404, as unknown ids are); an admin
 key sees all. An unexpected failure is a 500 with a generic message: no traceback, no secret.
 """
@@ -22,6 +24,7 @@ import orjson
 from aiohttp import BodyPartReader, web
 
 from batchgate.errors import ServiceRequestError
+from batchgate.server import anthropic_api
 from batchgate.server.batches import Batches
 from batchgate.server.files import MAX_FILE_BYTES, Files
 from batchgate.server.keys import authenticate
@@ -49,9 +52,13 @@ def json(data: dict[str, Any], status: int = 200) -> web.Response:
 
 
 def _refusal(
-    status: int, message: str, type: str, code: str | None, param: str | None = None
+    request: web.Request, status: int, message: str, type: str, code: str | None, param: str | None = None
 ) -> web.Response:
-    body = error_body(status, message, type, code, param)
+    """OpenAI's error shape, or Anthropic's under Anthropic's paths."""
+    if request.path.startswith(anthropic_api.PATH):
+        body = anthropic_api.error_body(status, message)
+    else:
+        body = error_body(status, message, type, code, param)
     return web.Response(body=body, status=status, content_type="application/json")
 
 
@@ -60,22 +67,27 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ServiceRequestError as exc:
-        return _refusal(exc.status, exc.message, exc.type, exc.code, exc.param)
+        return _refusal(request, exc.status, exc.message, exc.type, exc.code, exc.param)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         message = f"Invalid URL ({request.method} {request.path})" if exc.status in (404, 405) else exc.reason
-        return _refusal(exc.status, message, _HTTP_TYPES.get(exc.status, "invalid_request_error"), None)
+        return _refusal(
+            request, exc.status, message, _HTTP_TYPES.get(exc.status, "invalid_request_error"), None
+        )
     except Exception as exc:  # a bug: said in one line, never a traceback to the client
         log.error("%s %s: internal error: %s", request.method, request.path, type(exc).__name__)
-        return _refusal(500, "The server had an error while processing your request.", "server_error", None)
+        return _refusal(
+            request, 500, "The server had an error while processing your request.", "server_error", None
+        )
 
 
 def auth(registry: Registry) -> Any:
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path.startswith("/v1/") or request.path == "/v1":
-            key = authenticate(registry, request.headers.get("Authorization"))
+            headers = request.headers
+            key = authenticate(registry, headers.get("Authorization"), headers.get("x-api-key"))
             if key is None:
                 raise ServiceRequestError(
                     401,
@@ -187,7 +199,7 @@ class Api:
     async def list_batches(self, request: web.Request) -> web.Response:
         limit = _limit(request.query.get("limit"))
         after = request.query.get("after") or None
-        found, more = self.s.registry.list_batches(_viewer(request), after, limit)
+        found, more = self.s.registry.list_batches("openai", _viewer(request), limit, after=after)
         data = [batch_object(b, await self.s.batches.counts(b)) for b in found]
         return json(page(data, more))
 
@@ -211,7 +223,13 @@ async def _chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
         yield chunk
 
 
+def _owner_and_viewer(request: web.Request) -> tuple[str, str | None]:
+    return _key(request).id, _viewer(request)
+
+
 def make_app(service: Service) -> web.Application:
     app = web.Application(middlewares=[errors, auth(service.registry)], client_max_size=MAX_FILE_BYTES)
     app.add_routes(Api(service).routes())
+    anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)
+    app.add_routes(anthropic.routes())
     return app

@@ -16,6 +16,7 @@ import functools
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ log = logging.getLogger("batchgate.server")
 
 ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
 SHOWN_PROBLEMS = 100  # a failed validation lists at most this many lines in `errors`
+PREFIXES = {"openai": "batch_", "anthropic": "msgbatch_"}
 
 
 class Batches:
@@ -80,19 +82,43 @@ class Batches:
             raise ServiceRequestError(
                 400, f"File '{file_id}' has purpose '{source.purpose}', not 'batch'.", param="input_file_id"
             )
-        batch_id = new_id("batch_")
+        fill = functools.partial(_link_or_copy, self.files.path(source.id))  # the file may be deleted
+        return self._open(owner, "openai", fill, input_file_id=file_id, metadata=metadata)
+
+    def create_inline(self, owner: str, kind: str, data: bytes) -> BatchRecord:
+        """A new batch of inline requests (`data`: its input JSONL), refused with a 400 naming the
+        first bad request before anything is created (Anthropic's API checks at once)."""
+        return self._open(owner, kind, lambda target: target.write_bytes(data), check=True)
+
+    def _open(
+        self,
+        owner: str,
+        kind: str,
+        fill: Callable[[Path], object],
+        *,
+        input_file_id: str = "",
+        metadata: dict[str, str] | None = None,
+        check: bool = False,
+    ) -> BatchRecord:
+        batch_id = new_id(PREFIXES[kind])
         folder = self.folder / batch_id
         folder.mkdir(mode=0o700)
-        _link_or_copy(self.files.path(source.id), folder / "input.jsonl")  # the file may be deleted
+        fill(folder / "input.jsonl")
+        bad = self._line_problems(folder / "input.jsonl") if check else []
+        if bad:
+            shutil.rmtree(folder, ignore_errors=True)
+            first = bad[0]
+            raise ServiceRequestError(400, f"requests[{first['line'] - 1}]: {first['message']}")
         record = BatchRecord(
             id=batch_id,
             owner=owner,
-            input_file_id=file_id,
+            input_file_id=input_file_id,
             endpoint=ENDPOINT,
             completion_window=WINDOW,
             created_at=self._now(),
             job_id=job_id_for(folder / "input.jsonl", folder / "output.jsonl"),
             metadata=metadata,
+            kind=kind,
         )
         self.registry.add_batch(record)
         self._spawn(batch_id, self._run(batch_id))
@@ -203,15 +229,18 @@ class Batches:
             b.times["in_progress_at"] = self._now()
             self.registry.save_batch(b)
 
-    def _problems(self, path: Path) -> list[dict[str, Any]]:
+    def _line_problems(self, path: Path) -> list[dict[str, Any]]:
         """OpenAI's validation `errors.data`: one entry per bad line (the server's paths left out)."""
         report = validate_input(
             path, known_models=self.config.route_models(), check=RouteFit(self.config).problem
         )
-        found = [
+        return [
             {"code": "invalid_request", "message": p.reason, "param": None, "line": p.line_no}
             for p in report.problems[:SHOWN_PROBLEMS]
         ]
+
+    def _problems(self, path: Path) -> list[dict[str, Any]]:
+        found = self._line_problems(path)
         return found or [{"code": "empty_file", "message": "The input file has no requests.", "line": None}]
 
     def _fail(self, batch_id: str, errors: list[dict[str, Any]]) -> None:
@@ -241,6 +270,8 @@ class Batches:
                 line = output_line(t.output_line, t.custom_id, t.error)
                 (done if t.state is TaskState.SUCCEEDED else failed).append(line)
         b.counts = await self.counts(b)
+        if b.kind != "openai":  # Anthropic's results are read from the store when asked for
+            done, failed = [], []
         if done:
             b.output_file_id = self.files.save_bytes(b.owner, f"{b.id}_output.jsonl", "batch_output", done).id
         if failed:

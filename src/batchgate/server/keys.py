@@ -27,11 +27,13 @@ def create_key(registry: Registry, *, admin: bool, name: str, now: int) -> tuple
     return key, token
 
 
-def authenticate(registry: Registry, header: str | None) -> ApiKey | None:
-    """The key an `Authorization: Bearer <token>` header names, or None."""
-    if not header or not header.startswith("Bearer "):
-        return None
-    token = header[len("Bearer ") :].strip()
-    if not token:
-        return None
-    return registry.key_by_hash(digest(token))
+def authenticate(
+    registry: Registry, authorization: str | None, x_api_key: str | None = None
+) -> ApiKey | None:
+    """The key an `Authorization: Bearer <token>` (or `x-api-key: <token>`) header names, or None."""
+    token = ""
+    if authorization and authorization.startswith("Bearer "):
+        token = authorization[len("Bearer ") :].strip()
+    elif x_api_key:
+        token = x_api_key.strip()
+    return registry.key_by_hash(digest(token)) if token else None

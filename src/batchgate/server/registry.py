@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS files (
     filename TEXT NOT NULL, purpose TEXT NOT NULL, bytes INTEGER NOT NULL, created_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS batches (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, owner TEXT NOT NULL,
-    status TEXT NOT NULL, record BLOB NOT NULL);
+    kind TEXT NOT NULL, status TEXT NOT NULL, record BLOB NOT NULL);
 """
 
 
@@ -54,7 +54,8 @@ class FileRecord:
 
 @dataclass(slots=True)
 class BatchRecord:
-    """A batch as the service keeps it; `times` holds OpenAI's `*_at` fields once they happen."""
+    """A batch as the service keeps it; `times` holds OpenAI's `*_at` fields once they happen.
+    `kind`: the API that made it, `openai` (an input file) or `anthropic` (inline requests)."""
 
     id: str
     owner: str
@@ -71,6 +72,7 @@ class BatchRecord:
     times: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] | None = None  # request_counts, frozen once the batch has ended
     cancel_asked: bool = False
+    kind: str = "openai"
 
     def to_blob(self) -> bytes:
         return orjson.dumps(asdict(self))
@@ -149,8 +151,8 @@ class Registry:
     def add_batch(self, b: BatchRecord) -> None:
         with self._sql() as c:
             c.execute(
-                "INSERT INTO batches (id, owner, status, record) VALUES (?, ?, ?, ?)",
-                (b.id, b.owner, b.status, b.to_blob()),
+                "INSERT INTO batches (id, owner, kind, status, record) VALUES (?, ?, ?, ?, ?)",
+                (b.id, b.owner, b.kind, b.status, b.to_blob()),
             )
 
     def save_batch(self, b: BatchRecord) -> None:
@@ -163,21 +165,27 @@ class Registry:
         return None if row is None else BatchRecord.of_blob(row[0])
 
     def list_batches(
-        self, owner: str | None, after: str | None, limit: int
+        self, kind: str, owner: str | None, limit: int, *, after: str | None = None, before: str | None = None
     ) -> tuple[list[BatchRecord], bool]:
-        """Up to `limit` batches of `owner` (all for None), newest first, after the batch `after`;
-        and whether more follow."""
-        where, args = [], []
+        """Up to `limit` batches of `kind` and `owner` (all owners for None), newest first: the
+        next older ones after the batch `after`, or the next newer ones before `before`; and
+        whether more follow in that direction."""
+        where, args = ["kind = ?"], [kind]
         if owner is not None:
             where.append("owner = ?")
             args.append(owner)
         if after is not None:
             where.append("seq < (SELECT seq FROM batches WHERE id = ?)")
             args.append(after)
-        sql = "SELECT record FROM batches" + (" WHERE " + " AND ".join(where) if where else "")
+        if before is not None:
+            where.append("seq > (SELECT seq FROM batches WHERE id = ?)")
+            args.append(before)
+        order = "ASC" if before is not None and after is None else "DESC"
+        sql = f"SELECT record FROM batches WHERE {' AND '.join(where)} ORDER BY seq {order} LIMIT ?"
         with self._sql() as c:
-            rows = c.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1)).fetchall()
-        return [BatchRecord.of_blob(r[0]) for r in rows[:limit]], len(rows) > limit
+            rows = c.execute(sql, (*args, limit + 1)).fetchall()
+        found = [BatchRecord.of_blob(r[0]) for r in rows[:limit]]
+        return (found[::-1] if order == "ASC" else found), len(rows) > limit
 
     def unfinished_batches(self) -> list[BatchRecord]:
         """Batches a stopped server left running, oldest first (they resume at start)."""
