@@ -261,21 +261,10 @@ class Batches:
             b.status = "finalizing"
             b.times["finalizing_at"] = self._now()
             self.registry.save_batch(b)
-        done: list[bytes] = []
-        failed: list[bytes] = []
         job = await self.store.get_job(b.job_id)
-        if job is not None:
-            ended = (TaskState.SUCCEEDED, TaskState.FAILED)
-            async for t in self.store.iter_results(b.job_id, ordered=True, states=ended):
-                line = output_line(t.output_line, t.custom_id, t.error)
-                (done if t.state is TaskState.SUCCEEDED else failed).append(line)
+        if job is not None and b.kind == "openai":  # Anthropic's results are read when asked for
+            await self._write_files(b)
         b.counts = await self.counts(b)
-        if b.kind != "openai":  # Anthropic's results are read from the store when asked for
-            done, failed = [], []
-        if done:
-            b.output_file_id = self.files.save_bytes(b.owner, f"{b.id}_output.jsonl", "batch_output", done).id
-        if failed:
-            b.error_file_id = self.files.save_bytes(b.owner, f"{b.id}_error.jsonl", "batch_output", failed).id
         if b.cancel_asked:
             b.status, at = "cancelled", "cancelled_at"
         elif job is not None and job.status != "completed":
@@ -285,6 +274,20 @@ class Batches:
             b.status, at = "completed", "completed_at"
         b.times[at] = self._now()
         self.registry.save_batch(b)
+
+    async def _write_files(self, b: BatchRecord) -> None:
+        """The batch's output and error files, in OpenAI's line shape, from the store."""
+        out, err = self.files.writer(), self.files.writer()
+        try:
+            ended = (TaskState.SUCCEEDED, TaskState.FAILED)
+            async for t in self.store.iter_results(b.job_id, ordered=True, states=ended):
+                line = output_line(t.output_line, t.custom_id, t.error)
+                (out if t.state is TaskState.SUCCEEDED else err).write(line)
+            b.output_file_id = out.commit(b.owner, f"{b.id}_output.jsonl")
+            b.error_file_id = err.commit(b.owner, f"{b.id}_error.jsonl")
+        finally:
+            out.discard()
+            err.discard()
 
 
 def _create_fields(body: dict[str, Any]) -> tuple[str, dict[str, str] | None]:

@@ -54,20 +54,45 @@ class Files:
         self.registry.add_file(record)
         return record
 
-    def save_bytes(self, owner: str, filename: str, purpose: str, lines: list[bytes]) -> FileRecord:
-        """A file the service writes itself (a batch's output or error file)."""
-        file_id = new_id("file-")
-        data = b"".join(line + b"\n" for line in lines)
-        tmp = self.path(file_id + ".part")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, self.path(file_id))
-        record = FileRecord(file_id, owner, filename, purpose, len(data), int(self.clock.wall()))
-        self.registry.add_file(record)
-        return record
+    def writer(self) -> FileWriter:
+        """A file the service writes itself (a batch's output or error file), line by line."""
+        return FileWriter(self)
 
     def delete(self, f: FileRecord) -> None:
         self.registry.delete_file(f.id)
         with contextlib.suppress(FileNotFoundError):
             self.path(f.id).unlink()
+
+
+class FileWriter:
+    """Lines written to a temporary file; `commit` makes it a file (None when no line was
+    written), `discard` drops whatever was not committed."""
+
+    def __init__(self, files: Files) -> None:
+        self._files = files
+        self.file_id = new_id("file-")
+        self._tmp = files.path(self.file_id + ".part")
+        self._out = os.fdopen(os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+        self.lines = 0
+        self.bytes = 0
+
+    def write(self, line: bytes) -> None:
+        self._out.write(line + b"\n")
+        self.lines += 1
+        self.bytes += len(line) + 1
+
+    def commit(self, owner: str, filename: str) -> str | None:
+        self._out.close()
+        if not self.lines:
+            return None
+        os.replace(self._tmp, self._files.path(self.file_id))
+        now = int(self._files.clock.wall())
+        self._files.registry.add_file(
+            FileRecord(self.file_id, owner, filename, "batch_output", self.bytes, now)
+        )
+        return self.file_id
+
+    def discard(self) -> None:
+        self._out.close()
+        with contextlib.suppress(FileNotFoundError):
+            self._tmp.unlink()
