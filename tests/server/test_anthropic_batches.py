@@ -5,7 +5,6 @@ inline requests, poll, read the results; requests spread over the providers thei
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -23,33 +22,9 @@ from .harness import (
     SPREAD,
     WAIT_LIMIT_S,
     Server,
-    emulator,
-    gateway_config,
-    running,
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def emu() -> Iterator[EmulatorThread]:
-    thread = emulator()
-    try:
-        yield thread
-    finally:
-        thread.stop()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, emu: EmulatorThread) -> Iterator[Server]:
-    root = tmp_path_factory.mktemp("serve-anthropic")
-    with running(root, gateway_config(root / "gateway.yaml", emu)) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def keys(server: Server) -> dict[str, str]:
-    return {"a": server.keys_create(), "b": server.keys_create()}
 
 
 def client(server: Server, key: str) -> Anthropic:

@@ -4,7 +4,6 @@ providers their `body.model` routes name; keys see only their own objects."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,37 +22,13 @@ from .harness import (
     batch_line,
     client,
     create,
-    emulator,
-    gateway_config,
     jsonl,
     lines_of,
-    running,
     upload,
     wait_ended,
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def emu() -> Iterator[EmulatorThread]:
-    thread = emulator()
-    try:
-        yield thread
-    finally:
-        thread.stop()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, emu: EmulatorThread) -> Iterator[Server]:
-    root = tmp_path_factory.mktemp("serve")
-    with running(root, gateway_config(root / "gateway.yaml", emu)) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def keys(server: Server) -> dict[str, str]:
-    return {"a": server.keys_create(), "b": server.keys_create(), "admin": server.keys_create(admin=True)}
 
 
 def emulator_completed(emu: EmulatorThread) -> dict[str, int]:

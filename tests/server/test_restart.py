@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from .harness import (
     batch_line,
     client,
     create,
-    emulator,
     gateway_config,
     keys_create,
     lines_of,
@@ -31,15 +29,6 @@ from .harness import (
 
 pytestmark = pytest.mark.integration
 LINES = 6
-
-
-@pytest.fixture(scope="module")
-def emu() -> Iterator[EmulatorThread]:
-    thread = emulator()
-    try:
-        yield thread
-    finally:
-        thread.stop()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])

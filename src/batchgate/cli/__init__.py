@@ -22,6 +22,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "batchgate.cli.cancel",
     "batchgate.cli.emulate",
     "batchgate.cli.serve",
+    "batchgate.cli.submit",
 )
 
 EXIT_ERROR = 2
