@@ -80,7 +80,7 @@ def processing_status(b: BatchRecord) -> str:
 
 
 def request_counts(b: BatchRecord, counts: dict[str, int]) -> dict[str, int]:
-    total = counts["total"]
+    total = max(counts["total"], b.requests)
     if b.status not in ENDED:
         return {"processing": total, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
     left = total - counts["completed"] - counts["failed"]
@@ -166,10 +166,7 @@ class AnthropicApi:
         ]
 
     def _visible(self, request: web.Request) -> BatchRecord:
-        b = self.batches.visible(request.match_info["id"], self._key_of(request)[1])
-        if b.kind != "anthropic":
-            raise ServiceRequestError(404, f"No message batch found with id '{b.id}'.")
-        return b
+        return self.batches.visible(request.match_info["id"], self._key_of(request)[1], "anthropic")
 
     async def _answer(self, request: web.Request, b: BatchRecord) -> web.Response:
         data = batch_object(b, await self.batches.counts(b), str(request.url.origin()))

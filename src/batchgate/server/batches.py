@@ -66,11 +66,11 @@ class Batches:
     def _now(self) -> int:
         return int(self.clock.wall())
 
-    def visible(self, batch_id: str, owner: str | None) -> BatchRecord:
-        """The batch, if `owner` may see it (None: an admin key); a 404 otherwise."""
+    def visible(self, batch_id: str, owner: str | None, kind: str = "openai") -> BatchRecord:
+        """The batch of `kind`, if `owner` may see it (None: an admin key); a 404 otherwise."""
         b = self.registry.get_batch(batch_id)
-        if b is None or (owner is not None and b.owner != owner):
-            raise not_found("batch", batch_id)
+        if b is None or b.kind != kind or (owner is not None and b.owner != owner):
+            raise not_found("message batch" if kind == "anthropic" else "batch", batch_id)
         return b
 
     # -- requests --------------------------------------------------------------------------------
@@ -88,7 +88,10 @@ class Batches:
     def create_inline(self, owner: str, kind: str, data: bytes) -> BatchRecord:
         """A new batch of inline requests (`data`: its input JSONL), refused with a 400 naming the
         first bad request before anything is created (Anthropic's API checks at once)."""
-        return self._open(owner, kind, lambda target: target.write_bytes(data), check=True)
+        record = self._open(owner, kind, lambda target: target.write_bytes(data), check=True)
+        record.requests = data.count(b"\n")
+        self.registry.save_batch(record)
+        return record
 
     def _open(
         self,

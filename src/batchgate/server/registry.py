@@ -73,6 +73,7 @@ class BatchRecord:
     counts: dict[str, int] | None = None  # request_counts, frozen once the batch has ended
     cancel_asked: bool = False
     kind: str = "openai"
+    requests: int = 0  # inline requests (Anthropic's API): known before the job exists
 
     def to_blob(self) -> bytes:
         return orjson.dumps(asdict(self))
