@@ -55,3 +55,21 @@ def test_submit_with_a_wrong_key_is_a_one_line_error(server: Server, tmp_path: P
     assert done.stderr.count("\n") == 1
     assert "401" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_serve_with_a_bad_config_or_a_taken_port_is_a_one_line_error(server: Server, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("providers: 3\n", encoding="utf-8")
+    port = server.url.rsplit(":", 1)[1]
+    config = next(server.root.glob("*.yaml"))
+    env = {**os.environ, "EMU_KEY": PROVIDER_KEY}
+    for args, says in (
+        (("--config", str(bad)), "bad.yaml: providers"),
+        (("--config", str(config), "--port", port), f"cannot listen on 127.0.0.1:{port}"),
+    ):
+        argv = [sys.executable, "-m", "batchgate", "serve", *args, "--store", str(tmp_path / "jobs.db")]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("batchgate: error: ")
+        assert says in done.stderr
+        assert "Traceback" not in done.stderr

@@ -212,6 +212,12 @@ class Batches:
             if not self._closing:
                 self._fail(batch_id, [{"code": "batch_failed", "message": exc.message, "line": None}])
             return
+        except Exception as exc:  # a bug: the batch fails with a generic message, the log says what
+            log.error("batch %s: internal error: %s: %s", batch_id, type(exc).__name__, exc)
+            self._fail(
+                batch_id, [{"code": "internal_error", "message": "The server failed running this batch."}]
+            )
+            return
         finally:
             self._engines.pop(batch_id, None)
         b = self.registry.get_batch(batch_id)
