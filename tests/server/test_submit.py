@@ -12,6 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from batchgate.jobs.job_setup import job_id_for
+
 from .harness import ALPHA, DENIED, GAMMA, PROVIDER_KEY, Server
 
 pytestmark = pytest.mark.acceptance
@@ -73,3 +75,19 @@ def test_serve_with_a_bad_config_or_a_taken_port_is_a_one_line_error(server: Ser
         assert done.stderr.startswith("batchgate: error: ")
         assert says in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_batchgate_cancel_refuses_a_server_s_job_and_never_signals_the_server(
+    server: Server, keys: dict[str, str], tmp_path: Path
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(orjson.dumps({"model": ALPHA, "prompt": "hi"}) + b"\n")
+    done = submit(str(source), "--server", server.url, "--follow", key=keys["a"])
+    assert done.returncode == 0, done.stderr
+    folder = server.root / "batches" / done.stdout.strip()
+    job = job_id_for(folder / "input.jsonl", folder / "output.jsonl")
+    argv = [sys.executable, "-m", "batchgate", "cancel", job, "--store", str(server.root / "jobs.db")]
+    cancel = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert cancel.returncode == 2
+    assert "batchgate serve" in cancel.stderr
+    assert server.proc.poll() is None  # still serving

@@ -198,6 +198,7 @@ async def prepare_job(
             "skipped_lines": report.problem_count if req.skip_invalid else 0,
             **_remembered(req),
             **graph_options(req.graph),
+            **({"served": True} if req.gateway is not None else {}),  # `batchgate cancel` must not signal
         },
     )
     await store.create_job(job)
