@@ -145,9 +145,10 @@ def keys_create(root: Path, *, admin: bool = False) -> str:
     return done.stdout.strip()
 
 
-def start_server(root: Path, config: Path) -> Server:
+def start_server(root: Path, config: Path, *extra: str) -> Server:
     log = root / "server.log"
     argv = [sys.executable, "-m", "batchgate", "serve", "--config", str(config), "--port", "0", *_place(root)]
+    argv += extra
     with log.open("a") as err:
         proc = subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE, stderr=err, text=True)
     assert proc.stdout is not None
@@ -159,8 +160,8 @@ def start_server(root: Path, config: Path) -> Server:
 
 
 @contextlib.contextmanager
-def running(root: Path, config: Path) -> Iterator[Server]:
-    server = start_server(root, config)
+def running(root: Path, config: Path, *extra: str) -> Iterator[Server]:
+    server = start_server(root, config, *extra)
     try:
         yield server
     finally:

@@ -22,8 +22,10 @@ from .harness import (
     batch_line,
     client,
     create,
+    gateway_config,
     jsonl,
     lines_of,
+    running,
     upload,
     wait_ended,
 )
@@ -125,8 +127,12 @@ def test_cancel_keeps_what_finished_and_ends_cancelled(server: Server, keys: dic
     done = wait_ended(c, batch.id)
     assert done.status == "cancelled"
     assert done.cancelled_at is not None
-    assert done.request_counts is not None
-    assert done.request_counts.completed + done.request_counts.failed < 8
+    counts = done.request_counts
+    assert counts is not None
+    assert counts.completed < 8
+    assert counts.failed == 8 - counts.completed  # what the cancel left out counts as failed
+    left_out = [x for x in lines_of(c, done.error_file_id) if x["error"]["code"] == "batch_cancelled"]
+    assert len(left_out) == 8 - counts.completed
     with pytest.raises(openai.BadRequestError):
         c.batches.cancel(batch.id)
 
@@ -187,3 +193,18 @@ def test_no_provider_key_in_responses_or_logs(server: Server, keys: dict[str, st
         if path.is_file():
             assert PROVIDER_KEY.encode() not in path.read_bytes(), path
     assert keys["a"].encode() not in (server.root / "server.db").read_bytes()  # only its hash is kept
+
+
+def test_a_batch_past_its_window_expires_keeping_what_finished(tmp_path: Path, emu: EmulatorThread) -> None:
+    with running(tmp_path, gateway_config(tmp_path / "gateway.yaml", emu), "--expire-after", "1") as s:
+        c = client(s, s.keys_create())
+        batch = create(c, upload(c, [batch_line(i, SLOW) for i in range(4)]))  # 6 rpm: 10 s apart
+        done = wait_ended(c, batch.id)
+        errors = lines_of(c, done.error_file_id)
+    assert done.status == "expired"
+    assert done.expired_at is not None
+    counts = done.request_counts
+    assert counts is not None
+    assert counts.completed < 4
+    assert counts.failed == 4 - counts.completed
+    assert sorted(x["error"]["code"] for x in errors) == ["batch_expired"] * (4 - counts.completed)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import sys
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from batchgate.config import load_config
+from batchgate.errors import JobError
 from batchgate.jobs.store.location import parse_location
 
 if TYPE_CHECKING:
@@ -47,6 +49,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)"
     )
+    serve.add_argument(
+        "--expire-after",
+        type=float,
+        default=24 * 3600.0,
+        metavar="SECONDS",
+        help="a batch not ended this long after its creation expires (default 86400: OpenAI's 24 h window)",
+    )
     _place_arguments(serve)
     serve.set_defaults(handler=run_serve)
     keys = subparsers.add_parser("keys", help="manage the service's client keys")
@@ -68,11 +77,14 @@ def _place(args: argparse.Namespace) -> Place:
 def run_serve(args: argparse.Namespace) -> int:
     from batchgate.server.service import serve  # noqa: PLC0415 — the server only when serving
 
+    if args.expire_after <= 0:
+        raise JobError(f"--expire-after must be a positive number of seconds, got {args.expire_after:g}")
     config = load_config(args.config)
     place = _place(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     try:
-        asyncio.run(serve(config, args.host, args.port, place, ready=lambda line: print(line, flush=True)))
+        ready = functools.partial(print, flush=True)
+        asyncio.run(serve(config, args.host, args.port, place, ready=ready, expire_after_s=args.expire_after))
     except OSError as exc:
         print(
             f"batchgate: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",

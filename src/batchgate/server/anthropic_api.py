@@ -85,9 +85,10 @@ def request_counts(b: BatchRecord, counts: dict[str, int]) -> dict[str, int]:
         return {"processing": total, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
     left = total - counts["completed"] - counts["failed"]
     canceled = left if b.cancel_asked else 0
-    errored = counts["failed"] + (0 if b.cancel_asked else left)
+    expired = left if b.expired and not b.cancel_asked else 0
+    errored = counts["failed"] + (0 if b.stopping else left)
     return {"processing": 0, "succeeded": counts["completed"], "errored": errored, "canceled": canceled,
-            "expired": 0}  # fmt: skip
+            "expired": expired}  # fmt: skip
 
 
 def batch_object(b: BatchRecord, counts: dict[str, int], origin: str) -> dict[str, Any]:
@@ -140,6 +141,8 @@ def result_line(t: TaskRecord, b: BatchRecord) -> bytes:
         result = {"type": "errored", "error": {"type": "error", "error": detail}}
     elif b.cancel_asked:
         result = {"type": "canceled"}
+    elif b.expired:
+        result = {"type": "expired"}
     else:
         reason = (b.errors or [{}])[0].get("message") or "the batch stopped before this request ran"
         result = {

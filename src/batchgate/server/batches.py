@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from batchgate.clock import Clock
+from batchgate.clock import Clock, TimerHandle
 from batchgate.config import GatewayConfig
 from batchgate.errors import BatchgateError, InputError, ServiceRequestError
 from batchgate.gateway import Gateway
@@ -32,13 +32,30 @@ from batchgate.jobs.store.location import StoreLocation
 from batchgate.jobs.store.protocol import JobStore, TaskState
 from batchgate.server.files import Files
 from batchgate.server.registry import BatchRecord, Registry
-from batchgate.server.shapes import ENDPOINT, WINDOW, new_id, not_found, output_line
+from batchgate.server.shapes import (
+    ENDPOINT,
+    WINDOW,
+    WINDOW_S,
+    create_fields,
+    new_id,
+    not_found,
+    output_line,
+    unsent_line,
+)
 
 log = logging.getLogger("batchgate.server")
 
 ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
 SHOWN_PROBLEMS = 100  # a failed validation lists at most this many lines in `errors`
 PREFIXES = {"openai": "batch_", "anthropic": "msgbatch_"}
+
+
+class _NoTimer:
+    def cancel(self) -> None:
+        return None
+
+
+_NO_TIMER = _NoTimer()
 
 
 class Batches:
@@ -54,10 +71,14 @@ class Batches:
         gateway: Gateway,
         clock: Clock,
         grace_s: float,
+        expire_after_s: float = WINDOW_S,
     ) -> None:
+        """`expire_after_s`: how long a batch may run before it expires (OpenAI's 24 h window)."""
         self.registry, self.files, self.store = registry, files, store
         self.config, self.store_path, self.folder = config, store_path, folder
         self.gateway, self.clock, self.grace_s = gateway, clock, grace_s
+        self.expire_after_s = expire_after_s
+        self._timers: dict[str, TimerHandle] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._engines: dict[str, JobEngine] = {}
         self._closing = False
@@ -76,7 +97,7 @@ class Batches:
     # -- requests --------------------------------------------------------------------------------
     def create(self, owner: str, viewer: str | None, body: dict[str, Any]) -> BatchRecord:
         """A new batch over the input file `body` names (which `viewer` must be able to see)."""
-        file_id, metadata = _create_fields(body)
+        file_id, metadata = create_fields(body)
         source = self.files.visible(file_id, viewer)
         if source.purpose != "batch":
             raise ServiceRequestError(
@@ -125,6 +146,7 @@ class Batches:
         )
         self.registry.add_batch(record)
         self._spawn(batch_id, self._run(batch_id))
+        self._arm_expiry(record)
         return record
 
     async def counts(self, b: BatchRecord) -> dict[str, int]:
@@ -162,13 +184,35 @@ class Batches:
         unfinished = self.registry.unfinished_batches()
         for b in unfinished:
             log.info("resuming %s (%s)", b.id, b.status)
-            ends = b.status in ("finalizing", "cancelling")
+            ends = b.status in ("finalizing", "cancelling") or b.stopping
             self._spawn(b.id, self._finalize(b.id) if ends else self._run(b.id))
+            self._arm_expiry(b)
         return len(unfinished)
+
+    def _arm_expiry(self, b: BatchRecord) -> None:
+        """A clock timer for the end of the batch's window (at once if it has passed)."""
+        left = b.created_at + self.expire_after_s - self.clock.wall()
+        self._timers[b.id] = self.clock.call_at(self.clock.now() + max(0.0, left), lambda: self._expire(b.id))
+
+    def _expire(self, batch_id: str) -> None:
+        self._timers.pop(batch_id, None)
+        b = self.registry.get_batch(batch_id)
+        if b is None or b.status in ENDED or b.stopping or self._closing:
+            return
+        b.expired = True
+        self.registry.save_batch(b)
+        log.info("batch %s expired: its window of %g s ended", batch_id, self.expire_after_s)
+        engine = self._engines.get(batch_id)
+        if engine is not None:
+            engine.request_cancel()  # stop, and cancel its provider batches; what finished is kept
+        elif batch_id not in self._tasks:
+            self._spawn(batch_id, self._finalize(batch_id))
 
     async def close(self) -> None:
         """Stop every running job (each gets the grace period); their batches resume next start."""
         self._closing = True
+        for timer in self._timers.values():
+            timer.cancel()
         for engine in list(self._engines.values()):
             engine.interrupt("the server is stopping")
         tasks = list(self._tasks.values())
@@ -221,7 +265,7 @@ class Batches:
         finally:
             self._engines.pop(batch_id, None)
         b = self.registry.get_batch(batch_id)
-        if self._closing and b is not None and not b.cancel_asked:
+        if self._closing and b is not None and not b.stopping:
             return  # left in progress: it resumes when the server starts again
         await self._finalize(batch_id)
 
@@ -231,8 +275,8 @@ class Batches:
         b = self.registry.get_batch(batch_id)
         if b is None:
             return
-        if b.cancel_asked or self._closing:
-            engine.request_cancel() if b.cancel_asked else engine.interrupt("the server is stopping")
+        if b.stopping or self._closing:
+            engine.request_cancel() if b.stopping else engine.interrupt("the server is stopping")
         elif b.status == "validating":
             b.status = "in_progress"
             b.times["in_progress_at"] = self._now()
@@ -274,8 +318,11 @@ class Batches:
         if job is not None and b.kind == "openai":  # Anthropic's results are read when asked for
             await self._write_files(b)
         b.counts = await self.counts(b)
+        self._timers.pop(b.id, _NO_TIMER).cancel()
         if b.cancel_asked:
             b.status, at = "cancelled", "cancelled_at"
+        elif b.expired:
+            b.status, at = "expired", "expired_at"
         elif job is not None and job.status != "completed":
             b.status, at = "failed", "failed_at"
             b.errors = [{"code": "batch_stopped", "message": job.stop_reason or "stopped", "line": None}]
@@ -288,41 +335,19 @@ class Batches:
         """The batch's output and error files, in OpenAI's line shape, from the store."""
         out, err = self.files.writer(), self.files.writer()
         try:
-            ended = (TaskState.SUCCEEDED, TaskState.FAILED)
-            async for t in self.store.iter_results(b.job_id, ordered=True, states=ended):
-                line = output_line(t.output_line, t.custom_id, t.error)
-                (out if t.state is TaskState.SUCCEEDED else err).write(line)
+            why = "cancelled" if b.cancel_asked else "expired" if b.expired else "stopped"
+            async for t in self.store.iter_results(b.job_id, ordered=True):
+                if t.state is TaskState.SUCCEEDED:
+                    out.write(output_line(t.output_line, t.custom_id, t.error))
+                elif t.state is TaskState.FAILED:
+                    err.write(output_line(t.output_line, t.custom_id, t.error))
+                else:  # never finished: OpenAI's line for a request the batch's end left out
+                    err.write(unsent_line(t.custom_id, why))
             b.output_file_id = out.commit(b.owner, f"{b.id}_output.jsonl")
             b.error_file_id = err.commit(b.owner, f"{b.id}_error.jsonl")
         finally:
             out.discard()
             err.discard()
-
-
-def _create_fields(body: dict[str, Any]) -> tuple[str, dict[str, str] | None]:
-    """The input file id and metadata of a create request, its endpoint and window checked."""
-    file_id = body.get("input_file_id")
-    if not isinstance(file_id, str) or not file_id:
-        raise ServiceRequestError(
-            400,
-            "Missing required parameter: 'input_file_id'.",
-            param="input_file_id",
-            code="missing_required_parameter",
-        )
-    for key, allowed in (("endpoint", ENDPOINT), ("completion_window", WINDOW)):
-        if body.get(key) != allowed:
-            raise ServiceRequestError(
-                400,
-                f"Invalid value for '{key}': {body.get(key)!r}. Supported values are: '{allowed}'.",
-                param=key,
-                code="invalid_value",
-            )
-    metadata = body.get("metadata")
-    if metadata is not None and (
-        not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values())
-    ):
-        raise ServiceRequestError(400, "Invalid 'metadata': expected an object of strings.", param="metadata")
-    return file_id, metadata
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

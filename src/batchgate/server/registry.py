@@ -74,6 +74,12 @@ class BatchRecord:
     cancel_asked: bool = False
     kind: str = "openai"
     requests: int = 0  # inline requests (Anthropic's API): known before the job exists
+    expired: bool = False  # its completion window ended before it did
+
+    @property
+    def stopping(self) -> bool:
+        """Cancelled or expired: its job stops, what finished is kept."""
+        return self.cancel_asked or self.expired
 
     def to_blob(self) -> bytes:
         return orjson.dumps(asdict(self))

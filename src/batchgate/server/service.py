@@ -26,6 +26,7 @@ from batchgate.server.app import Service, make_app
 from batchgate.server.batches import Batches
 from batchgate.server.files import Files
 from batchgate.server.registry import REGISTRY_FILE, Registry
+from batchgate.server.shapes import WINDOW_S
 
 LISTENING_PREFIX = "batchgate serve listening on "
 DEFAULT_DATA = Path(".batchgate") / "server"
@@ -60,8 +61,10 @@ async def serve(
     *,
     ready: Callable[[str], None] = print,
     stop: asyncio.Event | None = None,
+    expire_after_s: float = WINDOW_S,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (or `stop` is set); `ready(url)` hears the address once listening."""
+    """Serve until SIGINT/SIGTERM (or `stop` is set); `ready(url)` hears the address once listening.
+    A batch not ended `expire_after_s` after its creation expires (OpenAI's window: 24 h)."""
     stopping = stop or asyncio.Event()
     clock = LoopClock()
     registry = Registry(place.registry)
@@ -80,6 +83,7 @@ async def serve(
                     gateway=gateway,
                     clock=clock,
                     grace_s=GRACE_S,
+                    expire_after_s=expire_after_s,
                 )
                 try:
                     await _listen(Service(registry, files, batches), host, port, stopping, ready)

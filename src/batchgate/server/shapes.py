@@ -50,6 +50,8 @@ def file_object(f: FileRecord) -> dict[str, Any]:
 
 
 def batch_object(b: BatchRecord, counts: dict[str, int]) -> dict[str, Any]:
+    if b.status in ("cancelled", "expired"):  # the requests its end left out count as failed
+        counts = {**counts, "failed": counts["total"] - counts["completed"]}
     return {
         "id": b.id,
         "object": "batch",
@@ -90,3 +92,42 @@ def output_line(stored: bytes | None, custom_id: str, error: str | None) -> byte
         line = {"id": None, "response": None, "error": {"code": "failed", "message": error or "failed"}}
     line["custom_id"] = custom_id
     return orjson.dumps({k: line.get(k) for k in _LINE_KEYS})
+
+
+_UNSENT = {
+    "cancelled": "This request was not executed because the batch was cancelled.",
+    "expired": "This request could not be executed before the completion window expired.",
+    "stopped": "This request was not executed because the batch stopped.",
+}
+
+
+def unsent_line(custom_id: str, why: str) -> bytes:
+    """The error line of a request the batch's end (`cancelled`, `expired`, `stopped`) left out."""
+    error = {"code": f"batch_{why}", "message": _UNSENT[why]}
+    return orjson.dumps({"id": None, "custom_id": custom_id, "response": None, "error": error})
+
+
+def create_fields(body: dict[str, Any]) -> tuple[str, dict[str, str] | None]:
+    """The input file id and metadata of a create request, its endpoint and window checked."""
+    file_id = body.get("input_file_id")
+    if not isinstance(file_id, str) or not file_id:
+        raise ServiceRequestError(
+            400,
+            "Missing required parameter: 'input_file_id'.",
+            param="input_file_id",
+            code="missing_required_parameter",
+        )
+    for key, allowed in (("endpoint", ENDPOINT), ("completion_window", WINDOW)):
+        if body.get(key) != allowed:
+            raise ServiceRequestError(
+                400,
+                f"Invalid value for '{key}': {body.get(key)!r}. Supported values are: '{allowed}'.",
+                param=key,
+                code="invalid_value",
+            )
+    metadata = body.get("metadata")
+    if metadata is not None and (
+        not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values())
+    ):
+        raise ServiceRequestError(400, "Invalid 'metadata': expected an object of strings.", param="metadata")
+    return file_id, metadata
