@@ -164,7 +164,7 @@ class Batches:
         }
 
     def cancel(self, b: BatchRecord) -> BatchRecord:
-        if b.status in ENDED:
+        if b.status in ENDED or b.status == "finalizing":  # its results are being written
             raise ServiceRequestError(400, f"Cannot cancel a batch with status '{b.status}'.")
         if b.status == "cancelling":
             return b
