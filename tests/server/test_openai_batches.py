@@ -54,6 +54,9 @@ def test_the_openai_sdk_runs_a_batch_over_two_providers(
     assert batch.request_counts is not None
     counts = batch.request_counts
     assert (counts.total, counts.completed, counts.failed) == (13, 12, 1)
+    assert batch.usage is not None
+    assert batch.usage.output_tokens > 0
+    assert batch.usage.total_tokens == batch.usage.input_tokens + batch.usage.output_tokens
     assert batch.completed_at is not None
     assert batch.in_progress_at is not None
     out = lines_of(c, batch.output_file_id)

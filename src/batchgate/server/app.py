@@ -28,7 +28,7 @@ from batchgate.server import anthropic_api
 from batchgate.server.batches import Batches
 from batchgate.server.files import MAX_FILE_BYTES, Files
 from batchgate.server.keys import authenticate
-from batchgate.server.registry import ApiKey, Registry
+from batchgate.server.registry import ApiKey, BatchRecord, Registry
 from batchgate.server.shapes import batch_object, error_body, file_object, page
 
 log = logging.getLogger("batchgate.server")
@@ -182,25 +182,29 @@ class Api:
         return json({"id": f.id, "object": "file", "deleted": True})
 
     # -- batches ---------------------------------------------------------------------------------
+    async def _batch(self, b: BatchRecord) -> dict[str, Any]:
+        batches = self.s.batches
+        return batch_object(b, await batches.counts(b), await batches.usage(b))
+
     async def create_batch(self, request: web.Request) -> web.Response:
         body = await _json_body(request)
         b = self.s.batches.create(_key(request).id, _viewer(request), body)
-        return json(batch_object(b, await self.s.batches.counts(b)))
+        return json(await self._batch(b))
 
     async def get_batch(self, request: web.Request) -> web.Response:
         b = self.s.batches.visible(request.match_info["id"], _viewer(request))
-        return json(batch_object(b, await self.s.batches.counts(b)))
+        return json(await self._batch(b))
 
     async def cancel_batch(self, request: web.Request) -> web.Response:
         b = self.s.batches.visible(request.match_info["id"], _viewer(request))
         b = self.s.batches.cancel(b)
-        return json(batch_object(b, await self.s.batches.counts(b)))
+        return json(await self._batch(b))
 
     async def list_batches(self, request: web.Request) -> web.Response:
         limit = _limit(request.query.get("limit"))
         after = request.query.get("after") or None
         found, more = self.s.registry.list_batches("openai", _viewer(request), limit, after=after)
-        data = [batch_object(b, await self.s.batches.counts(b)) for b in found]
+        data = [await self._batch(b) for b in found]
         return json(page(data, more))
 
 

@@ -163,6 +163,13 @@ class Batches:
             "failed": counts[TaskState.FAILED],
         }
 
+    async def usage(self, b: BatchRecord) -> tuple[int, int]:
+        """The prompt and completion tokens of the batch's kept answers so far."""
+        if await self.store.get_job(b.job_id) is None:
+            return 0, 0
+        totals = await self.store.totals(b.job_id)
+        return int(totals.get("prompt_tokens", 0)), int(totals.get("completion_tokens", 0))
+
     def cancel(self, b: BatchRecord) -> BatchRecord:
         if b.status in ENDED or b.status == "finalizing":  # its results are being written
             raise ServiceRequestError(400, f"Cannot cancel a batch with status '{b.status}'.")

@@ -49,7 +49,8 @@ def file_object(f: FileRecord) -> dict[str, Any]:
     }
 
 
-def batch_object(b: BatchRecord, counts: dict[str, int]) -> dict[str, Any]:
+def batch_object(b: BatchRecord, counts: dict[str, int], tokens: tuple[int, int] = (0, 0)) -> dict[str, Any]:
+    """OpenAI's batch object; `tokens`: the prompt and completion tokens of its answers so far."""
     if b.status in ("cancelled", "expired"):  # the requests its end left out count as failed
         counts = {**counts, "failed": counts["total"] - counts["completed"]}
     return {
@@ -66,6 +67,13 @@ def batch_object(b: BatchRecord, counts: dict[str, int]) -> dict[str, Any]:
         "expires_at": b.created_at + WINDOW_S,
         **{k: b.times.get(k) for k in TIME_FIELDS},
         "request_counts": counts,
+        "usage": {
+            "input_tokens": tokens[0],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": tokens[1],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": tokens[0] + tokens[1],
+        },
         "metadata": b.metadata,
     }
 
