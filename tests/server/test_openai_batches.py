@@ -15,6 +15,7 @@ from batchgate.emulator import EmulatorThread
 from .harness import (
     ALPHA,
     GAMMA,
+    LAG,
     PROVIDER_KEY,
     SLOW,
     SPREAD,
@@ -211,3 +212,16 @@ def test_a_batch_past_its_window_expires_keeping_what_finished(tmp_path: Path, e
     assert counts.completed < 4
     assert counts.failed == 4 - counts.completed
     assert sorted(x["error"]["code"] for x in errors) == ["batch_expired"] * (4 - counts.completed)
+
+
+def test_past_max_jobs_a_batch_waits_its_turn(tmp_path: Path, emu: EmulatorThread) -> None:
+    with running(tmp_path, gateway_config(tmp_path / "gateway.yaml", emu), "--max-jobs", "1") as s:
+        c = client(s, s.keys_create())
+        first = create(c, upload(c, [batch_line(i, LAG) for i in range(2)]))  # 1 s an answer
+        second = create(c, upload(c, [batch_line(0, GAMMA)]))
+        assert c.batches.retrieve(second.id).status == "validating"  # the one place is taken
+        a, b = wait_ended(c, first.id), wait_ended(c, second.id)
+    assert (a.status, b.status) == ("completed", "completed")
+    assert a.completed_at is not None
+    assert b.in_progress_at is not None
+    assert b.in_progress_at >= a.completed_at  # it started once the first had ended

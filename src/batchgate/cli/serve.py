@@ -56,6 +56,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="a batch not ended this long after its creation expires (default 86400: OpenAI's 24 h window)",
     )
+    serve.add_argument(
+        "--max-jobs",
+        type=int,
+        default=64,
+        help="batches run at once; the others wait their turn (default 64)",
+    )
     _place_arguments(serve)
     serve.set_defaults(handler=run_serve)
     keys = subparsers.add_parser("keys", help="manage the service's client keys")
@@ -79,12 +85,23 @@ def run_serve(args: argparse.Namespace) -> int:
 
     if args.expire_after <= 0:
         raise JobError(f"--expire-after must be a positive number of seconds, got {args.expire_after:g}")
+    if args.max_jobs < 1:
+        raise JobError(f"--max-jobs must be at least 1, got {args.max_jobs}")
     config = load_config(args.config)
     place = _place(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     try:
         ready = functools.partial(print, flush=True)
-        asyncio.run(serve(config, args.host, args.port, place, ready=ready, expire_after_s=args.expire_after))
+        work = serve(
+            config,
+            args.host,
+            args.port,
+            place,
+            ready=ready,
+            expire_after_s=args.expire_after,
+            max_jobs=args.max_jobs,
+        )
+        asyncio.run(work)
     except OSError as exc:
         print(
             f"batchgate: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",

@@ -46,6 +46,7 @@ from batchgate.server.shapes import (
 log = logging.getLogger("batchgate.server")
 
 ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
+MAX_JOBS = 64
 SHOWN_PROBLEMS = 100  # a failed validation lists at most this many lines in `errors`
 PREFIXES = {"openai": "batch_", "anthropic": "msgbatch_"}
 
@@ -72,12 +73,15 @@ class Batches:
         clock: Clock,
         grace_s: float,
         expire_after_s: float = WINDOW_S,
+        max_jobs: int = MAX_JOBS,
     ) -> None:
-        """`expire_after_s`: how long a batch may run before it expires (OpenAI's 24 h window)."""
+        """`expire_after_s`: how long a batch may run before it expires (OpenAI's 24 h window);
+        `max_jobs`: batches whose jobs run at once (the others wait their turn, first come first)."""
         self.registry, self.files, self.store = registry, files, store
         self.config, self.store_path, self.folder = config, store_path, folder
         self.gateway, self.clock, self.grace_s = gateway, clock, grace_s
         self.expire_after_s = expire_after_s
+        self._places = asyncio.Semaphore(max_jobs)
         self._timers: dict[str, TimerHandle] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._engines: dict[str, JobEngine] = {}
@@ -240,6 +244,13 @@ class Batches:
 
     # -- one batch -------------------------------------------------------------------------------
     async def _run(self, batch_id: str) -> None:
+        """Run the batch's job once one of the `max_jobs` places is free (until then it stays
+        `validating`), then finalize it."""
+        async with self._places:
+            if not self._closing:
+                await self._run_job(batch_id)
+
+    async def _run_job(self, batch_id: str) -> None:
         folder = self.folder / batch_id
         req = RunRequest(
             input_path=folder / "input.jsonl",

@@ -23,7 +23,7 @@ from batchgate.config import GatewayConfig
 from batchgate.gateway import Gateway
 from batchgate.jobs.store.location import StoreLocation, open_store
 from batchgate.server.app import Service, make_app
-from batchgate.server.batches import Batches
+from batchgate.server.batches import MAX_JOBS, Batches
 from batchgate.server.files import Files
 from batchgate.server.registry import REGISTRY_FILE, Registry
 from batchgate.server.shapes import WINDOW_S
@@ -62,9 +62,11 @@ async def serve(
     ready: Callable[[str], None] = print,
     stop: asyncio.Event | None = None,
     expire_after_s: float = WINDOW_S,
+    max_jobs: int = MAX_JOBS,
 ) -> None:
     """Serve until SIGINT/SIGTERM (or `stop` is set); `ready(url)` hears the address once listening.
-    A batch not ended `expire_after_s` after its creation expires (OpenAI's window: 24 h)."""
+    A batch not ended `expire_after_s` after its creation expires (OpenAI's window: 24 h); at most
+    `max_jobs` batches run at once."""
     stopping = stop or asyncio.Event()
     clock = LoopClock()
     registry = Registry(place.registry)
@@ -84,6 +86,7 @@ async def serve(
                     clock=clock,
                     grace_s=GRACE_S,
                     expire_after_s=expire_after_s,
+                    max_jobs=max_jobs,
                 )
                 try:
                     await _listen(Service(registry, files, batches), host, port, stopping, ready)
