@@ -220,7 +220,13 @@ def test_past_max_jobs_a_batch_waits_its_turn(tmp_path: Path, emu: EmulatorThrea
         first = create(c, upload(c, [batch_line(i, LAG) for i in range(2)]))  # 1 s an answer
         second = create(c, upload(c, [batch_line(0, GAMMA)]))
         assert c.batches.retrieve(second.id).status == "validating"  # the one place is taken
+        third = create(c, upload(c, [batch_line(1, GAMMA)]))
+        c.batches.cancel(third.id)  # a cancel ends a waiting batch without running it
+        ended = wait_ended(c, third.id)
         a, b = wait_ended(c, first.id), wait_ended(c, second.id)
+    assert ended.status == "cancelled"
+    assert ended.request_counts is not None
+    assert ended.request_counts.completed == 0
     assert (a.status, b.status) == ("completed", "completed")
     assert a.completed_at is not None
     assert b.in_progress_at is not None

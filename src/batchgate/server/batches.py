@@ -4,8 +4,9 @@ batch's status follows the job (validating → in_progress → finalizing → co
 cancelling → cancelled), and its output and error files are written from the job store at the end.
 
 A server that stops leaves its batches in progress: they resume, from the store, when it starts
-again (`resume_all`). A cancel stops the job (its in-flight calls get the grace period) and keeps
-what finished.
+again (`resume_all`). A cancel, or the end of the batch's window (a clock timer), stops the job
+(its in-flight calls get the grace period) and keeps what finished. At most `max_jobs` jobs run
+at once; later batches wait, `validating`, for a place.
 """
 
 from __future__ import annotations
@@ -51,14 +52,6 @@ SHOWN_PROBLEMS = 100  # a failed validation lists at most this many lines in `er
 PREFIXES = {"openai": "batch_", "anthropic": "msgbatch_"}
 
 
-class _NoTimer:
-    def cancel(self) -> None:
-        return None
-
-
-_NO_TIMER = _NoTimer()
-
-
 class Batches:
     def __init__(
         self,
@@ -84,6 +77,7 @@ class Batches:
         self._places = asyncio.Semaphore(max_jobs)
         self._timers: dict[str, TimerHandle] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._waiting: set[str] = set()  # batches waiting for a place (their job has not started)
         self._engines: dict[str, JobEngine] = {}
         self._closing = False
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -182,11 +176,7 @@ class Batches:
         b.cancel_asked, b.status = True, "cancelling"
         b.times["cancelling_at"] = self._now()
         self.registry.save_batch(b)
-        engine = self._engines.get(b.id)
-        if engine is not None:
-            engine.request_cancel()
-        elif b.id not in self._tasks:  # nothing runs it (its job ended): finish it now
-            self._spawn(b.id, self._finalize(b.id))
+        self._stop(b.id)
         return b
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -213,11 +203,7 @@ class Batches:
         b.expired = True
         self.registry.save_batch(b)
         log.info("batch %s expired: its window of %g s ended", batch_id, self.expire_after_s)
-        engine = self._engines.get(batch_id)
-        if engine is not None:
-            engine.request_cancel()  # stop, and cancel its provider batches; what finished is kept
-        elif batch_id not in self._tasks:
-            self._spawn(batch_id, self._finalize(batch_id))
+        self._stop(batch_id)
 
     async def close(self) -> None:
         """Stop every running job (each gets the grace period); their batches resume next start."""
@@ -245,10 +231,31 @@ class Batches:
     # -- one batch -------------------------------------------------------------------------------
     async def _run(self, batch_id: str) -> None:
         """Run the batch's job once one of the `max_jobs` places is free (until then it stays
-        `validating`), then finalize it."""
-        async with self._places:
+        `validating`, and a cancel or expiry ends it at once: `_stop_waiting`), then finalize it."""
+        self._waiting.add(batch_id)
+        try:
+            await self._places.acquire()
+        finally:
+            self._waiting.discard(batch_id)
+        try:
             if not self._closing:
                 await self._run_job(batch_id)
+        finally:
+            self._places.release()
+
+    def _stop(self, batch_id: str) -> None:
+        """A cancel or an expiry: stop the batch's job, or end a batch still waiting for a place
+        (nothing was sent) or one whose job has ended."""
+        engine = self._engines.get(batch_id)
+        if engine is not None:
+            engine.request_cancel()  # stop, and cancel its provider batches; what finished is kept
+            return
+        task = self._tasks.get(batch_id)
+        if task is not None and batch_id in self._waiting:
+            task.cancel()
+            task = None
+        if task is None:
+            self._spawn(batch_id, self._finalize(batch_id))
 
     async def _run_job(self, batch_id: str) -> None:
         folder = self.folder / batch_id
@@ -336,7 +343,9 @@ class Batches:
         if job is not None and b.kind == "openai":  # Anthropic's results are read when asked for
             await self._write_files(b)
         b.counts = await self.counts(b)
-        self._timers.pop(b.id, _NO_TIMER).cancel()
+        timer = self._timers.pop(b.id, None)
+        if timer is not None:
+            timer.cancel()
         if b.cancel_asked:
             b.status, at = "cancelled", "cancelled_at"
         elif b.expired:
