@@ -22,6 +22,7 @@
     │       ├── BadRequestError      other 4xx (never retried)
     │       └── QuotaExhaustedError  insufficient_quota / spend limit (never retried; stops a job)
     ├── StoreError               the job store is unusable (locked, corrupted, foreign)
+    ├── ServiceRequestError      a client's request to `batchgate serve` is refused (status, type, code)
     └── JobError                 a job cannot start or must stop
         ├── JobLockedError       another run holds the job
         ├── LeaseLostError       a worker's chunk lease expired or was taken: its commit is refused
@@ -176,6 +177,22 @@ class QuotaExhaustedError(HTTPStatusError):
 
 class StoreError(BatchgateError):
     """The job store is unusable."""
+
+
+class ServiceRequestError(BatchgateError):
+    """The request was refused."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+    ) -> None:
+        self.status, self.type, self.code, self.param = status, type, code, param
+        super().__init__(message)
 
 
 class JobError(BatchgateError):

@@ -21,6 +21,8 @@ SUBCOMMANDS: tuple[str, ...] = (
     "batchgate.cli.jobs",
     "batchgate.cli.cancel",
     "batchgate.cli.emulate",
+    "batchgate.cli.serve",
+    "batchgate.cli.submit",
 )
 
 EXIT_ERROR = 2

@@ -60,6 +60,11 @@ async def cancel_job(
     try:
         job = await find_job(store, job_id)  # an id or a unique prefix
         job_id = job.job_id
+        if job.options.get("served"):  # a server's batch: its holder runs many jobs, never signal it
+            raise JobError(
+                f"job {job_id} belongs to a `batchgate serve` batch: cancel the batch through the "
+                "server's API (POST /v1/batches/{id}/cancel)"
+            )
         pid: int | None = None
         try:
             with store.lock_job(job_id):

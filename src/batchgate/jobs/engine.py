@@ -89,13 +89,17 @@ class JobEngine:
         follow: FollowUps | None = None,
         on_result: ResultHook | None = None,
         step_checks: dict[str, OutputCheck] | None = None,
+        gateway: Gateway | None = None,
     ) -> None:
         """`spent_extra_tokens`: tokens earlier runs were billed beyond the stored answers (rejected
         answers), counted against the token budget. `deadline`: the job's deadline in wall seconds
         (`batch_policy.job_deadline`). `on_event(name, fields)` hears the batch events. `follow`
         names the tasks a committed outcome makes ready (stored, then claimed like any other);
         `on_result` hears each live outcome once accepted for commit; `step_checks` replace the
-        job's output check for the tasks of the named steps."""
+        job's output check for the tasks of the named steps. `gateway`: a started gateway shared
+        with other jobs (`batchgate serve`: one quota pool per provider for all of them); the
+        engine neither starts nor closes it, and its stop leaves the other jobs' requests alone
+        (this job's requests still waiting for quota end with the grace period)."""
         self.config = config
         self.store = store
         self.job_id = job_id
@@ -127,6 +131,7 @@ class JobEngine:
         self._live: LiveTasks | None = None
         self.gateway: Gateway | None = None
         self.last_statistics: Any = None  # the gateway's final GatewayStatistics, once the run ended
+        self._shared = gateway
         self.batches: BatchDriver | None = None
 
     def request_stop(self, reason: str) -> None:
@@ -135,7 +140,7 @@ class JobEngine:
             self.stop_reason = reason
         self._stop.set()
         self._wake.set()
-        if self.gateway is not None:
+        if self.gateway is not None and self._shared is None:
             self.gateway.stop_sending()  # requests still waiting for quota give up, unsent
 
     def request_cancel(self) -> None:
@@ -167,7 +172,7 @@ class JobEngine:
         )
         await self.store.requeue_running(self.job_id)
         opts = self.options
-        gateway = Gateway(
+        gateway = self._shared or Gateway(
             self.config,
             clock=self.clock,
             base_urls=self._base_urls,
@@ -177,7 +182,7 @@ class JobEngine:
         )
         committer = GroupCommitter(self.store, self.job_id, self.clock)
         started = self.clock.now()
-        async with gateway:
+        async with contextlib.nullcontext(gateway) if self._shared is not None else gateway:
             self.gateway = gateway
             if self._on_gateway is not None:
                 self._on_gateway(gateway)

@@ -14,6 +14,7 @@ from typing import Any
 from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, RouteMode
 from batchgate.errors import InputChangedError, InputError, JobError
+from batchgate.gateway import Gateway
 from batchgate.jobs.engine import EngineOptions, JobEngine, ResultHook
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.fits import RouteFit
@@ -46,8 +47,11 @@ class RunRequest:
     quiet: bool = False  # -q: no summary table at the end
     graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
     on_result: ResultHook | None = field(default=None, compare=False)  # each outcome as it is stored
-    # each run's engine as it is made (a metrics collector reads its figures while it runs, and after)
+    # `batchgate serve`: many jobs in one process share one started gateway (one quota pool per
+    # provider); the server hears each run's engine (to cancel it) and owns the signals itself.
+    gateway: Gateway | None = field(default=None, compare=False)
     on_engine: Callable[[JobEngine], None] | None = field(default=None, compare=False)
+    handle_signals: bool = True
 
     @property
     def errors_file(self) -> Path:
@@ -194,6 +198,7 @@ async def prepare_job(
             "skipped_lines": report.problem_count if req.skip_invalid else 0,
             **_remembered(req),
             **graph_options(req.graph),
+            **({"served": True} if req.gateway is not None else {}),  # `batchgate cancel` must not signal
         },
     )
     await store.create_job(job)

@@ -172,12 +172,13 @@ async def _run_engine(
         follow=graph,
         on_result=req.on_result,
         step_checks=step_checks(graph.graph, config) if graph is not None else None,
+        gateway=req.gateway,
     )
-    run_id = f"run-{os.getpid()}-{int(engine.clock.wall() * 1e9)}"
     if req.on_engine is not None:
         req.on_engine(engine)
+    run_id = f"run-{os.getpid()}-{int(engine.clock.wall() * 1e9)}"
     ticker = _Ticker(engine, store, sink, run_id)
-    with _signals(engine, sink, req.engine.grace_seconds):
+    with _signals(engine, sink, req.engine.grace_seconds, req.handle_signals):
         ticking = asyncio.ensure_future(ticker.run())
         try:
             counts = await store.counts(job_id)
@@ -199,7 +200,7 @@ async def _run_engine(
 
 
 @contextlib.contextmanager
-def _signals(engine: JobEngine, sink: ProgressSink, grace_s: float) -> Iterator[None]:
+def _signals(engine: JobEngine, sink: ProgressSink, grace_s: float, wanted: bool = True) -> Iterator[None]:
     """SIGINT/SIGTERM stop the run (the second one ends the grace period). `batchgate cancel`
     records its request in the store and sends SIGTERM: the engine reads the request at its stop."""
     loop = asyncio.get_running_loop()
@@ -218,8 +219,8 @@ def _signals(engine: JobEngine, sink: ProgressSink, grace_s: float) -> Iterator[
             )
 
     # Signal handlers only where Python allows them: the main thread (a notebook's worker thread
-    # runs without; the caller stops the job there).
-    main = threading.current_thread() is threading.main_thread()
+    # runs without; the caller stops the job there), and not under a server, which owns them.
+    main = wanted and threading.current_thread() is threading.main_thread()
     signals = (signal.SIGINT, signal.SIGTERM) if main else ()
     for sig in signals:
         loop.add_signal_handler(sig, on_signal, sig)

@@ -1,0 +1,127 @@
+"""`batchgate serve --config FILE [--host H] [--port N] [--store PATH] [--data DIR]`: the job
+service (OpenAI-compatible Files + Batches API) until SIGINT or SIGTERM. The first stdout line is
+`batchgate serve listening on http://H:P` (tools read the port from it).
+
+`batchgate keys create [--admin] [--name NAME] [--store PATH] [--data DIR]`: a client key for the
+service, printed once (only its SHA-256 is kept).
+
+Registering the parsers imports nothing heavy; the server is imported by the handler that runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from batchgate.config import load_config
+from batchgate.errors import JobError
+from batchgate.jobs.store.location import parse_location
+
+if TYPE_CHECKING:
+    from batchgate.server.service import Place
+
+DEFAULT_PORT = 8500
+EXIT_CANNOT_LISTEN = 2
+
+
+def _place_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store", type=parse_location, default=None, help="job store (default .batchgate/server/jobs.db)"
+    )
+    parser.add_argument(
+        "--data", type=Path, default=None, help="folder for keys, files and batches (default: the store's)"
+    )
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = subparsers.add_parser(
+        "serve",
+        help="run the job service: an OpenAI-compatible Batch API over all your providers",
+        description="Serve the OpenAI-compatible Files + Batches API; batches run as durable jobs.",
+    )
+    serve.add_argument("--config", required=True, type=Path, help="gateway config (providers, routes)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)"
+    )
+    serve.add_argument(
+        "--expire-after",
+        type=float,
+        default=24 * 3600.0,
+        metavar="SECONDS",
+        help="a batch not ended this long after its creation expires (default 86400: OpenAI's 24 h window)",
+    )
+    serve.add_argument(
+        "--max-jobs",
+        type=int,
+        default=64,
+        help="batches run at once; the others wait their turn (default 64)",
+    )
+    _place_arguments(serve)
+    serve.set_defaults(handler=run_serve)
+    keys = subparsers.add_parser("keys", help="manage the service's client keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION")
+    keys_sub.required = True
+    create = keys_sub.add_parser("create", help="create a client key (printed once)")
+    create.add_argument("--admin", action="store_true", help="the key sees every key's files and batches")
+    create.add_argument("--name", default="", help="a label for the key")
+    _place_arguments(create)
+    create.set_defaults(handler=run_keys_create)
+
+
+def _place(args: argparse.Namespace) -> Place:
+    from batchgate.server.service import DEFAULT_STORE, Place  # noqa: PLC0415 — the server only when serving
+
+    return Place(store=args.store or DEFAULT_STORE, data=args.data)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from batchgate.server.service import serve  # noqa: PLC0415 — the server only when serving
+
+    if args.expire_after <= 0:
+        raise JobError(f"--expire-after must be a positive number of seconds, got {args.expire_after:g}")
+    if args.max_jobs < 1:
+        raise JobError(f"--max-jobs must be at least 1, got {args.max_jobs}")
+    config = load_config(args.config)
+    place = _place(args)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    try:
+        ready = functools.partial(print, flush=True)
+        work = serve(
+            config,
+            args.host,
+            args.port,
+            place,
+            ready=ready,
+            expire_after_s=args.expire_after,
+            max_jobs=args.max_jobs,
+        )
+        asyncio.run(work)
+    except OSError as exc:
+        print(
+            f"batchgate: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return EXIT_CANNOT_LISTEN
+    return 0
+
+
+def run_keys_create(args: argparse.Namespace) -> int:
+    from batchgate.server.keys import create_key  # noqa: PLC0415 — the server only when asked for
+    from batchgate.server.registry import Registry  # noqa: PLC0415 — the server only when asked for
+
+    place = _place(args)
+    registry = Registry(place.registry)
+    try:
+        key, token = create_key(registry, admin=args.admin, name=args.name, now=int(time.time()))
+    finally:
+        registry.close()
+    print(token)
+    kind = "admin key" if key.admin else "key"
+    print(f"created {kind} {key.id} in {place.registry}; the token above is shown only once", file=sys.stderr)
+    return 0

@@ -1,0 +1,146 @@
+"""`batchgate submit INPUT --server URL [--follow] [--output OUT]`: send a job to `batchgate serve`
+through its OpenAI-compatible API (upload INPUT, create a batch) and print the batch id. With
+`--follow`, wait for the batch to end, printing its progress to stderr, and write its output (and
+errors, `OUT.errors.jsonl`) when `--output` is given. The client key comes from `--key` or
+`BATCHGATE_API_KEY`; it is never printed.
+
+Exit codes: 0 submitted (or, with --follow, completed with every line answered), 4 completed with
+failed lines, 3 the batch failed, was cancelled or expired, 2 a refusal or an unreachable server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from batchgate.clock import LoopClock
+from batchgate.errors import JobError
+
+KEY_ENV = "BATCHGATE_API_KEY"
+ENDPOINT = "/v1/chat/completions"
+ENDED = ("completed", "failed", "cancelled", "expired")
+POLL_FIRST_S, POLL_MAX_S = 0.5, 5.0
+EXIT_OK, EXIT_ENDED_BADLY, EXIT_FAILED_ITEMS = 0, 3, 4
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "submit",
+        help="send a JSONL job to a running `batchgate serve`",
+        description="Upload INPUT to a batchgate server and run it as a batch there.",
+    )
+    parser.add_argument("input", type=Path, help="JSONL requests (any shape `batchgate run` accepts)")
+    parser.add_argument("--server", required=True, help="the server's URL, e.g. http://127.0.0.1:8500")
+    parser.add_argument("--key", default=None, help=f"client key (default: ${KEY_ENV})")
+    parser.add_argument("--follow", action="store_true", help="wait for the batch to end, showing progress")
+    parser.add_argument("--output", type=Path, default=None, help="with --follow: write the results here")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    key = args.key or os.environ.get(KEY_ENV)
+    if not key:
+        raise JobError(
+            f"no client key: pass --key or set {KEY_ENV} (create one with `batchgate keys create`)"
+        )
+    if not args.input.is_file():
+        raise JobError(f"{args.input}: no such file")
+    if args.output is not None and not args.follow:
+        raise JobError("--output needs --follow (the results exist only once the batch has ended)")
+    return asyncio.run(_submit(args, key))
+
+
+async def _submit(args: argparse.Namespace, key: str) -> int:
+    import aiohttp  # noqa: PLC0415 — the HTTP stack only when submitting
+
+    base = args.server.rstrip("/") + "/v1"
+    headers = {"Authorization": f"Bearer {key}"}
+    async with aiohttp.ClientSession(headers=headers) as http:
+        api = _Api(http, base)
+        form = aiohttp.FormData()
+        form.add_field("purpose", "batch")
+        form.add_field("file", args.input.read_bytes(), filename=args.input.name)
+        uploaded = await api.call("POST", "/files", data=form)
+        body = {
+            "input_file_id": uploaded["id"],
+            "endpoint": "/v1/chat/completions",
+            "completion_window": "24h",
+        }
+        batch = await api.call("POST", "/batches", json=body)
+        print(batch["id"], flush=True)
+        print(f"submitted {args.input} as batch {batch['id']} ({batch['status']})", file=sys.stderr)
+        if not args.follow:
+            return EXIT_OK
+        batch = await _follow(api, batch)
+        if args.output is not None:
+            await _download(api, batch, args.output)
+        return _exit_code(batch)
+
+
+class _Api:
+    def __init__(self, http: Any, base: str) -> None:
+        self.http, self.base = http, base
+
+    async def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        raw = await self.raw(method, path, **kwargs)
+        result: dict[str, Any] = orjson.loads(raw)
+        return result
+
+    async def raw(self, method: str, path: str, **kwargs: Any) -> bytes:
+        import aiohttp  # noqa: PLC0415 — the HTTP stack only when submitting
+
+        try:
+            async with self.http.request(method, self.base + path, **kwargs) as response:
+                data: bytes = await response.read()
+                if response.status >= 400:
+                    raise JobError(f"the server refused {method} {path}: {_message(data, response.status)}")
+                return data
+        except aiohttp.ClientError as exc:
+            raise JobError(f"cannot reach the server at {self.base}: {exc.__class__.__name__}") from None
+
+
+def _message(data: bytes, status: int) -> str:
+    try:
+        error = orjson.loads(data)["error"]
+        return f"{status} {error['message']}"
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return f"HTTP {status}"
+
+
+async def _follow(api: _Api, batch: dict[str, Any]) -> dict[str, Any]:
+    """Poll the batch until it ends (a remote state: there is nothing to wait on but time),
+    printing each change of its status or counts."""
+    clock = LoopClock()
+    delay, seen = POLL_FIRST_S, ""
+    while batch["status"] not in ENDED:
+        await clock.sleep(delay)
+        delay = min(POLL_MAX_S, delay * 1.5)
+        batch = await api.call("GET", f"/batches/{batch['id']}")
+        counts = batch.get("request_counts") or {}
+        line = f"{batch['status']}: {counts.get('completed', 0)} done, {counts.get('failed', 0)} failed"
+        line += f" of {counts.get('total', 0)}"
+        if line != seen:
+            print(line, file=sys.stderr, flush=True)
+            seen = line
+    return batch
+
+
+async def _download(api: _Api, batch: dict[str, Any], output: Path) -> None:
+    errors_path = output.with_name(output.name + ".errors.jsonl")
+    for file_id, path in ((batch.get("output_file_id"), output), (batch.get("error_file_id"), errors_path)):
+        if file_id:
+            path.write_bytes(await api.raw("GET", f"/files/{file_id}/content"))
+            print(f"wrote {path}", file=sys.stderr)
+
+
+def _exit_code(batch: dict[str, Any]) -> int:
+    if batch["status"] != "completed":
+        print(f"batch {batch['id']} ended {batch['status']}: {batch.get('errors')}", file=sys.stderr)
+        return EXIT_ENDED_BADLY
+    return EXIT_FAILED_ITEMS if (batch.get("request_counts") or {}).get("failed") else EXIT_OK

@@ -1,0 +1,12 @@
+"""`batchgate serve`: one long-running process that owns every provider's quota pool (one
+`Gateway`) and runs many durable jobs at once from the job store, behind an OpenAI-compatible
+Files + Batches API (and Anthropic's Message Batches) with bearer keys.
+
+Modules: `service` (the process: gateway, store, registry, HTTP), `app` (the endpoints, auth,
+OpenAI-shaped errors), `anthropic_api` (Message Batches), `batches` (a batch as a job: run,
+cancel, finalize, resume), `files`, `registry` (keys, files and batch records in `server.db`),
+`keys`, `shapes` (OpenAI's objects).
+
+May import: jobs, the gateway and everything below them; nothing imports it but the CLI. It never
+imports the emulator (which must stay independent of the client side).
+"""

@@ -1,0 +1,239 @@
+"""The HTTP surface (aiohttp): OpenAI's Files and Batches endpoints under `/v1`, behind bearer-key
+auth, every refusal in OpenAI's error shape `{"error": {"message", "type", "param", "code"}}`.
+
+    POST /v1/files                  multipart `file` + `purpose=batch`
+    GET  /v1/files                  this key's files
+    GET  /v1/files/{id}             GET /v1/files/{id}/content      DELETE /v1/files/{id}
+    POST /v1/batches                GET /v1/batches (`after`, `limit`)
+    GET  /v1/batches/{id}           POST /v1/batches/{id}/cancel
+    /v1/messages/batches/...        Anthropic's Message Batches (`anthropic_api`), its error shape
+
+Keys come as `Authorization: Bearer <token>` or (the anthropic SDK) `x-api-key: <token>`.
+A key sees only its own files and batches (another key's are a 404, as unknown ids are); an admin
+key sees all. An unexpected failure is a 500 with a generic message: no traceback, no secret.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiohttp import BodyPartReader, web
+
+from batchgate.errors import ServiceRequestError
+from batchgate.server import anthropic_api
+from batchgate.server.batches import Batches
+from batchgate.server.files import MAX_FILE_BYTES, Files
+from batchgate.server.keys import authenticate
+from batchgate.server.registry import ApiKey, BatchRecord, Registry
+from batchgate.server.shapes import batch_object, error_body, file_object, page
+
+log = logging.getLogger("batchgate.server")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+KEY = "batchgate.key"  # the request's ApiKey, set by `auth`
+DEFAULT_LIMIT, MAX_LIMIT = 20, 100
+_CHUNK = 1 << 16
+_HTTP_TYPES = {401: "invalid_request_error", 404: "invalid_request_error", 405: "invalid_request_error"}
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    registry: Registry
+    files: Files
+    batches: Batches
+
+
+def json(data: dict[str, Any], status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
+
+
+def _refusal(
+    request: web.Request, status: int, message: str, type: str, code: str | None, param: str | None = None
+) -> web.Response:
+    """OpenAI's error shape, or Anthropic's under Anthropic's paths."""
+    if request.path.startswith(anthropic_api.PATH):
+        body = anthropic_api.error_body(status, message)
+    else:
+        body = error_body(status, message, type, code, param)
+    return web.Response(body=body, status=status, content_type="application/json")
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ServiceRequestError as exc:
+        return _refusal(request, exc.status, exc.message, exc.type, exc.code, exc.param)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        message = f"Invalid URL ({request.method} {request.path})" if exc.status in (404, 405) else exc.reason
+        return _refusal(
+            request, exc.status, message, _HTTP_TYPES.get(exc.status, "invalid_request_error"), None
+        )
+    except Exception as exc:  # a bug: said in one line, never a traceback to the client
+        log.error("%s %s: internal error: %s", request.method, request.path, type(exc).__name__)
+        return _refusal(
+            request, 500, "The server had an error while processing your request.", "server_error", None
+        )
+
+
+def auth(registry: Registry) -> Any:
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path.startswith("/v1/") or request.path == "/v1":
+            headers = request.headers
+            key = authenticate(registry, headers.get("Authorization"), headers.get("x-api-key"))
+            if key is None:
+                raise ServiceRequestError(
+                    401,
+                    "Incorrect or missing API key. Create one with `batchgate keys create`.",
+                    code="invalid_api_key",
+                )
+            request[KEY] = key
+        return await handler(request)
+
+    return check
+
+
+def _key(request: web.Request) -> ApiKey:
+    key = request[KEY]
+    assert isinstance(key, ApiKey)
+    return key
+
+
+def _viewer(request: web.Request) -> str | None:
+    """Whose objects the request may see: its key's, or everyone's (None) for an admin key."""
+    key = _key(request)
+    return None if key.admin else key.id
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError:
+        raise ServiceRequestError(400, "We could not parse the JSON body of your request.") from None
+    if not isinstance(body, dict):
+        raise ServiceRequestError(400, "The request body must be a JSON object.")
+    return body
+
+
+class Api:
+    def __init__(self, service: Service) -> None:
+        self.s = service
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.post("/v1/files", self.upload),
+            web.get("/v1/files", self.list_files),
+            web.get("/v1/files/{id}", self.get_file),
+            web.get("/v1/files/{id}/content", self.file_content),
+            web.delete("/v1/files/{id}", self.delete_file),
+            web.post("/v1/batches", self.create_batch),
+            web.get("/v1/batches", self.list_batches),
+            web.get("/v1/batches/{id}", self.get_batch),
+            web.post("/v1/batches/{id}/cancel", self.cancel_batch),
+        ]
+
+    # -- files -----------------------------------------------------------------------------------
+    async def upload(self, request: web.Request) -> web.Response:
+        if not request.content_type.startswith("multipart/"):
+            raise ServiceRequestError(400, "Uploads must be multipart/form-data with 'file' and 'purpose'.")
+        reader = await request.multipart()
+        purpose: str | None = None
+        saved = None
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader):
+                continue
+            if part.name == "purpose":
+                purpose = (await part.text()).strip()
+            elif part.name == "file" and saved is None:
+                name = part.filename or "upload.jsonl"
+                saved = await self.s.files.save(_key(request).id, name, "batch", _chunks(part))
+        if saved is None:
+            raise ServiceRequestError(400, "Missing required parameter: 'file'.", param="file")
+        if purpose != "batch":
+            self.s.files.delete(saved)
+            raise ServiceRequestError(
+                400,
+                f"Invalid value for 'purpose': {purpose!r}. Supported values are: 'batch'.",
+                param="purpose",
+            )
+        return json(file_object(saved))
+
+    async def list_files(self, request: web.Request) -> web.Response:
+        files = self.s.registry.list_files(_viewer(request))
+        return json(page([file_object(f) for f in files], has_more=False))
+
+    async def get_file(self, request: web.Request) -> web.Response:
+        return json(file_object(self.s.files.visible(request.match_info["id"], _viewer(request))))
+
+    async def file_content(self, request: web.Request) -> web.StreamResponse:
+        f = self.s.files.visible(request.match_info["id"], _viewer(request))
+        return web.FileResponse(self.s.files.path(f.id), headers={"Content-Type": "application/octet-stream"})
+
+    async def delete_file(self, request: web.Request) -> web.Response:
+        f = self.s.files.visible(request.match_info["id"], _viewer(request))
+        self.s.files.delete(f)
+        return json({"id": f.id, "object": "file", "deleted": True})
+
+    # -- batches ---------------------------------------------------------------------------------
+    async def _batch(self, b: BatchRecord) -> dict[str, Any]:
+        batches = self.s.batches
+        return batch_object(b, await batches.counts(b), await batches.usage(b))
+
+    async def create_batch(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        b = self.s.batches.create(_key(request).id, _viewer(request), body)
+        return json(await self._batch(b))
+
+    async def get_batch(self, request: web.Request) -> web.Response:
+        b = self.s.batches.visible(request.match_info["id"], _viewer(request))
+        return json(await self._batch(b))
+
+    async def cancel_batch(self, request: web.Request) -> web.Response:
+        b = self.s.batches.visible(request.match_info["id"], _viewer(request))
+        b = self.s.batches.cancel(b)
+        return json(await self._batch(b))
+
+    async def list_batches(self, request: web.Request) -> web.Response:
+        limit = _limit(request.query.get("limit"))
+        after = request.query.get("after") or None
+        found, more = self.s.registry.list_batches("openai", _viewer(request), limit, after=after)
+        data = [await self._batch(b) for b in found]
+        return json(page(data, more))
+
+
+def _limit(text: str | None) -> int:
+    if text is None:
+        return DEFAULT_LIMIT
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_LIMIT:
+        raise ServiceRequestError(
+            400, f"Invalid 'limit': {text!r}; expected an integer from 1 to {MAX_LIMIT}.", param="limit"
+        )
+    return value
+
+
+async def _chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
+    while chunk := await part.read_chunk(_CHUNK):
+        yield chunk
+
+
+def _owner_and_viewer(request: web.Request) -> tuple[str, str | None]:
+    return _key(request).id, _viewer(request)
+
+
+def make_app(service: Service) -> web.Application:
+    app = web.Application(middlewares=[errors, auth(service.registry)], client_max_size=MAX_FILE_BYTES)
+    app.add_routes(Api(service).routes())
+    anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)
+    app.add_routes(anthropic.routes())
+    return app

@@ -1,0 +1,386 @@
+"""Batches as jobs: each batch is one durable job (`jobs.runner.run_job`, the same engine
+`batchgate run` uses) over a copy of its input file, run on the service's one shared gateway; the
+batch's status follows the job (validating → in_progress → finalizing → completed, or failed,
+cancelling → cancelled), and its output and error files are written from the job store at the end.
+
+A server that stops leaves its batches in progress: they resume, from the store, when it starts
+again (`resume_all`). A cancel, or the end of the batch's window (a clock timer), stops the job
+(its in-flight calls get the grace period) and keeps what finished. At most `max_jobs` jobs run
+at once; later batches wait, `validating`, for a place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from batchgate.clock import Clock, TimerHandle
+from batchgate.config import GatewayConfig
+from batchgate.errors import BatchgateError, InputError, ServiceRequestError
+from batchgate.gateway import Gateway
+from batchgate.jobs.engine import EngineOptions, JobEngine
+from batchgate.jobs.fits import RouteFit
+from batchgate.jobs.io.input import validate_input
+from batchgate.jobs.runner import RunRequest, job_id_for, run_job
+from batchgate.jobs.store.location import StoreLocation
+from batchgate.jobs.store.protocol import JobStore, TaskState
+from batchgate.server.files import Files
+from batchgate.server.registry import BatchRecord, Registry
+from batchgate.server.shapes import (
+    ENDPOINT,
+    WINDOW,
+    WINDOW_S,
+    create_fields,
+    new_id,
+    not_found,
+    output_line,
+    unsent_line,
+)
+
+log = logging.getLogger("batchgate.server")
+
+ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
+MAX_JOBS = 64
+SHOWN_PROBLEMS = 100  # a failed validation lists at most this many lines in `errors`
+PREFIXES = {"openai": "batch_", "anthropic": "msgbatch_"}
+
+
+class Batches:
+    def __init__(
+        self,
+        registry: Registry,
+        files: Files,
+        store: JobStore,
+        *,
+        config: GatewayConfig,
+        store_path: StoreLocation,
+        folder: Path,
+        gateway: Gateway,
+        clock: Clock,
+        grace_s: float,
+        expire_after_s: float = WINDOW_S,
+        max_jobs: int = MAX_JOBS,
+    ) -> None:
+        """`expire_after_s`: how long a batch may run before it expires (OpenAI's 24 h window);
+        `max_jobs`: batches whose jobs run at once (the others wait their turn, first come first)."""
+        self.registry, self.files, self.store = registry, files, store
+        self.config, self.store_path, self.folder = config, store_path, folder
+        self.gateway, self.clock, self.grace_s = gateway, clock, grace_s
+        self.expire_after_s = expire_after_s
+        self._places = asyncio.Semaphore(max_jobs)
+        self._timers: dict[str, TimerHandle] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._waiting: set[str] = set()  # batches waiting for a place (their job has not started)
+        self._engines: dict[str, JobEngine] = {}
+        self._closing = False
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def _now(self) -> int:
+        return int(self.clock.wall())
+
+    def visible(self, batch_id: str, owner: str | None, kind: str = "openai") -> BatchRecord:
+        """The batch of `kind`, if `owner` may see it (None: an admin key); a 404 otherwise."""
+        b = self.registry.get_batch(batch_id)
+        if b is None or b.kind != kind or (owner is not None and b.owner != owner):
+            raise not_found("message batch" if kind == "anthropic" else "batch", batch_id)
+        return b
+
+    # -- requests --------------------------------------------------------------------------------
+    def create(self, owner: str, viewer: str | None, body: dict[str, Any]) -> BatchRecord:
+        """A new batch over the input file `body` names (which `viewer` must be able to see)."""
+        file_id, metadata = create_fields(body)
+        source = self.files.visible(file_id, viewer)
+        if source.purpose != "batch":
+            raise ServiceRequestError(
+                400, f"File '{file_id}' has purpose '{source.purpose}', not 'batch'.", param="input_file_id"
+            )
+        fill = functools.partial(_link_or_copy, self.files.path(source.id))  # the file may be deleted
+        return self._open(owner, "openai", fill, input_file_id=file_id, metadata=metadata)
+
+    def create_inline(self, owner: str, kind: str, data: bytes) -> BatchRecord:
+        """A new batch of inline requests (`data`: its input JSONL), refused with a 400 naming the
+        first bad request before anything is created (Anthropic's API checks at once)."""
+        record = self._open(owner, kind, lambda target: target.write_bytes(data), check=True)
+        record.requests = data.count(b"\n")
+        self.registry.save_batch(record)
+        return record
+
+    def _open(
+        self,
+        owner: str,
+        kind: str,
+        fill: Callable[[Path], object],
+        *,
+        input_file_id: str = "",
+        metadata: dict[str, str] | None = None,
+        check: bool = False,
+    ) -> BatchRecord:
+        batch_id = new_id(PREFIXES[kind])
+        folder = self.folder / batch_id
+        folder.mkdir(mode=0o700)
+        fill(folder / "input.jsonl")
+        bad = self._line_problems(folder / "input.jsonl") if check else []
+        if bad:
+            shutil.rmtree(folder, ignore_errors=True)
+            first = bad[0]
+            raise ServiceRequestError(400, f"requests[{first['line'] - 1}]: {first['message']}")
+        record = BatchRecord(
+            id=batch_id,
+            owner=owner,
+            input_file_id=input_file_id,
+            endpoint=ENDPOINT,
+            completion_window=WINDOW,
+            created_at=self._now(),
+            job_id=job_id_for(folder / "input.jsonl", folder / "output.jsonl"),
+            metadata=metadata,
+            kind=kind,
+        )
+        self.registry.add_batch(record)
+        self._spawn(batch_id, self._run(batch_id))
+        self._arm_expiry(record)
+        return record
+
+    async def counts(self, b: BatchRecord) -> dict[str, int]:
+        """`request_counts`: frozen at the end, read from the job store while it runs."""
+        if b.counts is not None:
+            return b.counts
+        job = await self.store.get_job(b.job_id)
+        if job is None:
+            return {"total": 0, "completed": 0, "failed": 0}
+        counts = await self.store.counts(b.job_id)
+        return {
+            "total": job.task_total,
+            "completed": counts[TaskState.SUCCEEDED],
+            "failed": counts[TaskState.FAILED],
+        }
+
+    async def usage(self, b: BatchRecord) -> tuple[int, int]:
+        """The prompt and completion tokens of the batch's kept answers so far."""
+        if await self.store.get_job(b.job_id) is None:
+            return 0, 0
+        totals = await self.store.totals(b.job_id)
+        return int(totals.get("prompt_tokens", 0)), int(totals.get("completion_tokens", 0))
+
+    def cancel(self, b: BatchRecord) -> BatchRecord:
+        if b.status in ENDED or b.status == "finalizing":  # its results are being written
+            raise ServiceRequestError(400, f"Cannot cancel a batch with status '{b.status}'.")
+        if b.status == "cancelling":
+            return b
+        b.cancel_asked, b.status = True, "cancelling"
+        b.times["cancelling_at"] = self._now()
+        self.registry.save_batch(b)
+        self._stop(b.id)
+        return b
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def resume_all(self) -> int:
+        """Start again every batch a stopped server left unfinished; how many."""
+        unfinished = self.registry.unfinished_batches()
+        for b in unfinished:
+            log.info("resuming %s (%s)", b.id, b.status)
+            ends = b.status in ("finalizing", "cancelling") or b.stopping
+            self._spawn(b.id, self._finalize(b.id) if ends else self._run(b.id))
+            self._arm_expiry(b)
+        return len(unfinished)
+
+    def _arm_expiry(self, b: BatchRecord) -> None:
+        """A clock timer for the end of the batch's window (at once if it has passed)."""
+        left = b.created_at + self.expire_after_s - self.clock.wall()
+        self._timers[b.id] = self.clock.call_at(self.clock.now() + max(0.0, left), lambda: self._expire(b.id))
+
+    def _expire(self, batch_id: str) -> None:
+        self._timers.pop(batch_id, None)
+        b = self.registry.get_batch(batch_id)
+        if b is None or b.status in ENDED or b.stopping or self._closing:
+            return
+        b.expired = True
+        self.registry.save_batch(b)
+        log.info("batch %s expired: its window of %g s ended", batch_id, self.expire_after_s)
+        self._stop(batch_id)
+
+    async def close(self) -> None:
+        """Stop every running job (each gets the grace period); their batches resume next start."""
+        self._closing = True
+        for timer in self._timers.values():
+            timer.cancel()
+        for engine in list(self._engines.values()):
+            engine.interrupt("the server is stopping")
+        tasks = list(self._tasks.values())
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _spawn(self, batch_id: str, work: Any) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(work)
+        self._tasks[batch_id] = task
+        task.add_done_callback(functools.partial(self._ended, batch_id))
+
+    def _ended(self, batch_id: str, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(batch_id) is task:
+            del self._tasks[batch_id]
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            log.error("batch %s: internal error: %s: %s", batch_id, type(exc).__name__, exc)
+
+    # -- one batch -------------------------------------------------------------------------------
+    async def _run(self, batch_id: str) -> None:
+        """Run the batch's job once one of the `max_jobs` places is free (until then it stays
+        `validating`, and a cancel or expiry ends it at once: `_stop_waiting`), then finalize it."""
+        self._waiting.add(batch_id)
+        try:
+            await self._places.acquire()
+        finally:
+            self._waiting.discard(batch_id)
+        try:
+            if not self._closing:
+                await self._run_job(batch_id)
+        finally:
+            self._places.release()
+
+    def _stop(self, batch_id: str) -> None:
+        """A cancel or an expiry: stop the batch's job, or end a batch still waiting for a place
+        (nothing was sent) or one whose job has ended."""
+        engine = self._engines.get(batch_id)
+        if engine is not None:
+            engine.request_cancel()  # stop, and cancel its provider batches; what finished is kept
+            return
+        task = self._tasks.get(batch_id)
+        if task is not None and batch_id in self._waiting:
+            task.cancel()
+            task = None
+        if task is None:
+            self._spawn(batch_id, self._finalize(batch_id))
+
+    async def _run_job(self, batch_id: str) -> None:
+        folder = self.folder / batch_id
+        req = RunRequest(
+            input_path=folder / "input.jsonl",
+            config_path=Path(self.config.source),
+            output_path=folder / "output.jsonl",
+            store_path=self.store_path,
+            ordered=True,
+            quiet=True,
+            engine=EngineOptions(grace_seconds=self.grace_s),
+            gateway=self.gateway,
+            on_engine=functools.partial(self._engine_started, batch_id),
+            handle_signals=False,
+        )
+        say = functools.partial(log.info, "%s: %s", batch_id)
+        try:
+            await run_job(req, self.config, out=say, err=say)
+        except InputError:
+            self._fail(batch_id, self._problems(req.input_path))
+            return
+        except BatchgateError as exc:
+            if not self._closing:
+                self._fail(batch_id, [{"code": "batch_failed", "message": exc.message, "line": None}])
+            return
+        except Exception as exc:  # a bug: the batch fails with a generic message, the log says what
+            log.error("batch %s: internal error: %s: %s", batch_id, type(exc).__name__, exc)
+            self._fail(
+                batch_id, [{"code": "internal_error", "message": "The server failed running this batch."}]
+            )
+            return
+        finally:
+            self._engines.pop(batch_id, None)
+        b = self.registry.get_batch(batch_id)
+        if self._closing and b is not None and not b.stopping:
+            return  # left in progress: it resumes when the server starts again
+        await self._finalize(batch_id)
+
+    def _engine_started(self, batch_id: str, engine: JobEngine) -> None:
+        """The job passed validation and its engine is about to run."""
+        self._engines[batch_id] = engine
+        b = self.registry.get_batch(batch_id)
+        if b is None:
+            return
+        if b.stopping or self._closing:
+            engine.request_cancel() if b.stopping else engine.interrupt("the server is stopping")
+        elif b.status == "validating":
+            b.status = "in_progress"
+            b.times["in_progress_at"] = self._now()
+            self.registry.save_batch(b)
+
+    def _line_problems(self, path: Path) -> list[dict[str, Any]]:
+        """OpenAI's validation `errors.data`: one entry per bad line (the server's paths left out)."""
+        report = validate_input(
+            path, known_models=self.config.route_models(), check=RouteFit(self.config).problem
+        )
+        return [
+            {"code": "invalid_request", "message": p.reason, "param": None, "line": p.line_no}
+            for p in report.problems[:SHOWN_PROBLEMS]
+        ]
+
+    def _problems(self, path: Path) -> list[dict[str, Any]]:
+        found = self._line_problems(path)
+        return found or [{"code": "empty_file", "message": "The input file has no requests.", "line": None}]
+
+    def _fail(self, batch_id: str, errors: list[dict[str, Any]]) -> None:
+        b = self.registry.get_batch(batch_id)
+        if b is None:
+            return
+        b.status, b.errors = "failed", errors
+        b.times["failed_at"] = self._now()
+        b.counts = b.counts or {"total": 0, "completed": 0, "failed": 0}
+        self.registry.save_batch(b)
+
+    async def _finalize(self, batch_id: str) -> None:
+        """Write the output and error files from the store, then the batch's final status."""
+        b = self.registry.get_batch(batch_id)
+        if b is None:
+            return
+        if b.status != "cancelling":
+            b.status = "finalizing"
+            b.times["finalizing_at"] = self._now()
+            self.registry.save_batch(b)
+        job = await self.store.get_job(b.job_id)
+        if job is not None and b.kind == "openai":  # Anthropic's results are read when asked for
+            await self._write_files(b)
+        b.counts = await self.counts(b)
+        timer = self._timers.pop(b.id, None)
+        if timer is not None:
+            timer.cancel()
+        if b.cancel_asked:
+            b.status, at = "cancelled", "cancelled_at"
+        elif b.expired:
+            b.status, at = "expired", "expired_at"
+        elif job is not None and job.status != "completed":
+            b.status, at = "failed", "failed_at"
+            b.errors = [{"code": "batch_stopped", "message": job.stop_reason or "stopped", "line": None}]
+        else:
+            b.status, at = "completed", "completed_at"
+        b.times[at] = self._now()
+        self.registry.save_batch(b)
+
+    async def _write_files(self, b: BatchRecord) -> None:
+        """The batch's output and error files, in OpenAI's line shape, from the store."""
+        out, err = self.files.writer(), self.files.writer()
+        try:
+            why = "cancelled" if b.cancel_asked else "expired" if b.expired else "stopped"
+            async for t in self.store.iter_results(b.job_id, ordered=True):
+                if t.state is TaskState.SUCCEEDED:
+                    out.write(output_line(t.output_line, t.custom_id, t.error))
+                elif t.state is TaskState.FAILED:
+                    err.write(output_line(t.output_line, t.custom_id, t.error))
+                else:  # never finished: OpenAI's line for a request the batch's end left out
+                    err.write(unsent_line(t.custom_id, why))
+            b.output_file_id = out.commit(b.owner, f"{b.id}_output.jsonl")
+            b.error_file_id = err.commit(b.owner, f"{b.id}_error.jsonl")
+        finally:
+            out.discard()
+            err.discard()
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        with contextlib.suppress(FileNotFoundError):
+            target.unlink()
+        shutil.copyfile(source, target)

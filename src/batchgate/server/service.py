@@ -1,0 +1,127 @@
+"""`batchgate serve`'s process: one `Gateway` (so one quota pool per provider for every job), the
+job store, the registry, and the HTTP app, started in that order and stopped in reverse on SIGINT
+or SIGTERM. Batches a stopped server left unfinished resume at start.
+
+Where things live: the job store (`--store`, SQLite by default) and a data folder (`--data`,
+default the store file's folder) holding `server.db` (keys, files, batches), `files/` and
+`batches/<id>/` (each batch's input copy, and the job's own output and report).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from batchgate.clock import LoopClock
+from batchgate.config import GatewayConfig
+from batchgate.gateway import Gateway
+from batchgate.jobs.store.location import StoreLocation, open_store
+from batchgate.server.app import Service, make_app
+from batchgate.server.batches import MAX_JOBS, Batches
+from batchgate.server.files import Files
+from batchgate.server.registry import REGISTRY_FILE, Registry
+from batchgate.server.shapes import WINDOW_S
+
+LISTENING_PREFIX = "batchgate serve listening on "
+DEFAULT_DATA = Path(".batchgate") / "server"
+DEFAULT_STORE = DEFAULT_DATA / "jobs.db"
+GRACE_S = 2.0  # a cancelled or interrupted job's in-flight calls get this long to finish
+SHUTDOWN_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where the service keeps its state."""
+
+    store: StoreLocation = DEFAULT_STORE
+    data: Path | None = None
+
+    @property
+    def folder(self) -> Path:
+        if self.data is not None:
+            return self.data
+        return self.store.parent if isinstance(self.store, Path) else DEFAULT_DATA
+
+    @property
+    def registry(self) -> Path:
+        return self.folder / REGISTRY_FILE
+
+
+async def serve(
+    config: GatewayConfig,
+    host: str,
+    port: int,
+    place: Place,
+    *,
+    ready: Callable[[str], None] = print,
+    stop: asyncio.Event | None = None,
+    expire_after_s: float = WINDOW_S,
+    max_jobs: int = MAX_JOBS,
+) -> None:
+    """Serve until SIGINT/SIGTERM (or `stop` is set); `ready(url)` hears the address once listening.
+    A batch not ended `expire_after_s` after its creation expires (OpenAI's window: 24 h); at most
+    `max_jobs` batches run at once."""
+    stopping = stop or asyncio.Event()
+    clock = LoopClock()
+    registry = Registry(place.registry)
+    try:
+        store = await open_store(place.store, create=True)
+        try:
+            async with Gateway(config, clock=clock) as gateway:
+                files = Files(registry, place.folder / "files", clock)
+                batches = Batches(
+                    registry,
+                    files,
+                    store,
+                    config=config,
+                    store_path=place.store,
+                    folder=place.folder / "batches",
+                    gateway=gateway,
+                    clock=clock,
+                    grace_s=GRACE_S,
+                    expire_after_s=expire_after_s,
+                    max_jobs=max_jobs,
+                )
+                try:
+                    await _listen(Service(registry, files, batches), host, port, stopping, ready)
+                finally:
+                    await batches.close()
+        finally:
+            await store.close()
+    finally:
+        registry.close()
+
+
+async def _listen(
+    service: Service, host: str, port: int, stopping: asyncio.Event, ready: Callable[[str], None]
+) -> None:
+    runner = web.AppRunner(make_app(service), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, reuse_address=True)
+        await site.start()
+        service.batches.resume_all()
+        ready(f"{LISTENING_PREFIX}http://{host}:{int(runner.addresses[0][1])}")
+        with _signals(stopping):
+            await stopping.wait()
+    finally:
+        await runner.cleanup()
+
+
+@contextlib.contextmanager
+def _signals(stopping: asyncio.Event) -> Iterator[None]:
+    loop = asyncio.get_running_loop()
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    for sig in sigs:
+        loop.add_signal_handler(sig, stopping.set)
+    try:
+        yield
+    finally:
+        for sig in sigs:
+            loop.remove_signal_handler(sig)

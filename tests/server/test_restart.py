@@ -1,0 +1,60 @@
+"""A stopped server's batches resume when it starts again (from the job store): after a SIGTERM
+(its jobs stop gracefully) and after a kill -9 (nothing graceful at all), the batch completes with
+every line exactly once in its output."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from batchgate.emulator import EmulatorThread
+
+from .harness import (
+    LAG,
+    WAIT_LIMIT_S,
+    batch_line,
+    client,
+    create,
+    gateway_config,
+    keys_create,
+    lines_of,
+    running,
+    start_server,
+    upload,
+    wait_ended,
+)
+
+pytestmark = pytest.mark.integration
+LINES = 6
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
+def test_a_batch_in_progress_resumes_when_the_server_starts_again(
+    tmp_path: Path, emu: EmulatorThread, sig: signal.Signals
+) -> None:
+    config = gateway_config(tmp_path / "gateway.yaml", emu)
+    key = keys_create(tmp_path)
+    first = start_server(tmp_path, config)
+    try:
+        c = client(first, key)
+        batch = create(c, upload(c, [batch_line(i, LAG) for i in range(LINES)]))  # 1 s an answer
+        deadline = time.monotonic() + WAIT_LIMIT_S
+        while c.batches.retrieve(batch.id).status == "validating":
+            assert time.monotonic() < deadline, "the batch never started"
+            time.sleep(0.05)
+        first.proc.send_signal(sig)  # the calls are in flight, the lines unanswered
+        first.proc.wait(timeout=60)
+    finally:
+        first.stop()
+    with running(tmp_path, config) as second:
+        c = client(second, key)
+        assert c.batches.retrieve(batch.id).status in ("in_progress", "finalizing", "completed")
+        done = wait_ended(c, batch.id)
+        out = lines_of(c, done.output_file_id)
+    assert done.status == "completed", done
+    assert done.request_counts is not None
+    assert (done.request_counts.total, done.request_counts.completed) == (LINES, LINES)
+    assert sorted(x["custom_id"] for x in out) == sorted(f"req-{i}" for i in range(LINES))

@@ -1,0 +1,93 @@
+"""`batchgate submit` against `batchgate serve`, both run as a user runs them (subprocesses): a
+plain batchgate input file is uploaded, run and followed to its end, its results written; a
+wrong key is a one-line error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from batchgate.jobs.job_setup import job_id_for
+
+from .harness import ALPHA, DENIED, GAMMA, PROVIDER_KEY, Server
+
+pytestmark = pytest.mark.acceptance
+
+
+def submit(*args: str, key: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "BATCHGATE_API_KEY": key}
+    argv = [sys.executable, "-m", "batchgate", "submit", *args]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=90, check=False)
+
+
+def test_submit_follows_a_job_to_its_end_and_writes_its_results(
+    server: Server, keys: dict[str, str], tmp_path: Path
+) -> None:
+    lines = [
+        {"custom_id": f"p-{i}", "model": (ALPHA, GAMMA)[i % 2], "max_tokens": 5,
+         "messages": [{"role": "user", "content": f"hello {i}"}]}
+        for i in range(4)
+    ]  # fmt: skip
+    lines.append({"custom_id": "p-denied", "model": DENIED, "max_tokens": 5, "prompt": "hi"})
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    out = tmp_path / "out.jsonl"
+    done = submit(str(source), "--server", server.url, "--follow", "--output", str(out), key=keys["a"])
+    assert done.returncode == 4, done.stderr  # completed, one line failed
+    batch_id = done.stdout.strip()
+    assert batch_id.startswith("batch_")
+    answered = [orjson.loads(x) for x in out.read_bytes().splitlines()]
+    assert sorted(x["custom_id"] for x in answered) == [f"p-{i}" for i in range(4)]
+    failed = [orjson.loads(x) for x in (tmp_path / "out.jsonl.errors.jsonl").read_bytes().splitlines()]
+    assert [x["custom_id"] for x in failed] == ["p-denied"]
+    assert keys["a"] not in done.stdout + done.stderr
+    assert PROVIDER_KEY not in done.stdout + done.stderr
+
+
+def test_submit_with_a_wrong_key_is_a_one_line_error(server: Server, tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(orjson.dumps({"model": ALPHA, "prompt": "hi"}) + b"\n")
+    done = submit(str(source), "--server", server.url, key="bgk-wrong")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert "401" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_serve_with_a_bad_config_or_a_taken_port_is_a_one_line_error(server: Server, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("providers: 3\n", encoding="utf-8")
+    port = server.url.rsplit(":", 1)[1]
+    config = next(server.root.glob("*.yaml"))
+    env = {**os.environ, "EMU_KEY": PROVIDER_KEY}
+    for args, says in (
+        (("--config", str(bad)), "bad.yaml: providers"),
+        (("--config", str(config), "--port", port), f"cannot listen on 127.0.0.1:{port}"),
+    ):
+        argv = [sys.executable, "-m", "batchgate", "serve", *args, "--store", str(tmp_path / "jobs.db")]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("batchgate: error: ")
+        assert says in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_batchgate_cancel_refuses_a_server_s_job_and_never_signals_the_server(
+    server: Server, keys: dict[str, str], tmp_path: Path
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(orjson.dumps({"model": ALPHA, "prompt": "hi"}) + b"\n")
+    done = submit(str(source), "--server", server.url, "--follow", key=keys["a"])
+    assert done.returncode == 0, done.stderr
+    folder = server.root / "batches" / done.stdout.strip()
+    job = job_id_for(folder / "input.jsonl", folder / "output.jsonl")
+    argv = [sys.executable, "-m", "batchgate", "cancel", job, "--store", str(server.root / "jobs.db")]
+    cancel = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert cancel.returncode == 2
+    assert "batchgate serve" in cancel.stderr
+    assert server.proc.poll() is None  # still serving
