@@ -13,7 +13,7 @@ from batchgate.clock import FakeClock
 from batchgate.errors import QuotaStoreUnavailable
 from batchgate.models import Cost
 from batchgate.quota.pool import QuotaLimits, QuotaPool
-from batchgate.quota.shared import SharedQuota
+from batchgate.quota.shared import SETTLE_WITHIN, SharedQuota
 from batchgate.quota.store.memory import MemoryQuotaStore
 from batchgate.quota.store.protocol import QuotaStore
 from batchgate.quota.store.sqlite_store import SqliteQuotaStore
@@ -71,20 +71,22 @@ async def test_two_processes_together_keep_one_limit_and_reach_it(kind: str, tmp
     await store.close()
 
 
-async def test_a_refund_in_one_process_is_capacity_for_the_other() -> None:
+async def test_a_refund_in_one_process_is_capacity_for_the_other_within_the_settle_delay() -> None:
     clock = FakeClock()
     store = MemoryQuotaStore(clock)
-    a, b = process(store, clock, "a"), process(store, clock, "b")
+    slow = QuotaLimits(rpm=6, safety=1.0)  # one request per 10 s or slower: no refill to speak of
+    a, b = QuotaPool("a", slow, clock), QuotaPool("b", slow, clock)
+    for pool in (a, b):
+        pool.shared = SharedQuota(store, "k", pool.paces, clock)
     res = await a.acquire(ONE)
     assert a.shared is not None
-    assert b.shared is not None
     await a.shared.take(res)
     a.refund(res)  # the provider never admitted it
-    await asyncio.sleep(0)  # the settlement is delivered by a task scheduled at once
+    await run_for(clock, SETTLE_WITHIN + 0.01)  # no take of a's carried it: the timer delivers it
     sent: list[float] = []
     task = asyncio.ensure_future(send(b, sent, clock))
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
+    for _ in range(4):
+        await asyncio.sleep(0)
     assert sent == [clock.now()]  # admitted without waiting for a refill
     await task
 

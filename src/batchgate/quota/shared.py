@@ -5,8 +5,10 @@ own pool admitted it, and the channel its settlements go back through.
 amounts at the shared pace (the pool's own pace: the provider's limit × safety × its AIMD
 factor, less the one-request headroom); on a refusal it waits on a clock timer for the moment
 the store computed, then asks again — the store's answer, not polling. Refunds, reconcile
-deltas, retry-hint pauses and 429 drains (`give_back`, `charge`, `pause`, `drain`, called by the
-pool) collect in one `Settle` that rides on the next `apply`, or on a flush scheduled at once.
+deltas, retry-hint pauses and 429 drains (`give_back`, `adjust`, `pause`, `drain`, called by the
+pool) collect in one `Settle` that rides on the next `apply`: pauses and drains are delivered at
+once (the other processes must stop), refunds and reconcile deltas within `SETTLE_WITHIN` seconds
+(a clock timer) when no take carries them sooner — one store call per request, not three.
 A store that cannot be reached raises QuotaStoreUnavailable from `take`: nothing is sent.
 """
 
@@ -16,10 +18,12 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
 
-from batchgate.clock import Clock
+from batchgate.clock import Clock, TimerHandle
 from batchgate.errors import QuotaStoreUnavailable
 from batchgate.quota.limits import Reservation
 from batchgate.quota.store.protocol import Pace, QuotaStore, Settle
+
+SETTLE_WITHIN = 0.25  # seconds a refund or a reconcile delta may wait for a take to carry it
 
 
 class SharedQuota:
@@ -35,6 +39,7 @@ class SharedQuota:
         self._lock = asyncio.Lock()  # FIFO: one request of this process at a time asks the store
         self._pending = Settle()
         self._flush: asyncio.Task[None] | None = None
+        self._timer: TimerHandle | None = None
         self.takes = 0  # store calls that admitted
         self.waits = 0  # store calls that answered "wait"
         self.failure: QuotaStoreUnavailable | None = None
@@ -72,6 +77,9 @@ class SharedQuota:
 
     async def close(self) -> None:
         """Deliver what is pending (best effort), then stop."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._flush is not None:
             with contextlib.suppress(asyncio.CancelledError, QuotaStoreUnavailable):
                 await self._flush
@@ -87,7 +95,13 @@ class SharedQuota:
         pending = self._pending.deltas
         for name, delta in deltas.items():
             pending[name] = pending.get(name, 0.0) + delta
-        self._schedule()
+        if self._timer is None:
+            self._timer = self._clock.call_at(self._clock.now() + SETTLE_WITHIN, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if not self._pending.empty():
+            self._schedule()
 
     async def _apply(self, take: Mapping[str, float] | None) -> float:
         settle, self._pending = self._pending, Settle()

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from importlib import resources
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from batchgate.errors import QuotaStoreUnavailable
@@ -22,6 +24,7 @@ DEFAULT_NAMESPACE = "batchgate:quota:"
 _TTL_MS = 3_600_000  # an idle quota's hash expires after an hour (it would be full again by then)
 _CONNECT_TIMEOUT = 3.0
 _TIMEOUT = 5.0
+_RETRIES = 2
 
 
 class RedisQuotaStore:
@@ -31,7 +34,10 @@ class RedisQuotaStore:
         self.url = url
         self.namespace = namespace
         self._redis = aioredis.Redis.from_url(
-            url, socket_connect_timeout=_CONNECT_TIMEOUT, socket_timeout=_TIMEOUT
+            url,
+            socket_connect_timeout=_CONNECT_TIMEOUT,
+            socket_timeout=_TIMEOUT,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), _RETRIES),  # a blip, not an outage
         )
         source = resources.files("batchgate.quota.store").joinpath("apply.lua").read_text(encoding="utf-8")
         self._script = self._redis.register_script(source)
