@@ -156,7 +156,8 @@ class Scheduler:
             attempt_no += 1
             chosen, reservation = await self._acquire_any(candidates)
             target, _, _, count = chosen
-            await self._take_shared(target.runtime.pool, reservation)
+            if target.runtime.pool.shared is not None:
+                await self._take_shared(target.runtime.pool, reservation)
             send = Send(target.runtime, target.model, body, reservation.cost, count, timeouts)
             error = await self._attempts.run(send, reservation, result)
             if error is None:
