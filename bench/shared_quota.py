@@ -2,6 +2,7 @@
 they hold its limit together? Prints figures; asserts nothing (it runs on the real clock).
 
     python bench/shared_quota.py [--rpm 1200] [--items 200] [--processes 2] [--stores memory,local,redis]
+                                 [--enforced RPM]   # a hidden limit: the provider enforces less than declared
 
 Each store is a separate round against a fresh emulated provider that admits `--rpm` requests per
 minute; every process declares that limit in its config. `memory` is each process on its own
@@ -9,7 +10,8 @@ minute; every process declares that limit in its config. `memory` is each proces
 `redis` a Redis server (BATCHGATE_BENCH_REDIS, default redis://127.0.0.1:6379/0; skipped when
 none answers). Printed per round: the share of the provider's answers that were 429s, and the
 pace: requests it answered successfully ÷ what the limit allows between the first request and the
-last admitted success (1.0 is the whole limit). Targets for a shared store: ≤ 0.5% 429s, pace ≥ 0.9.
+last admitted success (1.0 is the whole limit the provider enforces). Targets for a shared
+store: ≤ 0.5% 429s, pace ≥ 0.9.
 """
 
 from __future__ import annotations
@@ -80,8 +82,8 @@ def _input(path: Path, items: int, tag: str) -> Path:
     return path
 
 
-def _round(store: str, rpm: int, items: int, processes: int, work: Path) -> dict[str, Any]:
-    emu = _emulator(rpm)
+def _round(store: str, rpm: int, enforced: int, items: int, processes: int, work: Path) -> dict[str, Any]:
+    emu = _emulator(enforced)
     env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache"), "PYTHONPATH": str(ROOT / "src")}
     try:
         cfg = _config(work / f"{store.split(':', maxsplit=1)[0]}.yaml", emu, rpm, store)
@@ -115,7 +117,7 @@ def _round(store: str, rpm: int, items: int, processes: int, work: Path) -> dict
         "requests": answered,
         "429s": rejected,
         "share_429": rejected / answered if answered else 0.0,
-        "pace": stats["completed"] / (rpm / 60.0 * span) if span > 0 else 0.0,
+        "pace": stats["completed"] / (enforced / 60.0 * span) if span > 0 else 0.0,
         "wall_s": wall,
     }
 
@@ -138,6 +140,9 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=200)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--stores", default="memory,local,redis")
+    parser.add_argument(
+        "--enforced", type=int, default=None, help="rpm the provider enforces (default --rpm)"
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bg-shared-quota-") as tmp:
@@ -148,8 +153,11 @@ def main() -> None:
             store = REDIS if name == "redis" else name
             work = Path(tmp) / name
             work.mkdir()
-            rows.append(_round(store, args.rpm, args.items, args.processes, work))
-    print(f"{args.processes} x `batchgate run` of {args.items} items, one key of {args.rpm} rpm, together")
+            enforced = args.enforced or args.rpm
+            rows.append(_round(store, args.rpm, enforced, args.items, args.processes, work))
+    hidden = f" (enforced: {args.enforced})" if args.enforced else ""
+    runs = f"{args.processes} x `batchgate run` of {args.items} items"
+    print(f"{runs}, one key of {args.rpm} rpm{hidden}, together")
     print(f"{'quota store':<12} {'requests':>8} {'429s':>5} {'429 share':>9} {'pace':>6} {'wall s':>7}  exit")
     for r in rows:
         print(

@@ -130,3 +130,16 @@ async def test_two_handles_share_one_bucket(backend: Backend) -> None:
     assert near(await take(other, {"requests": 1}), 0.1)
     await other.apply("q", REQ, None, Settle(pause=1.0))
     assert near(await take(backend.store, {"requests": 1}), 1.0)
+
+
+async def test_a_lower_pace_slows_everyone_until_nobody_has_asked_for_it_for_its_hold(
+    backend: Backend,
+) -> None:
+    s = backend.store
+    cut = {"requests": Pace(1.0, 0.0, 0.0, hold=0.1)}  # a process whose AIMD cut its rate
+    full = {"requests": Pace(10.0, 0.0, 0.0, hold=0.1)}
+    assert await take(s, {"requests": 1}, full) == 0.0
+    assert near(await take(s, {"requests": 1}, cut), 1.0)  # the cut applies at once ...
+    assert near(await take(s, {"requests": 1}, full), 1.0)  # ... and a higher pace cannot undo it
+    await backend.advance(0.15)  # past the cut's hold: the higher pace is adopted again
+    assert near(await take(s, {"requests": 1}, full), 0.085)

@@ -25,6 +25,7 @@ class DimState:
     rate: float
     capacity: float
     top: float
+    held: float = -math.inf  # until when `rate` stands against higher paces
 
     def refill(self, now: float) -> None:
         if now < self.updated - _BACKWARDS:  # the store's clock restarted (a reboot): count from now
@@ -62,7 +63,9 @@ def apply(
         if dim is None:  # a new bucket starts full, as a pool's does
             dim = state.dims[name] = DimState(pace.capacity, now, pace.rate, pace.capacity, pace.top)
         dim.refill(now)
-        dim.rate, dim.capacity, dim.top = pace.rate, pace.capacity, pace.top
+        if pace.rate <= dim.rate or now >= dim.held:
+            dim.rate, dim.held = pace.rate, now + pace.hold
+        dim.capacity, dim.top = pace.capacity, pace.top
         dim.level = min(dim.level, dim.top)
     for name, delta in settle.deltas.items():
         dim = state.dims.get(name)

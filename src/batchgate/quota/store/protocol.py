@@ -2,7 +2,10 @@
 
 `apply(quota, paces, take, settle)` does, atomically and by the store's own clock:
 1. refill every dimension's bucket at its stored rate since its last update, then adopt the
-   caller's pace (rate, capacity, top) for each dimension;
+   caller's pace for each dimension: its capacity and top always, its rate when it is not above
+   the stored one or the stored one is older than its `hold` — so a process that cut its rate
+   (a 429, a lower limit in the headers) slows every process, and the pace recovers only once
+   nobody has asked for the lower one for `hold` seconds;
 2. apply the caller's pending settlements: a positive delta charges a dimension, a negative one
    gives back (never past capacity); `drain` empties every bucket (a 429 says the provider is
    empty); `pause` admits nobody until the store's now + that many seconds (never shortens);
@@ -29,14 +32,19 @@ from urllib.parse import urlsplit, urlunsplit
 _ID_KEY = b"batchgate quota id v1"
 
 
+PACE_HOLD = 2.0  # seconds a lower shared rate stands against higher ones (see `apply`, step 1)
+
+
 @dataclass(frozen=True, slots=True)
 class Pace:
-    """One dimension's shared pace: units per second, burst capacity and the level's ceiling
-    (capacity + timer slack, see `TokenBucket`)."""
+    """One dimension's shared pace: units per second, burst capacity, the level's ceiling
+    (capacity + timer slack, see `TokenBucket`) and how long this rate stands against higher
+    ones."""
 
     rate: float
     capacity: float
     top: float
+    hold: float = PACE_HOLD
 
 
 @dataclass(slots=True)

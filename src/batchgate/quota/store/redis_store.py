@@ -54,7 +54,15 @@ class RedisQuotaStore:
         ]
         for name, pace in paces.items():
             amount = take.get(name, 0.0) if take is not None else 0.0
-            args += [name, pace.rate, pace.capacity, pace.top, amount, settle.deltas.get(name, 0.0)]
+            args += [
+                name,
+                pace.rate,
+                pace.capacity,
+                pace.top,
+                pace.hold,
+                amount,
+                settle.deltas.get(name, 0.0),
+            ]
         try:
             answer = await self._script(keys=[self.namespace + quota], args=args)
         except (RedisError, OSError) as exc:

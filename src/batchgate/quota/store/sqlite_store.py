@@ -21,9 +21,10 @@ from batchgate.quota.store.ledger import DimState, QuotaState, apply
 from batchgate.quota.store.protocol import Pace, Settle
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS quota_dims (
+CREATE TABLE IF NOT EXISTS quota_buckets (
     quota TEXT NOT NULL, dim TEXT NOT NULL, level REAL NOT NULL, updated REAL NOT NULL,
-    rate REAL NOT NULL, capacity REAL NOT NULL, top REAL NOT NULL, PRIMARY KEY (quota, dim));
+    rate REAL NOT NULL, capacity REAL NOT NULL, top REAL NOT NULL, held REAL NOT NULL,
+    PRIMARY KEY (quota, dim));
 CREATE TABLE IF NOT EXISTS quota_pauses (quota TEXT PRIMARY KEY, until REAL NOT NULL);
 """
 _BUSY_TIMEOUT = 10.0  # seconds a transaction waits for another process's (each takes microseconds)
@@ -62,7 +63,8 @@ class SqliteQuotaStore:
         db.execute("BEGIN IMMEDIATE")
         state = QuotaState()
         rows = db.execute(
-            "SELECT dim, level, updated, rate, capacity, top FROM quota_dims WHERE quota = ?", (quota,)
+            "SELECT dim, level, updated, rate, capacity, top, held FROM quota_buckets WHERE quota = ?",
+            (quota,),
         )
         for dim, *values in rows:
             state.dims[dim] = DimState(*values)
@@ -70,8 +72,11 @@ class SqliteQuotaStore:
         state.paused_until = paused[0] if paused else -math.inf
         wait = apply(state, self._clock.now(), paces, take, settle)
         db.executemany(
-            "INSERT OR REPLACE INTO quota_dims VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(quota, n, d.level, d.updated, d.rate, d.capacity, d.top) for n, d in state.dims.items()],
+            "INSERT OR REPLACE INTO quota_buckets VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (quota, n, d.level, d.updated, d.rate, d.capacity, d.top, max(d.held, -1e300))
+                for n, d in state.dims.items()
+            ],
         )
         if math.isfinite(state.paused_until):
             db.execute("INSERT OR REPLACE INTO quota_pauses VALUES (?, ?)", (quota, state.paused_until))
