@@ -113,3 +113,31 @@ async def test_an_unreachable_redis_is_a_clear_error_without_its_password() -> N
     assert "never falls back to a per-process limit" in caught.value.message
     assert "hunter2" not in caught.value.message
     assert ":***@127.0.0.1" in caught.value.message
+
+
+async def test_the_machine_ledger_never_holds_the_api_key(emulator: Start, tmp_path: Path) -> None:
+    key = "sk-live-never-in-the-ledger-0123456789"
+    providers = [emu_provider("alpha")]
+    emu = await emulator(providers)
+    cfg = config_from_dict(
+        {
+            "providers": [
+                {
+                    "name": "alpha",
+                    "kind": "openai",
+                    "base_url": emu.base_url("alpha"),
+                    "api_key": key,
+                    "limits": {"rpm": RPM},
+                }
+            ],
+            "routes": [{"model": "m", "targets": ["alpha"]}],
+        },
+        environ={},
+    )
+    ledger = tmp_path / "ledger" / "quota.sqlite3"
+    async with Gateway(cfg, quota_store=StoreSpec("sqlite", str(ledger))) as gw:
+        results = await gw.abatch([chat(f"echo {i}") for i in range(3)])
+    assert all(r.ok for r in results)
+    written = b"".join(path.read_bytes() for path in ledger.parent.iterdir())
+    assert quota_id(emu.base_url("alpha"), key).encode() in written  # the quota is there ...
+    assert key.encode() not in written  # ... named without its key

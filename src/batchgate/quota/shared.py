@@ -24,6 +24,7 @@ from batchgate.quota.limits import Reservation
 from batchgate.quota.store.protocol import Pace, QuotaStore, Settle
 
 SETTLE_WITHIN = 0.25  # seconds a refund or a reconcile delta may wait for a take to carry it
+LONGEST_WAIT = 60.0  # a store that says "never" (a zero rate) is asked again after this long
 
 
 class SharedQuota:
@@ -53,7 +54,7 @@ class SharedQuota:
                 if wait <= 0.0:
                     break
                 self.waits += 1
-                await self._clock.sleep(wait)
+                await self._clock.sleep(min(wait, LONGEST_WAIT))
         self.takes += 1
         res.shared = amounts
 
