@@ -93,7 +93,8 @@ class Gateway:
         if self._scheduler is not None:
             return self
         cfg = self.config
-        self._open_quota()
+        if any(_shareable(p) for p in cfg.providers):
+            self._open_quota()  # before anything that would need closing if it fails
         self._emulator = await start_embedded(cfg)
         self._urls = provider_urls(cfg, self._emulator, self._base_urls)
         timeouts = cfg.settings.timeouts
@@ -132,6 +133,7 @@ class Gateway:
         return self
 
     def _open_quota(self) -> None:
+        """Open the quota store (only when some provider's quota may be shared)."""
         choice = self._quota_choice if self._quota_choice is not None else self.config.quota.store
         if isinstance(choice, StoreSpec):
             self._quota, self._owns_quota = open_store(choice, self._clock), True
@@ -141,7 +143,7 @@ class Gateway:
     def _share(self, p: ProviderConfig, rt: ProviderRuntime) -> None:
         """Share `p`'s quota through the store, unless it has no limit or is this gateway's own
         embedded emulator (whose quota nobody else can use)."""
-        if self._quota is None or p.emulated or not rt.pool.limited():
+        if self._quota is None or not _shareable(p):
             return
         key = p.api_key.reveal() if p.api_key is not None else None
         quota = quota_id(self._urls.get(p.name, p.base_url), key)
@@ -307,6 +309,11 @@ class Gateway:
     def __repr__(self) -> str:
         state = "started" if self._scheduler else "stopped"
         return f"Gateway({state}, providers={[p.name for p in self.config.providers]})"
+
+
+def _shareable(p: ProviderConfig) -> bool:
+    """Whether other processes may use `p`'s quota: it has limits and is not an embedded emulator."""
+    return not p.emulated and bool(p.limits.declared())
 
 
 async def _aiter(items: Iterable[ChatBody] | AsyncIterable[ChatBody]) -> AsyncIterator[ChatBody]:

@@ -141,3 +141,16 @@ async def test_the_machine_ledger_never_holds_the_api_key(emulator: Start, tmp_p
     written = b"".join(path.read_bytes() for path in ledger.parent.iterdir())
     assert quota_id(emu.base_url("alpha"), key).encode() in written  # the quota is there ...
     assert key.encode() not in written  # ... named without its key
+
+
+async def test_a_gateway_whose_quotas_nobody_can_share_opens_no_ledger(
+    emulator: Start, tmp_path: Path
+) -> None:
+    providers = [emu_provider("alpha")]
+    emu = await emulator(providers)
+    unlimited = gateway_config(emu, providers, [{"model": "m", "targets": ["alpha"]}], limits={"alpha": {}})
+    ledger = tmp_path / "ledger.sqlite3"
+    async with Gateway(unlimited, quota_store=StoreSpec("sqlite", str(ledger))) as gw:
+        assert (await gw.arun(chat("echo"))).ok
+        assert gw.runtimes["alpha"].pool.shared is None
+    assert not ledger.exists()
