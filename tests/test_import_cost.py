@@ -9,7 +9,8 @@ import sys
 import orjson
 
 # Each costs tens to hundreds of milliseconds (bpe_openai's Python wrapper: ~0.8 s and ~130 MB).
-HEAVY = ("rich", "jsonschema", "bpe_openai", "bpe_openai.compat", "bpe_openai._bindings")
+# redis (~0.2 s) loads only for a redis:// quota store.
+HEAVY = ("rich", "jsonschema", "bpe_openai", "bpe_openai.compat", "bpe_openai._bindings", "redis")
 
 
 def loaded_after(code: str, watch: tuple[str, ...]) -> list[str]:

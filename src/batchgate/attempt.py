@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from batchgate.clock import Clock
 from batchgate.errors import (
     ProviderError,
+    QuotaStoreUnavailable,
     RateLimitError,
     RequestTimeout,
     UnreachableError,
@@ -113,7 +114,17 @@ class Attempts:
     async def _hedge(self, s: Send) -> Leg[ProviderResponse] | None:
         if self.stopping or not s.rt.breaker.available(self._clock.now()):
             return None
-        reservation = await s.rt.pool.acquire(s.cost, count=s.count, urgent=True)
+        pool = s.rt.pool
+        reservation = await pool.acquire(s.cost, count=s.count, urgent=True)
+        if pool.shared is not None:
+            try:
+                await pool.shared.take(reservation)
+            except QuotaStoreUnavailable:
+                pool.refund(reservation)
+                return None  # no hedge; the primary goes on
+            except asyncio.CancelledError:
+                pool.refund(reservation)
+                raise
         s.rt.recorder.hedged += 1
         event(_log, INFO, "hedge_fired", provider=s.rt.name, task=s.task, attempt=s.attempt)
         return self._leg(s, 1, reservation)

@@ -6,6 +6,7 @@
     ├── RoutingError             a request names no known route / no usable target
     ├── NeverFitsError           a request costs more than a provider's whole per-minute quota
     ├── DispatchStopped          the gateway stopped sending (a job is stopping); nothing was sent
+    ├── QuotaStoreUnavailable    the shared quota store (Redis, the machine's ledger) cannot be reached
     ├── InternalError            an unexpected exception (a bug) while handling one request
     ├── ProviderError            anything that went wrong talking to a provider
     │   ├── TransportError       no usable HTTP answer: retryable
@@ -84,6 +85,10 @@ class NeverFitsError(BatchgateError):
 
 class DispatchStopped(BatchgateError):
     """The gateway stopped sending requests (the job is stopping); this one was not sent."""
+
+
+class QuotaStoreUnavailable(BatchgateError):
+    """The shared quota store cannot be reached: nothing more is sent (never a per-process limit)."""
 
 
 class InternalError(BatchgateError):
@@ -225,6 +230,7 @@ _KIND: dict[type[BaseException], str] = {
     QuotaExhaustedError: "quota_exhausted",
     NeverFitsError: "never_fits",
     DispatchStopped: "stopped",
+    QuotaStoreUnavailable: "quota_store",
     InternalError: "internal_error",
     RoutingError: "routing",
 }

@@ -26,12 +26,15 @@ import aiohttp
 
 from batchgate import gc_tuning
 from batchgate.clock import Clock, LoopClock
-from batchgate.config import GatewayConfig
+from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.embedded import provider_urls, start_embedded
 from batchgate.models import ChatBody, Result
 from batchgate.policy.retry import RetryPolicy
 from batchgate.providers.base import make_client, make_token_counter
 from batchgate.providers.http import create_session
+from batchgate.quota.shared import SharedQuota
+from batchgate.quota.store.location import StoreSpec, open_store
+from batchgate.quota.store.protocol import QuotaStore, quota_id
 from batchgate.request_fields import split_request
 from batchgate.runtime import ProviderRuntime, build_runtime
 from batchgate.scheduler import Scheduler, Target
@@ -62,9 +65,12 @@ class Gateway:
         concurrency: int | None = None,
         max_attempts: int | None = None,
         timeout: float | None = None,
+        quota_store: StoreSpec | QuotaStore | None = None,
     ) -> None:
         """`base_urls` overrides providers' URLs (e.g. an emulator started by the caller);
-        `concurrency`, `max_attempts` and `timeout` override the config's settings."""
+        `concurrency`, `max_attempts` and `timeout` override the config's settings;
+        `quota_store` (a store, or where one is) overrides the config's `quota.store` — by default
+        each provider key's quota is this gateway's alone."""
         self.config = config
         self._clock: Clock = clock or LoopClock()
         self._base_urls = dict(base_urls or {})
@@ -77,12 +83,18 @@ class Gateway:
         self._runtimes: dict[str, ProviderRuntime] = {}
         self._scheduler: Scheduler | None = None
         self._holds_gc = False
+        self._quota_choice = quota_store
+        self._quota: QuotaStore | None = None
+        self._owns_quota = False
+        self._shared: list[SharedQuota] = []
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> Gateway:
         if self._scheduler is not None:
             return self
         cfg = self.config
+        if any(_shareable(p) for p in cfg.providers):
+            self._open_quota()  # before anything that would need closing if it fails
         self._emulator = await start_embedded(cfg)
         self._urls = provider_urls(cfg, self._emulator, self._base_urls)
         timeouts = cfg.settings.timeouts
@@ -103,6 +115,7 @@ class Gateway:
                 seed=seed,
                 timeout=timeouts.total,
             )
+            self._share(p, self._runtimes[p.name])
         routes = {
             r.model: [Target(self._runtimes[t.provider], t.model or r.model) for t in r.targets]
             for r in cfg.routes
@@ -119,7 +132,34 @@ class Gateway:
         self._holds_gc = gc_tuning.hold(cfg.settings.gc_threshold)
         return self
 
+    def _open_quota(self) -> None:
+        """Open the quota store (only when some provider's quota may be shared)."""
+        choice = self._quota_choice if self._quota_choice is not None else self.config.quota.store
+        if isinstance(choice, StoreSpec):
+            self._quota, self._owns_quota = open_store(choice, self._clock), True
+        else:
+            self._quota, self._owns_quota = choice, False
+
+    def _share(self, p: ProviderConfig, rt: ProviderRuntime) -> None:
+        """Share `p`'s quota through the store, unless it has no limit or is this gateway's own
+        embedded emulator (whose quota nobody else can use)."""
+        if self._quota is None or not _shareable(p):
+            return
+        key = p.api_key.reveal() if p.api_key is not None else None
+        quota = quota_id(self._urls.get(p.name, p.base_url), key)
+        rt.pool.shared = SharedQuota(self._quota, quota, rt.pool.paces, self._clock)
+        self._shared.append(rt.pool.shared)
+
+    async def _close_quota(self) -> None:
+        for shared in self._shared:
+            await shared.close()
+        self._shared.clear()
+        if self._quota is not None and self._owns_quota:
+            await self._quota.close()
+        self._quota = None
+
     async def close(self) -> None:
+        await self._close_quota()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -177,7 +217,7 @@ class Gateway:
         """
 
         async def go() -> list[Result]:
-            async with Gateway(self.config, base_urls=self._base_urls) as gw:
+            async with Gateway(self.config, base_urls=self._base_urls, quota_store=self._quota_choice) as gw:
                 results = await gw.abatch(requests)
                 self._last_stats = gw.statistics()
                 return results
@@ -269,6 +309,11 @@ class Gateway:
     def __repr__(self) -> str:
         state = "started" if self._scheduler else "stopped"
         return f"Gateway({state}, providers={[p.name for p in self.config.providers]})"
+
+
+def _shareable(p: ProviderConfig) -> bool:
+    """Whether other processes may use `p`'s quota: it has limits and is not an embedded emulator."""
+    return not p.emulated and bool(p.limits.declared())
 
 
 async def _aiter(items: Iterable[ChatBody] | AsyncIterable[ChatBody]) -> AsyncIterator[ChatBody]:

@@ -1,5 +1,6 @@
-"""The scheduler decides *when*: it carries one request through routing, the quota pool, the
-concurrency slots, the provider call and the retry policy, recording every attempt.
+"""The scheduler decides *when*: it carries one request through routing, the quota pool (and the
+key's shared quota, when other processes share it), the concurrency slots, the provider call and
+the retry policy, recording every attempt.
 
 Order per attempt: pick a target by expected wait and headroom (`policy.routing.choose_target`
 over the targets whose circuit is available) → reserve the estimated cost in that provider's
@@ -31,7 +32,7 @@ from batchgate.logs import DEBUG, INFO, enabled, event, get_logger
 from batchgate.models import Attempt, ChatBody, Cost, Result, requested_output_tokens
 from batchgate.policy.retry import RetryPolicy
 from batchgate.policy.routing import choose_target
-from batchgate.quota.pool import Reservation
+from batchgate.quota.pool import QuotaPool, Reservation
 from batchgate.runtime import ProviderRuntime
 from batchgate.slots import FairSlots
 from batchgate.tokens import TokenCounter
@@ -74,7 +75,7 @@ class Scheduler:
         self.items_failed = 0
         self.backing_off = 0  # requests sleeping before a retry (neither sent nor waiting for quota)
         self._stopping = False
-        self._acquiring: set[asyncio.Future[Reservation]] = set()
+        self._acquiring: set[asyncio.Future[Any]] = set()
 
     def targets_for(self, model: str) -> Sequence[Target]:
         targets = self._routes.get(model)
@@ -173,6 +174,8 @@ class Scheduler:
                     task=task,
                     attempt=attempt_no,
                 )
+            if rt.pool.shared is not None:
+                await self._take_shared(rt.pool, reservation)
             send = Send(rt, target.model, body, reservation.cost, count, timeouts, attempt_no, task)
             error = await self._attempts.run(send, reservation, result)
             if error is None:
@@ -209,6 +212,30 @@ class Scheduler:
         self._attempts.stopping = True
         for wait in self._acquiring:
             wait.cancel()
+
+    async def _take_shared(self, pool: QuotaPool, reservation: Reservation) -> None:
+        """Pass the key's shared quota too (`pool.shared`: other processes' sends count) before
+        sending; on any failure the reservation is refunded (nothing was sent)."""
+        shared = pool.shared
+        if shared is None:
+            return
+        wait = asyncio.ensure_future(shared.take(reservation))
+        self._acquiring.add(wait)
+        try:
+            await asyncio.wait({wait})
+        except asyncio.CancelledError:
+            wait.cancel()
+            pool.refund(reservation)
+            raise
+        finally:
+            self._acquiring.discard(wait)
+        if wait.cancelled():  # stop_sending
+            pool.refund(reservation)
+            raise DispatchStopped()
+        failure = wait.exception()
+        if failure is not None:
+            pool.refund(reservation)
+            raise failure
 
     async def _acquire_any(self, candidates: list[Candidate]) -> tuple[Candidate, Reservation]:
         """Reserve quota at whichever healthy target admits the request first.

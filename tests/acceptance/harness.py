@@ -140,6 +140,7 @@ class Cli:
         env = dict(os.environ)
         env.pop("COLUMNS", None)
         env["PYTHONUNBUFFERED"] = "1"
+        env["XDG_CACHE_HOME"] = str(self.cwd / "cache")  # the machine's quota ledger, per test
         env.update(self.env)
         return env
 

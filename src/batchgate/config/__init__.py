@@ -2,7 +2,8 @@
 the edge (`load_config`, `config_from_dict`). Import it from here: `from batchgate.config import ...`.
 
 May import: `batchgate.errors` and the policy value objects it holds (`batchgate.policy`,
-`batchgate.quota.limits`). Nothing else of batchgate; everything else may import this.
+`batchgate.quota.limits`, `batchgate.quota.store.location`). Nothing else of batchgate; everything
+else may import this.
 """
 
 from batchgate.config.load import config_from_dict, load_config
@@ -15,6 +16,7 @@ from batchgate.config.schema import (
     Price,
     ProviderConfig,
     ProviderKind,
+    QuotaSettings,
     RouteConfig,
     RouteMode,
     RouteTarget,
@@ -32,6 +34,7 @@ __all__ = [
     "Price",
     "ProviderConfig",
     "ProviderKind",
+    "QuotaSettings",
     "RouteConfig",
     "RouteMode",
     "RouteTarget",

@@ -15,6 +15,7 @@ from batchgate.config.schema import (
     Price,
     ProviderConfig,
     ProviderKind,
+    QuotaSettings,
     RouteConfig,
     RouteMode,
     RouteTarget,
@@ -27,11 +28,15 @@ from batchgate.policy.circuit import CircuitSettings
 from batchgate.policy.poll import PollPolicy
 from batchgate.policy.retry import RetrySettings
 from batchgate.quota.limits import QuotaLimits
+from batchgate.quota.store.location import resolve
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-_TOP = frozenset({"providers", "routes", "settings", "prices", "budget", "job", "emulator", "fanout"})
+_TOP = frozenset(
+    {"providers", "routes", "settings", "prices", "budget", "job", "quota", "emulator", "fanout"}
+)
+_QUOTA = frozenset({"store", "namespace"})
 _PROVIDER = frozenset(
     {
         "name",
@@ -101,6 +106,7 @@ def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> 
         prices=_prices(top),
         budget=_budget(top),
         job=_job(top),
+        quota=_quota(top, environ),
         emulator=emulator,
         fanout=_fanout(top, models),
         source=source,
@@ -286,6 +292,19 @@ def _job(top: Section) -> JobSettings:
         batch_poll=_batch_poll(j),
         store=j.string("store"),
     )
+
+
+def _quota(top: Section, environ: Mapping[str, str]) -> QuotaSettings:
+    q = top.section("quota", _QUOTA)
+    name = q.string("store")
+    if name is None:
+        if q.has("namespace"):
+            q.fail("namespace", "needs a redis:// store")
+        return QuotaSettings()
+    try:
+        return QuotaSettings(resolve(name, environ, q.string("namespace")))
+    except ValueError as exc:
+        q.fail("store", str(exc))
 
 
 def _batch_poll(job: Section) -> PollPolicy:

@@ -27,6 +27,8 @@ here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them
       batch_turnaround_hours: 24  # assumed Batch API turnaround (worst case)
       batch_poll: {initial: 5, factor: 1.5, maximum: 60}   # batch status poll intervals, seconds
       store: postgresql://user@db/batch   # optional: the job store (a SQLite path or a URL); --store wins
+    quota: {store: redis://host:6379/0, namespace: "batchgate:quota:"}   # optional: where provider
+                                  # quotas are shared: memory | local | sqlite:PATH | redis://…
     emulator: {...}               # optional: an embedded emulator (same shape as emulator.yaml)
     fanout: [gpt-4o-mini, claude-haiku]   # optional: run every input line on each of these routes
 """
@@ -41,6 +43,7 @@ from batchgate.policy.circuit import CircuitSettings
 from batchgate.policy.poll import PollPolicy
 from batchgate.policy.retry import RetrySettings
 from batchgate.quota.limits import QuotaLimits
+from batchgate.quota.store.location import StoreSpec
 
 ProviderKind = Literal["openai", "anthropic"]
 RouteMode = Literal["online", "batch-api", "auto"]
@@ -152,6 +155,15 @@ class JobSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaSettings:
+    """Where provider quotas are shared with other processes (`batchgate.quota.store`); None: not
+    configured (a `Gateway` then keeps each quota in its own process, `batchgate run` shares it
+    on this machine)."""
+
+    store: StoreSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayConfig:
     providers: tuple[ProviderConfig, ...]
     routes: tuple[RouteConfig, ...]
@@ -159,6 +171,7 @@ class GatewayConfig:
     prices: Mapping[str, Price] = field(default_factory=dict)
     budget: Budget = field(default_factory=Budget)
     job: JobSettings = field(default_factory=JobSettings)
+    quota: QuotaSettings = field(default_factory=QuotaSettings)
     emulator: Mapping[str, Any] | None = None  # raw emulator section, parsed by batchgate.emulator
     fanout: tuple[str, ...] = ()  # routes every input line runs on (`run --fanout` overrides)
     source: str = "<dict>"

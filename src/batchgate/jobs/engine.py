@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
-from batchgate.errors import DispatchStopped, QuotaExhaustedError
+from batchgate.errors import DispatchStopped, QuotaExhaustedError, QuotaStoreUnavailable
 from batchgate.gateway import Gateway
 from batchgate.jobs.batch.driver import BatchDriver, EventSink
 from batchgate.jobs.budget_gate import BudgetGate
@@ -33,6 +33,7 @@ from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.live_task import Abandoned, LiveTasks
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.logs import WARNING, bind, event, get_logger
+from batchgate.quota.store.location import StoreSpec
 
 __all__ = ["CANCEL_BLOB", "CANCEL_REASON", "EngineOptions", "EngineOutcome", "JobEngine", "Progress"]
 
@@ -51,6 +52,7 @@ class EngineOptions:
     timeout: float | None = None
     grace_seconds: float = 10.0
     window: int | None = None  # tasks alive at once; default 4 x concurrency (>= 1024)
+    quota_store: StoreSpec | None = None  # where provider quotas are shared; None: the config's
 
 
 class FollowUps(Protocol):
@@ -179,6 +181,7 @@ class JobEngine:
             concurrency=opts.concurrency,
             max_attempts=opts.max_attempts,
             timeout=opts.timeout,
+            quota_store=opts.quota_store,
         )
         committer = GroupCommitter(self.store, self.job_id, self.clock)
         started = self.clock.now()
@@ -343,6 +346,9 @@ class JobEngine:
             # and leave this task uncommitted (requeued when the run ends) to be sent again after
             # the user tops up, instead of recording a failure that is not the item's fault.
             self.request_stop(f"provider {result.provider} refused: {result.error.message}")
+            return
+        if isinstance(result.error, QuotaStoreUnavailable):
+            self.request_stop(result.error.message)  # left uncommitted: sent when the store is back
             return
         done = live.outcome(spec, result, attempts, invalid, billed)
         committer.add(done)

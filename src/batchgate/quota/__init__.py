@@ -1,4 +1,5 @@
-"""Quota: token buckets mirroring the providers' admission rule, and the per-key quota pool.
+"""Quota: token buckets mirroring the providers' admission rule, the per-key quota pool, and the
+quota stores (`quota.store`) through which processes share a key's quota (`quota.shared`).
 
 May import: `policy` and the core (`models`, `clock`, `errors`).
 """

@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from batchgate.models import Cost, RateLimitSnapshot
+from batchgate.models import Cost, RateLimitSnapshot, Usage
+from batchgate.quota.limits import Reservation
 
 PROMPT_DIMENSIONS = ("tokens", "input_tokens")
 EMPTY = 0.25  # headers showing a dimension at most this full name it as the one a 429 was about
@@ -171,3 +172,27 @@ def binding_dimension(error_type: str | None, snapshot: RateLimitSnapshot | None
         if fraction < best_fraction:
             best, best_fraction = dim, fraction
     return best if best_fraction <= EMPTY else None
+
+
+def reconcile_targets(
+    res: Reservation, usage: Usage, charges: ChargeModel, estimate: int, *, output_adjusted: bool
+) -> dict[str, float]:
+    """What `res` should have charged on each dimension the provider corrects after the fact.
+
+    Providers charge the prompt estimate + max_tokens at admission and keep that charge, so only
+    the prompt part is corrected: on `tokens` by charged − `estimate`d prompt tokens (none when
+    the estimate is 0), on `input_tokens` to the charged uncached prompt tokens; "charged" is the
+    reported count as the charge model says this provider charges it. With `output_adjusted` (a
+    provider that refunds unused max_tokens) `output_tokens` is corrected to the real completion
+    tokens too.
+    """
+    target: dict[str, float] = {}
+    charged = charges.charged
+    if "tokens" in res.charged and estimate > 0:
+        target["tokens"] = res.charged["tokens"] + charged("tokens", usage.prompt_tokens) - estimate
+    if "input_tokens" in res.charged:
+        uncached = max(0, usage.prompt_tokens - usage.cached_tokens)
+        target["input_tokens"] = float(charged("input_tokens", uncached))
+    if "output_tokens" in res.charged and output_adjusted:
+        target["output_tokens"] = float(usage.completion_tokens)
+    return target

@@ -81,7 +81,7 @@ class Reservation:
     never admitted it (429, connect error before sending), or `on_rate_limited(res)`.
     """
 
-    __slots__ = ("admitted_at", "charged", "cost", "pool", "settled")
+    __slots__ = ("admitted_at", "charged", "cost", "pool", "settled", "shared")
 
     def __init__(self, pool: str, cost: Cost, charged: dict[str, float], admitted_at: float) -> None:
         self.pool = pool
@@ -89,6 +89,7 @@ class Reservation:
         self.charged = charged  # Cost field name → units currently charged
         self.admitted_at = admitted_at
         self.settled = False
+        self.shared: dict[str, float] | None = None  # what a shared quota store took for it
 
     def __repr__(self) -> str:
         charged = ", ".join(f"{k}={v:g}" for k, v in self.charged.items())

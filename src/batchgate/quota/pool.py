@@ -16,6 +16,7 @@ everybody. A request that exceeds a whole per-minute limit fails at once with Ne
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from batchgate.clock import Clock
 from batchgate.errors import NeverFitsError
@@ -23,11 +24,13 @@ from batchgate.models import Cost, RateLimitSnapshot, Usage
 from batchgate.policy.aimd import AimdController, AimdSettings
 from batchgate.quota.bucket import TokenBucket
 from batchgate.quota.burst import BurstLearner
-from batchgate.quota.charge import ChargeModel
+from batchgate.quota.charge import ChargeModel, reconcile_targets
 from batchgate.quota.dimension import TIMER_SLACK, Dimension
 from batchgate.quota.header_style import HeaderStyle
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, QuotaStats, Reservation, cost_amounts
 from batchgate.quota.queue import FifoGate
+from batchgate.quota.shared import SharedQuota
+from batchgate.quota.store.protocol import Pace
 
 __all__ = ["TIMER_SLACK", "QuotaLimits", "QuotaPool", "QuotaStats", "Reservation"]
 
@@ -70,6 +73,7 @@ class QuotaPool:
             self.refund,
         )
         self._paused_until = -math.inf
+        self.shared: SharedQuota | None = None  # set when the key's quota is shared with other processes
         self._counts = dict.fromkeys(
             ("admitted", "refunded", "reconciled", "never_fit", "pauses", "calibrations"), 0
         )
@@ -100,6 +104,10 @@ class QuotaPool:
     def priced(self, cost: Cost, count: int) -> Cost:
         """`cost` re-priced from our prompt `count` as the charge model now says (`ChargeModel.priced`)."""
         return self.charges.priced(cost, count)
+
+    def paces(self) -> dict[str, Pace]:
+        """Each dimension's pace now (for a shared quota store: the same rate, burst and slack)."""
+        return {n: Pace(b.rate, b.capacity, b.capacity + b.slack) for n, b in self._buckets()}
 
     def limited(self) -> bool:
         """Whether any dimension is rate-limited here."""
@@ -156,38 +164,27 @@ class QuotaPool:
     ) -> bool:
         """Correct a reservation with the provider's real usage; False if already settled.
 
-        Providers charge the prompt estimate + max_tokens at admission and keep that charge, so
-        only the prompt part is corrected: on `tokens` by charged − estimated prompt tokens (the
-        estimate is `prompt_estimate`, default `res.cost.input_tokens`; no correction when it is
-        0), on `input_tokens` by charged uncached prompt tokens − `cost.input_tokens`; "charged"
-        is the reported count as the charge model says this provider charges it. With
-        `output_adjusted` (a provider that refunds unused max_tokens) `output_tokens` is
-        corrected to the real completion tokens too. An under-estimate is taken at once; an
-        over-estimate is given back only where the enforcement is known (a configured burst):
-        a window the provider has already counted with less in it cannot use the difference,
-        and handing it to a later window would overrun that one.
+        What is corrected and why: `charge.reconcile_targets` (the estimate is `prompt_estimate`,
+        default `res.cost.input_tokens`). An under-estimate is taken at once; an over-estimate is
+        given back only where the enforcement is known (a configured burst): a counted window
+        cannot use the difference, a later one would be overrun. A shared store gets the same.
         """
         if not self._open(res):
             return False
         estimate = res.cost.input_tokens if prompt_estimate is None else prompt_estimate
-        target: dict[str, float] = {}
-        charged = self.charges.charged
-        if "tokens" in res.charged and estimate > 0:
-            target["tokens"] = res.charged["tokens"] + charged("tokens", usage.prompt_tokens) - estimate
-        if "input_tokens" in res.charged:
-            uncached = max(0, usage.prompt_tokens - usage.cached_tokens)
-            target["input_tokens"] = float(charged("input_tokens", uncached))
-        if "output_tokens" in res.charged and output_adjusted:
-            target["output_tokens"] = float(usage.completion_tokens)
+        target = reconcile_targets(res, usage, self.charges, estimate, output_adjusted=output_adjusted)
         now = self._clock.now()
+        known = self.limits.burst_seconds is not None
         for name, amount in target.items():
             dim = self._dims.get(name)
             delta = max(0.0, amount) - res.charged[name]
             if dim is not None and delta > 0:
                 dim.bucket.take(delta, now)
-            elif dim is not None and delta < 0 and self.limits.burst_seconds is not None:
+            elif dim is not None and delta < 0 and known:
                 dim.bucket.give_back(-delta, now)
             res.charged[name] = max(0.0, amount)
+            if res.shared is not None and self.shared is not None and (delta > 0 or known):
+                self.shared.adjust(name, delta)
         res.settled = True
         self._counts["reconciled"] += 1
         self._dispatch()
@@ -217,6 +214,8 @@ class QuotaPool:
             return
         self._counts["pauses"] += 1
         self._paused_until = max(self._paused_until, self._clock.now() + seconds)
+        if self.shared is not None:
+            self.shared.pause(seconds)
         self._dispatch()
 
     def on_rate_limited(self, res: Reservation | None = None, *, rate_at_fault: bool = True) -> bool:
@@ -230,6 +229,8 @@ class QuotaPool:
             self._apply_rates(now)
         for dim in self._dims.values():  # the provider says it is empty: stop the burst
             dim.bucket.set_level(min(0.0, dim.bucket.level(now)), now)
+        if self.shared is not None:
+            self.shared.drain()
         self._dispatch()
         return cut
 
@@ -290,9 +291,9 @@ class QuotaPool:
         return QuotaStats(
             name=self.name,
             limits_per_minute={n: d.limit for n, d in self._dims.items()},
-            effective_per_second={n: d.bucket.rate for n, d in self._dims.items()},
-            levels={n: min(d.bucket.level(now), d.bucket.capacity) for n, d in self._dims.items()},
-            capacities={n: d.bucket.capacity for n, d in self._dims.items()},
+            effective_per_second={n: b.rate for n, b in self._buckets()},
+            levels={n: min(b.level(now), b.capacity) for n, b in self._buckets()},
+            capacities={n: b.capacity for n, b in self._buckets()},
             waiters=len(self._gate),
             paused_until=self._paused_until if self._paused_until > now else None,
             aimd_factor=self._aimd.factor,
@@ -364,6 +365,9 @@ class QuotaPool:
         self._counts["admitted"] += 1
         return Reservation(self.name, cost, dict(amounts), now)
 
+    def _buckets(self) -> Iterator[tuple[str, TokenBucket]]:
+        return ((n, d.bucket) for n, d in self._dims.items())
+
     def _open(self, res: Reservation) -> bool:
         if res.pool != self.name:
             raise ValueError(f"reservation of pool {res.pool!r} settled on pool {self.name!r}")
@@ -375,6 +379,8 @@ class QuotaPool:
             dim = self._dims.get(name)
             if dim is not None:
                 dim.bucket.give_back(amount, now)
+        if res.shared is not None and self.shared is not None:
+            self.shared.give_back(res.shared)
         res.settled = True
         self._counts["refunded"] += 1
 

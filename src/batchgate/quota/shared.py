@@ -1,0 +1,131 @@
+"""One provider key's quota shared with other processes: the gate a request passes after its
+own pool admitted it, and the channel its settlements go back through.
+
+`take(res)` waits, in this process's FIFO order, until the quota store admits the reservation's
+amounts at the shared pace (the pool's own pace: the provider's limit × safety × its AIMD
+factor, less the one-request headroom); on a refusal it waits on a clock timer for the moment
+the store computed, then asks again — the store's answer, not polling. Refunds, reconcile
+deltas, retry-hint pauses and 429 drains (`give_back`, `adjust`, `pause`, `drain`, called by the
+pool) collect in one `Settle` that rides on the next `apply`: pauses and drains are delivered at
+once (the other processes must stop), refunds and reconcile deltas within `SETTLE_WITHIN` seconds
+(a clock timer) when no take carries them sooner — one store call per request, not three.
+A store that cannot be reached raises QuotaStoreUnavailable from `take`: nothing is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+
+from batchgate.clock import Clock, TimerHandle
+from batchgate.errors import QuotaStoreUnavailable
+from batchgate.quota.limits import Reservation
+from batchgate.quota.store.protocol import Pace, QuotaStore, Settle
+
+SETTLE_WITHIN = 0.25  # seconds a refund or a reconcile delta may wait for a take to carry it
+LONGEST_WAIT = 60.0  # a store that says "never" (a zero rate) is asked again after this long
+
+
+class SharedQuota:
+    """See the module docstring."""
+
+    def __init__(
+        self, store: QuotaStore, quota: str, paces: Callable[[], Mapping[str, Pace]], clock: Clock
+    ) -> None:
+        self.store = store
+        self.quota = quota
+        self._paces = paces
+        self._clock = clock
+        self._lock = asyncio.Lock()  # FIFO: one request of this process at a time asks the store
+        self._pending = Settle()
+        self._flush: asyncio.Task[None] | None = None
+        self._timer: TimerHandle | None = None
+        self.takes = 0  # store calls that admitted
+        self.waits = 0  # store calls that answered "wait"
+        self.failure: QuotaStoreUnavailable | None = None
+
+    async def take(self, res: Reservation) -> None:
+        """Wait until the store admits `res`'s amounts; they are then recorded on `res.shared`."""
+        amounts = dict(res.charged)
+        async with self._lock:
+            while True:
+                wait = await self._apply(amounts)
+                if wait <= 0.0:
+                    break
+                self.waits += 1
+                await self._clock.sleep(min(wait, LONGEST_WAIT))
+        self.takes += 1
+        res.shared = amounts
+
+    # -- settlements (synchronous: called by the pool) ------------------------------------------
+
+    def give_back(self, amounts: Mapping[str, float]) -> None:
+        """A refund: the provider never admitted these amounts."""
+        self._add({n: -a for n, a in amounts.items() if a > 0})
+
+    def adjust(self, name: str, delta: float) -> None:
+        """A reconcile: charge `delta` more of dimension `name` (give back if negative)."""
+        self._add({name: delta} if delta != 0 else {})
+
+    def pause(self, seconds: float) -> None:
+        self._pending.pause = max(self._pending.pause, seconds)
+        self._schedule()
+
+    def drain(self) -> None:
+        self._pending.drain = True
+        self._schedule()
+
+    async def close(self) -> None:
+        """Deliver what is pending (best effort), then stop."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._flush is not None:
+            with contextlib.suppress(asyncio.CancelledError, QuotaStoreUnavailable):
+                await self._flush
+        if not self._pending.empty():
+            with contextlib.suppress(QuotaStoreUnavailable):
+                await self._apply(None)
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _add(self, deltas: Mapping[str, float]) -> None:
+        if not deltas:
+            return
+        pending = self._pending.deltas
+        for name, delta in deltas.items():
+            pending[name] = pending.get(name, 0.0) + delta
+        if self._timer is None:
+            self._timer = self._clock.call_at(self._clock.now() + SETTLE_WITHIN, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if not self._pending.empty():
+            self._schedule()
+
+    async def _apply(self, take: Mapping[str, float] | None) -> float:
+        settle, self._pending = self._pending, Settle()
+        try:
+            wait = await self.store.apply(self.quota, self._paces(), take, settle)
+        except QuotaStoreUnavailable as exc:
+            settle.merge(self._pending)  # keep them for when the store is back
+            self._pending = settle
+            self.failure = exc
+            raise
+        self.failure = None
+        return wait
+
+    def _schedule(self) -> None:
+        if self._flush is None or self._flush.done():
+            self._flush = asyncio.get_running_loop().create_task(self._deliver())
+
+    async def _deliver(self) -> None:
+        while not self._pending.empty():
+            try:
+                await self._apply(None)
+            except QuotaStoreUnavailable:
+                return  # kept pending; the next take reports the failure
+
+    def __repr__(self) -> str:
+        return f"SharedQuota({self.store.describe()!r}, takes={self.takes}, waits={self.waits})"

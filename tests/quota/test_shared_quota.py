@@ -1,0 +1,144 @@
+"""Pools of several processes sharing one key's quota through a store (FakeClock, memory and
+SQLite stores): together they keep one limit, settlements reach the others, an unreachable
+store stops sending."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from batchgate.clock import FakeClock
+from batchgate.errors import QuotaStoreUnavailable
+from batchgate.models import Cost
+from batchgate.quota.pool import QuotaLimits, QuotaPool
+from batchgate.quota.shared import SETTLE_WITHIN, SharedQuota
+from batchgate.quota.store.memory import MemoryQuotaStore
+from batchgate.quota.store.protocol import QuotaStore
+from batchgate.quota.store.sqlite_store import SqliteQuotaStore
+
+RPM = QuotaLimits(rpm=600, safety=1.0)  # 10 requests/s; each pool paces itself at the whole of it
+ONE = Cost(requests=1)
+
+
+def process(store: QuotaStore, clock: FakeClock, name: str = "p") -> QuotaPool:
+    """One process's pool for the key, sharing its quota through `store`."""
+    pool = QuotaPool(name, RPM, clock)
+    pool.shared = SharedQuota(store, "https://api.example/v1#key", pool.paces, clock)
+    return pool
+
+
+async def send(pool: QuotaPool, sent: list[float], clock: FakeClock) -> None:
+    """What the scheduler does before sending: the pool's admission, then the shared one."""
+    res = await pool.acquire(ONE)
+    assert pool.shared is not None
+    await pool.shared.take(res)
+    sent.append(clock.now())
+
+
+async def run_for(clock: FakeClock, seconds: float, step: float = 0.005) -> None:
+    for _ in range(round(seconds / step)):
+        clock.advance(step)
+        for _ in range(4):
+            await asyncio.sleep(0)
+
+
+def most_in_a_window(times: list[float], window: float) -> int:
+    times = sorted(times)
+    return max(sum(1 for t in times[i:] if t < start + window) for i, start in enumerate(times))
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_two_processes_together_keep_one_limit_and_reach_it(kind: str, tmp_path: Path) -> None:
+    clock = FakeClock()
+    store: QuotaStore = MemoryQuotaStore(clock)
+    if kind == "sqlite":
+        store = SqliteQuotaStore(tmp_path / "ledger.sqlite3", clock)
+    pools = [process(store, clock, "a"), process(store, clock, "b")]
+    sent: list[list[float]] = [[], []]
+    tasks = [asyncio.ensure_future(send(p, sent[i], clock)) for i, p in enumerate(pools) for _ in range(80)]
+    await run_for(clock, 10.0)
+    together = sent[0] + sent[1]
+    # alone, each pool would have sent ~10/s: together they send what one limit allows
+    assert most_in_a_window(together, 1.0) <= 10 + 1
+    assert most_in_a_window(together, 5.0) <= 50 + 1
+    assert len(together) >= 0.85 * 10 * 10  # the limit less the pool's one-request headroom
+    assert min(len(sent[0]), len(sent[1])) >= 0.3 * len(together)  # both get their turns
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await store.close()
+
+
+async def test_a_refund_in_one_process_is_capacity_for_the_other_within_the_settle_delay() -> None:
+    clock = FakeClock()
+    store = MemoryQuotaStore(clock)
+    slow = QuotaLimits(rpm=6, safety=1.0)  # one request per 10 s or slower: no refill to speak of
+    a, b = QuotaPool("a", slow, clock), QuotaPool("b", slow, clock)
+    for pool in (a, b):
+        pool.shared = SharedQuota(store, "k", pool.paces, clock)
+    res = await a.acquire(ONE)
+    assert a.shared is not None
+    await a.shared.take(res)
+    a.refund(res)  # the provider never admitted it
+    await run_for(clock, SETTLE_WITHIN + 0.01)  # no take of a's carried it: the timer delivers it
+    sent: list[float] = []
+    task = asyncio.ensure_future(send(b, sent, clock))
+    for _ in range(4):
+        await asyncio.sleep(0)
+    assert sent == [clock.now()]  # admitted without waiting for a refill
+    await task
+
+
+async def test_a_retry_hint_in_one_process_pauses_the_other() -> None:
+    clock = FakeClock()
+    store = MemoryQuotaStore(clock)
+    a, b = process(store, clock, "a"), process(store, clock, "b")
+    a.pause(3.0)
+    await asyncio.sleep(0)
+    sent: list[float] = []
+    start = clock.now()
+    task = asyncio.ensure_future(send(b, sent, clock))
+    await run_for(clock, 4.0)
+    await task
+    assert sent[0] >= start + 3.0 - 1e-9
+
+
+async def test_a_429_in_one_process_drains_the_shared_burst() -> None:
+    clock = FakeClock()
+    store = MemoryQuotaStore(clock)
+    burst = QuotaLimits(rpm=600, safety=1.0, burst_seconds=1.0)  # a 10-request bucket
+    a = QuotaPool("a", burst, clock)
+    b = QuotaPool("b", burst, clock)
+    for pool in (a, b):
+        pool.shared = SharedQuota(store, "k", pool.paces, clock)
+    res = await a.acquire(ONE)
+    assert a.shared is not None
+    assert b.shared is not None
+    await a.shared.take(res)
+    a.on_rate_limited(res)
+    await asyncio.sleep(0)
+    res_b = await b.acquire(ONE)  # b's own bucket is still full ...
+    waiting = asyncio.ensure_future(b.shared.take(res_b))
+    await asyncio.sleep(0)
+    assert not waiting.done()  # ... but the shared one was drained
+    await run_for(clock, 0.2)
+    assert waiting.done()
+
+
+async def test_an_unusable_store_stops_sending_and_keeps_the_settlements(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = SqliteQuotaStore(tmp_path / "ledger.sqlite3", clock)
+    pool = process(store, clock)
+    assert pool.shared is not None
+    res = await pool.acquire(ONE)
+    await pool.shared.take(res)
+    await store.close()  # the ledger is gone from under us
+    pool.refund(res)
+    await asyncio.sleep(0)
+    res2 = await pool.acquire(ONE)
+    with pytest.raises(QuotaStoreUnavailable, match="never falls back to a per-process limit"):
+        await pool.shared.take(res2)
+    assert pool.shared.failure is not None
+    assert res2.shared is None
