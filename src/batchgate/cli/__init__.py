@@ -21,6 +21,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "batchgate.cli.jobs",
     "batchgate.cli.cancel",
     "batchgate.cli.emulate",
+    "batchgate.cli.worker",
 )
 
 EXIT_ERROR = 2
