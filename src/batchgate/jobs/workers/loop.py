@@ -7,8 +7,9 @@ lease every `lease_seconds / 3` from a clock timer, sends each task through the 
 path `batchgate run` uses, and group-commits the outcomes with the lease's fencing token
 (`commit_chunk`): once the lease is lost (expired, taken over) nothing more is written and the
 chunk's unsent tasks are dropped. At the chunk's end, `release_chunk` returns what did not finish
-to the queue. The worker that commits a job's last task writes its OUT, errors file and report
-(`finish_job`, under the job's lock, so only one does).
+to the queue. The first worker to find a job with no task pending or running (its next claim
+finds none) writes its OUT, errors file and report (`finish_job`, under the job's lock, so only
+one does; usually the one that committed the last task).
 
 Jobs are taken only when submitted for workers (`batchgate run --submit-only`, which sets the
 `workers` option). With no claimable task the lane waits on the injected clock — a bounded
@@ -119,7 +120,6 @@ class Worker:
             if chunk is not None:
                 idle = self.options.idle_min_s
                 await self._run_chunk(chunk)
-                await self._maybe_finish(chunk.job_id)
                 continue
             if self.options.exit_when_idle and not await self._any_open():
                 return
@@ -141,7 +141,8 @@ class Worker:
         return [j for j in jobs if j.options.get(WORKERS_OPTION) and j.status in TAKEN_STATUSES]
 
     async def _claim(self) -> Chunk | None:
-        """A chunk of the oldest submitted job that has claimable tasks (None: none has)."""
+        """A chunk of the oldest submitted job that has claimable tasks (None: none has). A job with
+        none is checked for being done only then (not after every chunk: counting is a scan)."""
         opts = self.options
         for job in await self._jobs():
             chunk = await self.store.claim_chunk(
@@ -152,6 +153,7 @@ class Worker:
                     await self.store.update_job(job.job_id, status="running")
                 self._started.add(job.job_id)
                 return chunk
+            await self._maybe_finish(job.job_id)  # nothing claimable: maybe nothing is left
         return None
 
     async def _any_open(self) -> bool:
