@@ -65,6 +65,7 @@ def _submit(cli: Cli, emu: EmulatorThread, n: int) -> tuple[Path, Path]:
     assert "submitted job" in done.stdout
     assert "batchgate worker" in done.stdout
     assert provider_totals(emu)["admitted"] == 0  # submitting sends nothing
+    assert cli.status()["state"] == "submitted"
     return cfg, out
 
 
@@ -121,6 +122,7 @@ def test_a_killed_workers_chunks_finish_on_another_after_its_lease(pg_cli: Cli, 
     wait_for(lambda: provider_totals(emu)["in_flight"] == 0, "the killed worker's requests to drain")
     before = provider_totals(emu)
     status = cli.status()
+    assert status["state"] == "with workers"
     stored = status["succeeded"]
     assert 0 < stored < n
     assert _counts(cli)[TaskState.RUNNING] > 0
