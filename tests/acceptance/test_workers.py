@@ -141,6 +141,28 @@ def test_a_killed_workers_chunks_finish_on_another_after_its_lease(pg_cli: Cli, 
     assert (report["status"], report["success_count"]) == ("completed", n)
 
 
+def test_a_worker_killed_beside_another_loses_nothing(pg_cli: Cli, emu: EmulatorThread) -> None:
+    """Both work the job; one is killed mid-job; the other finishes it, its dead chunks included."""
+    cli, n = pg_cli, 300
+    cfg, out = _submit(cli, emu, n)
+    doomed = _worker(cli, cfg, "--lease", "2")
+    survivor = _worker(cli, cfg, "--lease", "2")
+    wait_for(lambda: provider_totals(emu)["completed"] >= 60, "60 answers before the kill")
+    kill_hard(doomed)
+    assert cli.status()["succeeded"] < n
+
+    code, _, err = cli.finish(survivor)
+    assert code == 0, err
+    assert "wrote the output of" in err
+    rows = read_jsonl(out)
+    assert ids_once(rows) == expected_ids(n)
+    assert all(row["error"] is None for row in rows)
+    extra = provider_totals(emu)["admitted"] - n
+    assert 0 <= extra <= CHUNK * LANES  # only what the dead worker held was sent again
+    report = cli.report(cli.status()["job"])
+    assert (report["status"], report["success_count"]) == ("completed", n)
+
+
 def test_sigterm_stops_a_worker_and_puts_its_unsent_tasks_back(pg_cli: Cli, emu: EmulatorThread) -> None:
     cli, n = pg_cli, 200
     cfg, _ = _submit(cli, emu, n)
