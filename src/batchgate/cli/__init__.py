@@ -23,6 +23,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "batchgate.cli.emulate",
     "batchgate.cli.serve",
     "batchgate.cli.submit",
+    "batchgate.cli.worker",
 )
 
 EXIT_ERROR = 2

@@ -47,9 +47,13 @@ def _running(store: JobStore, job_id: str) -> bool:
 
 
 def _state(store: JobStore, job: JobRecord) -> str:
-    """running (a process holds the lock), interrupted (recorded running, nobody holds it), or stored."""
+    """running (a process holds the lock), interrupted (recorded running, nobody holds it), or stored.
+    A job submitted for workers (`run --submit-only`) is never held by one process: it is
+    "submitted" until a worker takes it, then "with workers" until one finishes it."""
     if _running(store, job.job_id):
         return "running"
+    if job.options.get("workers") and job.status in ("created", "running"):
+        return "submitted" if job.status == "created" else "with workers"
     return "interrupted" if job.status == "running" else job.status
 
 

@@ -17,7 +17,13 @@ from batchgate.cli import observing
 from batchgate.config import ROUTE_MODES, load_config
 from batchgate.errors import JobError
 from batchgate.jobs.find import find_job
-from batchgate.jobs.store.location import DEFAULT_STORE, choose_location, open_store, parse_location
+from batchgate.jobs.store.location import (
+    DEFAULT_STORE,
+    choose_location,
+    open_store,
+    parse_location,
+    resume_hint,
+)
 from batchgate.quota.store.location import StoreSpec, resolve
 
 if TYPE_CHECKING:
@@ -138,6 +144,11 @@ def register(sub: Any) -> None:
     run.add_argument("--output", type=Path, required=True, help="results (JSONL, OpenAI Batch output shape)")
     run.add_argument("--dry-run", action="store_true", help="print the plan and send nothing")
     run.add_argument(
+        "--submit-only",
+        action="store_true",
+        help="create the job in --store and exit without sending: `batchgate worker` processes run it",
+    )
+    run.add_argument(
         "--fanout",
         metavar="ROUTES",
         help="comma-separated routes: run every line on each, one joined output line per input",
@@ -230,7 +241,20 @@ def _run(args: argparse.Namespace) -> int:
     args.store = choose_location(args.store, config.job.store)
     args.quota_spec = _quota_spec(args, config)
     req = replace(_request(args, args.input, args.config, args.output), graph=graph)
+    if args.submit_only:
+        return _submit(req, config)
     return _go(req, config, args)
+
+
+def _submit(req: RunRequest, config: GatewayConfig) -> int:
+    from batchgate.jobs.workers.submit import submit_job  # noqa: PLC0415 — start-up: only to submit
+
+    job_id, left = asyncio.run(submit_job(req, config, _stderr))
+    print(
+        f"submitted job {job_id} ({left} tasks to run); start workers with: batchgate worker"
+        f"{resume_hint(req.store_path)} --config {req.config_path}"
+    )
+    return 0
 
 
 def _progress_mode(args: argparse.Namespace) -> str:

@@ -5,28 +5,41 @@ oldest waiting outcome has waited `max_delay` (a timer from the injected clock, 
 `flush`/`close`. One write runs at a time; outcomes that arrive meanwhile join the next one. A
 failed write keeps its outcomes buffered and re-raises its error on the next `add`, `flush` or
 `close` (once), so a broken store is never silently ignored.
+
+By default it writes with `JobStore.complete_tasks`; a worker passes `write` (its chunk's fenced
+`commit_chunk`), so a lost lease surfaces as the `LeaseLostError` of that write.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 
 from batchgate.clock import Clock, TimerHandle
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome
 
+Write = Callable[[Sequence[TaskOutcome]], Awaitable[None]]
+
 
 class GroupCommitter:
-    """Buffers `TaskOutcome`s for one job and writes them with `JobStore.complete_tasks`."""
+    """Buffers `TaskOutcome`s for one job and writes them with `JobStore.complete_tasks` (or `write`)."""
 
     def __init__(
-        self, store: JobStore, job_id: str, clock: Clock, max_batch: int = 1000, max_delay: float = 0.05
+        self,
+        store: JobStore,
+        job_id: str,
+        clock: Clock,
+        max_batch: int = 1000,
+        max_delay: float = 0.05,
+        *,
+        write: Write | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         if max_delay < 0:
             raise ValueError("max_delay must not be negative")
-        self._store = store
         self._job_id = job_id
+        self._write_batch: Write = write or (lambda batch: store.complete_tasks(job_id, batch))
         self._clock = clock
         self._max_batch = max_batch
         self._max_delay = max_delay
@@ -101,7 +114,7 @@ class GroupCommitter:
                 self._due = False
                 self._cancel_timer()
             try:
-                await self._store.complete_tasks(self._job_id, batch)
+                await self._write_batch(batch)
             except BaseException as exc:
                 self._buffer[:0] = batch  # keep them: nothing is lost, a later flush retries
                 self._due = False

@@ -299,12 +299,7 @@ class QuotaPool:
             aimd_factor=self._aimd.factor,
             cuts=self._aimd.cuts,
             rate_limited=self._aimd.rate_limited,
-            admitted=self._counts["admitted"],
-            refunded=self._counts["refunded"],
-            reconciled=self._counts["reconciled"],
-            never_fit=self._counts["never_fit"],
-            pauses=self._counts["pauses"],
-            calibrations=self._counts["calibrations"],
+            **self._counts,  # admitted, refunded, reconciled, never_fit, pauses, calibrations
         )
 
     def close(self) -> None:
@@ -314,13 +309,11 @@ class QuotaPool:
     def __repr__(self) -> str:
         now = self._clock.now()
         dims = ", ".join(
-            f"{_KEY[n]}={d.bucket.level(now):.4g}/{d.bucket.capacity:.4g}@{d.bucket.rate:.4g}/s"
-            for n, d in self._dims.items()
+            f"{_KEY[n]}={b.level(now):.4g}/{b.capacity:.4g}@{b.rate:.4g}/s" for n, b in self._buckets()
         )
         paused = f", paused={self._paused_until - now:.3g}s" if self._paused_until > now else ""
-        waiters = len(self._gate)
         return (
-            f"QuotaPool({self.name!r}, {dims or 'unlimited'}, waiters={waiters}, "
+            f"QuotaPool({self.name!r}, {dims or 'unlimited'}, waiters={len(self._gate)}, "
             f"factor={self._aimd.factor:.3g}{paused})"
         )
 
