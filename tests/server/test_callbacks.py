@@ -9,6 +9,12 @@ from pathlib import Path
 
 import pytest
 from openai import InvalidWebhookSignatureError, OpenAI
+from openai.types.webhooks import (
+    BatchCancelledWebhookEvent,
+    BatchCompletedWebhookEvent,
+    BatchExpiredWebhookEvent,
+    BatchFailedWebhookEvent,
+)
 
 from batchgate.emulator import EmulatorThread
 
@@ -16,6 +22,12 @@ from .harness import ALPHA, LAG, Server, batch_line, client, gateway_config, run
 from .hooks import Delivery, events_of, key_with_secret, receiving, wait_settled
 
 pytestmark = pytest.mark.integration
+BATCH_EVENTS = (
+    BatchCompletedWebhookEvent,
+    BatchFailedWebhookEvent,
+    BatchCancelledWebhookEvent,
+    BatchExpiredWebhookEvent,
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +59,7 @@ def _batch(server: Server, key: str, url: str, model: str = ALPHA, lines: int = 
 def _verified(d: Delivery, secret: str) -> tuple[str, str]:
     """The event's type and batch id, once the openai SDK verified the signature."""
     event = OpenAI(api_key="unused", webhook_secret=secret).webhooks.unwrap(d.body, d.headers)
+    assert isinstance(event, BATCH_EVENTS)
     assert event.object == "event"
     assert event.id == d.headers["webhook-id"]
     return event.type, event.data.id
