@@ -90,14 +90,25 @@ def receiving(*statuses: int, location: str = "") -> Iterator[Receiver]:
         thread.join()
 
 
-def key_with_secret(root: Path) -> tuple[str, str]:
-    """`batchgate keys create`: the token (stdout) and the webhook secret (stderr)."""
-    argv = [sys.executable, "-m", "batchgate", "keys", "create", *_place(root)]
-    done = subprocess.run(argv, env=_env(), capture_output=True, text=True, timeout=60, check=False)
+def keys_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`batchgate keys ARGS --store ROOT/jobs.db` as a user runs it."""
+    argv = [sys.executable, "-m", "batchgate", "keys", *args, *_place(root)]
+    return subprocess.run(argv, env=_env(), capture_output=True, text=True, timeout=60, check=False)
+
+
+def make_key(root: Path) -> tuple[str, str, str]:
+    """`batchgate keys create`: the token (stdout), the key's id and its webhook secret (stderr)."""
+    done = keys_cli(root, "create")
     assert done.returncode == 0, done.stderr
-    found = re.search(r"whsec_\S+", done.stderr)
-    assert found is not None, done.stderr
-    return done.stdout.strip(), found.group(0)
+    key_id, secret = re.search(r"key (key-[0-9a-f]+)", done.stderr), re.search(r"whsec_\S+", done.stderr)
+    assert key_id is not None, done.stderr
+    assert secret is not None, done.stderr
+    return done.stdout.strip(), key_id.group(1), secret.group(0)
+
+
+def key_with_secret(root: Path) -> tuple[str, str]:
+    token, _, secret = make_key(root)
+    return token, secret
 
 
 def events_of(root: Path, object_id: str) -> list[Event]:

@@ -19,7 +19,7 @@ from openai.types.webhooks import (
 from batchgate.emulator import EmulatorThread
 
 from .harness import ALPHA, LAG, Server, batch_line, client, gateway_config, running, upload, wait_ended
-from .hooks import Delivery, events_of, key_with_secret, receiving, wait_settled
+from .hooks import Delivery, events_of, key_with_secret, keys_cli, make_key, receiving, wait_settled
 
 pytestmark = pytest.mark.integration
 BATCH_EVENTS = (
@@ -155,3 +155,26 @@ def test_a_pending_callback_survives_a_kill_9_and_is_delivered_after_restart(
     assert {d.headers["webhook-id"] for d in after} == {before.headers["webhook-id"]} == {event.id}
     assert _verified(after[0], secret) == ("batch.completed", batch_id)
     assert event.state == "delivered"
+
+
+def test_a_new_webhook_secret_signs_the_callbacks_from_then_on(hooked: Server) -> None:
+    key, key_id, old = make_key(hooked.root)
+    done = keys_cli(hooked.root, "webhook-secret", key_id)
+    assert done.returncode == 0, done.stderr
+    new = done.stdout.strip()
+    assert new.startswith("whsec_")
+    assert new != old
+    with receiving(200) as receiver:
+        batch_id = _batch(hooked, key, receiver.url)
+        [delivery] = receiver.wait(1)
+    assert _verified(delivery, new) == ("batch.completed", batch_id)
+    with pytest.raises(InvalidWebhookSignatureError):
+        _verified(delivery, old)
+
+
+def test_a_new_webhook_secret_for_an_unknown_key_is_a_one_line_error(hooked: Server) -> None:
+    done = keys_cli(hooked.root, "webhook-secret", "key-00000000")
+    assert done.returncode != 0
+    assert done.stdout == ""
+    assert "no client key 'key-00000000'" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -8,7 +8,8 @@ attempts (default 5,30,120,600,1800,3600; the last repeats for 72 h).
 
 `batchgate keys create [--admin] [--name NAME] [--store PATH] [--data DIR]`: a client key for the
 service, printed once on stdout (only its SHA-256 is kept), and its webhook secret (`whsec_…`,
-which signs the callbacks of its batches) printed once on stderr.
+which signs the callbacks of its batches) printed once on stderr. `batchgate keys webhook-secret
+KEY_ID`: a new webhook secret for the key (on stdout, once), replacing the old one.
 
 Registering the parsers imports nothing heavy; the server is imported by the handler that runs."""
 
@@ -83,6 +84,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     _place_arguments(serve)
     serve.set_defaults(handler=run_serve)
+    _register_keys(subparsers)
+
+
+def _register_keys(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     keys = subparsers.add_parser("keys", help="manage the service's client keys")
     keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION")
     keys_sub.required = True
@@ -91,6 +96,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     create.add_argument("--name", default="", help="a label for the key")
     _place_arguments(create)
     create.set_defaults(handler=run_keys_create)
+    rotate = keys_sub.add_parser(
+        "webhook-secret", help="give a key a new webhook secret (printed once; the old one stops signing)"
+    )
+    rotate.add_argument("key_id", metavar="KEY_ID", help="the key's id (key-…), as `keys create` said")
+    _place_arguments(rotate)
+    rotate.set_defaults(handler=run_keys_webhook_secret)
 
 
 def _place(args: argparse.Namespace) -> Place:
@@ -169,4 +180,22 @@ def run_keys_create(args: argparse.Namespace) -> int:
     kind = "admin key" if key.admin else "key"
     print(f"created {kind} {key.id} in {place.registry}; the token above is shown only once", file=sys.stderr)
     print(f"webhook secret (signs this key's callbacks; shown only once): {secret}", file=sys.stderr)
+    return 0
+
+
+def run_keys_webhook_secret(args: argparse.Namespace) -> int:
+    from batchgate.server.callbacks.delivery import create_secret  # noqa: PLC0415 — the server only when asked for
+    from batchgate.server.registry import Registry  # noqa: PLC0415 — the server only when asked for
+
+    place = _place(args)
+    if not place.registry.exists():
+        raise JobError(f"{place.registry}: no service registry here (see --store / --data)")
+    registry = Registry(place.registry)
+    try:
+        secret = create_secret(registry, args.key_id)
+    finally:
+        registry.close()
+    print(secret)
+    said = f"new webhook secret of {args.key_id}; shown only once, the old one no longer signs"
+    print(said, file=sys.stderr)
     return 0

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from yarl import URL
 
 from batchgate.clock import Clock, TimerHandle
-from batchgate.errors import ServiceRequestError
+from batchgate.errors import JobError, ServiceRequestError
 from batchgate.server.callbacks import guard, signing
 from batchgate.server.callbacks.outbox import Event, Outbox, add
 from batchgate.server.callbacks.sender import Attempt, send
@@ -51,9 +51,11 @@ class CallbackSettings:
 
 
 def create_secret(registry: Registry, key_id: str) -> str:
-    """A new webhook secret for the key `key_id`, stored to sign its callbacks; shown once."""
+    """A new webhook secret for the client key `key_id` (replacing any it had), stored to sign its
+    callbacks from now on, pending retries included; shown once."""
     secret = signing.new_secret()
-    Outbox(registry).set_secret(key_id, secret)
+    if not Outbox(registry).set_secret(key_id, secret):
+        raise JobError(f"{registry.path}: no client key {key_id!r}")
     return secret
 
 

@@ -114,11 +114,15 @@ class Outbox:
             )
 
     # -- secrets ---------------------------------------------------------------------------------
-    def set_secret(self, key_id: str, secret: str) -> None:
+    def set_secret(self, key_id: str, secret: str) -> bool:
+        """Store (or replace) the secret of the client key `key_id`; False if there is no such key."""
         with self.registry.transaction() as c:
-            c.execute(
-                "INSERT OR REPLACE INTO webhook_secrets (key_id, secret) VALUES (?, ?)", (key_id, secret)
+            done = c.execute(
+                "INSERT OR REPLACE INTO webhook_secrets (key_id, secret)"
+                " SELECT id, ? FROM api_keys WHERE id = ?",
+                (secret, key_id),
             )
+            return done.rowcount > 0
 
     def secret(self, key_id: str) -> str | None:
         with self.registry.transaction() as c:
