@@ -2,8 +2,14 @@
 service (OpenAI-compatible Files + Batches API) until SIGINT or SIGTERM. The first stdout line is
 `batchgate serve listening on http://H:P` (tools read the port from it).
 
+Callbacks: `--callback-allow CIDR|HOST` (repeatable) lets callbacks reach addresses the SSRF guard
+refuses otherwise (loopback, private, ...); `--callback-retry-delays S,S,...` sets the waits between
+attempts (default 5,30,120,600,1800,3600; the last repeats for 72 h).
+
 `batchgate keys create [--admin] [--name NAME] [--store PATH] [--data DIR]`: a client key for the
-service, printed once (only its SHA-256 is kept).
+service, printed once on stdout (only its SHA-256 is kept), and its webhook secret (`whsec_…`,
+which signs the callbacks of its batches) printed once on stderr. `batchgate keys webhook-secret
+KEY_ID`: a new webhook secret for the key (on stdout, once), replacing the old one.
 
 Registering the parsers imports nothing heavy; the server is imported by the handler that runs."""
 
@@ -23,6 +29,7 @@ from batchgate.errors import JobError
 from batchgate.jobs.store.location import parse_location
 
 if TYPE_CHECKING:
+    from batchgate.server.callbacks.delivery import CallbackSettings
     from batchgate.server.service import Place
 
 DEFAULT_PORT = 8500
@@ -62,8 +69,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=64,
         help="batches run at once; the others wait their turn (default 64)",
     )
+    serve.add_argument(
+        "--callback-allow",
+        action="append",
+        default=[],
+        metavar="CIDR|HOST",
+        help="let callbacks reach this network or host although it is not public (repeatable)",
+    )
+    serve.add_argument(
+        "--callback-retry-delays",
+        default=None,
+        metavar="S,S,...",
+        help="seconds between callback attempts (default 5,30,120,600,1800,3600; the last repeats)",
+    )
     _place_arguments(serve)
     serve.set_defaults(handler=run_serve)
+    _register_keys(subparsers)
+
+
+def _register_keys(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     keys = subparsers.add_parser("keys", help="manage the service's client keys")
     keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION")
     keys_sub.required = True
@@ -72,6 +96,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     create.add_argument("--name", default="", help="a label for the key")
     _place_arguments(create)
     create.set_defaults(handler=run_keys_create)
+    rotate = keys_sub.add_parser(
+        "webhook-secret", help="give a key a new webhook secret (printed once; the old one stops signing)"
+    )
+    rotate.add_argument("key_id", metavar="KEY_ID", help="the key's id (key-…), as `keys create` said")
+    _place_arguments(rotate)
+    rotate.set_defaults(handler=run_keys_webhook_secret)
 
 
 def _place(args: argparse.Namespace) -> Place:
@@ -87,6 +117,7 @@ def run_serve(args: argparse.Namespace) -> int:
         raise JobError(f"--expire-after must be a positive number of seconds, got {args.expire_after:g}")
     if args.max_jobs < 1:
         raise JobError(f"--max-jobs must be at least 1, got {args.max_jobs}")
+    callbacks = _callback_settings(args)
     config = load_config(args.config)
     place = _place(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
@@ -100,6 +131,7 @@ def run_serve(args: argparse.Namespace) -> int:
             ready=ready,
             expire_after_s=args.expire_after,
             max_jobs=args.max_jobs,
+            callbacks=callbacks,
         )
         asyncio.run(work)
     except OSError as exc:
@@ -111,7 +143,29 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _callback_settings(args: argparse.Namespace) -> CallbackSettings:
+    from batchgate.server.callbacks import delivery, guard  # noqa: PLC0415 — the server only when serving
+
+    delays: tuple[float, ...] = delivery.DEFAULT_DELAYS
+    if args.callback_retry_delays is not None:
+        try:
+            delays = tuple(float(x) for x in args.callback_retry_delays.split(","))
+        except ValueError:
+            delays = ()
+        if not delays or min(delays) <= 0:
+            raise JobError(
+                "--callback-retry-delays must be positive seconds separated by commas,"
+                f" got {args.callback_retry_delays!r}"
+            )
+    try:
+        allow = guard.parse_allow(args.callback_allow)
+    except guard.CallbackRefused as exc:
+        raise JobError(exc.message) from None
+    return delivery.CallbackSettings(allow=allow, delays=delays)
+
+
 def run_keys_create(args: argparse.Namespace) -> int:
+    from batchgate.server.callbacks.delivery import create_secret  # noqa: PLC0415 — the server only when asked for
     from batchgate.server.keys import create_key  # noqa: PLC0415 — the server only when asked for
     from batchgate.server.registry import Registry  # noqa: PLC0415 — the server only when asked for
 
@@ -119,9 +173,29 @@ def run_keys_create(args: argparse.Namespace) -> int:
     registry = Registry(place.registry)
     try:
         key, token = create_key(registry, admin=args.admin, name=args.name, now=int(time.time()))
+        secret = create_secret(registry, key.id)
     finally:
         registry.close()
     print(token)
     kind = "admin key" if key.admin else "key"
     print(f"created {kind} {key.id} in {place.registry}; the token above is shown only once", file=sys.stderr)
+    print(f"webhook secret (signs this key's callbacks; shown only once): {secret}", file=sys.stderr)
+    return 0
+
+
+def run_keys_webhook_secret(args: argparse.Namespace) -> int:
+    from batchgate.server.callbacks.delivery import create_secret  # noqa: PLC0415 — the server only when asked for
+    from batchgate.server.registry import Registry  # noqa: PLC0415 — the server only when asked for
+
+    place = _place(args)
+    if not place.registry.exists():
+        raise JobError(f"{place.registry}: no service registry here (see --store / --data)")
+    registry = Registry(place.registry)
+    try:
+        secret = create_secret(registry, args.key_id)
+    finally:
+        registry.close()
+    print(secret)
+    said = f"new webhook secret of {args.key_id}; shown only once, the old one no longer signs"
+    print(said, file=sys.stderr)
     return 0

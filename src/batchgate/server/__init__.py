@@ -5,7 +5,8 @@ Files + Batches API (and Anthropic's Message Batches) with bearer keys.
 Modules: `service` (the process: gateway, store, registry, HTTP), `app` (the endpoints, auth,
 OpenAI-shaped errors), `anthropic_api` (Message Batches), `batches` (a batch as a job: run,
 cancel, finalize, resume), `files`, `registry` (keys, files and batch records in `server.db`),
-`keys`, `shapes` (OpenAI's objects).
+`keys`, `shapes` (OpenAI's objects), `callbacks/` (signed webhooks when a batch ends, from a durable
+outbox, behind an SSRF guard).
 
 May import: jobs, the gateway and everything below them; nothing imports it but the CLI. It never
 imports the emulator (which must stay independent of the client side).

@@ -31,6 +31,7 @@ from batchgate.jobs.io.input import validate_input
 from batchgate.jobs.runner import RunRequest, job_id_for, run_job
 from batchgate.jobs.store.location import StoreLocation
 from batchgate.jobs.store.protocol import JobStore, TaskState
+from batchgate.server.callbacks.delivery import Callbacks
 from batchgate.server.files import Files
 from batchgate.server.registry import BatchRecord, Registry
 from batchgate.server.shapes import (
@@ -67,13 +68,16 @@ class Batches:
         grace_s: float,
         expire_after_s: float = WINDOW_S,
         max_jobs: int = MAX_JOBS,
+        callbacks: Callbacks | None = None,
     ) -> None:
         """`expire_after_s`: how long a batch may run before it expires (OpenAI's 24 h window);
-        `max_jobs`: batches whose jobs run at once (the others wait their turn, first come first)."""
+        `max_jobs`: batches whose jobs run at once (the others wait their turn, first come first);
+        `callbacks`: where a batch with `metadata.callback_url` records its end event."""
         self.registry, self.files, self.store = registry, files, store
         self.config, self.store_path, self.folder = config, store_path, folder
         self.gateway, self.clock, self.grace_s = gateway, clock, grace_s
         self.expire_after_s = expire_after_s
+        self.callbacks = callbacks
         self._places = asyncio.Semaphore(max_jobs)
         self._timers: dict[str, TimerHandle] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -96,6 +100,8 @@ class Batches:
     def create(self, owner: str, viewer: str | None, body: dict[str, Any]) -> BatchRecord:
         """A new batch over the input file `body` names (which `viewer` must be able to see)."""
         file_id, metadata = create_fields(body)
+        if self.callbacks is not None:
+            self.callbacks.check_metadata(metadata, owner)
         source = self.files.visible(file_id, viewer)
         if source.purpose != "batch":
             raise ServiceRequestError(
@@ -328,7 +334,7 @@ class Batches:
         b.status, b.errors = "failed", errors
         b.times["failed_at"] = self._now()
         b.counts = b.counts or {"total": 0, "completed": 0, "failed": 0}
-        self.registry.save_batch(b)
+        self._save_end(b)
 
     async def _finalize(self, batch_id: str) -> None:
         """Write the output and error files from the store, then the batch's final status."""
@@ -356,7 +362,14 @@ class Batches:
         else:
             b.status, at = "completed", "completed_at"
         b.times[at] = self._now()
-        self.registry.save_batch(b)
+        self._save_end(b)
+
+    def _save_end(self, b: BatchRecord) -> None:
+        """The batch's end, with its callback event (if it asks for one) in the same transaction."""
+        if self.callbacks is None:
+            self.registry.save_batch(b)
+        else:
+            self.callbacks.save_batch_end(b)
 
     async def _write_files(self, b: BatchRecord) -> None:
         """The batch's output and error files, in OpenAI's line shape, from the store."""

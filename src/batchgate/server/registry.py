@@ -112,6 +112,22 @@ class Registry:
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: {exc}") from None
 
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One transaction on the registry's connection: what the block writes (through this
+        connection or the registry's own methods) commits together or not at all."""
+        with self._sql() as c:
+            if c.in_transaction:  # nested: part of the enclosing one
+                yield c
+                return
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield c
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            c.execute("COMMIT")
+
     # -- keys ------------------------------------------------------------------------------------
     def add_key(self, key: ApiKey, digest: str, created_at: int) -> None:
         with self._sql() as c:

@@ -24,6 +24,7 @@ from batchgate.gateway import Gateway
 from batchgate.jobs.store.location import StoreLocation, open_store
 from batchgate.server.app import Service, make_app
 from batchgate.server.batches import MAX_JOBS, Batches
+from batchgate.server.callbacks.delivery import Callbacks, CallbackSettings
 from batchgate.server.files import Files
 from batchgate.server.registry import REGISTRY_FILE, Registry
 from batchgate.server.shapes import WINDOW_S
@@ -63,10 +64,11 @@ async def serve(
     stop: asyncio.Event | None = None,
     expire_after_s: float = WINDOW_S,
     max_jobs: int = MAX_JOBS,
+    callbacks: CallbackSettings | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM (or `stop` is set); `ready(url)` hears the address once listening.
     A batch not ended `expire_after_s` after its creation expires (OpenAI's window: 24 h); at most
-    `max_jobs` batches run at once."""
+    `max_jobs` batches run at once; `callbacks`: the allow-list and retry schedule of callbacks."""
     stopping = stop or asyncio.Event()
     clock = LoopClock()
     registry = Registry(place.registry)
@@ -75,6 +77,7 @@ async def serve(
         try:
             async with Gateway(config, clock=clock) as gateway:
                 files = Files(registry, place.folder / "files", clock)
+                hooks = Callbacks(registry, clock, callbacks)
                 batches = Batches(
                     registry,
                     files,
@@ -87,11 +90,14 @@ async def serve(
                     grace_s=GRACE_S,
                     expire_after_s=expire_after_s,
                     max_jobs=max_jobs,
+                    callbacks=hooks,
                 )
+                hooks.start()  # the events a stopped server left pending
                 try:
                     await _listen(Service(registry, files, batches), host, port, stopping, ready)
                 finally:
                     await batches.close()
+                    await hooks.close()
         finally:
             await store.close()
     finally:

@@ -1,0 +1,196 @@
+"""`Callbacks`: the service's side of the outbox. `record_end` adds a batch's (or job's) end event
+inside the transaction that records the end, `wake` arms the clock timer for the next due attempt
+once that transaction committed; each attempt (`sender.send`) is followed by its record: delivered,
+given up, or pending again after the next delay of the retry schedule (5 s, 30 s, 2 min, 10 min,
+30 min, then hourly; `--callback-retry-delays`), until `give_up_after_s` (72 h) after the event.
+
+No polling: one timer, for the earliest pending event not in flight. At start the timer is armed
+from the outbox, so events a stopped (or killed) server left pending are delivered then — at least
+once, with the same `webhook-id` (an attempt that was answered but not yet recorded is repeated).
+`counts` counts attempts by outcome (`delivered`, `http_error`, `unreachable`, `redirected`,
+`refused`) for a metrics exporter to read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass
+
+from yarl import URL
+
+from batchgate.clock import Clock, TimerHandle
+from batchgate.errors import JobError, ServiceRequestError
+from batchgate.server.callbacks import guard, signing
+from batchgate.server.callbacks.outbox import Event, Outbox, add
+from batchgate.server.callbacks.sender import Attempt, send
+from batchgate.server.registry import BatchRecord, Registry
+
+log = logging.getLogger("batchgate.server.callbacks")
+
+NO_ALLOW = guard.AllowList()
+DEFAULT_DELAYS = (5.0, 30.0, 120.0, 600.0, 1800.0, 3600.0)
+GIVE_UP_S = 72 * 3600.0
+TIMEOUT_S = 10.0
+MAX_AT_ONCE = 32  # attempts in flight at once
+CALLBACK_FIELD = "callback_url"  # in an OpenAI batch's metadata: where its end is announced
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackSettings:
+    allow: guard.AllowList = NO_ALLOW
+    delays: tuple[float, ...] = DEFAULT_DELAYS
+    give_up_after_s: float = GIVE_UP_S
+    timeout_s: float = TIMEOUT_S
+
+    def delay(self, attempts: int) -> float:
+        """The wait after the `attempts`-th failed attempt (the last delay repeats)."""
+        return self.delays[min(attempts, len(self.delays)) - 1]
+
+
+def create_secret(registry: Registry, key_id: str) -> str:
+    """A new webhook secret for the client key `key_id` (replacing any it had), stored to sign its
+    callbacks from now on, pending retries included; shown once."""
+    secret = signing.new_secret()
+    if not Outbox(registry).set_secret(key_id, secret):
+        raise JobError(f"{registry.path}: no client key {key_id!r}")
+    return secret
+
+
+class Callbacks:
+    def __init__(self, registry: Registry, clock: Clock, settings: CallbackSettings | None = None) -> None:
+        self.outbox = Outbox(registry)
+        self.clock = clock
+        self.settings = settings or CallbackSettings()
+        self.counts: Counter[str] = Counter()
+        self._timer: TimerHandle | None = None
+        self._inflight: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+
+    def check_url(self, url: str, owner: str, param: str = "metadata") -> None:
+        """At creation: a 400 for a malformed or plainly refused URL (a literal refused address),
+        or an owner key without a webhook secret. Names are checked when delivering."""
+        try:
+            guard.check_literal(url, self.settings.allow)
+        except guard.CallbackRefused as exc:
+            raise ServiceRequestError(400, exc.message, param=param, code="invalid_callback_url") from None
+        if self.outbox.secret(owner) is None:
+            raise ServiceRequestError(
+                400,
+                "This key has no webhook secret to sign callbacks with; "
+                "create a key with `batchgate keys create` (it prints one).",
+                param=param,
+                code="invalid_callback_url",
+            )
+
+    def check_metadata(self, metadata: dict[str, str] | None, owner: str) -> None:
+        url = (metadata or {}).get(CALLBACK_FIELD)
+        if url is not None:
+            self.check_url(url, owner)
+
+    def save_batch_end(self, b: BatchRecord) -> None:
+        """Save the ended batch `b`, with its end event if its metadata names a callback URL."""
+        registry = self.outbox.registry
+        url = (b.metadata or {}).get(CALLBACK_FIELD)
+        if url is None:
+            registry.save_batch(b)
+            return
+        ended_at = max(b.times.values(), default=int(self.clock.wall()))
+        with registry.transaction() as conn:
+            registry.save_batch(b)
+            self.record_end(conn, b.id, b.owner, url, b.status, ended_at)
+        self.wake()
+
+    def record_end(
+        self, conn: sqlite3.Connection, object_id: str, owner: str, url: str, status: str, ended_at: int
+    ) -> Event | None:
+        """The end event of `object_id` (status `completed`, `failed`, `cancelled` or `expired`),
+        added inside the caller's transaction; call `wake` once it committed."""
+        event_type = signing.EVENT_TYPES.get(status)
+        if event_type is None:
+            return None
+        event_id = signing.new_event_id()
+        body = signing.event_body(event_id, event_type, ended_at, object_id)
+        now = self.clock.wall()
+        event = Event(event_id, object_id, owner, url, body, created_at=now, next_at=now)
+        add(conn, event)
+        return event
+
+    def start(self) -> None:
+        """Deliver what is pending (events a stopped server left too)."""
+        self._arm()
+
+    def wake(self) -> None:
+        self._arm()
+
+    async def close(self) -> None:
+        """Stop: attempts in flight are cancelled; their events stay pending for the next start."""
+        self._closing = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._closing or len(self._inflight) >= MAX_AT_ONCE:
+            return  # an attempt that ends arms it again
+        at = self.outbox.next_at(self._inflight)
+        if at is not None:
+            self._timer = self.clock.call_at(self.clock.now() + max(0.0, at - self.clock.wall()), self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        if self._closing:
+            return
+        room = MAX_AT_ONCE - len(self._inflight)
+        for event in self.outbox.due(self.clock.wall(), self._inflight, room):
+            self._inflight.add(event.id)
+            task = asyncio.ensure_future(self._deliver(event))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self._arm()
+
+    async def _deliver(self, event: Event) -> None:
+        try:
+            secret = self.outbox.secret(event.owner)
+            if secret is None:
+                attempt = Attempt("refused", "the owner key has no webhook secret")
+            else:
+                stamp = int(self.clock.wall())
+                s = self.settings
+                attempt = await send(
+                    event.url, event.id, event.body, secret, stamp, allow=s.allow, timeout_s=s.timeout_s
+                )
+            self._settle(event, attempt)
+        except Exception as exc:  # a bug: said in one line; the event stays pending
+            log.error("callback %s: internal error: %s", event.id, type(exc).__name__)
+        finally:
+            self._inflight.discard(event.id)
+            self._arm()
+
+    def _settle(self, event: Event, attempt: Attempt) -> None:
+        attempts, now = event.attempts + 1, self.clock.wall()
+        self.counts[attempt.outcome] += 1
+        host = URL(event.url).host  # never the path or query: they may carry the receiver's token
+        if attempt.outcome == "delivered":
+            self.outbox.record(event.id, "delivered", attempts, now, None)
+            log.info(
+                "callback %s for %s delivered to %s (attempt %d)", event.id, event.object_id, host, attempts
+            )
+        elif attempt.final or now - event.created_at >= self.settings.give_up_after_s:
+            self.outbox.record(event.id, "failed", attempts, now, attempt.reason)
+            log.warning("callback %s for %s not delivered: %s", event.id, event.object_id, attempt.reason)
+        else:
+            wait = self.settings.delay(attempts)
+            self.outbox.record(event.id, "pending", attempts, now + wait, attempt.reason)
+            log.info(
+                "callback %s for %s: %s; retrying in %g s", event.id, event.object_id, attempt.reason, wait
+            )
