@@ -69,6 +69,11 @@ def test_renamed_target() -> None:
         (lambda d: d["providers"].append(dict(d["providers"][0])), "providers[1].name", "duplicate"),
         (lambda d: d.update(settings={"retry": {"max_attempts": 0}}), "settings.retry.max_attempts", ">= 1"),
         (lambda d: d.update(settings={"gc_threshold": -1}), "settings.gc_threshold", ">= 0"),
+        (
+            lambda d: d.update(settings={"timeouts": {"hedge": "no"}}),
+            "settings.timeouts.hedge",
+            "must be true or false",
+        ),
         (lambda d: d.update(settings={"gc_threshold": "big"}), "settings.gc_threshold", "must be an integer"),
         (lambda d: d.update(job={"validate_regex": "("}), "job.validate_regex", "invalid regular expression"),
         (lambda d: d.update(prices={"m": {"input": 1}}), "prices.m.output", "is required"),

@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 import random
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -99,7 +99,7 @@ class Gateway:
         self._urls = provider_urls(cfg, self._emulator, self._base_urls)
         timeouts = cfg.settings.timeouts
         if self._timeout is not None:
-            timeouts = type(timeouts)(connect=min(timeouts.connect, self._timeout), total=self._timeout)
+            timeouts = replace(timeouts, connect=min(timeouts.connect, self._timeout), total=self._timeout)
         self._session = create_session(connect_timeout=timeouts.connect)
         seed = cfg.settings.seed if cfg.settings.seed is not None else random.randrange(2**32)
         for p in cfg.providers:
@@ -114,6 +114,7 @@ class Gateway:
                 cfg.settings.circuit,
                 seed=seed,
                 timeout=timeouts.total,
+                hedge=timeouts.hedge,
             )
             self._share(p, self._runtimes[p.name])
         routes = {

@@ -12,7 +12,7 @@ from batchgate.inflight import InflightLimit
 from batchgate.policy.aimd import AimdSettings
 from batchgate.policy.circuit import CircuitBreaker, CircuitSettings
 from batchgate.policy.concurrency import ConcurrencyAimd
-from batchgate.policy.latency import LatencyModel
+from batchgate.policy.latency import LatencyModel, LatencySettings
 from batchgate.providers.base import ProviderClient
 from batchgate.quota.pool import QuotaPool
 from batchgate.stats import ProviderRecorder
@@ -45,8 +45,10 @@ def build_runtime(
     seed: int = 0,
     *,
     timeout: float = DEFAULT_TIMEOUT,
+    hedge: bool = True,
 ) -> ProviderRuntime:
-    """`timeout` is the configured per-request maximum the adaptive timeouts stay under."""
+    """`timeout` is the configured per-request maximum the adaptive timeouts stay under; `hedge`
+    False never sends a straggler again."""
     return ProviderRuntime(
         name=config.name,
         config=config,
@@ -57,5 +59,5 @@ def build_runtime(
         counter=counter,
         recorder=ProviderRecorder(config.name, seed=seed),
         concurrency=ConcurrencyAimd(config.max_concurrency),
-        latency=LatencyModel(timeout),
+        latency=LatencyModel(timeout, LatencySettings(hedge=hedge)),
     )

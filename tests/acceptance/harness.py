@@ -48,8 +48,10 @@ def gateway_config(
     job: dict[str, Any] | None = None,
     budget: dict[str, Any] | None = None,
     prices: dict[str, Any] | None = None,
+    hedge: bool = True,
 ) -> Path:
-    """A gateway config pointing at `emu`; route MODEL spreads over both providers."""
+    """A gateway config pointing at `emu`; route MODEL spreads over both providers. `hedge` False
+    for tests that count every request sent (a hedge is a deliberate duplicate)."""
     data: dict[str, Any] = {
         "providers": [
             {"name": "alpha", "kind": "openai", "base_url": emu.base_url("alpha")},
@@ -59,7 +61,7 @@ def gateway_config(
         "settings": {
             "concurrency": concurrency,
             "retry": {"max_attempts": max_attempts, "base_delay": 0.05, "max_delay": 0.2},
-            "timeouts": {"connect": 5, "total": 20},
+            "timeouts": {"connect": 5, "total": 20, "hedge": hedge},
             "seed": 1,
         },
         "prices": prices

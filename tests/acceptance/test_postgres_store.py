@@ -45,7 +45,7 @@ def pg_cli(tmp_path: Path) -> Iterator[Cli]:
 def test_kill_9_then_resume_on_postgres(pg_cli: Cli, emu: EmulatorThread) -> None:
     cli, n = pg_cli, 300
     src = write_input(cli.cwd / "in.jsonl", n)
-    cfg = gateway_config(cli.cwd / "gw.yaml", emu, concurrency=16)
+    cfg = gateway_config(cli.cwd / "gw.yaml", emu, concurrency=16, hedge=False)  # every request counted
     out = cli.cwd / "out.jsonl"
     proc = cli.start("run", str(src), "--config", str(cfg), "--output", str(out), "--progress", "quiet")
     wait_for(lambda: provider_totals(emu)["completed"] >= 90, "90 answers before the kill")

@@ -30,6 +30,25 @@ async def test_hung_requests_are_hedged_and_the_duplicate_spend_is_counted(emula
     assert stats.duplicate_tokens > 0
 
 
+async def test_with_hedging_off_a_hung_request_times_out_and_is_retried_never_duplicated(
+    emulator: Start,
+) -> None:
+    latency = {"ttft_p50_ms": 20, "ttft_sigma": 0.2, "per_token_ms": 0}
+    providers = [emu_provider("alpha", latency=latency, faults={"hang": 0.1})]
+    emu = await emulator(providers)
+    routes = [{"model": "m", "targets": ["alpha"]}]
+    settings = {"timeouts": {"total": 3, "hedge": False}, "retry": {"max_attempts": 8, "base_delay": 0.01}}
+    cfg = gateway_config(emu, providers, routes, settings=settings)
+    assert cfg.settings.timeouts.hedge is False
+    async with Gateway(cfg) as gw:
+        results = await gw.abatch([chat(f"echo item {i}") for i in range(120)])
+        stats = gw.statistics().providers["alpha"]
+    assert all(r.ok for r in results), [r.error for r in results if not r.ok][:3]
+    assert emu.stats()["providers"]["alpha"]["faults"]["hang"] > 0
+    assert (stats.hedged, stats.duplicate_tokens) == (0, 0)
+    assert stats.retries > 0  # each hang ended at its timeout and was sent again
+
+
 async def test_a_200_with_a_malformed_body_counts_toward_the_breaker(emulator: Start) -> None:
     providers = [emu_provider("alpha", faults={"non_json": 1.0})]
     emu = await emulator(providers)

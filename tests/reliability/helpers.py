@@ -63,15 +63,17 @@ def write_config(
     max_attempts: int = 4,
     extra: dict[str, Any] | None = None,
     retry: dict[str, Any] | None = None,
+    hedge: bool = True,
 ) -> Path:
-    """A gateway config YAML; `providers` are gateway provider entries (name, kind, base_url...)."""
+    """A gateway config YAML; `providers` are gateway provider entries (name, kind, base_url...);
+    `hedge` False for tests that count every request sent (a hedge is a deliberate duplicate)."""
     data: dict[str, Any] = {
         "providers": providers,
         "routes": routes or [{"model": MODEL, "targets": [p["name"] for p in providers]}],
         "settings": {
             "concurrency": concurrency,
             "retry": {"max_attempts": max_attempts, "base_delay": 0.02, "max_delay": 0.2, **(retry or {})},
-            "timeouts": {"connect": 2, "total": 10},
+            "timeouts": {"connect": 2, "total": 10, "hedge": hedge},
             "seed": 1,
         },
     }

@@ -54,6 +54,7 @@ def _setup(cli: Cli, emu: EmulatorThread, n: int) -> tuple[list[str], Path]:
         cli.cwd / "gw.yaml",
         [gw_provider(emu, "alpha"), gw_provider(emu, "gamma", "anthropic")],
         concurrency=CONCURRENCY,
+        hedge=False,  # every request is counted: a hedge under load would look like a re-send
     )
     out = cli.cwd / "out.jsonl"
     args = ["run", str(src), "--config", str(cfg), "--output", str(out), "--progress", "quiet"]

@@ -57,7 +57,7 @@ _LIMITS = frozenset({"rpm", "tpm", "itpm", "otpm", "max_concurrency"})
 _ROUTE = frozenset({"model", "targets", "mode"})
 _SETTINGS = frozenset({"concurrency", "retry", "timeouts", "circuit", "seed", "gc_threshold"})
 _RETRY = frozenset({"max_attempts", "base_delay", "max_delay", "max_hint"})
-_TIMEOUTS = frozenset({"connect", "total"})
+_TIMEOUTS = frozenset({"connect", "total", "hedge"})
 _CIRCUIT = frozenset({"failure_threshold", "open_seconds"})
 _PRICE = frozenset({"input", "output", "cached_input", "batch_discount"})
 _BUDGET = frozenset({"max_cost_usd", "max_tokens"})
@@ -217,6 +217,9 @@ def _settings(top: Section) -> Settings:
     seed = s.raw("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         s.fail("seed", "must be an integer")
+    hedge = t.raw("hedge")
+    if hedge is not None and not isinstance(hedge, bool):
+        t.fail("hedge", "must be true or false")
     return Settings(
         concurrency=s.integer("concurrency", Settings().concurrency) or 1,
         retry=RetrySettings(
@@ -228,6 +231,7 @@ def _settings(top: Section) -> Settings:
         timeouts=TimeoutConfig(
             connect=t.number("connect", d_time.connect) or d_time.connect,
             total=t.number("total", d_time.total) or d_time.total,
+            hedge=d_time.hedge if hedge is None else hedge,
         ),
         circuit=CircuitSettings(
             failure_threshold=c.integer("failure_threshold", d_circ.failure_threshold) or 1,

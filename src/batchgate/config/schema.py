@@ -112,6 +112,7 @@ class RouteConfig:
 class TimeoutConfig:
     connect: float = 10.0
     total: float = 120.0
+    hedge: bool = True  # send a straggler again, first answer wins (false: never a duplicate request)
 
 
 @dataclass(frozen=True, slots=True)

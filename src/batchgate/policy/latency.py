@@ -31,6 +31,7 @@ class LatencySettings:
     refresh: int = 16
     cold_factor: float = 4.0
     cold_hedge: float = 10.0  # seconds, before any answer
+    hedge: bool = True  # False: never hedge (`settings.timeouts.hedge`)
 
     def __post_init__(self) -> None:
         if self.window < 1 or self.min_samples < 1 or self.refresh < 1:
@@ -84,6 +85,8 @@ class LatencyModel:
 
     def hedge_after(self) -> float | None:
         """Seconds after which an unanswered attempt is worth sending again; None: don't hedge."""
+        if not self.settings.hedge:
+            return None
         if not self.ready:
             s = self.settings
             cold = s.cold_factor * max(self._samples) + s.margin if self._samples else s.cold_hedge
