@@ -264,7 +264,7 @@ def test_oversize_input_is_split_into_several_batches(cli: Cli, emu_factory: lis
 def test_cancel_keeps_partial_results_and_a_later_run_finishes(
     cli: Cli, emu_factory: list[EmulatorThread]
 ) -> None:
-    emu = start_emulator(emu_factory, processing_seconds=4.0)
+    emu = start_emulator(emu_factory, processing_seconds=10.0)  # room for the cancel on a loaded machine
     n = 10
     cfg = write_config(cli.cwd / "gw.yaml", emu)
     args = command(cli, n, cfg, "--progress", "json")
