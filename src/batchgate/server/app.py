@@ -24,10 +24,11 @@ import orjson
 from aiohttp import BodyPartReader, web
 
 from batchgate.errors import ServiceRequestError
-from batchgate.server import anthropic_api
+from batchgate.server import anthropic_api, jobs_api, openapi
 from batchgate.server.batches import Batches
 from batchgate.server.files import MAX_FILE_BYTES, Files
 from batchgate.server.keys import authenticate
+from batchgate.server.native import Jobs
 from batchgate.server.registry import ApiKey, BatchRecord, Registry
 from batchgate.server.shapes import batch_object, error_body, file_object, page
 
@@ -236,4 +237,7 @@ def make_app(service: Service) -> web.Application:
     app.add_routes(Api(service).routes())
     anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)
     app.add_routes(anthropic.routes())
+    if isinstance(service.batches, Jobs):  # the native job API (`jobs_api`)
+        app.add_routes(jobs_api.JobsApi(service.batches, _owner_and_viewer).routes())
+    app.add_routes(openapi.routes())
     return app

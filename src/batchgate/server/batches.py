@@ -271,9 +271,10 @@ class Batches:
             on_engine=functools.partial(self._engine_started, batch_id),
             handle_signals=False,
         )
+        req, config = self._run_setup(batch_id, req)
         say = functools.partial(log.info, "%s: %s", batch_id)
         try:
-            await run_job(req, self.config, out=say, err=say)
+            await run_job(req, config, out=say, err=say)
         except InputError:
             self._fail(batch_id, self._problems(req.input_path))
             return
@@ -292,7 +293,17 @@ class Batches:
         b = self.registry.get_batch(batch_id)
         if self._closing and b is not None and not b.stopping:
             return  # left in progress: it resumes when the server starts again
+        if b is not None and self._held(b):
+            return  # paused (a native job): it runs again when resumed
         await self._finalize(batch_id)
+
+    def _run_setup(self, batch_id: str, req: RunRequest) -> tuple[RunRequest, GatewayConfig]:
+        """The run request and config of a batch's job (a native job adds its own options)."""
+        return req, self.config
+
+    def _held(self, b: BatchRecord) -> bool:
+        """Whether a batch whose job returned stays as it is instead of finalizing (paused)."""
+        return False
 
     def _engine_started(self, batch_id: str, engine: JobEngine) -> None:
         """The job passed validation and its engine is about to run."""
