@@ -16,7 +16,9 @@ JOB_ENDED = ("completed", "failed", "cancelled")
 
 class JobsClient:
     def __init__(self, server: Server, key: str) -> None:
-        self.http = httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        self.http = httpx.Client(
+            base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        )
 
     def close(self) -> None:
         self.http.close()
@@ -36,7 +38,7 @@ class JobsClient:
     def act(self, job_id: str, action: str) -> httpx.Response:
         return self.http.post(f"/jobs/{job_id}/{action}")
 
-    def list(self, **params: Any) -> dict[str, Any]:
+    def find(self, **params: Any) -> dict[str, Any]:
         r = self.http.get("/jobs", params=params)
         assert r.status_code == 200, r.text
         data: dict[str, Any] = r.json()

@@ -44,7 +44,12 @@ def test_a_job_of_inline_requests_runs_with_its_options(a: JobsClient, emu: Emul
         validate={"regex": ".+"},
     )
     assert made["id"].startswith("job_")
-    assert (made["name"], made["priority"], made["mode"], made["budget"]) == ("nightly", "high", "online", 5.0)
+    assert (made["name"], made["priority"], made["mode"], made["budget"]) == (
+        "nightly",
+        "high",
+        "online",
+        5.0,
+    )
     assert made["metadata"] == {"feature": "f-12", "object": "o-9"}
     assert made["callback_url"] == "https://example.com/hook"
     assert made["deadline"] is not None
@@ -63,7 +68,9 @@ def test_a_job_of_inline_requests_runs_with_its_options(a: JobsClient, emu: Emul
 
 
 def test_a_job_from_an_uploaded_file(server: Server, keys: dict[str, str], a: JobsClient) -> None:
-    upload = client(server, keys["a"]).files.create(file=("in.jsonl", jsonl(requests_for(ALPHA, 3))), purpose="batch")
+    upload = client(server, keys["a"]).files.create(
+        file=("in.jsonl", jsonl(requests_for(ALPHA, 3))), purpose="batch"
+    )
     made = a.create(input_file_id=upload.id)
     assert made["input_file_id"] == upload.id
     done = a.wait_state(made["id"])
@@ -78,17 +85,17 @@ def test_list_filters_and_pages(a: JobsClient) -> None:
         for i, p in enumerate(("high", "low", "low"))
     ]
     ids = [m["id"] for m in made]
-    assert [j["id"] for j in a.list(name=tag)["data"]] == ids[::-1]  # newest first
-    assert [j["id"] for j in a.list(name=tag, priority="low")["data"]] == ids[:0:-1]
-    assert [j["id"] for j in a.list(metadata=[f"run={tag}", "n=1"])["data"]] == [ids[1]]
-    first = a.list(name=tag, limit=2)
+    assert [j["id"] for j in a.find(name=tag)["data"]] == ids[::-1]  # newest first
+    assert [j["id"] for j in a.find(name=tag, priority="low")["data"]] == ids[:0:-1]
+    assert [j["id"] for j in a.find(metadata=[f"run={tag}", "n=1"])["data"]] == [ids[1]]
+    first = a.find(name=tag, limit=2)
     assert (len(first["data"]), first["has_more"]) == (2, True)
-    rest = a.list(name=tag, limit=2, after=first["last_id"])
+    rest = a.find(name=tag, limit=2, after=first["last_id"])
     assert ([j["id"] for j in rest["data"]], rest["has_more"]) == ([ids[0]], False)
     for job_id in ids:
         a.wait_state(job_id)
-    assert {j["id"] for j in a.list(name=tag, state="completed")["data"]} == set(ids)
-    assert a.list(name=tag, state=["running", "queued"])["data"] == []
+    assert {j["id"] for j in a.find(name=tag, state="completed")["data"]} == set(ids)
+    assert a.find(name=tag, state=["running", "queued"])["data"] == []
 
 
 def test_a_key_sees_only_its_own_jobs(server: Server, keys: dict[str, str], a: JobsClient) -> None:
@@ -100,8 +107,8 @@ def test_a_key_sees_only_its_own_jobs(server: Server, keys: dict[str, str], a: J
         for action in ("cancel", "pause", "resume", "retry"):
             assert b.act(made["id"], action).status_code == 404
         assert b.http.get(f"/jobs/{made['id']}/results").status_code == 404
-        assert made["id"] not in [j["id"] for j in b.list(name="private")["data"]]
-        assert made["id"] in [j["id"] for j in admin.list(name="private")["data"]]
+        assert made["id"] not in [j["id"] for j in b.find(name="private")["data"]]
+        assert made["id"] in [j["id"] for j in admin.find(name="private")["data"]]
         assert admin.get(made["id"])["id"] == made["id"]
     finally:
         b.close()
@@ -164,7 +171,9 @@ def test_pause_holds_the_job_and_resume_finishes_it(a: JobsClient, emu: Emulator
     assert a.act(made["id"], "resume").status_code == 409  # not paused any more
     done = a.wait_state(made["id"])
     assert (done["state"], done["progress"]["succeeded"]) == ("completed", 40)
-    assert sorted(r["custom_id"] for r in a.results(made["id"])) == sorted(f"pause-req-{i}" for i in range(40))
+    assert sorted(r["custom_id"] for r in a.results(made["id"])) == sorted(
+        f"pause-req-{i}" for i in range(40)
+    )
     assert a.act(made["id"], "pause").status_code == 409
 
 
