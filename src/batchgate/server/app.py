@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from batchgate.errors import ServiceRequestError
 from batchgate.server import anthropic_api, jobs_api, openapi
@@ -29,7 +30,7 @@ from batchgate.server.batches import Batches
 from batchgate.server.files import MAX_FILE_BYTES, Files
 from batchgate.server.keys import authenticate
 from batchgate.server.native import Jobs
-from batchgate.server.registry import ApiKey, BatchRecord, Registry
+from batchgate.server.registry import ApiKey, BatchRecord, FileRecord, Registry
 from batchgate.server.shapes import batch_object, error_body, file_object, page
 
 log = logging.getLogger("batchgate.server")
@@ -144,17 +145,10 @@ class Api:
     async def upload(self, request: web.Request) -> web.Response:
         if not request.content_type.startswith("multipart/"):
             raise ServiceRequestError(400, "Uploads must be multipart/form-data with 'file' and 'purpose'.")
-        reader = await request.multipart()
-        purpose: str | None = None
-        saved = None
-        while (part := await reader.next()) is not None:
-            if not isinstance(part, BodyPartReader):
-                continue
-            if part.name == "purpose":
-                purpose = (await part.text()).strip()
-            elif part.name == "file" and saved is None:
-                name = part.filename or "upload.jsonl"
-                saved = await self.s.files.save(_key(request).id, name, "batch", _chunks(part))
+        try:
+            purpose, saved = await self._read_upload(request)
+        except (ValueError, HttpProcessingError):  # no boundary, a malformed part header, ...
+            raise ServiceRequestError(400, "The upload is not well-formed multipart/form-data.") from None
         if saved is None:
             raise ServiceRequestError(400, "Missing required parameter: 'file'.", param="file")
         if purpose != "batch":
@@ -165,6 +159,26 @@ class Api:
                 param="purpose",
             )
         return json(file_object(saved))
+
+    async def _read_upload(self, request: web.Request) -> tuple[str | None, FileRecord | None]:
+        """The `purpose` field and the `file` saved (deleted again when the body turns out bad)."""
+        purpose: str | None = None
+        saved = None
+        try:
+            reader = await request.multipart()
+            while (part := await reader.next()) is not None:
+                if not isinstance(part, BodyPartReader):
+                    continue
+                if part.name == "purpose":
+                    purpose = (await part.text()).strip()
+                elif part.name == "file" and saved is None:
+                    name = part.filename or "upload.jsonl"
+                    saved = await self.s.files.save(_key(request).id, name, "batch", _chunks(part))
+        except BaseException:
+            if saved is not None:
+                self.s.files.delete(saved)
+            raise
+        return purpose, saved
 
     async def list_files(self, request: web.Request) -> web.Response:
         files = self.s.registry.list_files(_viewer(request))
