@@ -298,12 +298,10 @@ class Batches:
         await self._finalize(batch_id)
 
     def _run_setup(self, batch_id: str, req: RunRequest) -> tuple[RunRequest, GatewayConfig]:
-        """The run request and config of a batch's job (a native job adds its own options)."""
-        return req, self.config
+        return req, self.config  # a native job (`native.Jobs`) adds its own options
 
     def _held(self, b: BatchRecord) -> bool:
-        """Whether a batch whose job returned stays as it is instead of finalizing (paused)."""
-        return False
+        return False  # a native job whose run returned paused stays as it is (`native.Jobs`)
 
     def _engine_started(self, batch_id: str, engine: JobEngine) -> None:
         """The job passed validation and its engine is about to run."""

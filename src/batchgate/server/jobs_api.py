@@ -67,7 +67,7 @@ class JobsApi:
         if not isinstance(body, dict):
             raise bad("body", "the request body must be a JSON object")
         owner, viewer = self._key_of(request)
-        b, spec = self.jobs.create_job(owner, viewer, body)
+        b, spec = await self.jobs.create_job(owner, viewer, body)
         return await self._answer(b, spec, 201)
 
     async def get(self, request: web.Request) -> web.Response:

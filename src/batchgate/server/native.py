@@ -6,7 +6,8 @@ A job with `not_before` ahead waits `scheduled` on a clock timer (re-armed at st
 nothing. `pause` stops the job's engine the way a signal does (in-flight calls get the grace
 period) and leaves it `paused`, across restarts too; `resume` starts it again. `retry` re-queues
 a finished job's failed items (the store's `requeue_failed`) and runs it again. Native jobs have
-no completion window: they never expire.
+no completion window: they never expire. Every run (batches too, at normal priority) gets its
+weighted share of the gateway (`priorities`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from batchgate.jobs.runner import RunRequest, job_id_for
 from batchgate.server.batches import Batches, _link_or_copy
 from batchgate.server.job_spec import MAX_INLINE, JobSpec, bad, parse_spec
 from batchgate.server.job_table import KIND, JobTable, state
+from batchgate.server.priorities import PriorityShares
 from batchgate.server.registry import BatchRecord
 from batchgate.server.shapes import ENDPOINT, new_id, not_found
 
@@ -44,6 +46,7 @@ class Jobs(Batches):
         super().__init__(*args, **kwargs)
         self.table = table
         self._starts: dict[str, TimerHandle] = {}
+        self.shares = PriorityShares(self.config.settings.concurrency)  # every run: batches are normal
 
     def job(self, job_id: str, owner: str | None) -> tuple[BatchRecord, JobSpec]:
         """The native job and its spec, if `owner` may see it (None: an admin key); a 404 otherwise."""
@@ -54,7 +57,10 @@ class Jobs(Batches):
         return b, spec
 
     # -- create ----------------------------------------------------------------------------------
-    def create_job(self, owner: str, viewer: str | None, body: dict[str, Any]) -> tuple[BatchRecord, JobSpec]:
+    async def create_job(
+        self, owner: str, viewer: str | None, body: dict[str, Any]
+    ) -> tuple[BatchRecord, JobSpec]:
+        """A new job, its input copied and checked off the event loop (a file may be 200 MB)."""
         now = self.clock.wall()
         spec = parse_spec(body, now)
         try:
@@ -68,8 +74,8 @@ class Jobs(Batches):
         folder = self.folder / job_id
         folder.mkdir(mode=0o700)
         path = folder / "input.jsonl"
-        fill(path)
-        self._check_lines(path, folder, inline)
+        await asyncio.to_thread(fill, path)
+        await asyncio.to_thread(self._check_lines, path, folder, inline)
         record = BatchRecord(
             id=job_id,
             owner=owner,
@@ -240,8 +246,16 @@ class Jobs(Batches):
     def _engine_started(self, batch_id: str, engine: JobEngine) -> None:
         super()._engine_started(batch_id, engine)
         b = self.registry.get_batch(batch_id)
+        spec = self.table.get(batch_id) if b is not None and b.kind == KIND else None
+        self.shares.started(batch_id, engine, spec.priority if spec is not None else "normal")
         if b is not None and b.status == "paused":  # paused while it was being set up
             engine.interrupt("paused")
+
+    async def _run_job(self, batch_id: str) -> None:
+        try:
+            await super()._run_job(batch_id)
+        finally:
+            self.shares.ended(batch_id)
 
 
 def conflict(b: BatchRecord, action: str) -> ServiceRequestError:
