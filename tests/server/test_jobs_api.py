@@ -12,7 +12,7 @@ import pytest
 
 from batchgate.emulator import EmulatorThread
 
-from .harness import ALPHA, DENIED, LAG, SLOW, SPREAD, Server, client, jsonl
+from .harness import ALPHA, DENIED, GAMMA, LAG, SLOW, Server, client, jsonl
 from .jobs_client import JobsClient, requests_for
 
 pytestmark = pytest.mark.integration
@@ -33,7 +33,7 @@ def sent_to(emu: EmulatorThread, provider: str) -> int:
 
 def test_a_job_of_inline_requests_runs_with_its_options(a: JobsClient, emu: EmulatorThread) -> None:
     made = a.create(
-        requests=requests_for(SPREAD, 8, "inline"),
+        requests=[*requests_for(ALPHA, 4, "inline-a"), *requests_for(GAMMA, 4, "inline-g")],
         name="nightly",
         priority="high",
         metadata={"feature": "f-12", "object": "o-9"},
@@ -60,10 +60,14 @@ def test_a_job_of_inline_requests_runs_with_its_options(a: JobsClient, emu: Emul
     assert done["progress"]["succeeded"] == 8
     assert (done["progress"]["failed"], done["progress"]["pending"]) == (0, 0)
     assert done["tokens"]["completion"] > 0
-    assert {"alpha", "gamma"} <= set(done["providers"])
-    assert sum(p["success_count"] for p in done["providers"].values()) == 8
+    assert set(done["providers"]) == {"alpha", "gamma"}
+    assert [done["providers"][p]["succeeded"] for p in ("alpha", "gamma")] == [4, 4]
+    assert sum(p["succeeded"] for p in done["providers"].values()) == 8  # this job's items only
+    assert sum(p["completion_tokens"] for p in done["providers"].values()) == done["tokens"]["completion"]
     results = a.results(made["id"])
-    assert sorted(r["custom_id"] for r in results) == sorted(f"inline-req-{i}" for i in range(8))
+    assert sorted(r["custom_id"] for r in results) == sorted(
+        f"inline-{p}-req-{i}" for p in "ag" for i in range(4)
+    )
     assert all(r["response"]["status_code"] == 200 for r in results)
 
 

@@ -1,6 +1,6 @@
 """What the job API answers: the job object (state, options, request counts), the detail's
-figures (progress, ETA, cost, per-provider figures from the job's report, `jobs/io/report.py`)
-and the lines of its results stream."""
+figures (progress and ETA from the store and the running engine, cost and tokens from the store's
+totals, per-provider figures from the job's own items) and the lines of its results stream."""
 
 from __future__ import annotations
 
@@ -10,20 +10,13 @@ from typing import Any
 import orjson
 
 from batchgate.jobs.engine import JobEngine
-from batchgate.jobs.io.report import (
-    OPEN_SEGMENT_BLOB,
-    REPORT_BLOB,
-    build_report,
-    fold_open_segment,
-    load_segments,
-)
 from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
 from batchgate.server.job_spec import JobSpec
 from batchgate.server.job_table import state
 from batchgate.server.registry import BatchRecord
 
-PROVIDER_FIGURES = ("request_count", "success_count", "error_count", "rate_limited", "retries",
-                    "prompt_tokens", "completion_tokens", "cost_usd")  # fmt: skip
+PROVIDER_FIGURES = ("succeeded", "failed", "attempts", "prompt_tokens", "completion_tokens", "cost_usd")
+FINISHED = (TaskState.SUCCEEDED, TaskState.FAILED)
 
 
 def rfc3339(at: float | None) -> str | None:
@@ -70,8 +63,10 @@ async def job_counts(store: JobStore, b: BatchRecord) -> dict[str, int]:
     }
 
 
-async def figures(store: JobStore, b: BatchRecord, engine: JobEngine | None, now: float) -> dict[str, Any]:
-    """The detail's progress, ETA, cost, tokens and per-provider figures."""
+async def figures(
+    store: JobStore, b: BatchRecord, engine: JobEngine | None, now: float, providers: ProviderFigures
+) -> dict[str, Any]:
+    """The detail's progress, ETA, cost, tokens and per-provider figures, all of this job alone."""
     counts = await job_counts(store, b)
     progress: dict[str, Any] = {**counts, "rate_per_s": None, "eta_s": None}
     if engine is not None:
@@ -81,23 +76,51 @@ async def figures(store: JobStore, b: BatchRecord, engine: JobEngine | None, now
             rate = done_now / elapsed
             progress["rate_per_s"] = round(rate, 3)
             progress["eta_s"] = round(counts["pending"] / rate, 1)
-    job = await store.get_job(b.job_id)
-    empty = {"cost_usd": 0.0, "tokens": {"prompt": 0, "completion": 0}, "providers": {}}
-    if job is None:
-        return {"progress": progress, **empty}
-    segments = load_segments(await store.get_blob(b.job_id, REPORT_BLOB))
-    fold_open_segment(segments, await store.get_blob(b.job_id, OPEN_SEGMENT_BLOB))
-    report = build_report(job, await store.counts(b.job_id), await store.totals(b.job_id), segments)
-    providers = {
-        name: {k: p.get(k, 0) for k in PROVIDER_FIGURES} for name, p in sorted(report["providers"].items())
-    }
-    usage = report["token_usage"]
+    if await store.get_job(b.job_id) is None:
+        return {
+            "progress": progress,
+            "cost_usd": 0.0,
+            "tokens": {"prompt": 0, "completion": 0},
+            "providers": {},
+        }
+    totals = await store.totals(b.job_id)
     return {
         "progress": progress,
-        "cost_usd": report["cost_usd"],
-        "tokens": {"prompt": usage["prompt_tokens"], "completion": usage["completion_tokens"]},
-        "providers": providers,
+        "cost_usd": round(float(totals.get("cost_usd", 0.0)), 6),
+        "tokens": {
+            "prompt": int(totals.get("prompt_tokens", 0)),
+            "completion": int(totals.get("completion_tokens", 0)),
+        },
+        "providers": await providers.of(store, b.job_id, counts["succeeded"] + counts["failed"]),
     }
+
+
+class ProviderFigures:
+    """Each provider's share of a job, from its finished items in the store (their OUT lines name
+    the provider that answered). The run report's per-provider figures come from the gateway's
+    counters, which a server shares between all its jobs, so they are not one job's; these are.
+    Kept per job until more of its items finish (a scan per change, not per request)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[int, dict[str, dict[str, Any]]]] = {}
+
+    async def of(self, store: JobStore, job_id: str, done: int) -> dict[str, dict[str, Any]]:
+        known = self._known.get(job_id)
+        if known is not None and known[0] == done:
+            return known[1]
+        found: dict[str, dict[str, Any]] = {}
+        async for t in store.iter_results(job_id, ordered=False, states=FINISHED):
+            line = orjson.loads(t.output_line) if t.output_line else None
+            line = line if isinstance(line, dict) else {}
+            p = found.setdefault(str(line.get("provider") or "none"), dict.fromkeys(PROVIDER_FIGURES, 0))
+            p["succeeded" if t.state is TaskState.SUCCEEDED else "failed"] += 1
+            p["attempts"] += t.attempts
+            usage: dict[str, Any] = line["usage"] if isinstance(line.get("usage"), dict) else {}
+            p["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
+            p["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+            p["cost_usd"] = round(p["cost_usd"] + t.cost_usd, 6)
+        self._known[job_id] = (done, found)
+        return found
 
 
 def result_line(t: TaskRecord) -> bytes:

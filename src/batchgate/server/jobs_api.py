@@ -18,17 +18,15 @@ import orjson
 from aiohttp import web
 
 from batchgate.errors import ServiceRequestError
-from batchgate.jobs.store.protocol import TaskState
 from batchgate.server.job_spec import PRIORITIES, JobSpec, bad, metadata
 from batchgate.server.job_table import STATES, JobFilter, status_of
-from batchgate.server.job_view import figures, job_counts, job_object, result_line
+from batchgate.server.job_view import FINISHED, ProviderFigures, figures, job_counts, job_object, result_line
 from batchgate.server.native import Jobs, conflict
 from batchgate.server.registry import BatchRecord
 
 PATH = "/v1/jobs"
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
 CANCELLABLE = ("scheduled", "validating", "in_progress", "paused", "cancelling")
-_FINISHED = (TaskState.SUCCEEDED, TaskState.FAILED)
 KeyOf = Callable[[web.Request], tuple[str, str | None]]
 
 
@@ -40,6 +38,7 @@ class JobsApi:
     def __init__(self, jobs: Jobs, key_of: KeyOf) -> None:
         self.jobs = jobs
         self._key_of = key_of  # (owner id, viewer: None for an admin key)
+        self._providers = ProviderFigures()
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -73,7 +72,7 @@ class JobsApi:
     async def get(self, request: web.Request) -> web.Response:
         b, spec = self._job(request)
         engine = self.jobs.engine(b.id)
-        extra = await figures(self.jobs.store, b, engine, self.jobs.clock.wall())
+        extra = await figures(self.jobs.store, b, engine, self.jobs.clock.wall(), self._providers)
         return await self._answer(b, spec, **extra)
 
     async def list(self, request: web.Request) -> web.Response:
@@ -109,7 +108,7 @@ class JobsApi:
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(request)
         if await self.jobs.store.get_job(b.job_id) is not None:
-            async for t in self.jobs.store.iter_results(b.job_id, ordered=True, states=_FINISHED):
+            async for t in self.jobs.store.iter_results(b.job_id, ordered=True, states=FINISHED):
                 await response.write(result_line(t) + b"\n")
         await response.write_eof()
         return response

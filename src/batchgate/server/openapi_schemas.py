@@ -113,8 +113,8 @@ JOB = obj({
 }, {"requeued": INT})  # fmt: skip
 
 PROVIDER = obj({
-    "request_count": INT, "success_count": INT, "error_count": INT, "rate_limited": INT, "retries": INT,
-    "prompt_tokens": INT, "completion_tokens": INT, "cost_usd": NUM,
+    "succeeded": INT, "failed": INT, "attempts": INT, "prompt_tokens": INT, "completion_tokens": INT,
+    "cost_usd": NUM,
 })  # fmt: skip
 
 JOB_DETAIL: Schema = {
