@@ -1,6 +1,6 @@
 """Priorities are weighted shares of the shared gateway: the limits (6/3/1 of its concurrency,
-at least one each, all of it for a job alone, set again as jobs start and end), and over real
-sockets three equal jobs on one constrained provider — submitted low first — where high
+rounded up, all of it for a job alone, set again as jobs start and end), and over real
+sockets three equal jobs on one constrained provider, started together (one `not_before`), where high
 finishes first while low still advances."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_the_limits_follow_the_weights_of_the_running_jobs() -> None:
     shares.started("normal", normal, "normal")
     assert (high.limit, normal.limit, low.limit) == (6, 3, 1)
     shares.ended("high")
-    assert (normal.limit, low.limit) == (8, 2)
+    assert (normal.limit, low.limit) == (8, 3)  # 7.5 and 2.5, rounded up
     shares.ended("normal")
     shares.ended("normal")  # twice: no harm
     assert low.limit == CONCURRENCY

@@ -1,5 +1,5 @@
 """Priorities as weighted shares of the shared gateway: each running job may have
-`round(C * w / W)` tasks (at least one) in flight or waiting for quota at once, where C is the
+`ceil(C * w / W)` tasks (so at least one) in flight or waiting for quota at once, where C is the
 gateway's concurrency, w the job's weight (high 6, normal 3, low 1) and W the weights of every
 running job summed. The quota pool serves its waiters in turn, so on a constrained provider each
 job's share of the answers follows its share of the waiting tasks; a low job always has one, so
@@ -8,6 +8,7 @@ whenever a job starts or ends (no polling)."""
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 WEIGHTS = {"high": 6, "normal": 3, "low": 1}
@@ -26,7 +27,7 @@ class PriorityShares:
         """Each running job's limit now."""
         total = sum(w for _, w in self._running.values())
         share = self.concurrency / total if total else 0.0
-        return {job: max(1, round(share * weight)) for job, (_, weight) in self._running.items()}
+        return {job: max(1, math.ceil(share * weight)) for job, (_, weight) in self._running.items()}
 
     def started(self, job_id: str, engine: Limited, priority: str) -> None:
         self._running[job_id] = (engine, WEIGHTS.get(priority, WEIGHTS["normal"]))
