@@ -5,9 +5,11 @@ naming the field; pause/resume, retry of the failed items and cancel."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator
 
+import orjson
 import pytest
 
 from batchgate.emulator import EmulatorThread
@@ -69,6 +71,30 @@ def test_a_job_of_inline_requests_runs_with_its_options(a: JobsClient, emu: Emul
         f"inline-{p}-req-{i}" for p in "ag" for i in range(4)
     )
     assert all(r["response"]["status_code"] == 200 for r in results)
+
+
+def test_the_output_check_of_a_job_applies_to_its_answers(a: JobsClient) -> None:
+    made = a.create(requests=requests_for(ALPHA, 2, "checked"), validate={"regex": "^NEVER THIS$"})
+    done = a.wait_state(made["id"])
+    assert (done["progress"]["succeeded"], done["progress"]["failed"]) == (0, 2), done
+    errors = [r["error"]["code"] for r in a.results(made["id"])]
+    assert errors == ["invalid_output", "invalid_output"]
+
+
+def test_mode_and_deadline_reach_the_stored_job(server: Server, a: JobsClient) -> None:
+    """The job remembers them, as `batchgate run --mode --deadline` does: they pick online or
+    Batch API for its routes."""
+    made = a.create(requests=requests_for(ALPHA, 1, "timed"), mode="online", deadline={"hours": 2})
+    a.wait_state(made["id"])
+    db = sqlite3.connect(f"file:{server.root / 'jobs.db'}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT input_path, options FROM jobs").fetchall()
+    finally:
+        db.close()
+    options = [orjson.loads(o) for path, o in rows if f"/{made['id']}/" in path]
+    assert len(options) == 1
+    assert options[0]["mode"] == "online"
+    assert options[0]["deadline_hours"] == pytest.approx(2.0, abs=0.01)
 
 
 def test_a_job_from_an_uploaded_file(server: Server, keys: dict[str, str], a: JobsClient) -> None:

@@ -47,7 +47,7 @@ FILE = obj({
 
 DELETED = obj({"id": STR, "object": {"const": "file"}, "deleted": {"const": True}})
 
-BATCH_ERROR = obj({"code": STR, "message": STR, "line": nullable(INT)}, {"param": nullable(STR)})
+BATCH_ERROR = obj({"code": STR, "message": STR}, {"line": nullable(INT), "param": nullable(STR)})
 
 BATCH = obj({
     "id": STR, "object": {"const": "batch"}, "endpoint": STR,
