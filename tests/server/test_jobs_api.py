@@ -183,7 +183,9 @@ def test_bad_queries_and_unknown_jobs(a: JobsClient) -> None:
         r = a.http.get(f"/jobs?{query}")
         assert (r.status_code, r.json()["error"]["param"]) == (400, param)
     assert a.http.post("/jobs", content=b"{nope").status_code == 400
-    assert a.http.get("/jobs/job_nope").status_code == 404
+    missing = a.http.get("/jobs/job_nope")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["message"] == "No job found with id 'job_nope'."
     assert a.act("job_nope", "pause").status_code == 404
 
 

@@ -50,9 +50,9 @@ class Jobs(Batches):
 
     def job(self, job_id: str, owner: str | None) -> tuple[BatchRecord, JobSpec]:
         """The native job and its spec, if `owner` may see it (None: an admin key); a 404 otherwise."""
-        b = self.visible(job_id, owner, KIND) if job_id.startswith("job_") else None
-        spec = self.table.get(job_id)
-        if b is None or spec is None:
+        b = self.registry.get_batch(job_id)
+        spec = self.table.get(job_id) if b is not None and b.kind == KIND else None
+        if b is None or spec is None or (owner is not None and b.owner != owner):
             raise not_found("job", job_id)
         return b, spec
 
