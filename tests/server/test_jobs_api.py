@@ -18,6 +18,7 @@ from .harness import ALPHA, DENIED, GAMMA, LAG, SLOW, Server, client, jsonl
 from .jobs_client import JobsClient, requests_for
 
 pytestmark = pytest.mark.integration
+PAUSE_SETTLES_S = 2.5  # the server's grace period (2 s) and a little
 
 
 @pytest.fixture
@@ -191,12 +192,24 @@ def test_bad_queries_and_unknown_jobs(a: JobsClient) -> None:
 
 def test_pause_holds_the_job_and_resume_finishes_it(a: JobsClient, emu: EmulatorThread) -> None:
     made = a.create(requests=requests_for(LAG, 40, "pause"))  # 1 s an answer, 16 at a time
+    running = a.wait_state(made["id"], ("running",))
+    while running["progress"]["succeeded"] == 0:  # bounded by the job's own end: 40 answers
+        time.sleep(0.05)
+        running = a.get(made["id"])
+    assert running["progress"]["eta_s"] is not None, running
+    assert running["progress"]["rate_per_s"] > 0
     paused = a.act(made["id"], "pause")
     assert (paused.status_code, paused.json()["state"]) == (200, "paused")
     assert a.act(made["id"], "pause").json()["state"] == "paused"  # idempotent
+    time.sleep(PAUSE_SETTLES_S)  # the engine's grace period for the calls in flight
     held = a.get(made["id"])
-    assert held["state"] == "paused"
+    sent = sent_to(emu, "lag")
+    time.sleep(1.5)  # two answers' worth: a job still sending would have moved
+    again = a.get(made["id"])
+    assert again["state"] == "paused"
+    assert again["progress"] == held["progress"]
     assert held["progress"]["pending"] > 0
+    assert sent_to(emu, "lag") == sent
     resumed = a.act(made["id"], "resume")
     assert resumed.status_code == 200, resumed.text
     assert resumed.json()["state"] in ("queued", "running")
