@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .harness import Server
+from .harness import ALPHA, Server
 
 pytestmark = pytest.mark.integration
 if os.environ.get("CI") != "true":
@@ -31,6 +31,8 @@ def test_the_document_lists_the_job_files_and_batches_routes(server: Server) -> 
     assert {"/v1/jobs", "/v1/jobs/{id}", "/v1/jobs/{id}/pause", "/v1/jobs/{id}/results"} <= set(paths)
     assert {"/v1/files", "/v1/files/{id}/content", "/v1/batches", "/v1/batches/{id}/cancel"} <= set(paths)
     assert set(paths["/v1/jobs"]) == {"get", "post"}
+    example = paths["/v1/jobs"]["post"]["requestBody"]["content"]["application/json"]["example"]
+    assert example["requests"][0]["model"] == ALPHA  # runnable here: schemathesis creates real jobs
 
 
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(server: Server, tmp_path: Path) -> None:

@@ -253,5 +253,5 @@ def make_app(service: Service) -> web.Application:
     app.add_routes(anthropic.routes())
     if isinstance(service.batches, Jobs):  # the native job API (`jobs_api`)
         app.add_routes(jobs_api.JobsApi(service.batches, _owner_and_viewer).routes())
-    app.add_routes(openapi.routes())
+    app.add_routes(openapi.routes(min(service.batches.config.route_models(), default=None)))
     return app

@@ -146,13 +146,28 @@ def _jobs() -> dict[str, Schema]:
     }  # fmt: skip
 
 
-def document() -> dict[str, Any]:
+def _example(model: str | None) -> dict[str, Any]:
+    """A job this server can run: one request on one of its routes."""
+    line = {
+        "custom_id": "example-1",
+        "model": model,
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "Hi"}],
+    }
+    return {"requests": [line], "name": "example", "priority": "normal", "metadata": {"source": "openapi"}}
+
+
+def document(model: str | None = None) -> dict[str, Any]:
+    """The document; `model` (one of the server's routes) makes the create example runnable."""
+    jobs = _jobs()
+    if model is not None:
+        jobs["/v1/jobs"]["post"]["requestBody"]["content"][_JSON]["example"] = _example(model)
     return {
         "openapi": "3.1.0",
         "info": {"title": "batchgate serve", "version": "1"},
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
-        "paths": {**_jobs(), **_files(), **_batches()},
+        "paths": {**jobs, **_files(), **_batches()},
         "components": {
             "schemas": SCHEMAS,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -160,8 +175,8 @@ def document() -> dict[str, Any]:
     }
 
 
-def routes() -> list[web.RouteDef]:
-    body = orjson.dumps(document())
+def routes(model: str | None = None) -> list[web.RouteDef]:
+    body = orjson.dumps(document(model))
 
     async def serve(request: web.Request) -> web.Response:
         return web.Response(body=body, content_type="application/json")
