@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, cast
 
 import orjson
@@ -74,8 +76,12 @@ class Jobs(Batches):
         folder = self.folder / job_id
         folder.mkdir(mode=0o700)
         path = folder / "input.jsonl"
-        await asyncio.to_thread(fill, path)
-        await asyncio.to_thread(self._check_lines, path, folder, inline)
+        try:
+            await asyncio.to_thread(fill, path)
+            await asyncio.to_thread(self._check_lines, path, inline)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)  # refused: nothing of it is kept
+            raise
         record = BatchRecord(
             id=job_id,
             owner=owner,
@@ -94,7 +100,7 @@ class Jobs(Batches):
         self._start(record, spec)
         return record, spec
 
-    def _input(self, body: dict[str, Any], viewer: str | None) -> tuple[Any, str, bool]:
+    def _input(self, body: dict[str, Any], viewer: str | None) -> tuple[Callable[[Path], object], str, bool]:
         """How to fill the job's input file, the uploaded file's id ("" inline), inline or not."""
         file_id, requests = body.get("input_file_id"), body.get("requests")
         if (file_id is None) == (requests is None):
@@ -114,7 +120,7 @@ class Jobs(Batches):
         data = b"".join(orjson.dumps(item) + b"\n" for item in requests)
         return (lambda target: target.write_bytes(data)), "", True
 
-    def _check_lines(self, path: Any, folder: Any, inline: bool) -> None:
+    def _check_lines(self, path: Path, inline: bool) -> None:
         """Refuse the job (422, naming the first bad request) before anything is created."""
         try:
             problems = self._line_problems(path)
@@ -122,7 +128,6 @@ class Jobs(Batches):
             problems = [{"line": None, "message": exc.message}]
         if not problems:
             return
-        shutil.rmtree(folder, ignore_errors=True)
         first = problems[0]
         if first["line"] is None:
             raise bad("requests" if inline else "input_file_id", first["message"], 422)
