@@ -46,7 +46,7 @@ class InflightLimit:
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():
                 self.release()  # handed a place as the caller went away
-            else:
+            elif fut in self._waiters:  # a wake in between may have dropped it already
                 self._waiters.remove(fut)
             raise
 

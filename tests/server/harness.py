@@ -21,6 +21,7 @@ from openai import OpenAI
 from openai.types import Batch
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
+from batchgate.server.callbacks.delivery import create_secret
 from batchgate.server.keys import create_key
 from batchgate.server.registry import REGISTRY_FILE, Registry
 
@@ -109,7 +110,9 @@ class Server:
         """A key made in-process (`batchgate keys create` itself runs in `keys_create`)."""
         registry = Registry(self.root / REGISTRY_FILE)
         try:
-            return create_key(registry, admin=admin, name="test", now=int(time.time()))[1]
+            key, token = create_key(registry, admin=admin, name="test", now=int(time.time()))
+            create_secret(registry, key.id)  # as the CLI does: the key can sign callbacks
+            return token
         finally:
             registry.close()
 

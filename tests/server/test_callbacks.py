@@ -20,6 +20,7 @@ from batchgate.emulator import EmulatorThread
 
 from .harness import ALPHA, LAG, Server, batch_line, client, gateway_config, running, upload, wait_ended
 from .hooks import Delivery, events_of, key_with_secret, keys_cli, make_key, receiving, wait_settled
+from .jobs_client import JobsClient, requests_for
 
 pytestmark = pytest.mark.integration
 BATCH_EVENTS = (
@@ -178,3 +179,22 @@ def test_a_new_webhook_secret_for_an_unknown_key_is_a_one_line_error(hooked: Ser
     assert done.stdout == ""
     assert "no client key 'key-00000000'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_native_job_calls_back_to_its_callback_url(hooked: Server, owner: tuple[str, str]) -> None:
+    key, secret = owner
+    jobs = JobsClient(hooked, key)
+    try:
+        refused = jobs.http.post(
+            "/jobs", json={"requests": requests_for(ALPHA, 1), "callback_url": "http://10.0.0.1/hook"}
+        )
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["param"] == "callback_url"
+        with receiving(200) as receiver:
+            job = jobs.create(requests=requests_for(ALPHA, 2, "cb"), callback_url=receiver.url, name="hooked")
+            assert jobs.wait_state(job["id"])["state"] == "completed"
+            [delivery] = receiver.wait(1)
+            assert wait_settled(hooked.root, job["id"]).state == "delivered"
+    finally:
+        jobs.close()
+    assert _verified(delivery, secret) == ("batch.completed", job["id"])

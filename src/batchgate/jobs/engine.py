@@ -24,6 +24,7 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.errors import DispatchStopped, QuotaExhaustedError, QuotaStoreUnavailable
 from batchgate.gateway import Gateway
+from batchgate.inflight import InflightLimit
 from batchgate.jobs.batch.driver import BatchDriver, EventSink
 from batchgate.jobs.budget_gate import BudgetGate
 from batchgate.jobs.commit import GroupCommitter
@@ -127,7 +128,7 @@ class JobEngine:
         self._wake = asyncio.Event()
         self._inflight: set[asyncio.Task[None]] = set()  # claimed tasks alive in this run
         self._handed: list[TaskSpec] = []  # claimed tasks batch mode handed back to send live
-        self._slots = asyncio.Semaphore(self.options.concurrency or config.settings.concurrency)
+        self._slots = InflightLimit(self.options.concurrency or config.settings.concurrency)
         self._failure: BaseException | None = None
         self._gate = BudgetGate(self.budget, self.request_stop, lambda: self.stopping)
         self._live: LiveTasks | None = None
@@ -156,6 +157,12 @@ class JobEngine:
         if self.stopping:
             self._hurry.set()
         self.request_stop(reason)
+
+    def set_concurrency(self, limit: int) -> None:
+        """How many of this job's tasks may be in flight (or waiting for quota) at once, from now
+        on (`batchgate serve` shares the gateway between jobs by priority); a lower limit takes
+        effect as tasks end."""
+        self._slots.set_limit(max(1, limit))
 
     @property
     def stopping(self) -> bool:

@@ -22,13 +22,15 @@ from typing import Any
 
 import orjson
 from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from batchgate.errors import ServiceRequestError
-from batchgate.server import anthropic_api
+from batchgate.server import anthropic_api, jobs_api, openapi
 from batchgate.server.batches import Batches
 from batchgate.server.files import MAX_FILE_BYTES, Files
 from batchgate.server.keys import authenticate
-from batchgate.server.registry import ApiKey, BatchRecord, Registry
+from batchgate.server.native import Jobs
+from batchgate.server.registry import ApiKey, BatchRecord, FileRecord, Registry
 from batchgate.server.shapes import batch_object, error_body, file_object, page
 
 log = logging.getLogger("batchgate.server")
@@ -143,17 +145,10 @@ class Api:
     async def upload(self, request: web.Request) -> web.Response:
         if not request.content_type.startswith("multipart/"):
             raise ServiceRequestError(400, "Uploads must be multipart/form-data with 'file' and 'purpose'.")
-        reader = await request.multipart()
-        purpose: str | None = None
-        saved = None
-        while (part := await reader.next()) is not None:
-            if not isinstance(part, BodyPartReader):
-                continue
-            if part.name == "purpose":
-                purpose = (await part.text()).strip()
-            elif part.name == "file" and saved is None:
-                name = part.filename or "upload.jsonl"
-                saved = await self.s.files.save(_key(request).id, name, "batch", _chunks(part))
+        try:
+            purpose, saved = await self._read_upload(request)
+        except (ValueError, HttpProcessingError):  # no boundary, a malformed part header, ...
+            raise ServiceRequestError(400, "The upload is not well-formed multipart/form-data.") from None
         if saved is None:
             raise ServiceRequestError(400, "Missing required parameter: 'file'.", param="file")
         if purpose != "batch":
@@ -164,6 +159,26 @@ class Api:
                 param="purpose",
             )
         return json(file_object(saved))
+
+    async def _read_upload(self, request: web.Request) -> tuple[str | None, FileRecord | None]:
+        """The `purpose` field and the `file` saved (deleted again when the body turns out bad)."""
+        purpose: str | None = None
+        saved = None
+        try:
+            reader = await request.multipart()
+            while (part := await reader.next()) is not None:
+                if not isinstance(part, BodyPartReader):
+                    continue
+                if part.name == "purpose":
+                    purpose = (await part.text()).strip()
+                elif part.name == "file" and saved is None:
+                    name = part.filename or "upload.jsonl"
+                    saved = await self.s.files.save(_key(request).id, name, "batch", _chunks(part))
+        except BaseException:
+            if saved is not None:
+                self.s.files.delete(saved)
+            raise
+        return purpose, saved
 
     async def list_files(self, request: web.Request) -> web.Response:
         files = self.s.registry.list_files(_viewer(request))
@@ -236,4 +251,7 @@ def make_app(service: Service) -> web.Application:
     app.add_routes(Api(service).routes())
     anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)
     app.add_routes(anthropic.routes())
+    if isinstance(service.batches, Jobs):  # the native job API (`jobs_api`)
+        app.add_routes(jobs_api.JobsApi(service.batches, _owner_and_viewer).routes())
+    app.add_routes(openapi.routes(min(service.batches.config.route_models(), default=None)))
     return app

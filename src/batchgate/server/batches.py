@@ -12,10 +12,8 @@ at once; later batches wait, `validating`, for a place.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +30,7 @@ from batchgate.jobs.runner import RunRequest, job_id_for, run_job
 from batchgate.jobs.store.location import StoreLocation
 from batchgate.jobs.store.protocol import JobStore, TaskState
 from batchgate.server.callbacks.delivery import Callbacks
-from batchgate.server.files import Files
+from batchgate.server.files import Files, link_or_copy
 from batchgate.server.registry import BatchRecord, Registry
 from batchgate.server.shapes import (
     ENDPOINT,
@@ -107,7 +105,7 @@ class Batches:
             raise ServiceRequestError(
                 400, f"File '{file_id}' has purpose '{source.purpose}', not 'batch'.", param="input_file_id"
             )
-        fill = functools.partial(_link_or_copy, self.files.path(source.id))  # the file may be deleted
+        fill = functools.partial(link_or_copy, self.files.path(source.id))  # the file may be deleted
         return self._open(owner, "openai", fill, input_file_id=file_id, metadata=metadata)
 
     def create_inline(self, owner: str, kind: str, data: bytes) -> BatchRecord:
@@ -277,9 +275,10 @@ class Batches:
             on_engine=functools.partial(self._engine_started, batch_id),
             handle_signals=False,
         )
+        req, config = self._run_setup(batch_id, req)
         say = functools.partial(log.info, "%s: %s", batch_id)
         try:
-            await run_job(req, self.config, out=say, err=say)
+            await run_job(req, config, out=say, err=say)
         except InputError:
             self._fail(batch_id, self._problems(req.input_path))
             return
@@ -298,7 +297,15 @@ class Batches:
         b = self.registry.get_batch(batch_id)
         if self._closing and b is not None and not b.stopping:
             return  # left in progress: it resumes when the server starts again
+        if b is not None and self._held(b):
+            return  # paused (a native job): it runs again when resumed
         await self._finalize(batch_id)
+
+    def _run_setup(self, batch_id: str, req: RunRequest) -> tuple[RunRequest, GatewayConfig]:
+        return req, self.config  # a native job (`native.Jobs`) adds its own options
+
+    def _held(self, b: BatchRecord) -> bool:
+        return False  # a native job whose run returned paused stays as it is (`native.Jobs`)
 
     def _engine_started(self, batch_id: str, engine: JobEngine) -> None:
         """The job passed validation and its engine is about to run."""
@@ -364,12 +371,12 @@ class Batches:
         b.times[at] = self._now()
         self._save_end(b)
 
-    def _save_end(self, b: BatchRecord) -> None:
-        """The batch's end, with its callback event (if it asks for one) in the same transaction."""
+    def _save_end(self, b: BatchRecord, url: str | None = None) -> None:
+        """The batch's end, with its callback event (to `url` or its metadata's) in one transaction."""
         if self.callbacks is None:
             self.registry.save_batch(b)
         else:
-            self.callbacks.save_batch_end(b)
+            self.callbacks.save_batch_end(b, url)
 
     async def _write_files(self, b: BatchRecord) -> None:
         """The batch's output and error files, in OpenAI's line shape, from the store."""
@@ -388,12 +395,3 @@ class Batches:
         finally:
             out.discard()
             err.discard()
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:
-        with contextlib.suppress(FileNotFoundError):
-            target.unlink()
-        shutil.copyfile(source, target)

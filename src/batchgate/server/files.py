@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -96,3 +97,13 @@ class FileWriter:
         self._out.close()
         with contextlib.suppress(FileNotFoundError):
             self._tmp.unlink()
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """`target` becomes `source`'s content: a hard link where it can, else a copy."""
+    try:
+        os.link(source, target)
+    except OSError:
+        with contextlib.suppress(FileNotFoundError):
+            target.unlink()
+        shutil.copyfile(source, target)

@@ -23,9 +23,11 @@ from batchgate.config import GatewayConfig
 from batchgate.gateway import Gateway
 from batchgate.jobs.store.location import StoreLocation, open_store
 from batchgate.server.app import Service, make_app
-from batchgate.server.batches import MAX_JOBS, Batches
+from batchgate.server.batches import MAX_JOBS
 from batchgate.server.callbacks.delivery import Callbacks, CallbackSettings
 from batchgate.server.files import Files
+from batchgate.server.job_table import JobTable
+from batchgate.server.native import Jobs
 from batchgate.server.registry import REGISTRY_FILE, Registry
 from batchgate.server.shapes import WINDOW_S
 
@@ -72,13 +74,14 @@ async def serve(
     stopping = stop or asyncio.Event()
     clock = LoopClock()
     registry = Registry(place.registry)
+    table = JobTable(place.registry)
     try:
         store = await open_store(place.store, create=True)
         try:
             async with Gateway(config, clock=clock) as gateway:
                 files = Files(registry, place.folder / "files", clock)
                 hooks = Callbacks(registry, clock, callbacks)
-                batches = Batches(
+                batches = Jobs(
                     registry,
                     files,
                     store,
@@ -91,6 +94,7 @@ async def serve(
                     expire_after_s=expire_after_s,
                     max_jobs=max_jobs,
                     callbacks=hooks,
+                    table=table,
                 )
                 hooks.start()  # the events a stopped server left pending
                 try:
@@ -101,6 +105,7 @@ async def serve(
         finally:
             await store.close()
     finally:
+        table.close()
         registry.close()
 
 

@@ -91,10 +91,11 @@ class Callbacks:
         if url is not None:
             self.check_url(url, owner)
 
-    def save_batch_end(self, b: BatchRecord) -> None:
-        """Save the ended batch `b`, with its end event if its metadata names a callback URL."""
+    def save_batch_end(self, b: BatchRecord, url: str | None = None) -> None:
+        """Save the ended batch `b`, with its end event if `url` (a native job's `callback_url`) or
+        its metadata names a callback URL."""
         registry = self.outbox.registry
-        url = (b.metadata or {}).get(CALLBACK_FIELD)
+        url = url or (b.metadata or {}).get(CALLBACK_FIELD)
         if url is None:
             registry.save_batch(b)
             return

@@ -1,0 +1,148 @@
+"""The native job API under `/v1/jobs` (bearer keys and per-key isolation as for batches; errors
+in the same `{"error": {...}}` shape, `param` naming the field):
+
+    POST /v1/jobs                   create from `input_file_id` or inline `requests` (201)
+    GET  /v1/jobs                   filter by `state`, `name`, `priority`, `metadata=key=value`;
+                                    `limit`, `after` (cursor: the last id of the previous page)
+    GET  /v1/jobs/{id}              the job with progress, ETA, cost and per-provider figures
+    POST /v1/jobs/{id}/cancel       /pause  /resume  /retry (the failed items)
+    GET  /v1/jobs/{id}/results      the finished items so far, streamed as JSONL
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from batchgate.errors import ServiceRequestError
+from batchgate.server.job_spec import PRIORITIES, JobSpec, bad, metadata
+from batchgate.server.job_table import STATES, JobFilter, status_of
+from batchgate.server.job_view import FINISHED, ProviderFigures, figures, job_counts, job_object, result_line
+from batchgate.server.native import Jobs, conflict
+from batchgate.server.registry import BatchRecord
+
+PATH = "/v1/jobs"
+DEFAULT_LIMIT, MAX_LIMIT = 20, 100
+CANCELLABLE = ("scheduled", "validating", "in_progress", "paused", "cancelling")
+KeyOf = Callable[[web.Request], tuple[str, str | None]]
+
+
+def _json(data: dict[str, Any], status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
+
+
+class JobsApi:
+    def __init__(self, jobs: Jobs, key_of: KeyOf) -> None:
+        self.jobs = jobs
+        self._key_of = key_of  # (owner id, viewer: None for an admin key)
+        self._providers = ProviderFigures()
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.post(PATH, self.create),
+            web.get(PATH, self.list),
+            web.get(PATH + "/{id}", self.get),
+            web.post(PATH + "/{id}/cancel", self.cancel),
+            web.post(PATH + "/{id}/pause", self.pause),
+            web.post(PATH + "/{id}/resume", self.resume),
+            web.post(PATH + "/{id}/retry", self.retry),
+            web.get(PATH + "/{id}/results", self.results),
+        ]
+
+    def _job(self, request: web.Request) -> tuple[BatchRecord, JobSpec]:
+        return self.jobs.job(request.match_info["id"], self._key_of(request)[1])
+
+    async def _answer(self, b: BatchRecord, spec: JobSpec, status: int = 200, **extra: Any) -> web.Response:
+        return _json({**job_object(b, spec, await job_counts(self.jobs.store, b)), **extra}, status)
+
+    async def create(self, request: web.Request) -> web.Response:
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            raise bad("body", "the request body is not valid JSON") from None
+        if not isinstance(body, dict):
+            raise bad("body", "the request body must be a JSON object")
+        owner, viewer = self._key_of(request)
+        b, spec = await self.jobs.create_job(owner, viewer, body)
+        return await self._answer(b, spec, 201)
+
+    async def get(self, request: web.Request) -> web.Response:
+        b, spec = self._job(request)
+        engine = self.jobs.engine(b.id)
+        extra = await figures(self.jobs.store, b, engine, self.jobs.clock.wall(), self._providers)
+        return await self._answer(b, spec, **extra)
+
+    async def list(self, request: web.Request) -> web.Response:
+        f, limit, after = _query(request, self._key_of(request)[1])
+        found, more = self.jobs.table.page(f, limit, after)
+        data = [job_object(b, spec, await job_counts(self.jobs.store, b)) for b, spec in found]
+        return _json({
+            "object": "list", "data": data, "has_more": more,
+            "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None,
+        })  # fmt: skip
+
+    async def cancel(self, request: web.Request) -> web.Response:
+        b, spec = self._job(request)
+        if b.status not in CANCELLABLE:
+            raise conflict(b, "cancel")
+        return await self._answer(self.jobs.cancel(b), spec)
+
+    async def pause(self, request: web.Request) -> web.Response:
+        b, spec = self._job(request)
+        return await self._answer(self.jobs.pause(b), spec)
+
+    async def resume(self, request: web.Request) -> web.Response:
+        b, spec = self._job(request)
+        return await self._answer(await self.jobs.resume(b, spec), spec)
+
+    async def retry(self, request: web.Request) -> web.Response:
+        b, spec = self._job(request)
+        b, requeued = await self.jobs.retry(b)
+        return await self._answer(b, spec, requeued=requeued)
+
+    async def results(self, request: web.Request) -> web.StreamResponse:
+        b, _ = self._job(request)
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await response.prepare(request)
+        if await self.jobs.store.get_job(b.job_id) is not None:
+            async for t in self.jobs.store.iter_results(b.job_id, ordered=True, states=FINISHED):
+                await response.write(result_line(t) + b"\n")
+        await response.write_eof()
+        return response
+
+
+def _query(request: web.Request, owner: str | None) -> tuple[JobFilter, int, str | None]:
+    q = request.query
+    states = tuple(q.getall("state", []))
+    for s in states:
+        if s not in STATES:
+            raise bad("state", f"expected one of {', '.join(STATES)}; got {s!r}")
+    priority = q.get("priority")
+    if priority is not None and priority not in PRIORITIES:
+        raise bad("priority", f"expected one of {', '.join(PRIORITIES)}; got {priority!r}")
+    pairs = []
+    for item in q.getall("metadata", []):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise bad("metadata", f"expected key=value; got {item!r}")
+        pairs.append((key, value))
+    metadata(dict(pairs))  # the same bounds as a job's own metadata
+    f = JobFilter(owner, tuple(status_of(s) for s in states), q.get("name"), priority, tuple(pairs))
+    return f, _limit(q.get("limit")), q.get("after") or None
+
+
+def _limit(text: str | None) -> int:
+    if text is None:
+        return DEFAULT_LIMIT
+    try:
+        value = int(text) if text.isascii() else 0
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_LIMIT:
+        raise ServiceRequestError(
+            400, f"'limit': expected an integer from 1 to {MAX_LIMIT}; got {text!r}", param="limit"
+        )
+    return value

@@ -1,0 +1,184 @@
+"""The OpenAPI 3.1 document the service serves at `GET /openapi.json` (no key needed): the native
+job API, OpenAI's Files and Batches endpoints, bearer-key security, the schemas of
+`openapi_schemas`. (Anthropic's Message Batches follow Anthropic's own published API.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from batchgate.server.job_table import STATES
+from batchgate.server.openapi_schemas import SCHEMAS, STR, Schema, ref
+
+_JSON = "application/json"
+
+
+def _answer(description: str, schema: Schema | None = None, media: str = _JSON) -> Schema:
+    if schema is None:
+        return {"description": description}
+    return {"description": description, "content": {media: {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Schema]:
+    found = {str(c): _answer("refused: the error names the field (`param`)", ref("Error")) for c in codes}
+    return {
+        **found,
+        "401": _answer("missing or unknown key", ref("Error")),
+        "default": _answer("error", ref("Error")),
+    }
+
+
+def _op(
+    op_id: str,
+    summary: str,
+    ok: Schema,
+    *,
+    status: str = "200",
+    errors: tuple[int, ...] = (400, 404),
+    params: list[Schema] | None = None,
+    body: Schema | None = None,
+) -> Schema:
+    op: Schema = {"operationId": op_id, "summary": summary, "responses": {status: ok, **_errors(*errors)}}
+    if params:
+        op["parameters"] = params
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": body}
+    return op
+
+
+def _query(name: str, schema: Schema, description: str = "", explode: bool = False) -> Schema:
+    p: Schema = {"name": name, "in": "query", "required": False, "schema": schema}
+    if description:
+        p["description"] = description
+    if explode:
+        p.update(style="form", explode=True)
+    return p
+
+
+ID: Schema = {"name": "id", "in": "path", "required": True, "schema": STR}
+LIMIT = _query("limit", {"type": "integer", "minimum": 1, "maximum": 100})
+AFTER = _query("after", STR, "the last id of the previous page")
+
+
+def _json_body(name: str) -> Schema:
+    return {_JSON: {"schema": ref(name)}}
+
+
+def _job_action(action: str, summary: str) -> Schema:
+    return {
+        "post": _op(f"{action}Job", summary, _answer("the job", ref("Job")), errors=(404, 409), params=[ID])
+    }
+
+
+def _files() -> dict[str, Schema]:
+    upload = {"multipart/form-data": {"schema": {
+        "type": "object", "required": ["file", "purpose"],
+        "properties": {"file": {"type": "string", "format": "binary"}, "purpose": {"const": "batch"}},
+    }}}  # fmt: skip
+    return {
+        "/v1/files": {
+            "post": _op("uploadFile", "upload a batch input file", _answer("the file", ref("File")),
+                        errors=(400, 413), body=upload),
+            "get": _op("listFiles", "this key's files", _answer("the files", ref("FileList")), errors=()),
+        },
+        "/v1/files/{id}": {
+            "get": _op("getFile", "a file", _answer("the file", ref("File")), errors=(404,), params=[ID]),
+            "delete": _op("deleteFile", "delete a file", _answer("deleted", ref("FileDeleted")),
+                          errors=(404,), params=[ID]),
+        },
+        "/v1/files/{id}/content": {
+            "get": _op("getFileContent", "a file's bytes", _answer("the bytes", {"type": "string"},
+                       "application/octet-stream"), errors=(404,), params=[ID]),
+        },
+    }  # fmt: skip
+
+
+def _batches() -> dict[str, Schema]:
+    return {
+        "/v1/batches": {
+            "post": _op("createBatch", "an OpenAI batch over an uploaded file",
+                        _answer("the batch", ref("Batch")), body=_json_body("BatchCreate")),
+            "get": _op("listBatches", "this key's batches, newest first", _answer("a page", ref("BatchList")),
+                       errors=(400,), params=[LIMIT, AFTER]),
+        },
+        "/v1/batches/{id}": {
+            "get": _op("getBatch", "a batch", _answer("the batch", ref("Batch")), errors=(404,), params=[ID]),
+        },
+        "/v1/batches/{id}/cancel": {
+            "post": _op("cancelBatch", "cancel a batch", _answer("the batch", ref("Batch")), params=[ID]),
+        },
+    }  # fmt: skip
+
+
+def _jobs() -> dict[str, Schema]:
+    filters = [
+        _query("state", {"type": "array", "items": {"enum": list(STATES)}}, "any of these states",
+               explode=True),
+        _query("name", STR),
+        _query("priority", {"enum": ["high", "normal", "low"]}),
+        _query("metadata", {"type": "array", "items": {"type": "string", "pattern": "^[^=]+=.*$"}},
+               "key=value, every one must match", explode=True),
+        LIMIT, AFTER,
+    ]  # fmt: skip
+    results = _answer(
+        "finished items so far, one JSON object a line", {"type": "string"}, "application/x-ndjson"
+    )
+    return {
+        "/v1/jobs": {
+            "post": _op("createJob", "submit a job", _answer("the job", ref("Job")), status="201",
+                        errors=(400, 404, 422), body=_json_body("JobCreate")),
+            "get": _op("listJobs", "this key's jobs, newest first", _answer("a page", ref("JobList")),
+                       errors=(400,), params=filters),
+        },
+        "/v1/jobs/{id}": {
+            "get": _op("getJob", "a job with progress, ETA, cost and per-provider figures",
+                       _answer("the job", ref("JobDetail")), errors=(404,), params=[ID]),
+        },
+        "/v1/jobs/{id}/cancel": _job_action("cancel", "cancel: stop, keep what finished"),
+        "/v1/jobs/{id}/pause": _job_action("pause", "pause: stop gracefully, stay paused until resumed"),
+        "/v1/jobs/{id}/resume": _job_action("resume", "resume a paused job"),
+        "/v1/jobs/{id}/retry": _job_action("retry", "run the failed items again"),
+        "/v1/jobs/{id}/results": {
+            "get": _op("getJobResults", "stream the results", results, errors=(404,), params=[ID]),
+        },
+    }  # fmt: skip
+
+
+def _example(model: str | None) -> dict[str, Any]:
+    """A job this server can run: one request on one of its routes."""
+    line = {
+        "custom_id": "example-1",
+        "model": model,
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "Hi"}],
+    }
+    return {"requests": [line], "name": "example", "priority": "normal", "metadata": {"source": "openapi"}}
+
+
+def document(model: str | None = None) -> dict[str, Any]:
+    """The document; `model` (one of the server's routes) makes the create example runnable."""
+    jobs = _jobs()
+    if model is not None:
+        jobs["/v1/jobs"]["post"]["requestBody"]["content"][_JSON]["example"] = _example(model)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "batchgate serve", "version": "1"},
+        "servers": [{"url": "/"}],
+        "security": [{"bearer": []}],
+        "paths": {**jobs, **_files(), **_batches()},
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def routes(model: str | None = None) -> list[web.RouteDef]:
+    body = orjson.dumps(document(model))
+
+    async def serve(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json")
+
+    return [web.get("/openapi.json", serve)]

@@ -1,0 +1,144 @@
+"""The JSON Schemas of what the service answers (OpenAPI 3.1 components): the error body, OpenAI's
+file and batch objects, and the job API's objects (`job_view`). They describe what the code really
+returns; the schemathesis test checks every answer against them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchgate.server.job_spec import MODES, PRIORITIES
+from batchgate.server.job_table import STATES
+from batchgate.server.shapes import TIME_FIELDS
+
+Schema = dict[str, Any]
+BATCH_STATUSES = ("validating", "in_progress", "finalizing", "completed", "failed", "expired",
+                  "cancelling", "cancelled")  # fmt: skip
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None) -> Schema:
+    return {"type": "object", "required": list(required), "properties": {**required, **(optional or {})}}
+
+
+def nullable(schema: Schema) -> Schema:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+STR, INT, NUM = {"type": "string"}, {"type": "integer"}, {"type": "number"}
+STRINGS: Schema = {"type": "object", "additionalProperties": STR}
+
+
+def page_of(item: str) -> Schema:
+    return obj({
+        "object": {"const": "list"}, "data": {"type": "array", "items": ref(item)},
+        "first_id": nullable(STR), "last_id": nullable(STR), "has_more": {"type": "boolean"},
+    })  # fmt: skip
+
+
+ERROR = obj({"error": obj({"message": STR, "type": STR, "param": nullable(STR), "code": nullable(STR)})})
+
+FILE = obj({
+    "id": STR, "object": {"const": "file"}, "bytes": INT, "created_at": INT, "filename": STR,
+    "purpose": STR, "status": STR, "status_details": {"type": "null"}, "expires_at": {"type": "null"},
+})  # fmt: skip
+
+DELETED = obj({"id": STR, "object": {"const": "file"}, "deleted": {"const": True}})
+
+BATCH_ERROR = obj({"code": STR, "message": STR}, {"line": nullable(INT), "param": nullable(STR)})
+
+BATCH = obj({
+    "id": STR, "object": {"const": "batch"}, "endpoint": STR,
+    "errors": nullable(obj({"object": {"const": "list"}, "data": {"type": "array", "items": BATCH_ERROR}})),
+    "input_file_id": STR, "completion_window": STR, "status": {"enum": list(BATCH_STATUSES)},
+    "output_file_id": nullable(STR), "error_file_id": nullable(STR), "created_at": INT, "expires_at": INT,
+    **{k: nullable(INT) for k in TIME_FIELDS},
+    "request_counts": obj({"total": INT, "completed": INT, "failed": INT}),
+    "usage": obj({
+        "input_tokens": INT, "input_tokens_details": obj({"cached_tokens": INT}), "output_tokens": INT,
+        "output_tokens_details": obj({"reasoning_tokens": INT}), "total_tokens": INT,
+    }),
+    "metadata": nullable(STRINGS),
+})  # fmt: skip
+
+BATCH_CREATE = obj(
+    {
+        "input_file_id": STR,
+        "endpoint": {"const": "/v1/chat/completions"},
+        "completion_window": {"const": "24h"},
+    },
+    {"metadata": nullable(STRINGS)},
+)
+
+TIME: Schema = {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "number", "minimum": 0}]}
+VALIDATE = {
+    "type": "object",
+    "properties": {"regex": STR, "schema": {"type": "object"}},
+    "minProperties": 1,
+    "additionalProperties": False,
+}
+
+JOB_CREATE: Schema = {
+    "type": "object",
+    "additionalProperties": False,
+    "description": "Exactly one of `input_file_id` (an uploaded file, purpose `batch`) and `requests`.",
+    "properties": {
+        "input_file_id": STR,
+        "requests": {"type": "array", "minItems": 1, "items": {"type": "object"}},
+        "name": {"type": "string", "minLength": 1, "maxLength": 256},
+        "priority": {"enum": list(PRIORITIES)},
+        "not_before": TIME,
+        "deadline": {"anyOf": [TIME, obj({"hours": {"type": "number", "exclusiveMinimum": 0}})]},
+        "callback_url": {"type": "string", "format": "uri"},
+        "metadata": {"type": "object", "maxProperties": 16, "additionalProperties": STR},
+        "budget": {"type": "number", "exclusiveMinimum": 0},
+        "mode": {"enum": list(MODES)},
+        "validate": VALIDATE,
+    },
+}
+
+COUNTS = obj({"total": INT, "succeeded": INT, "failed": INT, "pending": INT})
+
+JOB = obj({
+    "id": STR, "object": {"const": "job"}, "name": nullable(STR), "state": {"enum": list(STATES)},
+    "priority": {"enum": list(PRIORITIES)}, "created_at": INT,
+    "not_before": nullable(STR), "deadline": nullable(STR), "mode": nullable({"enum": list(MODES)}),
+    "budget": nullable(NUM), "callback_url": nullable(STR), "metadata": STRINGS,
+    "validate": nullable(obj({"regex": nullable(STR), "schema": nullable({"type": "object"})})),
+    "input_file_id": nullable(STR), "request_counts": COUNTS,
+    "errors": nullable({"type": "array", "items": {"type": "object"}}),
+    "times": {"type": "object", "additionalProperties": INT},
+}, {"requeued": INT})  # fmt: skip
+
+PROVIDER = obj({
+    "succeeded": INT, "failed": INT, "attempts": INT, "prompt_tokens": INT, "completion_tokens": INT,
+    "cost_usd": NUM,
+})  # fmt: skip
+
+JOB_DETAIL: Schema = {
+    "allOf": [
+        ref("Job"),
+        obj({
+            "progress": obj({**COUNTS["properties"], "rate_per_s": nullable(NUM), "eta_s": nullable(NUM)}),
+            "cost_usd": NUM,
+            "tokens": obj({"prompt": INT, "completion": INT}),
+            "providers": {"type": "object", "additionalProperties": PROVIDER},
+        }),
+    ]
+}  # fmt: skip
+
+SCHEMAS: dict[str, Schema] = {
+    "Error": ERROR,
+    "File": FILE,
+    "FileList": page_of("File"),
+    "FileDeleted": DELETED,
+    "Batch": BATCH,
+    "BatchList": page_of("Batch"),
+    "BatchCreate": BATCH_CREATE,
+    "JobCreate": JOB_CREATE,
+    "Job": JOB,
+    "JobDetail": JOB_DETAIL,
+    "JobList": page_of("Job"),
+}
