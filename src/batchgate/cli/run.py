@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from batchgate.cli import observing
+from batchgate.cli.quota_option import add_quota_option, quota_spec
 from batchgate.config import ROUTE_MODES, load_config
 from batchgate.errors import JobError
 from batchgate.jobs.find import find_job
@@ -24,7 +24,6 @@ from batchgate.jobs.store.location import (
     parse_location,
     resume_hint,
 )
-from batchgate.quota.store.location import StoreSpec, resolve
 
 if TYPE_CHECKING:
     from batchgate.config import GatewayConfig
@@ -69,18 +68,6 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_quota_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--quota",
-        type=_quota_name,
-        default=None,
-        metavar="STORE",
-        help="where provider quotas are shared with other processes: local (this machine: the "
-        "default, unless the config's quota.store says otherwise), memory (this run alone), "
-        "sqlite:PATH or a redis:// URL",
-    )
-
-
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_mode_options(p)
     p.add_argument(
@@ -89,7 +76,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"job store: a SQLite file or a postgresql:// URL (default: job.store, else {DEFAULT_STORE})",
     )
-    _add_quota_option(p)
+    add_quota_option(p)
     p.add_argument("--errors", type=Path, default=None, help="errors file (default: OUTPUT.errors.jsonl)")
     p.add_argument(
         "--ordered", action="store_true", help="write OUT in input order (default: completion order)"
@@ -180,22 +167,6 @@ def register(sub: Any) -> None:
     plan.set_defaults(handler=_plan)
 
 
-def _quota_name(text: str) -> str:
-    try:
-        resolve(text, os.environ)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def _quota_spec(args: argparse.Namespace, config: GatewayConfig) -> StoreSpec:
-    """`--quota` wins over the config's `quota.store`; a run shares quotas on this machine by default."""
-    configured = config.quota.store
-    if args.quota is None:
-        return configured or resolve("local", os.environ)
-    return resolve(args.quota, os.environ, configured.namespace if configured else None)
-
-
 def _engine_options(args: argparse.Namespace) -> EngineOptions:
     from batchgate.jobs.engine import EngineOptions  # noqa: PLC0415 — start-up: the engine only to run
 
@@ -239,7 +210,7 @@ def _run(args: argparse.Namespace) -> int:
         args.json = False
         return _plan(args)
     args.store = choose_location(args.store, config.job.store)
-    args.quota_spec = _quota_spec(args, config)
+    args.quota_spec = quota_spec(args, config)
     req = replace(_request(args, args.input, args.config, args.output), graph=graph)
     if args.submit_only:
         return _submit(req, config)
@@ -301,7 +272,7 @@ def _resume(args: argparse.Namespace) -> int:
     if not args.skip_invalid and job.options.get("skip_invalid"):
         args.skip_invalid = True
     # --mode and --deadline: the job remembers them (see runner.job_config)
-    args.quota_spec = _quota_spec(args, config)
+    args.quota_spec = quota_spec(args, config)
     req = _request(args, Path(job.input_path), config_path, Path(job.output_path))
     return _go(req, config, args)
 

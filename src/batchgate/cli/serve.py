@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from batchgate.cli.quota_option import add_quota_option, quota_spec
 from batchgate.config import load_config
 from batchgate.errors import JobError
 from batchgate.jobs.store.location import parse_location
@@ -82,6 +83,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="S,S,...",
         help="seconds between callback attempts (default 5,30,120,600,1800,3600; the last repeats)",
     )
+    add_quota_option(serve)
     _place_arguments(serve)
     serve.set_defaults(handler=run_serve)
     _register_keys(subparsers)
@@ -132,6 +134,7 @@ def run_serve(args: argparse.Namespace) -> int:
             expire_after_s=args.expire_after,
             max_jobs=args.max_jobs,
             callbacks=callbacks,
+            quota_store=quota_spec(args, config),
         )
         asyncio.run(work)
     except OSError as exc:

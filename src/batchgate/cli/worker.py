@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from batchgate.cli.quota_option import add_quota_option, quota_spec
 from batchgate.config import load_config
 from batchgate.jobs.store.location import describe, open_store, parse_location
 
@@ -44,6 +45,7 @@ def register(sub: Any) -> None:
     w.add_argument(
         "--store", type=parse_location, required=True, help="the shared job store (a postgresql:// URL)"
     )
+    add_quota_option(w)
     w.add_argument(
         "--config",
         type=Path,
@@ -86,6 +88,7 @@ def _worker(args: argparse.Namespace) -> int:
         exit_when_idle=args.exit_when_idle,
         idle_max_s=args.idle_max,
         concurrency=args.concurrency,
+        quota_store=quota_spec(args, config),
     )
     print(f"worker {options.owner}: taking submitted jobs from {describe(args.store)}", file=sys.stderr)
     totals = asyncio.run(_serve(args, config, options))

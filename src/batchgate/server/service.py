@@ -22,6 +22,7 @@ from batchgate.clock import LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.gateway import Gateway
 from batchgate.jobs.store.location import StoreLocation, open_store
+from batchgate.quota.store.location import StoreSpec
 from batchgate.server.app import Service, make_app
 from batchgate.server.batches import MAX_JOBS
 from batchgate.server.callbacks.delivery import Callbacks, CallbackSettings
@@ -67,10 +68,12 @@ async def serve(
     expire_after_s: float = WINDOW_S,
     max_jobs: int = MAX_JOBS,
     callbacks: CallbackSettings | None = None,
+    quota_store: StoreSpec | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM (or `stop` is set); `ready(url)` hears the address once listening.
     A batch not ended `expire_after_s` after its creation expires (OpenAI's window: 24 h); at most
-    `max_jobs` batches run at once; `callbacks`: the allow-list and retry schedule of callbacks."""
+    `max_jobs` batches run at once; `callbacks`: the allow-list and retry schedule of callbacks;
+    `quota_store`: where the providers' quotas are shared with other processes (None: the config's)."""
     stopping = stop or asyncio.Event()
     clock = LoopClock()
     registry = Registry(place.registry)
@@ -78,7 +81,7 @@ async def serve(
     try:
         store = await open_store(place.store, create=True)
         try:
-            async with Gateway(config, clock=clock) as gateway:
+            async with Gateway(config, clock=clock, quota_store=quota_store) as gateway:
                 files = Files(registry, place.folder / "files", clock)
                 hooks = Callbacks(registry, clock, callbacks)
                 batches = Jobs(

@@ -41,6 +41,7 @@ from batchgate.jobs.io.report import REPORT_BLOB, load_segments
 from batchgate.jobs.live_task import Abandoned, LiveTasks
 from batchgate.jobs.store.protocol import Chunk, JobRecord, JobStore, TaskSpec, TaskState
 from batchgate.jobs.workers.lease import LeaseKeeper
+from batchgate.quota.store.location import StoreSpec
 
 WORKERS_OPTION = "workers"  # a job's option: submitted for workers to run
 TAKEN_STATUSES = frozenset({"created", "running"})  # a submitted job in one of these is worked on
@@ -55,6 +56,7 @@ class WorkerOptions:
     idle_min_s: float = 0.1
     idle_max_s: float = 2.0
     concurrency: int | None = None
+    quota_store: StoreSpec | None = None  # where quotas are shared (None: the config's, else this process's)
     owner: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
 
@@ -92,7 +94,12 @@ class Worker:
             self._gateway.stop_sending()
 
     async def run(self) -> WorkerTotals:
-        gateway = Gateway(self.config, clock=self.clock, concurrency=self.options.concurrency)
+        gateway = Gateway(
+            self.config,
+            clock=self.clock,
+            concurrency=self.options.concurrency,
+            quota_store=self.options.quota_store,
+        )
         budget = BudgetGate(
             BudgetGuard(self.config.budget), lambda _reason: self.stop(), lambda: self.stopping
         )
