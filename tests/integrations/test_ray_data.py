@@ -53,7 +53,13 @@ def namespace() -> Iterator[str]:
 def _config(emu: EmulatorThread) -> dict[str, Any]:
     return {
         "providers": [
-            {"name": "p", "kind": "openai", "base_url": emu.base_url("p"), "api_key": "sk-ray-test", "limits": {"rpm": RPM}}
+            {
+                "name": "p",
+                "kind": "openai",
+                "base_url": emu.base_url("p"),
+                "api_key": "sk-ray-test",
+                "limits": {"rpm": RPM},
+            }
         ],
         "routes": [{"model": "m", "targets": ["p"]}],
         "settings": {"retry": {"base_delay": 0.01, "max_delay": 0.2}},
@@ -61,7 +67,12 @@ def _config(emu: EmulatorThread) -> dict[str, Any]:
 
 
 def _request(i: int, **extra: Any) -> bytes:
-    body = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": f"echo row {i}"}], **extra}
+    body = {
+        "model": "m",
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": f"echo row {i}"}],
+        **extra,
+    }
     return orjson.dumps(body)
 
 
@@ -86,7 +97,9 @@ def _rows() -> tuple[list[dict[str, Any]], set[int]]:
 def _rate_limited(emu: EmulatorThread) -> tuple[int, int]:
     """The provider's 429s, and every answer it gave (400s included)."""
     stats = emu.stats()["providers"]["p"]
-    return int(stats["rejected"]["rate_limit"]), int(stats["completed"]) + int(sum(stats["rejected"].values()))
+    return int(stats["rejected"]["rate_limit"]), int(stats["completed"]) + int(
+        sum(stats["rejected"].values())
+    )
 
 
 def test_actors_share_one_limit_through_redis_and_failures_are_rows(
@@ -98,16 +111,23 @@ def test_actors_share_one_limit_through_redis_and_failures_are_rows(
 
     ds = ray_local.data.from_items(rows, override_num_blocks=6)
     out = ds.map_batches(
-        BatchgateUDF, fn_constructor_kwargs=udf_args, concurrency=3, num_cpus=0.25, batch_size=10, batch_format="pandas"
+        BatchgateUDF,
+        fn_constructor_kwargs=udf_args,
+        concurrency=3,
+        num_cpus=0.25,
+        batch_size=10,
+        batch_format="pandas",
     ).take_all()
 
     assert sorted(r["id"] for r in out) == list(range(60))  # every row once
     for r in out:
         if r["id"] in bad:
-            assert r["answer"] is None and r["error"], r
+            assert r["answer"] is None, r
+            assert r["error"], r
         else:
             assert r["error"] is None, r
-            assert r["answer"] and r["provider"] == "p"
+            assert r["answer"], r
+            assert r["provider"] == "p"
             assert r["usage"]["completion_tokens"] > 0
     errors = {r["id"]: r["error"] for r in out if r["id"] in bad}
     assert errors[3].startswith("provider_error") or "400" in errors[3] or "logprobs" in errors[3], errors[3]
@@ -119,11 +139,19 @@ def test_actors_share_one_limit_through_redis_and_failures_are_rows(
 def test_numpy_batches_of_prompts_come_back_with_answers(
     ray_local: ModuleType, emu: EmulatorThread, namespace: str
 ) -> None:
-    udf_args = {"config": _config(emu), "quota": BASE_URL, "namespace": namespace, "model": "m", "max_tokens": 8}
+    udf_args = {
+        "config": _config(emu),
+        "quota": BASE_URL,
+        "namespace": namespace,
+        "model": "m",
+        "max_tokens": 8,
+    }
     from batchgate.integrations.ray import BatchgateUDF  # noqa: PLC0415 — after the Ray fixture
 
     ds = ray_local.data.from_items([{"id": i, "prompt": f"echo prompt {i}"} for i in range(20)])
-    out = ds.map_batches(BatchgateUDF, fn_constructor_kwargs=udf_args, concurrency=2, num_cpus=0.25, batch_size=5).take_all()
+    out = ds.map_batches(
+        BatchgateUDF, fn_constructor_kwargs=udf_args, concurrency=2, num_cpus=0.25, batch_size=5
+    ).take_all()
 
     assert sorted(r["id"] for r in out) == list(range(20))
     assert all(r["error"] is None and r["answer"] and r["provider"] == "p" for r in out), out

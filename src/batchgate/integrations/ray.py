@@ -20,6 +20,8 @@ there, so the actor's requests of one batch run concurrently under the gateway's
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import os
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
@@ -57,7 +59,7 @@ def _plain(value: Any) -> Any:
 
 def row_body(request: Any, prompt: Any, *, model: str | None, max_tokens: int | None) -> ChatBody:
     """The chat body of one row (ValueError saying why when the row holds none)."""
-    if request is not None and not (isinstance(request, float) and request != request):  # NaN: absent
+    if request is not None and not (isinstance(request, float) and math.isnan(request)):  # NaN: absent
         if isinstance(request, str | bytes):
             try:
                 request = orjson.loads(request)
@@ -156,14 +158,16 @@ class BatchgateUDF:
             raise
 
     def __call__(self, batch: Any) -> Any:
-        rows = len(batch[next(iter(batch.keys()))]) if len(batch.keys()) else 0
+        rows = len(next(iter(batch.values()), ())) if isinstance(batch, Mapping) else len(batch)
         requests = self._column(batch, self.request_column, rows)
         prompts = self._column(batch, self.prompt_column, rows)
         cells: list[tuple[str | None, dict[str, int] | None, str | None, str | None]] = []
         bodies: list[tuple[int, ChatBody]] = []
         for i in range(rows):
             try:
-                bodies.append((i, row_body(requests[i], prompts[i], model=self.model, max_tokens=self.max_tokens)))
+                bodies.append(
+                    (i, row_body(requests[i], prompts[i], model=self.model, max_tokens=self.max_tokens))
+                )
             except ValueError as exc:
                 cells.append((None, None, None, f"input: {exc}"))
                 continue
@@ -174,7 +178,7 @@ class BatchgateUDF:
 
     @staticmethod
     def _column(batch: Any, name: str, rows: int) -> Sequence[Any]:
-        return list(batch[name]) if name in batch.keys() else [None] * rows
+        return list(batch[name]) if name in batch else [None] * rows
 
     def _run(self, bodies: list[ChatBody]) -> list[Result]:
         if self._loop is None:
@@ -191,10 +195,8 @@ class BatchgateUDF:
                 loop.stop()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # at an actor's exit nothing is left to tell
             self.close()
-        except Exception:  # noqa: S110 — at an actor's exit nothing is left to tell
-            pass
 
 
 def _with_columns(batch: Any, cells: list[tuple[Any, ...]]) -> Any:
