@@ -10,7 +10,8 @@ is told those limits). Printed per round: rows that came back failed or not at a
 provider's 429s, the makespan (from submitting the dataset to holding every row, actor start-up
 included) ÷ the quota bound (rows ÷ the rpm: the least time the limit allows), and the pace
 (successes ÷ what the limit allows between the provider's first request and its last admitted
-success; 1.0 is the whole limit). `ray-http` divides the rpm evenly over its actors as `qps`
+success; 1.0 is the whole limit) and the most requests the provider had in flight at once.
+`ray-http` divides the rpm evenly over its actors as `qps`
 (its limit is per actor) and retries 429s 3 times (its default is none); a batch whose retries
 run out fails, and `max_errored_blocks` lets the dataset finish without its rows.
 """
@@ -127,6 +128,7 @@ def _round(
         "429s": int(stats["rejected"]["rate_limit"]),
         "requests": int(stats["completed"]) + int(sum(stats["rejected"].values())),
         "ratio": makespan / bound,
+        "peak": int(stats["peak_in_flight"]),
         "pace": stats["completed"] / (args.rpm / 60.0 * span) if span > 0 else 0.0,
         "makespan": makespan,
         "failure": failure,
@@ -150,14 +152,14 @@ def _print(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         "ray-http": "ray.data.llm HTTP processor",
     }
     print(f"Ray Data, {args.rows} rows, {args.actors} actors, one key of {args.rpm} rpm / {args.tpm} tpm")
-    head = (
-        f"{'system':<32} {'failed rows':>11} {'429s':>5} {'requests':>8} {'makespan/bound':>14} {'pace':>5}"
+    print(
+        f"{'system':<32} {'failed rows':>11} {'429s':>5} {'requests':>8} {'makespan/bound':>14} "
+        f"{'pace':>5} {'peak in flight':>14} {'makespan s':>10}"
     )
-    print(f"{head} {'makespan s':>10}")
     for r in rows:
         print(
             f"{names[r['system']]:<32} {r['failed']:>11} {r['429s']:>5} {r['requests']:>8} "
-            f"{r['ratio']:>14.2f} {r['pace']:>5.2f} {r['makespan']:>10.1f}"
+            f"{r['ratio']:>14.2f} {r['pace']:>5.2f} {r['peak']:>14} {r['makespan']:>10.1f}"
         )
         if r["failure"]:
             print(f"    the dataset failed: {r['failure']}")
