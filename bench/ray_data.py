@@ -69,7 +69,7 @@ def _batchgate(ray: Any, emu: EmulatorThread, args: argparse.Namespace, quota: s
     out = ds.map_batches(
         BatchgateUDF,
         fn_constructor_kwargs=kwargs,
-        concurrency=args.actors,
+        compute=ray.data.ActorPoolStrategy(size=args.actors),
         num_cpus=0.25,
         batch_size=args.batch_size,
         batch_format="pandas",

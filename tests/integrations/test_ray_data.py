@@ -113,7 +113,7 @@ def test_actors_share_one_limit_through_redis_and_failures_are_rows(
     out = ds.map_batches(
         BatchgateUDF,
         fn_constructor_kwargs=udf_args,
-        concurrency=3,
+        compute=ray_local.data.ActorPoolStrategy(size=3),
         num_cpus=0.25,
         batch_size=10,
         batch_format="pandas",
@@ -150,7 +150,11 @@ def test_numpy_batches_of_prompts_come_back_with_answers(
 
     ds = ray_local.data.from_items([{"id": i, "prompt": f"echo prompt {i}"} for i in range(20)])
     out = ds.map_batches(
-        BatchgateUDF, fn_constructor_kwargs=udf_args, concurrency=2, num_cpus=0.25, batch_size=5
+        BatchgateUDF,
+        fn_constructor_kwargs=udf_args,
+        compute=ray_local.data.ActorPoolStrategy(size=2),
+        num_cpus=0.25,
+        batch_size=5,
     ).take_all()
 
     assert sorted(r["id"] for r in out) == list(range(20))

@@ -5,7 +5,7 @@ quota held in a shared store (Redis), so M actors on any number of nodes hold on
     answered = ds.map_batches(
         BatchgateUDF,
         fn_constructor_kwargs={"config": "batchgate.yaml", "quota": "redis://10.0.0.5:6379/0", "model": "m"},
-        concurrency=4, batch_size=32, batch_format="pandas",  # or "numpy" (dicts of arrays)
+        compute=ray.data.ActorPoolStrategy(size=4), batch_size=32, batch_format="pandas",  # or "numpy"
     )
 
 A row's request is its `request` column (an OpenAI chat body: a dict, or JSON text) or else its
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import math
 import os
 import threading
@@ -202,9 +203,12 @@ class BatchgateUDF:
 def _with_columns(batch: Any, cells: list[tuple[Any, ...]]) -> Any:
     """The batch (a pandas DataFrame or a dict of numpy arrays) with the output columns added."""
     columns = list(zip(*cells, strict=True)) if cells else [() for _ in OUTPUT_COLUMNS]
-    out = dict(batch) if isinstance(batch, Mapping) else batch.copy()
+    frame = not isinstance(batch, Mapping)
+    pandas: Any = importlib.import_module("pandas") if frame else None  # only for a DataFrame batch
+    out: Any = batch.copy() if frame else dict(batch)
     for name, values in zip(OUTPUT_COLUMNS, columns, strict=True):
-        array = np.empty(len(values), dtype=object)  # None stays None (not NaN) in pandas too
+        array = np.empty(len(values), dtype=object)
         array[:] = list(values)
-        out[name] = array
+        # an object Series, or pandas would read text cells as strings and None as NaN
+        out[name] = pandas.Series(array, index=out.index, dtype=object) if frame else array
     return out
