@@ -130,7 +130,9 @@ def test_actors_share_one_limit_through_redis_and_failures_are_rows(
             assert r["provider"] == "p"
             assert r["usage"]["completion_tokens"] > 0
     errors = {r["id"]: r["error"] for r in out if r["id"] in bad}
-    assert errors[3].startswith("provider_error") or "400" in errors[3] or "logprobs" in errors[3], errors[3]
+    assert errors[3].startswith("bad_request: p: HTTP 400"), errors[3]
+    assert "logprobs" in errors[3]
+    assert "nope" in errors[11], errors[11]
     assert errors[7].startswith("input: the request column is not JSON")
     limited, answered = _rate_limited(emu)
     assert limited <= 0.005 * answered, (limited, answered)  # one limit held by three actors
