@@ -9,8 +9,20 @@ import sys
 import orjson
 
 # Each costs tens to hundreds of milliseconds (bpe_openai's Python wrapper: ~0.8 s and ~130 MB).
-# redis (~0.2 s) loads only for a redis:// quota store.
-HEAVY = ("rich", "jsonschema", "bpe_openai", "bpe_openai.compat", "bpe_openai._bindings", "redis")
+# redis (~0.2 s) loads only for a redis:// quota store; Ray Data (seconds, with numpy, pandas and
+# pyarrow) only in an actor that imports batchgate.integrations.ray.
+HEAVY = (
+    "rich",
+    "jsonschema",
+    "bpe_openai",
+    "bpe_openai.compat",
+    "bpe_openai._bindings",
+    "redis",
+    "ray",
+    "numpy",
+    "pandas",
+    "pyarrow",
+)
 
 
 def loaded_after(code: str, watch: tuple[str, ...]) -> list[str]:
