@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from batchgate.cli import observing
+from batchgate.cli.arg_types import non_negative_float, positive_float, positive_int
 from batchgate.cli.quota_option import add_quota_option, quota_spec
 from batchgate.config import ROUTE_MODES, load_config
 from batchgate.errors import JobError
@@ -31,27 +32,6 @@ if TYPE_CHECKING:
     from batchgate.jobs.job_setup import RunRequest
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
-    return value
-
-
 def _add_mode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mode",
@@ -61,7 +41,7 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--deadline",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         metavar="HOURS",
         help="results wanted within HOURS of the job's creation; overrides job.deadline_hours",
@@ -87,12 +67,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="continue an existing job although its input file changed",
     )
-    p.add_argument("--concurrency", type=_positive_int, help="override the global concurrency")
-    p.add_argument("--max-attempts", type=_positive_int, help="override the attempts per item")
-    p.add_argument("--timeout", type=_positive_float, help="override the per-request total timeout (s)")
+    p.add_argument("--concurrency", type=positive_int, help="override the global concurrency")
+    p.add_argument("--max-attempts", type=positive_int, help="override the attempts per item")
+    p.add_argument("--timeout", type=positive_float, help="override the per-request total timeout (s)")
     p.add_argument(
         "--grace",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=10.0,
         help="seconds in-flight work gets on Ctrl-C/SIGTERM (default: %(default)s; a second Ctrl-C cuts it)",
     )
@@ -105,7 +85,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--progress-every",
-        type=_positive_float,
+        type=positive_float,
         default=10.0,
         metavar="S",
         help="seconds between progress lines when not on a terminal (default: %(default)s)",

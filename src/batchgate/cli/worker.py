@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from batchgate.cli.arg_types import positive_float, positive_int
 from batchgate.cli.quota_option import add_quota_option, quota_spec
 from batchgate.config import load_config
 from batchgate.jobs.store.location import describe, open_store, parse_location
@@ -21,20 +22,6 @@ from batchgate.jobs.store.location import describe, open_store, parse_location
 if TYPE_CHECKING:
     from batchgate.config import GatewayConfig
     from batchgate.jobs.workers.loop import Worker, WorkerOptions, WorkerTotals
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return value
 
 
 def register(sub: Any) -> None:
@@ -53,18 +40,18 @@ def register(sub: Any) -> None:
         help="gateway config (YAML): providers, routes, quotas; the same on every worker",
     )
     w.add_argument(
-        "--chunk-size", type=_positive_int, default=50, help="tasks per lease (default: %(default)s)"
+        "--chunk-size", type=positive_int, default=50, help="tasks per lease (default: %(default)s)"
     )
     w.add_argument(
-        "--lease", type=_positive_float, default=30.0, metavar="S", help="lease length (default: %(default)s)"
+        "--lease", type=positive_float, default=30.0, metavar="S", help="lease length (default: %(default)s)"
     )
     w.add_argument(
-        "--lanes", type=_positive_int, default=4, help="chunks in flight at once (default: %(default)s)"
+        "--lanes", type=positive_int, default=4, help="chunks in flight at once (default: %(default)s)"
     )
-    w.add_argument("--concurrency", type=_positive_int, help="override the global concurrency")
+    w.add_argument("--concurrency", type=positive_int, help="override the global concurrency")
     w.add_argument(
         "--idle-max",
-        type=_positive_float,
+        type=positive_float,
         default=2.0,
         metavar="S",
         help="longest wait between polls of the store when no task is claimable (default: %(default)s)",
