@@ -106,12 +106,14 @@ class Server:
     def base_url(self) -> str:
         return self.url + "/v1"
 
-    def keys_create(self, *, admin: bool = False) -> str:
-        """A key made in-process (`batchgate keys create` itself runs in `keys_create`)."""
+    def keys_create(self, *, admin: bool = False, secret: bool = True) -> str:
+        """A key made in-process (`batchgate keys create` itself runs in `keys_create`); with
+        `secret` (as the CLI makes it) it has a webhook secret to sign callbacks with."""
         registry = Registry(self.root / REGISTRY_FILE)
         try:
             key, token = create_key(registry, admin=admin, name="test", now=int(time.time()))
-            create_secret(registry, key.id)  # as the CLI does: the key can sign callbacks
+            if secret:
+                create_secret(registry, key.id)
             return token
         finally:
             registry.close()
