@@ -35,9 +35,17 @@ ROOT = Path(__file__).resolve().parents[1]
 REDIS = os.environ.get("BATCHGATE_BENCH_REDIS", "redis://127.0.0.1:6379/0")
 
 
-def _emulator(rpm: int) -> EmulatorThread:
+def _emulator(rpm: int, enforcement: str = "token_bucket", seconds: float = 60.0) -> EmulatorThread:
     latency = {"ttft_p50_ms": 300, "ttft_sigma": 0.3, "per_token_ms": 2}
-    provider = {"name": "p", "family": "openai", "limits": {"rpm": rpm, "tpm": 10**9}, "latency": latency}
+    provider: dict[str, Any] = {
+        "name": "p",
+        "family": "openai",
+        "limits": {"rpm": rpm, "tpm": 10**9},
+        "latency": latency,
+    }
+    if enforcement != "token_bucket" or seconds != 60.0:
+        length = "burst_seconds" if enforcement == "token_bucket" else "window_seconds"
+        provider["enforcement"] = {"kind": enforcement, length: seconds}
     emu = EmulatorThread(emulator_config_from_dict({"seed": 7, "providers": [provider]}))
     emu.start()
     return emu
@@ -82,8 +90,10 @@ def _input(path: Path, items: int, tag: str) -> Path:
     return path
 
 
-def _round(store: str, rpm: int, enforced: int, items: int, processes: int, work: Path) -> dict[str, Any]:
-    emu = _emulator(enforced)
+def _round(
+    store: str, rpm: int, enforced: int, items: int, processes: int, work: Path, how: tuple[str, float]
+) -> dict[str, Any]:
+    emu = _emulator(enforced, *how)
     env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache"), "PYTHONPATH": str(ROOT / "src")}
     try:
         cfg = _config(work / f"{store.split(':', maxsplit=1)[0]}.yaml", emu, rpm, store)
@@ -143,6 +153,15 @@ def main() -> None:
     parser.add_argument(
         "--enforced", type=int, default=None, help="rpm the provider enforces (default --rpm)"
     )
+    parser.add_argument(
+        "--enforcement",
+        choices=("token_bucket", "sliding_window", "fixed_window"),
+        default="token_bucket",
+        help="how the emulated provider enforces its limit (default: the emulator's token bucket)",
+    )
+    parser.add_argument(
+        "--window", type=float, default=60.0, help="its window or burst length in seconds (default 60)"
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bg-shared-quota-") as tmp:
@@ -154,8 +173,10 @@ def main() -> None:
             work = Path(tmp) / name
             work.mkdir()
             enforced = args.enforced or args.rpm
-            rows.append(_round(store, args.rpm, enforced, args.items, args.processes, work))
+            how = (args.enforcement, args.window)
+            rows.append(_round(store, args.rpm, enforced, args.items, args.processes, work, how))
     hidden = f" (enforced: {args.enforced})" if args.enforced else ""
+    hidden += f", {args.enforcement} of {args.window:g} s"
     runs = f"{args.processes} x `batchgate run` of {args.items} items"
     print(f"{runs}, one key of {args.rpm} rpm{hidden}, together")
     print(f"{'quota store':<12} {'requests':>8} {'429s':>5} {'429 share':>9} {'pace':>6} {'wall s':>7}  exit")
