@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from batchgate.cli.arg_types import non_negative_float
 from batchgate.errors import JobError
 from batchgate.observe.logsetup import FORMATS, LEVELS, logging_to
 
@@ -30,13 +31,6 @@ def _port(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError("must be a TCP port (0-65535; 0 picks a free one)")
-    return value
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
     return value
 
 
@@ -75,7 +69,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--metrics-linger",
-        type=_seconds,
+        type=non_negative_float,
         default=0.0,
         metavar="S",
         help="keep /metrics up S seconds after the run, for a last scrape (Ctrl-C ends it early)",

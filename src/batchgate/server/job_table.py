@@ -4,15 +4,12 @@ that joins both to filter by state, name, priority and metadata, newest first, a
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from batchgate.errors import StoreError
 from batchgate.server.job_spec import JobSpec
 from batchgate.server.registry import BatchRecord
+from batchgate.server.sqlite_file import SqliteFile
 
 KIND = "job"
 # A job's state is its batch record's status, two of them renamed for the job API.
@@ -48,24 +45,9 @@ class JobFilter:
     metadata: tuple[tuple[str, str], ...] = ()
 
 
-class JobTable:
+class JobTable(SqliteFile):
     def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            self._conn = sqlite3.connect(path, timeout=5.0, isolation_level=None)
-            self._conn.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"{path}: cannot open the job table ({exc})") from None
-
-    def close(self) -> None:
-        self._conn.close()
-
-    @contextmanager
-    def _sql(self) -> Iterator[sqlite3.Connection]:
-        try:
-            yield self._conn
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from None
+        super().__init__(path, _SCHEMA, "job table")
 
     def add(self, job_id: str, spec: JobSpec) -> None:
         with self._sql() as c:

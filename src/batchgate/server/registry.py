@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from batchgate.errors import StoreError
+from batchgate.server.sqlite_file import SqliteFile
 
 REGISTRY_FILE = "server.db"
 UNFINISHED = ("validating", "in_progress", "finalizing", "cancelling")
@@ -89,28 +89,11 @@ class BatchRecord:
         return cls(**orjson.loads(blob))
 
 
-class Registry:
+class Registry(SqliteFile):
     """Keys, files and batches in `path` (created with its folder when missing)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(path, timeout=5.0, isolation_level=None)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"{path}: cannot open the service registry ({exc})") from None
-
-    def close(self) -> None:
-        self._conn.close()
-
-    @contextmanager
-    def _sql(self) -> Iterator[sqlite3.Connection]:
-        try:
-            yield self._conn
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from None
+        super().__init__(path, _SCHEMA, "service registry")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
