@@ -2,12 +2,14 @@
 no item lost, no succeeded item sent again, every callback delivered at least once.
 
     python bench/serve_kills.py [--kills 10] [--items 2000] [--seed 14] [--rpm 4800]
-                                [--latency-ms 100] [--gap 1,6]
+                                [--latency-ms 100] [--gap 2,10] [--receiver-fails 1]
 
 The emulator runs as its own process (`batchgate emulate`, `record_prompts: true`), so what it
 received survives the kills; the server is a subprocess with its own store and data folder in a
 temp dir; a callback receiver (a thread here, allow-listed with `--callback-allow 127.0.0.1`)
-records every delivery. Three jobs of `--items` lines each on one provider declared at `--rpm`:
+records every delivery and answers the first `--receiver-fails` attempts of each event with a 500,
+so each event waits in the server's outbox for its retry (default delays) across the kills.
+Three jobs of `--items` lines each on one provider declared at `--rpm`:
 an OpenAI batch made with the `openai` SDK (`metadata.callback_url`, normal priority) and two
 native `/v1/jobs` jobs with `callback_url` (high, low). The server gets SIGKILL after a seeded
 random `--gap` (seconds of its uptime) and is started again, `--kills` times.
@@ -59,31 +61,38 @@ WAIT_LIMIT_S = 900.0
 
 @dataclass
 class Receiver:
-    """Records each callback: (webhook-id, the object it names, signature valid)."""
+    """Records each callback: (webhook-id, the object it names, signature valid, answer). The
+    first `fails` attempts of each event are answered 500, so every event is delivered again."""
 
+    fails: int = 1
     secret: str = ""
-    seen: list[tuple[str, str, bool]] = field(default_factory=list)
+    seen: list[tuple[str, str, bool, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, headers: dict[str, str], body: bytes) -> None:
+    def record(self, headers: dict[str, str], body: bytes) -> int:
         wid, ts = headers.get("webhook-id", ""), headers.get("webhook-timestamp", "")
         key = base64.b64decode(self.secret.removeprefix("whsec_"))
         mac = hmac.new(key, f"{wid}.{ts}.".encode() + body, hashlib.sha256).digest()
         valid = headers.get("webhook-signature", "") == "v1," + base64.b64encode(mac).decode()
         with self.lock:
-            self.seen.append((wid, str(orjson.loads(body)["data"]["id"]), valid))
+            status = 500 if sum(1 for x in self.seen if x[0] == wid) < self.fails else 200
+            self.seen.append((wid, str(orjson.loads(body)["data"]["id"]), valid, status))
+        return status
 
-    def of(self, object_id: str) -> list[tuple[str, bool]]:
+    def of(self, object_id: str) -> list[tuple[str, bool, int]]:
         with self.lock:
-            return [(wid, ok) for wid, oid, ok in self.seen if oid == object_id]
+            return [(wid, ok, status) for wid, oid, ok, status in self.seen if oid == object_id]
+
+    def delivered(self, object_id: str) -> bool:
+        return any(status == 200 for _, _, status in self.of(object_id))
 
 
 def _receive(receiver: Receiver) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            receiver.record({k.lower(): v for k, v in self.headers.items()}, body)
-            self.send_response(200)
+            status = receiver.record({k.lower(): v for k, v in self.headers.items()}, body)
+            self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()
 
@@ -139,6 +148,15 @@ def _env() -> dict[str, str]:
     return env
 
 
+@dataclass
+class Kills:
+    """Per kill: how many requests the emulator had received and the items the store held as
+    succeeded; and how many kills came after some job had ended (its callback in the outbox)."""
+
+    marks: list[tuple[int, set[str]]] = field(default_factory=list)
+    after_an_end: int = 0
+
+
 class Service:
     """`batchgate serve` as a subprocess, started again after each kill on the same store."""
 
@@ -146,7 +164,6 @@ class Service:
         self.root = root
         self.argv = [sys.executable, "-m", "batchgate", "serve", "--config", str(config), "--port", "0"]
         self.argv += ["--store", str(root / "jobs.db"), "--callback-allow", "127.0.0.1"]
-        self.argv += ["--callback-retry-delays", "1,2,5"]
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 
@@ -210,20 +227,21 @@ def _succeeded(store: Path) -> set[str]:
 
 def _kills(
     svc: Service, emu: EmulatorProcess, key: str, ids: dict[str, str], args: argparse.Namespace
-) -> list[tuple[int, set[str]]]:
-    """SIGKILL the server after a random gap of uptime and start it again, while a job runs.
-    Returns, per kill, how many requests the emulator had received and the succeeded items."""
+) -> Kills:
+    """SIGKILL the server after a random gap of uptime and start it again, while a job runs."""
     rng = random.Random(args.seed)
     lo, hi = args.gap
-    marks: list[tuple[int, set[str]]] = []
-    while len(marks) < args.kills:
+    kills = Kills()
+    while len(kills.marks) < args.kills:
         time.sleep(rng.uniform(lo, hi))
-        if all(s in ENDED for s in _states(svc.url, key, ids).values()):
+        states = _states(svc.url, key, ids).values()
+        if all(s in ENDED for s in states):
             break  # every job ended before this kill: no jobs left running to kill under
+        kills.after_an_end += any(s in ENDED for s in states)
         svc.stop(signal.SIGKILL)
-        marks.append((len(emu.received()["alpha"]), _succeeded(svc.root / "jobs.db")))
+        kills.marks.append((len(emu.received()["alpha"]), _succeeded(svc.root / "jobs.db")))
         svc.start()
-    return marks
+    return kills
 
 
 def _wait(svc: Service, key: str, ids: dict[str, str], receiver: Receiver) -> dict[str, str]:
@@ -231,7 +249,7 @@ def _wait(svc: Service, key: str, ids: dict[str, str], receiver: Receiver) -> di
     deadline = time.monotonic() + WAIT_LIMIT_S
     while True:
         states = _states(svc.url, key, ids)
-        if all(s in ENDED for s in states.values()) and all(receiver.of(i) for i in ids.values()):
+        if all(s in ENDED for s in states.values()) and all(receiver.delivered(i) for i in ids.values()):
             return states
         if time.monotonic() > deadline:
             return states
@@ -267,7 +285,10 @@ def _resent(received: list[str], marks: list[tuple[int, set[str]]]) -> int:
 def _claims(args: argparse.Namespace, found: dict[str, Any]) -> list[str]:
     """Print the figures; return the claims that failed."""
     failed = []
-    print(f"{found['kills']} kills of {args.kills} asked (seed {args.seed}); total {found['seconds']:.1f} s")
+    print(
+        f"{found['kills']} kills of {args.kills} asked (seed {args.seed}), {found['after_an_end']} of them "
+        f"after a job had ended; total {found['seconds']:.1f} s"
+    )
     for name in JOBS:
         rows = found["outputs"][name]
         counts = Counter(cid for cid, _ in rows)
@@ -275,16 +296,18 @@ def _claims(args: argparse.Namespace, found: dict[str, Any]) -> list[str]:
         twice = sum(n - 1 for n in counts.values() if n > 1)
         bad = sum(1 for _, ok in rows if not ok)
         hooks = found["callbacks"][name]
-        wids = {wid for wid, _ in hooks}
-        signed = all(ok for _, ok in hooks)
+        wids = {wid for wid, _, _ in hooks}
+        signed = all(ok for _, ok, _ in hooks)
+        answered = sum(1 for _, _, status in hooks if status == 200)
         print(
             f"{name:<6} {found['states'][name]:<10} {len(rows)} lines: {lost} lost, {twice} twice, "
             f"{bad} failed; "
-            f"callbacks {len(hooks)} ({len(wids)} webhook-id, signatures {'valid' if signed else 'INVALID'})"
+            f"callbacks {len(hooks)}, {answered} answered 200 ({len(wids)} webhook-id, "
+            f"signatures {'valid' if signed else 'INVALID'})"
         )
         if found["states"][name] != "completed" or lost or twice or bad:
             failed.append(f"{name}: every item exactly once, succeeded")
-        if len(hooks) < 1 or len(wids) != 1 or not signed:
+        if answered < 1 or len(wids) != 1 or not signed:
             failed.append(f"{name}: its callback at least once, one webhook-id, signed")
     print(
         f"succeeded items sent again: {found['resent']} "
@@ -317,7 +340,7 @@ def _key(root: Path, receiver: Receiver) -> str:
 
 def run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     emu_config, gw = _files(root, args)
-    receiver = Receiver()
+    receiver = Receiver(fails=args.receiver_fails)
     httpd = _receive(receiver)
     hook = f"http://127.0.0.1:{httpd.server_address[1]}/hooks/batchgate"
     key = _key(root, receiver)
@@ -328,7 +351,7 @@ def run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         _gateway(gw, emu.base_url("alpha"), args.rpm)
         started = time.perf_counter()
         ids = _submit(svc.start(), key, hook, args.items)
-        marks = _kills(svc, emu, key, ids, args)
+        kills = _kills(svc, emu, key, ids, args)
         states = _wait(svc, key, ids, receiver)
         seconds = time.perf_counter() - started
         outputs = _outputs(svc.url, key, ids)
@@ -341,13 +364,14 @@ def run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         httpd.shutdown()
         httpd.server_close()
     return {
-        "kills": len(marks),
+        "kills": len(kills.marks),
+        "after_an_end": kills.after_an_end,
         "seconds": seconds,
         "states": states,
         "outputs": outputs,
         "callbacks": {name: receiver.of(ids[name]) for name in JOBS},
-        "resent": _resent(received, marks),
-        "at_kills": [len(done) for _, done in marks],
+        "resent": _resent(received, kills.marks),
+        "at_kills": [len(done) for _, done in kills.marks],
         "requests": len(received),
         "duplicates": stats["duplicates"],
         "errors": [line for line in log if " ERROR " in line or "Traceback" in line],
@@ -366,7 +390,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=14, help="seeds the kill moments and the emulator")
     parser.add_argument("--rpm", type=int, default=4800, help="the provider's limit (declared and enforced)")
     parser.add_argument("--latency-ms", type=float, default=100.0)
-    parser.add_argument("--gap", type=_gap, default=(1.0, 6.0), help="LO,HI seconds of uptime before a kill")
+    parser.add_argument(
+        "--receiver-fails",
+        type=int,
+        default=1,
+        help="the receiver answers 500 to this many attempts per event",
+    )
+    parser.add_argument("--gap", type=_gap, default=(2.0, 10.0), help="LO,HI seconds of uptime before a kill")
     args = parser.parse_args(argv)
     print(f"3 jobs x {args.items} items, rpm {args.rpm}, {args.latency_ms:g} ms; kill -9 every {args.gap} s")
     with tempfile.TemporaryDirectory() as tmp:
