@@ -256,9 +256,11 @@ def _wait(svc: Service, key: str, ids: dict[str, str], receiver: Receiver) -> di
         time.sleep(0.5)
 
 
-def _outputs(url: str, key: str, ids: dict[str, str]) -> dict[str, list[tuple[str, bool]]]:
-    """Per job, its output lines as (custom_id, succeeded)."""
+def _outputs(url: str, key: str, ids: dict[str, str]) -> tuple[dict[str, list[tuple[str, bool]]], int]:
+    """Per job, its output lines as (custom_id, succeeded); and how many output files the key's
+    file list holds for the batch (one, however often a kill interrupted writing it)."""
     ai = OpenAI(base_url=url + "/v1", api_key=key, max_retries=0)
+    listed = sum(1 for f in ai.files.list() if f.filename == f"{ids['batch']}_output.jsonl")
     batch = ai.batches.retrieve(ids["batch"])
     rows: list[tuple[str, bool]] = []
     for fid, ok in ((batch.output_file_id, True), (batch.error_file_id, False)):
@@ -273,7 +275,7 @@ def _outputs(url: str, key: str, ids: dict[str, str]) -> dict[str, list[tuple[st
                 orjson.loads(x) for x in http.get(f"/jobs/{ids[name]}/results").content.splitlines() if x
             ]
             out[name] = [(x["custom_id"], x.get("error") is None) for x in lines]
-    return out
+    return out, listed
 
 
 def _resent(received: list[str], marks: list[tuple[int, set[str]]]) -> int:
@@ -315,6 +317,9 @@ def _claims(args: argparse.Namespace, found: dict[str, Any]) -> list[str]:
         f"and re-sent, the emulator's duplicates: {found['duplicates']})"
     )
     print(f"items the store held as succeeded at each kill: {found['at_kills']}")
+    print(f"the batch's output files listed: {found['output_files']}")
+    if found["output_files"] != 1:
+        failed.append("one output file for the batch")
     print(f"server log: {len(found['errors'])} error lines")
     for line in found["errors"][:5]:
         print(f"  {line}")
@@ -354,7 +359,7 @@ def run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         kills = _kills(svc, emu, key, ids, args)
         states = _wait(svc, key, ids, receiver)
         seconds = time.perf_counter() - started
-        outputs = _outputs(svc.url, key, ids)
+        outputs, listed = _outputs(svc.url, key, ids)
         received = emu.received()["alpha"]
         stats = emu.stats()["providers"]["alpha"]
         log = (root / "server.log").read_text(encoding="utf-8", errors="replace").splitlines()
@@ -369,6 +374,7 @@ def run(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         "seconds": seconds,
         "states": states,
         "outputs": outputs,
+        "output_files": listed,
         "callbacks": {name: receiver.of(ids[name]) for name in JOBS},
         "resent": _resent(received, kills.marks),
         "at_kills": [len(done) for _, done in kills.marks],

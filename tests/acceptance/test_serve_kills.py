@@ -4,7 +4,8 @@ SIGKILL three times at seeded random moments and started again — and its claim
 it prints: every item of every job exactly once and succeeded, no item the store held as succeeded
 sent again (from the emulator's log of received prompts), each job's callback delivered with one
 webhook-id and a valid signature (the receiver answers each event's first attempt with a 500, so
-its retry waits in the outbox across kills), no error in the server's log, and the kills done."""
+its retry waits in the outbox across kills), one output file for the batch, no error in the
+server's log, and the kills done."""
 
 from __future__ import annotations
 
@@ -44,5 +45,6 @@ def test_three_jobs_survive_kill_9s_of_the_server_with_nothing_lost_or_sent_agai
     assert all(int(lines) == ITEMS for _, lines, _, _ in jobs), out
     assert all(int(hooks) >= 2 and int(ok) >= 1 for _, _, hooks, ok in jobs), out  # a 500, then again
     assert "succeeded items sent again: 0 " in out, out
+    assert "the batch's output files listed: 1" in out, out
     assert "server log: 0 error lines" in out, out
     assert "all claims hold" in out, out
