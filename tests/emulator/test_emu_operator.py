@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from batchgate.emulator import Emulator, EmulatorConfig, EmulatorProcess, EmulatorThread, load_emulator_config
+from batchgate.errors import ConfigError
 
 ProviderFactory = Callable[..., dict[str, Any]]
 ConfigFactory = Callable[..., EmulatorConfig]
@@ -56,6 +57,38 @@ async def test_stats_count_admissions_tokens_duplicates_and_series_then_reset(
         async with session.post(url, data=body("one"), headers=JSON) as response:
             assert response.status == 200
         assert emu.stats()["providers"]["alpha"]["duplicates"] == 0  # reset forgot what was completed
+
+
+@pytest.mark.integration
+async def test_received_lists_each_providers_prompts_in_arrival_order_only_when_asked(
+    make_provider: ProviderFactory, make_config: ConfigFactory
+) -> None:
+    limited = make_provider("beta", limits={"rpm": 1, "tpm": 100_000})  # its second request gets a 429
+    cfg = make_config(make_provider("alpha"), limited, record_prompts=True)
+    async with Emulator(cfg) as emu, aiohttp.ClientSession() as session:
+        statuses = []
+        for name, content in (
+            ("alpha", "one"),
+            ("beta", "b1"),
+            ("alpha", "two"),
+            ("beta", "b2"),
+            ("alpha", "one"),
+        ):
+            url = emu.base_url(name) + "/chat/completions"
+            async with session.post(url, data=body(content), headers=JSON) as response:
+                statuses.append(response.status)
+        async with session.post(emu.base_url("alpha") + "/chat/completions", data=b"{nope") as response:
+            assert response.status == 400  # not parsed: not listed
+        async with session.get(f"{emu.url}/_emulator/received") as response:
+            received = orjson.loads(await response.read())["providers"]
+        assert statuses == [200, 200, 200, 429, 200]
+        assert received == {"alpha": ["one", "two", "one"], "beta": ["b1", "b2"]}  # the 429'd one too
+        emu.reset()
+        assert emu.received == {"alpha": [], "beta": []}
+    async with Emulator(make_config(make_provider("alpha"))) as emu, aiohttp.ClientSession() as session:
+        async with session.post(emu.base_url("alpha") + "/chat/completions", data=body("x"), headers=JSON):
+            pass
+        assert emu.received == {"alpha": []}  # not recorded unless the config asks
 
 
 @pytest.mark.integration
@@ -189,6 +222,23 @@ def test_emulator_process_runs_the_cli_and_stops_cleanly() -> None:
         assert reply.choices[0].message.content == "echo: hi"
         assert emu.stats()["providers"]["alpha"]["completed"] == 1
     assert process.returncode == 0  # SIGTERM is a clean stop
+
+
+@pytest.mark.acceptance
+def test_emulator_process_lists_received_prompts_and_rejects_a_non_boolean_switch(tmp_path: Path) -> None:
+    path = tmp_path / "emu.yaml"
+    path.write_text(
+        "record_prompts: true\nproviders:\n  - name: alpha\n    family: openai\n", encoding="utf-8"
+    )
+    with EmulatorProcess(path) as emu:
+        client = openai.OpenAI(base_url=emu.base_url("alpha"), api_key="x", max_retries=0)
+        with client:
+            for content in ("a", "b", "a"):
+                client.chat.completions.create(model="m", messages=[{"role": "user", "content": content}])
+        assert emu.received() == {"alpha": ["a", "b", "a"]}
+    path.write_text("record_prompts: 1\nproviders:\n  - name: alpha\n    family: openai\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="record_prompts: must be true or false"):
+        load_emulator_config(path)
 
 
 @pytest.mark.acceptance

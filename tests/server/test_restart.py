@@ -1,6 +1,7 @@
 """A stopped server's batches resume when it starts again (from the job store): after a SIGTERM
 (its jobs stop gracefully) and after a kill -9 (nothing graceful at all), the batch completes with
-every line exactly once in its output."""
+every line exactly once in its output; a batch killed after writing its output file ends with one
+output file, not one per attempt."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from batchgate.emulator import EmulatorThread
+from batchgate.server.registry import REGISTRY_FILE, Registry
 
 from .harness import (
+    ALPHA,
     LAG,
     WAIT_LIMIT_S,
     batch_line,
@@ -57,4 +60,33 @@ def test_a_batch_in_progress_resumes_when_the_server_starts_again(
     assert done.status == "completed", done
     assert done.request_counts is not None
     assert (done.request_counts.total, done.request_counts.completed) == (LINES, LINES)
+    assert sorted(x["custom_id"] for x in out) == sorted(f"req-{i}" for i in range(LINES))
+
+
+def test_a_batch_killed_while_finalizing_keeps_one_output_file(tmp_path: Path, emu: EmulatorThread) -> None:
+    config = gateway_config(tmp_path / "gateway.yaml", emu)
+    key = keys_create(tmp_path)
+    with running(tmp_path, config) as first:
+        c = client(first, key)
+        batch = create(c, upload(c, [batch_line(i, ALPHA) for i in range(LINES)]))
+        done = wait_ended(c, batch.id)
+    # The state a kill -9 leaves after the output file was committed and before the batch's end
+    # was saved: the batch still finalizing, its output file listed.
+    registry = Registry(tmp_path / REGISTRY_FILE)
+    try:
+        record = registry.get_batch(batch.id)
+        assert record is not None
+        record.status, record.output_file_id = "finalizing", None
+        record.times.pop("completed_at")
+        registry.save_batch(record)
+    finally:
+        registry.close()
+    with running(tmp_path, config) as second:
+        c = client(second, key)
+        again = wait_ended(c, batch.id)
+        names = [f.filename for f in c.files.list()]
+        out = lines_of(c, again.output_file_id)
+    assert again.status == "completed", again
+    assert names.count(f"{batch.id}_output.jsonl") == 1, names
+    assert again.output_file_id == done.output_file_id
     assert sorted(x["custom_id"] for x in out) == sorted(f"req-{i}" for i in range(LINES))

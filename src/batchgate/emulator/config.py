@@ -145,6 +145,7 @@ class EmulatorConfig:
     window_seconds: float = 1.0
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     source: str = "<dict>"
+    record_prompts: bool = False  # keep each request's prompt, in arrival order (`/_emulator/received`)
 
     def provider(self, name: str) -> ProviderConfig:
         for p in self.providers:
@@ -172,7 +173,7 @@ def load_emulator_config(path: str | Path) -> EmulatorConfig:
 def emulator_config_from_dict(data: Any, source: str = "<dict>") -> EmulatorConfig:
     """Validate a parsed mapping (the YAML shape) into an EmulatorConfig."""
     r = _Reader(source)
-    top = r.mapping(data, "", ("seed", "window_seconds", "max_body_bytes", "providers"))
+    top = r.mapping(data, "", ("seed", "window_seconds", "max_body_bytes", "record_prompts", "providers"))
     seed = r.integer(top.get("seed", 0), "seed", minimum=None)
     window = r.number(top.get("window_seconds", 1.0), "window_seconds", positive=True)
     if window > 60:
@@ -187,7 +188,10 @@ def emulator_config_from_dict(data: Any, source: str = "<dict>") -> EmulatorConf
         if p.name in seen:
             raise ConfigError(source, f"providers[{i}].name", f"duplicate provider name {p.name!r}")
         seen.add(p.name)
-    return EmulatorConfig(providers, seed, window, max_body, source)
+    record = top.get("record_prompts", False)
+    if not isinstance(record, bool):
+        raise ConfigError(source, "record_prompts", "must be true or false")
+    return EmulatorConfig(providers, seed, window, max_body, source, record)
 
 
 class _Reader:

@@ -99,6 +99,13 @@ class EmulatorThread:
     def reset(self) -> None:
         self._call(self.emulator.reset)
 
+    def received(self) -> dict[str, list[str]]:
+        """Each provider's received prompts in arrival order (with `record_prompts: true`)."""
+        result: dict[str, list[str]] = self._call(
+            lambda: {k: list(v) for k, v in self.emulator.received.items()}
+        )
+        return result
+
     def __enter__(self) -> Self:
         self.start()
         return self
@@ -191,6 +198,12 @@ class EmulatorProcess:
     def stats(self) -> dict[str, Any]:
         with urllib.request.urlopen(f"{self.url}{OPERATOR_PREFIX}/stats", timeout=30) as response:
             result: dict[str, Any] = orjson.loads(response.read())
+        return result
+
+    def received(self) -> dict[str, list[str]]:
+        """Each provider's received prompts in arrival order (with `record_prompts: true`)."""
+        with urllib.request.urlopen(f"{self.url}{OPERATOR_PREFIX}/received", timeout=30) as response:
+            result: dict[str, list[str]] = orjson.loads(response.read())["providers"]
         return result
 
     def reset(self) -> None:

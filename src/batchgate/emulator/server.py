@@ -3,7 +3,9 @@ endpoints, fault execution, and `Emulator`, the async context manager that runs 
 
 Routes: `POST /<name>/v1/chat/completions` (OpenAI family) and `POST /<name>/v1/messages`
 (Anthropic family); a provider answers its other family's path with a 404 in its own shape, and an
-unknown path gets an OpenAI-style 404. Operator: `GET /_emulator/stats`, `POST /_emulator/reset`.
+unknown path gets an OpenAI-style 404. Operator: `GET /_emulator/stats`, `POST /_emulator/reset`,
+`GET /_emulator/received` (with `record_prompts: true`: each provider's parsed requests' prompts in
+arrival order, whatever the answer — how a benchmark tells which items were sent when).
 Every answer of a provider carries its family's rate-limit headers in the provider's header style
 (none for `headers: none`, the `rate_limit_no_hint` and `insufficient_quota` faults and 429
 concurrency rejections, which carry no hint at all) and a request id.
@@ -59,6 +61,7 @@ class Emulator:
         self._watchers: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._seq = itertools.count(1)
         self._unrouted = 0
+        self.received: dict[str, list[str]] = {p.name: [] for p in config.providers}
         self.started_at = 0.0
         self.first_request_at: float | None = None  # wall time the first provider request arrived
 
@@ -84,6 +87,7 @@ class Emulator:
         self.batches.register(app, self.runtimes)
         app.router.add_get(f"{OPERATOR_PREFIX}/stats", self._stats_endpoint)
         app.router.add_post(f"{OPERATOR_PREFIX}/reset", self._reset_endpoint)
+        app.router.add_get(f"{OPERATOR_PREFIX}/received", self._received_endpoint)
         app.router.add_route("*", "/{tail:.*}", self._unrouted_endpoint)
         app.on_shutdown.append(self._release_hangs)
         runner = web.AppRunner(
@@ -196,10 +200,14 @@ class Emulator:
         self._unrouted = 0
         for rt in self.runtimes.values():
             rt.reset(now)
+            self.received[rt.name] = []
         self.batches.reset()
 
     async def _stats_endpoint(self, request: web.Request) -> web.Response:
         return web.Response(body=orjson.dumps(self.stats()), content_type=_JSON)
+
+    async def _received_endpoint(self, request: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps({"providers": self.received}), content_type=_JSON)
 
     async def _reset_endpoint(self, request: web.Request) -> web.Response:
         self.reset()
@@ -249,6 +257,8 @@ class Emulator:
                 raise fam.bad_json() from None
             refuse_fields(body, rt.config.reject_fields)
             req = fam.parse(body, rt.config)
+            if self.config.record_prompts:
+                self.received[rt.name].append(req.prompt)
             rt.charge_for(req, body)
             plan = rt.admit(req, self._clock.now(), self._clock.wall())
         except ApiError as err:

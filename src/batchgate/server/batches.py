@@ -37,6 +37,7 @@ from batchgate.server.shapes import (
     WINDOW,
     WINDOW_S,
     create_fields,
+    derived_id,
     new_id,
     not_found,
     output_line,
@@ -380,7 +381,7 @@ class Batches:
 
     async def _write_files(self, b: BatchRecord) -> None:
         """The batch's output and error files, in OpenAI's line shape, from the store."""
-        out, err = self.files.writer(), self.files.writer()
+        out, err = (self.files.writer(derived_id("file-", b.id, kind)) for kind in ("output", "error"))
         try:
             why = "cancelled" if b.cancel_asked else "expired" if b.expired else "stopped"
             async for t in self.store.iter_results(b.job_id, ordered=True):

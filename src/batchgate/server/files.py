@@ -55,9 +55,10 @@ class Files:
         self.registry.add_file(record)
         return record
 
-    def writer(self) -> FileWriter:
-        """A file the service writes itself (a batch's output or error file), line by line."""
-        return FileWriter(self)
+    def writer(self, file_id: str | None = None) -> FileWriter:
+        """A file the service writes itself (a batch's output or error file), line by line; a
+        fixed `file_id` makes writing it again (after a restart) replace it, not add another."""
+        return FileWriter(self, file_id)
 
     def delete(self, f: FileRecord) -> None:
         self.registry.delete_file(f.id)
@@ -69,9 +70,9 @@ class FileWriter:
     """Lines written to a temporary file; `commit` makes it a file (None when no line was
     written), `discard` drops whatever was not committed."""
 
-    def __init__(self, files: Files) -> None:
+    def __init__(self, files: Files, file_id: str | None = None) -> None:
         self._files = files
-        self.file_id = new_id("file-")
+        self.file_id = file_id or new_id("file-")
         self._tmp = files.path(self.file_id + ".part")
         self._out = os.fdopen(os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
         self.lines = 0

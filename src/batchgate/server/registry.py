@@ -128,7 +128,7 @@ class Registry(SqliteFile):
     def add_file(self, f: FileRecord) -> None:
         with self._sql() as c:
             c.execute(
-                "INSERT INTO files (id, owner, filename, purpose, bytes, created_at)"
+                "INSERT OR REPLACE INTO files (id, owner, filename, purpose, bytes, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (f.id, f.owner, f.filename, f.purpose, f.bytes, f.created_at),
             )

@@ -3,6 +3,7 @@ bodies, and the lines of a batch's output and error files."""
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from typing import Any
 
@@ -24,6 +25,12 @@ _LINE_KEYS = ("id", "custom_id", "response", "error")
 def new_id(prefix: str) -> str:
     """`file-…` / `batch_…`: 24 random hex digits after the prefix."""
     return prefix + secrets.token_hex(12)
+
+
+def derived_id(prefix: str, *parts: str) -> str:
+    """An id of the same shape fixed by `parts` (a batch's output file: the same id however many
+    times a restarted server writes it)."""
+    return prefix + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
 def error_body(status: int, message: str, type: str, code: str | None, param: str | None = None) -> bytes:
