@@ -29,18 +29,20 @@ MISSING = "Prometheus metrics need the 'metrics' extra: pip install 'batchgate[m
 def server_view(jobs: Jobs) -> ServerView:
     """The figures of the server now."""
     watch = jobs.watch
-    shown = [
-        JobView(run.job_id, run.priority, run.progress, jobs.engine(run.job_id) is not None)
+    shown = {  # by job id, the latest state winning (a retried job queued again: queued)
+        run.job_id: JobView(run.job_id, run.priority, run.progress, jobs.engine(run.job_id) is not None)
         for run in (*watch.finished, *watch.running.values())
-    ]
-    shown += [JobView(b, jobs.priority(b), None, False) for b in jobs.queued()[:MAX_QUEUED_SHOWN]]
+    }
+    for b in jobs.queued()[:MAX_QUEUED_SHOWN]:
+        shown[b] = JobView(b, jobs.priority(b), None, False)
     deliveries: dict[str, int] = {}
     pending = 0
     if jobs.callbacks is not None:
         f = jobs.callbacks.figures()
         deliveries = {"delivered": f.delivered, "failed_attempt": f.failed_attempts, "given_up": f.given_up}
         pending = f.pending
-    return ServerView(jobs.gateway.statistics(), watch.cost_by_provider(), shown, deliveries, pending)
+    stats = jobs.gateway.statistics()
+    return ServerView(stats, watch.cost_by_provider(), list(shown.values()), deliveries, pending)
 
 
 class MetricsRoute:
