@@ -150,12 +150,15 @@ def keys_create(root: Path, *, admin: bool = False) -> str:
     return done.stdout.strip()
 
 
-def start_server(root: Path, config: Path, *extra: str) -> Server:
+def start_server(root: Path, config: Path, *extra: str, env: dict[str, str] | None = None) -> Server:
+    """The server as a subprocess; `env` adds to (or replaces) its environment's variables."""
     log = root / "server.log"
     argv = [sys.executable, "-m", "batchgate", "serve", "--config", str(config), "--port", "0", *_place(root)]
     argv += extra
     with log.open("a") as err:
-        proc = subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(
+            argv, env={**_env(), **(env or {})}, stdout=subprocess.PIPE, stderr=err, text=True
+        )
     assert proc.stdout is not None
     first = proc.stdout.readline()  # blocks until the server listens (or exits)
     if "listening on " not in first:
@@ -165,8 +168,8 @@ def start_server(root: Path, config: Path, *extra: str) -> Server:
 
 
 @contextlib.contextmanager
-def running(root: Path, config: Path, *extra: str) -> Iterator[Server]:
-    server = start_server(root, config, *extra)
+def running(root: Path, config: Path, *extra: str, env: dict[str, str] | None = None) -> Iterator[Server]:
+    server = start_server(root, config, *extra, env=env)
     try:
         yield server
     finally:

@@ -50,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve = subparsers.add_parser(
         "serve",
         help="run the job service: an OpenAI-compatible Batch API over all your providers",
-        description="Serve the OpenAI-compatible Files + Batches API; batches run as durable jobs.",
+        description="Serve the OpenAI-compatible Files + Batches API; batches run as durable jobs. "
+        "GET /metrics (no key) serves Prometheus metrics (the metrics extra).",
     )
     serve.add_argument("--config", required=True, type=Path, help="gateway config (providers, routes)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")

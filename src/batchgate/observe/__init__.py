@@ -3,8 +3,9 @@ lines, stderr or a file) and the Prometheus metrics (`metrics`: a collector that
 a job keeps anyway, at scrape time; `exporter`: `/metrics` served on the run's event loop).
 
 `prometheus_client` is the optional `metrics` extra: only `metrics` and `exporter` import it, and
-only a run that asks for metrics imports them. A server (`batchgate serve`) mounts the same
-collector: `metrics.registry_for(source)` and `metrics.exposition(registry)`.
+only a run that asks for metrics imports them. A server (`batchgate serve`) serves the same
+families from its shared gateway: `metrics.server_registry(source)` over a `server_view.ServerView`
+(plain values, no Prometheus), and `metrics.exposition(registry)`.
 
 May import: batchgate.jobs, batchgate.gateway, batchgate.stats, batchgate.logs and what lies below
 them; cli (and a server) import it.

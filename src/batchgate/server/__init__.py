@@ -8,7 +8,8 @@ cancel, finalize, resume), `files`, `registry` (keys, files and batch records in
 `keys`, `shapes` (OpenAI's objects), `callbacks/` (signed webhooks when a batch or job ends, from a
 durable outbox, behind an SSRF guard); the native job API: `jobs_api` (`/v1/jobs`), `native` (jobs
 on top of `batches`: schedule, pause, resume, retry), `job_spec`, `job_table`, `job_view`,
-`priorities` (weighted shares of the gateway), `openapi` and `openapi_schemas` (`/openapi.json`).
+`priorities` (weighted shares of the gateway), `openapi` and `openapi_schemas` (`/openapi.json`);
+`metrics_route` (`/metrics`, no key) and `watch` (the runs it shows).
 
 May import: jobs, the gateway and everything below them; nothing imports it but the CLI. It never
 imports the emulator (which must stay independent of the client side).

@@ -7,6 +7,7 @@ auth, every refusal in OpenAI's error shape `{"error": {"message", "type", "para
     POST /v1/batches                GET /v1/batches (`after`, `limit`)
     GET  /v1/batches/{id}           POST /v1/batches/{id}/cancel
     /v1/messages/batches/...        Anthropic's Message Batches (`anthropic_api`), its error shape
+    GET  /metrics                   Prometheus metrics (`metrics_route`), without a key
 
 Keys come as `Authorization: Bearer <token>` or (the anthropic SDK) `x-api-key: <token>`.
 A key sees only its own files and batches (another key's are a 404, as unknown ids are); an admin
@@ -25,7 +26,7 @@ from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from batchgate.errors import ServiceRequestError
-from batchgate.server import anthropic_api, jobs_api, openapi
+from batchgate.server import anthropic_api, jobs_api, metrics_route, openapi
 from batchgate.server.batches import Batches
 from batchgate.server.files import MAX_FILE_BYTES, Files
 from batchgate.server.keys import authenticate
@@ -253,5 +254,6 @@ def make_app(service: Service) -> web.Application:
     app.add_routes(anthropic.routes())
     if isinstance(service.batches, Jobs):  # the native job API (`jobs_api`)
         app.add_routes(jobs_api.JobsApi(service.batches, _owner_and_viewer).routes())
+        app.add_routes(metrics_route.MetricsRoute(service.batches).routes())  # no key: nothing secret
     app.add_routes(openapi.routes(min(service.batches.config.route_models(), default=None)))
     return app

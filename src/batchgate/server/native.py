@@ -35,6 +35,7 @@ from batchgate.server.job_table import KIND, JobTable, state
 from batchgate.server.priorities import PriorityShares
 from batchgate.server.registry import BatchRecord
 from batchgate.server.shapes import ENDPOINT, new_id, not_found
+from batchgate.server.watch import RunWatch
 
 PAUSABLE = ("scheduled", "validating", "in_progress")
 RETRYABLE = ("completed", "failed")
@@ -50,6 +51,7 @@ class Jobs(Batches):
         self.table = table
         self._starts: dict[str, TimerHandle] = {}
         self.shares = PriorityShares(self.config.settings.concurrency)  # every run: batches are normal
+        self.watch = RunWatch()  # what `/metrics` shows of the runs
 
     def job(self, job_id: str, owner: str | None) -> tuple[BatchRecord, JobSpec]:
         """The native job and its spec, if `owner` may see it (None: an admin key); a 404 otherwise."""
@@ -230,6 +232,14 @@ class Jobs(Batches):
     def engine(self, job_id: str) -> JobEngine | None:
         return self._engines.get(job_id)
 
+    def queued(self) -> list[str]:
+        """The runs waiting for one of the `max_jobs` places."""
+        return sorted(self._waiting)
+
+    def priority(self, batch_id: str) -> str:
+        spec = self.table.get(batch_id)
+        return spec.priority if spec is not None else "normal"
+
     # -- the run's options -----------------------------------------------------------------------
     def _run_setup(self, batch_id: str, req: RunRequest) -> tuple[RunRequest, GatewayConfig]:
         b = self.registry.get_batch(batch_id)
@@ -259,7 +269,9 @@ class Jobs(Batches):
         super()._engine_started(batch_id, engine)
         b = self.registry.get_batch(batch_id)
         spec = self.table.get(batch_id) if b is not None and b.kind == KIND else None
-        self.shares.started(batch_id, engine, spec.priority if spec is not None else "normal")
+        priority = spec.priority if spec is not None else "normal"
+        self.shares.started(batch_id, engine, priority)
+        self.watch.started(batch_id, priority, engine.progress)
         if b is not None and b.status == "paused":  # paused while it was being set up
             engine.interrupt("paused")
 
@@ -268,6 +280,7 @@ class Jobs(Batches):
             await super()._run_job(batch_id)
         finally:
             self.shares.ended(batch_id)
+            self.watch.ended(batch_id)
 
 
 def conflict(b: BatchRecord, action: str) -> ServiceRequestError:

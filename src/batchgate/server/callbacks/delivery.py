@@ -8,7 +8,7 @@ No polling: one timer, for the earliest pending event not in flight. At start th
 from the outbox, so events a stopped (or killed) server left pending are delivered then — at least
 once, with the same `webhook-id` (an attempt that was answered but not yet recorded is repeated).
 `counts` counts attempts by outcome (`delivered`, `http_error`, `unreachable`, `redirected`,
-`refused`) for a metrics exporter to read.
+`refused`) and `given_up` the events abandoned; `figures()` is what `/metrics` reads of them.
 """
 
 from __future__ import annotations
@@ -59,12 +59,24 @@ def create_secret(registry: Registry, key_id: str) -> str:
     return secret
 
 
+@dataclass(frozen=True, slots=True)
+class DeliveryFigures:
+    """Since the server started: attempts delivered, attempts not delivered (retried or not),
+    events given up; and the events pending in the outbox now."""
+
+    delivered: int
+    failed_attempts: int
+    given_up: int
+    pending: int
+
+
 class Callbacks:
     def __init__(self, registry: Registry, clock: Clock, settings: CallbackSettings | None = None) -> None:
         self.outbox = Outbox(registry)
         self.clock = clock
         self.settings = settings or CallbackSettings()
         self.counts: Counter[str] = Counter()
+        self.given_up = 0
         self._timer: TimerHandle | None = None
         self._inflight: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -119,6 +131,11 @@ class Callbacks:
         event = Event(event_id, object_id, owner, url, body, created_at=now, next_at=now)
         add(conn, event)
         return event
+
+    def figures(self) -> DeliveryFigures:
+        c = self.counts
+        failed = sum(c.values()) - c["delivered"]
+        return DeliveryFigures(c["delivered"], failed, self.given_up, self.outbox.pending())
 
     def start(self) -> None:
         """Deliver what is pending (events a stopped server left too)."""
@@ -188,6 +205,7 @@ class Callbacks:
             )
         elif attempt.final or now - event.created_at >= self.settings.give_up_after_s:
             self.outbox.record(event.id, "failed", attempts, now, attempt.reason)
+            self.given_up += 1
             log.warning("callback %s for %s not delivered: %s", event.id, event.object_id, attempt.reason)
         else:
             wait = self.settings.delay(attempts)

@@ -105,6 +105,12 @@ class Outbox:
             ).fetchall()
         return next((float(at) for event_id, at in rows if event_id not in skip), None)
 
+    def pending(self) -> int:
+        """How many events are still to deliver."""
+        with self.registry.transaction() as c:
+            row = c.execute("SELECT COUNT(*) FROM callback_outbox WHERE state = 'pending'").fetchone()
+        return int(row[0])
+
     def record(self, event_id: str, state: str, attempts: int, next_at: float, error: str | None) -> None:
         with self.registry.transaction() as c:
             c.execute(
