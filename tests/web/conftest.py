@@ -15,7 +15,6 @@ import pytest
 import yaml
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
-
 from server.harness import Server, running
 
 CHROMIUM = "/usr/bin/chromium"
@@ -52,9 +51,20 @@ def web_config(path: Path, emu: EmulatorThread) -> Path:
 
 
 def requests(n: int, tag: str) -> list[dict[str, Any]]:
-    body = lambda i: {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": f"hi {tag} {i}"}]}  # noqa: E731
-    url = "/v1/chat/completions"
-    return [{"custom_id": f"{tag}-{i}", "method": "POST", "url": url, "body": body(i)} for i in range(n)]
+    """`n` inline job requests to the one route, custom_ids `TAG-0` ..."""
+    return [
+        {
+            "custom_id": f"{tag}-{i}",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": _body(f"hi {tag} {i}"),
+        }
+        for i in range(n)
+    ]
+
+
+def _body(text: str) -> dict[str, Any]:
+    return {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": text}]}
 
 
 @pytest.fixture(scope="package")

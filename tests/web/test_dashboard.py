@@ -5,7 +5,6 @@ the data needs a key, the page does not, and no provider key is on any of it."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +13,7 @@ import pytest
 
 from server.harness import PROVIDER_KEY, WAIT_LIMIT_S, Server
 from server.jobs_client import JobsClient
+
 from .conftest import requests
 
 if TYPE_CHECKING:
@@ -46,7 +46,9 @@ def _page(browser: Browser, server: Server, key: str, hash_: str = "#/jobs") -> 
 
 
 def _points(page: Page) -> list[int]:
-    found: list[str] = page.eval_on_selector_all(".chart[data-points]", "els => els.map(e => e.dataset.points)")
+    found: list[str] = page.eval_on_selector_all(
+        ".chart[data-points]", "els => els.map(e => e.dataset.points)"
+    )
     return [int(n) for n in found]
 
 
@@ -61,8 +63,9 @@ def test_lists_both_jobs_and_a_progress_bar_advances(
             page.wait_for_selector(f"tr[data-job='{job['id']}']", timeout=WAIT_MS)
         bar = page.get_by_label("Progress of first")
         seen = int(bar.get_attribute("value") or 0)
+        bar_value = "document.querySelector(\"progress[aria-label='Progress of first']\").value"
         page.wait_for_function(
-            "([seen]) => Number(document.querySelector(\"progress[aria-label='Progress of first']\").value) > seen",
+            f"([seen]) => Number({bar_value}) > seen",
             arg=[seen],
             timeout=WAIT_MS,
         )
@@ -135,7 +138,3 @@ def test_the_page_is_public_its_data_needs_a_key(web_server: Server, key: str, j
     assert ring.json()["samples"], "the providers' quota ring is sampled"
     for r in (data, ring.text):
         assert PROVIDER_KEY not in str(r)
-
-
-def _settle() -> None:
-    time.sleep(0.0)
