@@ -50,7 +50,7 @@ async function showJob(id) {
   const head = el("div", {}, el("h2", {}, (job.name || job.id) + " "), el("span", { id: "job-state" }, job.state), " ", button);
   const body = el("div", { id: "job" });
   view.replaceChildren(head, body);
-  if (page) renderJob(body, { ...page, job: job.id });
+  if (page) renderJob(body, page, "");
   else figures(body, [["state", job.state], ["items", job.request_counts.total]]);
 }
 

@@ -81,11 +81,11 @@ export function failuresPart(parent, failures) {
   parent.append(first);
 }
 
-// The charts and tables of a job's page data (`web/job_page.py`), into `parent`.
-export function renderJob(parent, page) {
+// The charts and tables of a job's page data (`web/job_page.py`), into `parent`; `title` heads it.
+export function renderJob(parent, page, title = "Job " + page.job) {
   parent.replaceChildren();
   const r = page.report, tl = page.timeline;
-  parent.append(el("h2", {}, "Job " + page.job));
+  if (title) parent.append(el("h2", {}, title));
   figures(parent, [
     ["state", page.state], ["items", r.task_total], ["succeeded", r.success_count],
     ["failed", r.failed_count], ["pending", r.pending_count], ["cost", money(r.cost_usd)],
