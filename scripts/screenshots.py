@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import httpx
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, ViewportSize, sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 # tests/, as pytest puts it on the path: the helpers of the browser tests
@@ -29,7 +29,7 @@ from server.harness import PROVIDER_KEY, Server, start_server  # noqa: E402
 from web.conftest import requests, web_config, web_emulator  # noqa: E402
 
 DOCS = ROOT / "docs"
-VIEW = {"width": 1280, "height": 860}
+VIEW: ViewportSize = {"width": 1280, "height": 860}
 
 
 def _open(page: Page, server: Server, key: str, hash_: str) -> None:
@@ -53,10 +53,11 @@ def main() -> None:
     try:
         key = server.keys_create()
         http = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        wanted = (("nightly-eval", "high", 150), ("summaries", "normal", 220), ("backfill", "low", 400))
         made = [
             http.post("/v1/jobs", json={"name": name, "priority": prio, "requests": requests(n, name)}).json()
-            for name, prio, n in (("nightly-eval", "high", 150), ("summaries", "normal", 220), ("backfill", "low", 400))
-        ]  # fmt: skip
+            for name, prio, n in wanted
+        ]
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium")
             page = browser.new_page(viewport=VIEW)
