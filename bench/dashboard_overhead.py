@@ -140,9 +140,8 @@ def main() -> None:
         polls = statistics.median(r[2] for r in found)
         name = f"watched (list + job page every {args.poll:g} s, {polls:g} polls)" if watched else "unwatched"
         print(f"  {name:<48} server CPU {cpu:.3f} ms/req  {rate:.0f} req/s")
-    print(
-        f"  watched ÷ unwatched: CPU {med[True][0] / med[False][0]:.3f}, throughput {med[True][1] / med[False][1]:.3f}"
-    )
+    cpu_ratio, rate_ratio = med[True][0] / med[False][0], med[True][1] / med[False][1]
+    print(f"  watched ÷ unwatched: CPU {cpu_ratio:.3f}, throughput {rate_ratio:.3f}")
 
 
 if __name__ == "__main__":
