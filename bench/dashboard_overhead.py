@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import yaml
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
@@ -87,7 +88,10 @@ def one_run(emu: EmulatorThread, n: int, watched: bool, poll: float) -> tuple[fl
             url = server.stdout.readline().split("listening on ", 1)[1].strip()
             http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
             cpu0, t0 = _cpu_s(server.pid), time.monotonic()
-            job = http.post("/v1/jobs", json={"requests": _requests(n)}).json()
+            lines = b"".join(orjson.dumps(r) + b"\n" for r in _requests(n))
+            upload = {"file": ("in.jsonl", lines)}
+            file_id = http.post("/v1/files", files=upload, data={"purpose": "batch"}).json()["id"]
+            job = http.post("/v1/jobs", json={"input_file_id": file_id}).json()
             done, polls = threading.Event(), [0]
             watcher = threading.Thread(
                 target=lambda: polls.__setitem__(0, _watch(http, job["id"], poll, done))
