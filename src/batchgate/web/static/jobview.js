@@ -57,6 +57,13 @@ function providerSeries(tl, column, how, denom) {
   return out;
 }
 
+// A provider column's last value summed: this job's own count (a server's report shares the
+// gateway's counters between its jobs); `fallback` without a timeline.
+function jobCount(tl, column, fallback) {
+  const cols = Object.values(tl.providers || {});
+  return tl.t.length ? cols.reduce((n, c) => n + c[column][c[column].length - 1], 0) : fallback;
+}
+
 export function figures(parent, items) {
   const row = el("div", { class: "figures" });
   for (const [label, value] of items) row.append(el("div", { class: "figure" }, label, el("b", {}, value)));
@@ -89,7 +96,7 @@ export function renderJob(parent, page, title = "Job " + page.job) {
   figures(parent, [
     ["state", page.state], ["items", r.task_total], ["succeeded", r.success_count],
     ["failed", r.failed_count], ["pending", r.pending_count], ["cost", money(r.cost_usd)],
-    ["429s", r.rate_limited], ["elapsed", duration(r.total_elapsed_ms / 1000)],
+    ["429s", jobCount(tl, "rate_limited", r.rate_limited)], ["elapsed", duration(r.total_elapsed_ms / 1000)],
   ]);
   const charts = el("div", { class: "charts", id: "charts" });
   parent.append(charts);
