@@ -55,7 +55,7 @@ def _points(page: Page) -> list[int]:
 def test_lists_both_jobs_and_a_progress_bar_advances(
     browser: Browser, web_server: Server, key: str, jobs: JobsClient
 ) -> None:
-    first = jobs.create(name="first", requests=requests(60, "first"), priority="high")
+    first = jobs.create(name="first", requests=requests(100, "first"), priority="high")
     second = jobs.create(name="second", requests=requests(40, "second"))
     page = _page(browser, web_server, key)
     try:
