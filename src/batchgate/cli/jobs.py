@@ -31,6 +31,10 @@ def register(sub: Any) -> None:
     report.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
     report.add_argument("--summary", action="store_true", help="print the readable table instead of JSON")
     report.add_argument("-o", "--output", type=Path, default=None, help="write it to this file instead")
+    report.add_argument(
+        "--html", type=Path, default=None, metavar="OUT.html",
+        help="write one self-contained page with the job's charts (no server needed)",
+    )  # fmt: skip
     report.set_defaults(handler=_report)
 
 
@@ -143,35 +147,18 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from batchgate.jobs.finish import GRAPH_REPORT_BLOB, write_report  # noqa: PLC0415 — start-up: not for `--help`
-    from batchgate.jobs.io.report import (  # noqa: PLC0415 — start-up: not for `--help`
-        OPEN_SEGMENT_BLOB,
-        REPORT_BLOB,
-        build_report,
-        fold_open_segment,
-        load_invalid,
-        load_segments,
-        render_summary,
-    )
+    from batchgate.jobs.finish import stored_report, write_report  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.io.report import render_summary  # noqa: PLC0415 — start-up: not for `--help`
     from batchgate.jobs.job_setup import check_output_writable  # noqa: PLC0415 — start-up: not for `--help`
+
+    if args.html is not None:
+        return _report_html(args)
 
     async def go() -> dict[str, Any]:
         store = await _open(args.store)
         try:
             job = await find_job(store, args.job)
-            segments = load_segments(await store.get_blob(job.job_id, REPORT_BLOB))
-            # a run that is going on, or was killed, has left its figures so far (read, not written)
-            fold_open_segment(segments, await store.get_blob(job.job_id, OPEN_SEGMENT_BLOB))
-            report = build_report(
-                job,
-                await store.counts(job.job_id),
-                await store.totals(job.job_id),
-                segments,
-                invalid=await load_invalid(store, job.job_id),
-            )
-            graph = await store.get_blob(job.job_id, GRAPH_REPORT_BLOB)
-            if graph:
-                report["graph"] = orjson.loads(graph)
+            report = await stored_report(store, job)
             report["state"] = _state(store, job)
             return report
         finally:
@@ -198,3 +185,20 @@ def write_text(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise JobError(f"{path}: cannot write the report ({exc.strerror})") from None
+
+
+def _report_html(args: argparse.Namespace) -> int:
+    """`report --html OUT.html`: the job page's charts and figures in one file, written atomically."""
+    from batchgate.web.report_page import write_report_page  # noqa: PLC0415 — start-up: not for `--help`
+
+    async def go() -> None:
+        store = await _open(args.store)
+        try:
+            job = await find_job(store, args.job)
+            await write_report_page(store, job, _state(store, job), args.html)
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+    print(f"wrote {args.html}")
+    return 0

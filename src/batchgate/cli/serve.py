@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from batchgate.cli.arg_types import positive_float
 from batchgate.cli.quota_option import add_quota_option, quota_spec
 from batchgate.config import load_config
 from batchgate.errors import JobError
@@ -84,6 +85,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="S,S,...",
         help="seconds between callback attempts (default 5,30,120,600,1800,3600; the last repeats)",
     )
+    serve.add_argument(
+        "--sample-every",
+        type=positive_float,
+        default=5.0,
+        metavar="SECONDS",
+        help="how often the dashboard's charts sample each job and the providers' quotas (default 5)",
+    )
     add_quota_option(serve)
     _place_arguments(serve)
     serve.set_defaults(handler=run_serve)
@@ -136,6 +144,7 @@ def run_serve(args: argparse.Namespace) -> int:
             max_jobs=args.max_jobs,
             callbacks=callbacks,
             quota_store=quota_spec(args, config),
+            sample_every_s=args.sample_every,
         )
         asyncio.run(work)
     except OSError as exc:

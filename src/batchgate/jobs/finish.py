@@ -14,7 +14,15 @@ import orjson
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import write_joined
 from batchgate.jobs.io.output import write_outputs
-from batchgate.jobs.io.report import OPEN_SEGMENT_BLOB, REPORT_BLOB, build_report, dump_segments, load_invalid
+from batchgate.jobs.io.report import (
+    OPEN_SEGMENT_BLOB,
+    REPORT_BLOB,
+    build_report,
+    dump_segments,
+    fold_open_segment,
+    load_invalid,
+    load_segments,
+)
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 
 GRAPH_REPORT_BLOB = "graph_report"  # a fan-out or pipeline job's step comparison, as last written
@@ -113,3 +121,21 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+async def stored_report(store: JobStore, job: JobRecord) -> dict[str, Any]:
+    """The job's report as the store has it now: a run going on, or killed, has left its figures
+    so far (read and folded in, never written back)."""
+    segments = load_segments(await store.get_blob(job.job_id, REPORT_BLOB))
+    fold_open_segment(segments, await store.get_blob(job.job_id, OPEN_SEGMENT_BLOB))
+    report = build_report(
+        job,
+        await store.counts(job.job_id),
+        await store.totals(job.job_id),
+        segments,
+        invalid=await load_invalid(store, job.job_id),
+    )
+    graph = await store.get_blob(job.job_id, GRAPH_REPORT_BLOB)
+    if graph:
+        report["graph"] = orjson.loads(graph)
+    return report

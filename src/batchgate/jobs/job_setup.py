@@ -23,6 +23,7 @@ from batchgate.jobs.graph.inputs import validate_items
 from batchgate.jobs.graph.setup import graph_options, input_items
 from batchgate.jobs.graph.spec import Graph
 from batchgate.jobs.io.input import ValidationReport, file_sha256, read_tasks, validate_input
+from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
 from batchgate.text import plural
@@ -52,6 +53,7 @@ class RunRequest:
     gateway: Gateway | None = field(default=None, compare=False)
     on_engine: Callable[[JobEngine], None] | None = field(default=None, compare=False)
     handle_signals: bool = True
+    timeline_s: float = DEFAULT_EVERY_S  # how often the run samples its timeline (clock seconds)
 
     @property
     def errors_file(self) -> Path:

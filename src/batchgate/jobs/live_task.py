@@ -101,10 +101,18 @@ class LiveTasks:
         """Account one gateway result: latencies, wasted tokens, and what it was billed."""
         for attempt in result.attempts:
             hist_add(self.progress.latency.setdefault(attempt.provider, {}), attempt.latency_ms)
+            tally = self.progress.tally(attempt.provider)
+            tally.attempts += 1
+            tally.latency_ms += attempt.latency_ms
             if attempt.error_kind is not None:
                 self.progress.retry_extra_tokens += attempt.tokens_charged
+                tally.errors += 1
+                if attempt.error_kind == "rate_limit":
+                    tally.rate_limited += 1
         if not result.ok:
             return
+        if result.provider is not None:
+            self.progress.tally(result.provider).answered += 1
         usage = result.usage or Usage()
         cost = self.prices.cost(result.model, usage)
         billed[0] += cost

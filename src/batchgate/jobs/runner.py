@@ -40,6 +40,7 @@ from batchgate.jobs.io.report import (
     render_summary,
     run_segment,
 )
+from batchgate.jobs.io.timeline import TIMELINE_BLOB, Timeline, load_timeline
 from batchgate.jobs.job_setup import (
     RunRequest,
     check_input,
@@ -177,7 +178,7 @@ async def _run_engine(
     if req.on_engine is not None:
         req.on_engine(engine)
     run_id = f"run-{os.getpid()}-{int(engine.clock.wall() * 1e9)}"
-    ticker = _Ticker(engine, store, sink, run_id)
+    ticker = _Ticker(engine, store, sink, run_id, Timeline(req.timeline_s))
     with _signals(engine, sink, req.engine.grace_seconds, req.handle_signals):
         ticking = asyncio.ensure_future(ticker.run())
         try:
@@ -194,6 +195,7 @@ async def _run_engine(
             ticking.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticking
+    await ticker.sample(force=True)  # the run's last figures close its timeline
     _publish(engine, sink, outcome.elapsed_s, outcome.statistics)
     segments.append(run_segment(outcome.statistics, outcome.elapsed_s, outcome.progress, run_id=run_id))
     return outcome
@@ -249,11 +251,15 @@ def _publish(engine: JobEngine, sink: ProgressSink, elapsed: float, stats: Any) 
 class _Ticker:
     """Refreshes the display every `REFRESH_S` of the run's clock; every `STORE_EVERY` refreshes,
     and at once after a batch event, stores the live snapshot (for `batchgate status` elsewhere)
-    and this run's report figures so far (kept if the run is killed). It waits on one event, set
-    by a clock timer or by a batch event; nothing is polled."""
+    and this run's report figures so far (kept if the run is killed); every `timeline.every_s` it
+    stores a timeline sample. It waits on one event, set by a clock timer or by a batch event;
+    nothing is polled."""
 
-    def __init__(self, engine: JobEngine, store: JobStore, sink: ProgressSink, run_id: str) -> None:
+    def __init__(
+        self, engine: JobEngine, store: JobStore, sink: ProgressSink, run_id: str, timeline: Timeline
+    ) -> None:
         self._engine = engine
+        self._timeline = timeline
         self._store = store
         self._sink = sink
         self._run_id = run_id
@@ -269,6 +275,7 @@ class _Ticker:
         engine, clock = self._engine, self._engine.clock
         started = clock.now()
         beat = 0
+        await self.sample()  # the run's start: its first interval begins here
         while True:
             timer = clock.call_at(clock.now() + REFRESH_S, self._wake.set)
             try:
@@ -281,6 +288,7 @@ class _Ticker:
             stats = gw.statistics() if gw else None
             snap = _publish(engine, self._sink, elapsed, stats)
             self._reachability.see(snap)
+            await self.sample()
             beat += 1
             if beat % STORE_EVERY == 0 or self._store_now:
                 self._store_now = False
@@ -288,6 +296,15 @@ class _Ticker:
                 if stats is not None:
                     seg = run_segment(stats, elapsed, engine.progress, run_id=self._run_id, finished=False)
                     await self._store.put_blob(engine.job_id, OPEN_SEGMENT_BLOB, orjson.dumps(seg))
+
+    async def sample(self, *, force: bool = False) -> None:
+        """A timeline sample when one is due (`force`: now), stored at once."""
+        engine, timeline = self._engine, self._timeline
+        if not timeline.data:  # the first: continue what earlier runs stored
+            timeline.start(load_timeline(await self._store.get_blob(engine.job_id, TIMELINE_BLOB)))
+        if force or timeline.due(engine.clock.now()):
+            timeline.take(engine.clock.now(), engine.clock.wall(), engine.progress)
+            await self._store.put_blob(engine.job_id, TIMELINE_BLOB, timeline.dump())
 
 
 async def _finish(
@@ -319,18 +336,9 @@ async def _finish(
     code = _exit_code(status, interrupted, failed)
     ended = "job_finished" if status == "completed" else "job_stopped"
     ended = "job_cancelled" if reason == CANCEL_REASON else ended
-    event(
-        _log,
-        INFO if status == "completed" else WARNING,
-        ended,
-        job=job_id,
-        status=status,
-        reason=reason,
-        exit_code=code,
-        written=written,
-        failed=failed,
-        pending=unfinished,
-    )
+    level = INFO if status == "completed" else WARNING
+    counts = {"written": written, "failed": failed, "pending": unfinished}
+    event(_log, level, ended, job=job_id, status=status, reason=reason, exit_code=code, **counts)
     if status == "completed":
         sink.event("finished", job=job_id, exit_code=code, written=written, failed=failed, **files.as_dict())
     else:

@@ -6,6 +6,7 @@ auth, every refusal in OpenAI's error shape `{"error": {"message", "type", "para
     GET  /v1/files/{id}             GET /v1/files/{id}/content      DELETE /v1/files/{id}
     POST /v1/batches                GET /v1/batches (`after`, `limit`)
     GET  /v1/batches/{id}           POST /v1/batches/{id}/cancel
+    /  /static/...  /v1/dashboard/  the web dashboard (`dashboard`): page public, its data keyed
     /v1/messages/batches/...        Anthropic's Message Batches (`anthropic_api`), its error shape
     GET  /metrics                   Prometheus metrics (`metrics_route`), without a key
 
@@ -28,9 +29,11 @@ from aiohttp.http_exceptions import HttpProcessingError
 from batchgate.errors import ServiceRequestError
 from batchgate.server import anthropic_api, jobs_api, metrics_route, openapi
 from batchgate.server.batches import Batches
+from batchgate.server.dashboard import Dashboard
 from batchgate.server.files import MAX_FILE_BYTES, Files
 from batchgate.server.keys import authenticate
 from batchgate.server.native import Jobs
+from batchgate.server.quota_ring import QuotaRing
 from batchgate.server.registry import ApiKey, BatchRecord, FileRecord, Registry
 from batchgate.server.shapes import batch_object, error_body, file_object, page
 
@@ -48,6 +51,7 @@ class Service:
     registry: Registry
     files: Files
     batches: Batches
+    ring: QuotaRing | None = None  # the providers page's quota samples
 
 
 def json(data: dict[str, Any], status: int = 200) -> web.Response:
@@ -255,5 +259,6 @@ def make_app(service: Service) -> web.Application:
     if isinstance(service.batches, Jobs):  # the native job API (`jobs_api`)
         app.add_routes(jobs_api.JobsApi(service.batches, _owner_and_viewer).routes())
         app.add_routes(metrics_route.MetricsRoute(service.batches).routes())  # no key: nothing secret
+        app.add_routes(Dashboard(service.batches, _owner_and_viewer, service.ring).routes())
     app.add_routes(openapi.routes(min(service.batches.config.route_models(), default=None)))
     return app

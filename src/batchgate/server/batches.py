@@ -26,6 +26,7 @@ from batchgate.gateway import Gateway
 from batchgate.jobs.engine import EngineOptions, JobEngine
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.io.input import validate_input
+from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.runner import RunRequest, job_id_for, run_job
 from batchgate.jobs.store.location import StoreLocation
 from batchgate.jobs.store.protocol import JobStore, TaskState
@@ -83,6 +84,7 @@ class Batches:
         self._waiting: set[str] = set()  # batches waiting for a place (their job has not started)
         self._engines: dict[str, JobEngine] = {}
         self._closing = False
+        self.timeline_s = DEFAULT_EVERY_S  # each run's timeline sampling (`serve --sample-every`)
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def _now(self) -> int:
@@ -275,6 +277,7 @@ class Batches:
             gateway=self.gateway,
             on_engine=functools.partial(self._engine_started, batch_id),
             handle_signals=False,
+            timeline_s=self.timeline_s,
         )
         req, config = self._run_setup(batch_id, req)
         say = functools.partial(log.info, "%s: %s", batch_id)

@@ -21,6 +21,7 @@ from aiohttp import web
 from batchgate.clock import LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.gateway import Gateway
+from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.store.location import StoreLocation, open_store
 from batchgate.quota.store.location import StoreSpec
 from batchgate.server.app import Service, make_app
@@ -29,6 +30,7 @@ from batchgate.server.callbacks.delivery import Callbacks, CallbackSettings
 from batchgate.server.files import Files
 from batchgate.server.job_table import JobTable
 from batchgate.server.native import Jobs
+from batchgate.server.quota_ring import QuotaRing
 from batchgate.server.registry import REGISTRY_FILE, Registry
 from batchgate.server.shapes import WINDOW_S
 
@@ -69,11 +71,13 @@ async def serve(
     max_jobs: int = MAX_JOBS,
     callbacks: CallbackSettings | None = None,
     quota_store: StoreSpec | None = None,
+    sample_every_s: float = DEFAULT_EVERY_S,
 ) -> None:
     """Serve until SIGINT/SIGTERM (or `stop` is set); `ready(url)` hears the address once listening.
     A batch not ended `expire_after_s` after its creation expires (OpenAI's window: 24 h); at most
     `max_jobs` batches run at once; `callbacks`: the allow-list and retry schedule of callbacks;
-    `quota_store`: where the providers' quotas are shared with other processes (None: the config's)."""
+    `quota_store`: where the providers' quotas are shared with other processes (None: the config's);
+    `sample_every_s`: how often each job's timeline and the providers' quota ring are sampled."""
     stopping = stop or asyncio.Event()
     clock = LoopClock()
     registry = Registry(place.registry)
@@ -99,10 +103,14 @@ async def serve(
                     callbacks=hooks,
                     table=table,
                 )
+                batches.timeline_s = sample_every_s
+                ring = QuotaRing(gateway, clock, sample_every_s)
                 hooks.start()  # the events a stopped server left pending
+                ring.start()
                 try:
-                    await _listen(Service(registry, files, batches), host, port, stopping, ready)
+                    await _listen(Service(registry, files, batches, ring), host, port, stopping, ready)
                 finally:
+                    ring.close()
                     await batches.close()
                     await hooks.close()
         finally:

@@ -24,6 +24,18 @@ MAX_LISTED_INVALID = 1000  # invalid custom_ids kept for the display and the rep
 
 
 @dataclass(slots=True)
+class ProviderTally:
+    """One provider's share of one job's live traffic (counters only: the job's timeline samples
+    them). `latency_ms` sums every attempt's latency, so a sample pair gives the mean between."""
+
+    attempts: int = 0
+    answered: int = 0  # results this provider answered successfully
+    rate_limited: int = 0  # 429s
+    errors: int = 0  # failed attempts of any kind
+    latency_ms: float = 0.0
+
+
+@dataclass(slots=True)
 class Progress:
     """Live figures of one run (one process), kept by the engine and read by the displays.
 
@@ -51,6 +63,7 @@ class Progress:
     validation_by_provider: dict[str, int] = field(default_factory=dict)
     latency: dict[str, dict[str, int]] = field(default_factory=dict)
     batch_cost_by_provider: dict[str, float] = field(default_factory=dict)
+    tallies: dict[str, ProviderTally] = field(default_factory=dict)  # this job's live attempts
     batch_view: Callable[[], dict[str, Any]] | None = None
 
     def batches(self) -> dict[str, Any]:
@@ -69,6 +82,13 @@ class Progress:
             self.completion_tokens += outcome.completion_tokens
         else:
             self.failed += 1
+
+    def tally(self, provider: str) -> ProviderTally:
+        """The job's counters for `provider` (made on its first attempt)."""
+        found = self.tallies.get(provider)
+        if found is None:
+            found = self.tallies[provider] = ProviderTally()
+        return found
 
     def add_cost(self, provider: str | None, cost: float, *, batch: bool = False) -> None:
         """What a call (live) or an answer (batch) was billed, as it is billed."""

@@ -1,0 +1,44 @@
+"""What a job's page shows, read from the job store: its figures, its report (`stored_report`),
+its timeline (the samples its runs stored) and its failures (how many of each kind, and the first
+ones with their custom_id and one-line error). The dashboard's job page and `report --html` show
+the same data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchgate.jobs.finish import stored_report
+from batchgate.jobs.io.timeline import TIMELINE_BLOB, load_timeline
+from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+
+FIRST_FAILURES = 20
+COUNTED_FAILURES = 10_000  # failures read to count kinds (a huge failed job: the first ones)
+
+
+async def failures(store: JobStore, job_id: str) -> dict[str, Any]:
+    """`by_kind`: failed items per error code; `first`: the first failures in input order."""
+    by_kind: dict[str, int] = {}
+    first: list[dict[str, Any]] = []
+    seen = 0
+    async for t in store.iter_results(job_id, ordered=True, states=(TaskState.FAILED,)):
+        code, _, message = (t.error or "error").partition(": ")
+        by_kind[code] = by_kind.get(code, 0) + 1
+        if len(first) < FIRST_FAILURES:
+            first.append({"custom_id": t.custom_id, "code": code, "message": message, "attempts": t.attempts})
+        seen += 1
+        if seen >= COUNTED_FAILURES:
+            break
+    return {"by_kind": dict(sorted(by_kind.items())), "first": first, "counted": seen}
+
+
+async def page_data(store: JobStore, job: JobRecord, state: str) -> dict[str, Any]:
+    """Everything a job page draws, as one JSON-able object."""
+    report = await stored_report(store, job)
+    report["state"] = state
+    return {
+        "job": job.job_id,
+        "state": state,
+        "report": report,
+        "timeline": load_timeline(await store.get_blob(job.job_id, TIMELINE_BLOB)),
+        "failures": await failures(store, job.job_id),
+    }
