@@ -119,7 +119,7 @@ class Attempts:
         reservation = await pool.acquire(s.cost, count=s.count, urgent=True)
         if pool.shared is not None:
             try:
-                await pool.shared.take(reservation)
+                await pool.shared.take(reservation, urgent=True)
             except QuotaStoreUnavailable:
                 pool.refund(reservation)
                 return None  # no hedge; the primary goes on

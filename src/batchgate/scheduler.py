@@ -181,7 +181,7 @@ class Scheduler:
                     attempt=attempt_no,
                 )
             if rt.pool.shared is not None:
-                await self._take_shared(rt.pool, reservation)
+                await self._take_shared(rt.pool, reservation, urgent)
             send = Send(rt, target.model, body, reservation.cost, count, timeouts, attempt_no, task, urgent)
             error = await self._attempts.run(send, reservation, result)
             if error is None:
@@ -219,13 +219,13 @@ class Scheduler:
         for wait in self._acquiring:
             wait.cancel()
 
-    async def _take_shared(self, pool: QuotaPool, reservation: Reservation) -> None:
+    async def _take_shared(self, pool: QuotaPool, reservation: Reservation, urgent: bool = False) -> None:
         """Pass the key's shared quota too (`pool.shared`: other processes' sends count) before
         sending; on any failure the reservation is refunded (nothing was sent)."""
         shared = pool.shared
         if shared is None:
             return
-        wait = asyncio.ensure_future(shared.take(reservation))
+        wait = asyncio.ensure_future(shared.take(reservation, urgent=urgent))
         self._acquiring.add(wait)
         try:
             await asyncio.wait({wait})
