@@ -50,8 +50,8 @@ def config(path: Path, emu: EmulatorThread) -> Path:
 
 
 def test_live_and_batch_together_hold_the_providers_quota(tmp_path: Path, tight: EmulatorThread) -> None:
-    with running(tmp_path, config(tmp_path / "gw.yaml", tight)) as server:
-        c = client(server, server.keys_create())
+    gateway = config(tmp_path / "gw.yaml", tight)
+    with running(tmp_path, gateway) as server, client(server, server.keys_create()) as c:
         batch = create(c, upload(c, [batch_line(i, MODEL) for i in range(BATCH_LINES)]))
         answers = []
         for i in range(LIVE_REQUESTS):  # about 3 a second while the batch runs at the full quota
