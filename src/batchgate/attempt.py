@@ -57,6 +57,7 @@ class Send:
     timeouts: int = 0  # earlier attempts of this request that timed out
     attempt: int = 1  # this attempt's number for the request (for the logs)
     task: str | None = None  # the request's custom_id (for the logs; never sent)
+    urgent: bool = False  # a live request: ahead of the others for in-flight places and slots
 
 
 @dataclass(slots=True)
@@ -78,7 +79,7 @@ class Attempts:
     async def run(self, s: Send, reservation: Reservation, result: Result) -> ProviderError | None:
         """Send, settle and record one attempt; the error that ended it, or None on success."""
         rt = s.rt
-        async with rt.slots, self._global.slot(rt.name):
+        async with rt.slots.place(urgent=s.urgent), self._global.slot(rt.name, urgent=s.urgent):
             primary = self._leg(s, 0, reservation)
             timeout = rt.latency.timeout(s.timeouts)
             hedge_after = rt.latency.hedge_after()
@@ -118,7 +119,7 @@ class Attempts:
         reservation = await pool.acquire(s.cost, count=s.count, urgent=True)
         if pool.shared is not None:
             try:
-                await pool.shared.take(reservation)
+                await pool.shared.take(reservation, urgent=True)
             except QuotaStoreUnavailable:
                 pool.refund(reservation)
                 return None  # no hedge; the primary goes on

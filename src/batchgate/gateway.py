@@ -196,12 +196,17 @@ class Gateway:
         return self._scheduler
 
     # -- running requests ------------------------------------------------------------------
-    async def arun(self, body: ChatBody, *, index: int = 0, custom_id: str | None = None) -> Result:
+    async def arun(
+        self, body: ChatBody, *, index: int = 0, custom_id: str | None = None, urgent: bool = False
+    ) -> Result:
         """Run one request to completion (success or final error); never raises for the item.
 
-        batchgate's own fields (`custom_id`) are taken off the body and carried on the `Result`."""
+        batchgate's own fields (`custom_id`) are taken off the body and carried on the `Result`.
+        `urgent` (a live request beside batch work) waits for quota, in-flight places and slots
+        ahead of every non-urgent request, still paced at the provider's rate."""
         own_id, body = split_request(body)
-        return await self._sched().run(index, body, custom_id if custom_id is not None else own_id)
+        cid = custom_id if custom_id is not None else own_id
+        return await self._sched().run(index, body, cid, urgent=urgent)
 
     async def abatch(self, requests: Sequence[ChatBody]) -> list[Result]:
         """Run all requests; results are aligned with the inputs."""

@@ -1,7 +1,8 @@
 """A provider's in-flight cap whose size can change: the mechanism under the learned concurrency.
 
-`async with limit:` holds one place while a request is out. Waiters are served in FIFO order,
-woken when a place is released or the limit grows (no polling); lowering the limit takes effect
+`async with limit:` (or `async with limit.place(urgent=True)`) holds one place while a request is
+out. Waiters are served in FIFO order, urgent ones (live requests) before all others, woken when a
+place is released or the limit grows (no polling); lowering the limit takes effect
 as places come back (nobody already in flight is interrupted). A limit of None admits everybody.
 """
 
@@ -15,11 +16,12 @@ from types import TracebackType
 class InflightLimit:
     """An adjustable semaphore; see the module docstring."""
 
-    __slots__ = ("_limit", "_waiters", "in_use")
+    __slots__ = ("_limit", "_urgent", "_waiters", "in_use")
 
     def __init__(self, limit: int | None = None) -> None:
         self._limit = limit
         self.in_use = 0
+        self._urgent: deque[asyncio.Future[None]] = deque()
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     @property
@@ -35,19 +37,21 @@ class InflightLimit:
     def _free(self) -> bool:
         return self._limit is None or self.in_use < self._limit
 
-    async def acquire(self) -> None:
-        if not self._waiters and self._free():
+    async def acquire(self, *, urgent: bool = False) -> None:
+        """Take a place; `urgent` waits ahead of every ordinary waiter (FIFO among the urgent)."""
+        lane = self._urgent if urgent else self._waiters
+        if not lane and not self._urgent and self._free():
             self.in_use += 1
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
+        lane.append(fut)
         try:
             await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():
                 self.release()  # handed a place as the caller went away
-            elif fut in self._waiters:  # a wake in between may have dropped it already
-                self._waiters.remove(fut)
+            elif fut in lane:  # a wake in between may have dropped it already
+                lane.remove(fut)
             raise
 
     def release(self) -> None:
@@ -55,18 +59,22 @@ class InflightLimit:
         self._wake()
 
     def _wake(self) -> None:
-        while self._waiters and self._free():
-            fut = self._waiters.popleft()
+        while (self._urgent or self._waiters) and self._free():
+            fut = (self._urgent or self._waiters).popleft()
             if not fut.done():
                 self.in_use += 1
                 fut.set_result(None)
 
     def locked(self) -> bool:
         """Whether a newcomer would have to wait."""
-        return bool(self._waiters) or not self._free()
+        return bool(self._waiters or self._urgent) or not self._free()
 
     def waiting(self) -> int:
-        return sum(1 for f in self._waiters if not f.done())
+        return sum(1 for lane in (self._urgent, self._waiters) for f in lane if not f.done())
+
+    def place(self, *, urgent: bool = False) -> Place:
+        """`async with limit.place(urgent=...):` holds one place for the block."""
+        return Place(self, urgent)
 
     async def __aenter__(self) -> None:
         await self.acquire()
@@ -78,3 +86,21 @@ class InflightLimit:
 
     def __repr__(self) -> str:
         return f"InflightLimit({self.in_use}/{self._limit}, waiting={self.waiting()})"
+
+
+class Place:
+    """One place of an `InflightLimit` held for an `async with` block."""
+
+    __slots__ = ("_limit", "_urgent")
+
+    def __init__(self, limit: InflightLimit, urgent: bool) -> None:
+        self._limit = limit
+        self._urgent = urgent
+
+    async def __aenter__(self) -> None:
+        await self._limit.acquire(urgent=self._urgent)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._limit.release()

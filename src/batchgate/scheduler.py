@@ -113,12 +113,16 @@ class Scheduler:
         )
         return cost, prompt, count
 
-    async def run(self, index: int, body: ChatBody, custom_id: str | None = None) -> Result:
+    async def run(
+        self, index: int, body: ChatBody, custom_id: str | None = None, *, urgent: bool = False
+    ) -> Result:
+        """Carry one request to its result; `urgent` (a live request) waits ahead of the others
+        for quota, in-flight places and slots, and is paced like them."""
         started = self._clock.now()
         attempts: list[Attempt] = []
         result = Result(index=index, ok=False, custom_id=custom_id, attempts=attempts)
         try:
-            await self._attempt_loop(body, result, custom_id)
+            await self._attempt_loop(body, result, custom_id, urgent)
         except BatchgateError as exc:
             result.error = exc
         except Exception as exc:  # a bug must cost this one item, never the whole batch
@@ -150,7 +154,9 @@ class Scheduler:
             raise NeverFitsError(f"no target of its route can ever admit it: {'; '.join(excluded)}")
         return fitting
 
-    async def _attempt_loop(self, body: ChatBody, result: Result, task: str | None = None) -> None:
+    async def _attempt_loop(
+        self, body: ChatBody, result: Result, task: str | None = None, urgent: bool = False
+    ) -> None:
         model = body.get("model")
         if not isinstance(model, str):
             raise RoutingError("the request has no model")
@@ -160,7 +166,7 @@ class Scheduler:
         last: tuple[str, str] | None = None  # the previous attempt's provider and error kind
         while True:
             attempt_no += 1
-            chosen, reservation = await self._acquire_any(candidates)
+            chosen, reservation = await self._acquire_any(candidates, urgent)
             target, _, _, count = chosen
             rt = target.runtime
             if last is not None and last[0] != rt.name:
@@ -175,8 +181,8 @@ class Scheduler:
                     attempt=attempt_no,
                 )
             if rt.pool.shared is not None:
-                await self._take_shared(rt.pool, reservation)
-            send = Send(rt, target.model, body, reservation.cost, count, timeouts, attempt_no, task)
+                await self._take_shared(rt.pool, reservation, urgent)
+            send = Send(rt, target.model, body, reservation.cost, count, timeouts, attempt_no, task, urgent)
             error = await self._attempts.run(send, reservation, result)
             if error is None:
                 return
@@ -213,13 +219,13 @@ class Scheduler:
         for wait in self._acquiring:
             wait.cancel()
 
-    async def _take_shared(self, pool: QuotaPool, reservation: Reservation) -> None:
+    async def _take_shared(self, pool: QuotaPool, reservation: Reservation, urgent: bool = False) -> None:
         """Pass the key's shared quota too (`pool.shared`: other processes' sends count) before
         sending; on any failure the reservation is refunded (nothing was sent)."""
         shared = pool.shared
         if shared is None:
             return
-        wait = asyncio.ensure_future(shared.take(reservation))
+        wait = asyncio.ensure_future(shared.take(reservation, urgent=urgent))
         self._acquiring.add(wait)
         try:
             await asyncio.wait({wait})
@@ -237,7 +243,9 @@ class Scheduler:
             pool.refund(reservation)
             raise failure
 
-    async def _acquire_any(self, candidates: list[Candidate]) -> tuple[Candidate, Reservation]:
+    async def _acquire_any(
+        self, candidates: list[Candidate], urgent: bool = False
+    ) -> tuple[Candidate, Reservation]:
         """Reserve quota at whichever healthy target admits the request first.
 
         The request waits in every candidate's queue at once and takes the first admission (the
@@ -255,7 +263,9 @@ class Scheduler:
             if res is not None:
                 first[0].runtime.breaker.allow(now)
                 return first, res
-        waits = {asyncio.ensure_future(c[0].runtime.pool.acquire(c[1], count=c[3])): c for c in live}
+        waits = {
+            asyncio.ensure_future(c[0].runtime.pool.acquire(c[1], count=c[3], urgent=urgent)): c for c in live
+        }
         self._acquiring.update(waits)
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

@@ -6,7 +6,7 @@ provider counts as active while it has work in flight or waiting, and for `idle_
 after its last request (from the start, every provider is active), so its share is kept for it
 even before its first request arrives. A slow or hung provider can therefore never take every
 global slot from the others, while an idle one lends its share. Waiters are woken on release,
-in FIFO order — no polling.
+in FIFO order — no polling; a provider's urgent waiters (live requests) go before its others.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class FairSlots:
         self.used = 0
         self._waiting = dict.fromkeys(names, 0)
         self._queues: dict[str, deque[asyncio.Future[None]]] = {n: deque() for n in names}
+        self._urgent: dict[str, deque[asyncio.Future[None]]] = {n: deque() for n in names}
 
     def _may_take(self, name: str) -> bool:
         if self.used >= self.total:
@@ -51,10 +52,11 @@ class FairSlots:
         self.in_use[name] += 1
         self.used += 1
 
-    async def acquire(self, name: str) -> None:
+    async def acquire(self, name: str, *, urgent: bool = False) -> None:
+        """Take one of `name`'s slots; `urgent` waits ahead of that provider's other waiters."""
         self._last_seen[name] = self._clock.now()
-        queue = self._queues[name]
-        if not queue and self._may_take(name):
+        queue = (self._urgent if urgent else self._queues)[name]
+        if not queue and not self._urgent[name] and self._may_take(name):
             self._take(name)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -80,10 +82,8 @@ class FairSlots:
         granted = True
         while granted and self.used < self.total:
             granted = False
-            for name, queue in self._queues.items():
-                while queue and queue[0].done():  # cancelled, its task not yet resumed: skip it
-                    queue.popleft()
-                    self._waiting[name] -= 1
+            for name in self._queues:
+                queue = self._next(name)
                 if queue and self._may_take(name):
                     fut = queue.popleft()
                     self._waiting[name] -= 1
@@ -91,9 +91,19 @@ class FairSlots:
                     fut.set_result(None)
                     granted = True
 
-    def slot(self, name: str) -> Slot:
+    def _next(self, name: str) -> deque[asyncio.Future[None]]:
+        """`name`'s lane to serve next (urgent first), cancelled waiters dropped from its head."""
+        for queue in (self._urgent[name], self._queues[name]):
+            while queue and queue[0].done():  # cancelled, its task not yet resumed: skip it
+                queue.popleft()
+                self._waiting[name] -= 1
+            if queue:
+                return queue
+        return self._queues[name]
+
+    def slot(self, name: str, *, urgent: bool = False) -> Slot:
         """`async with slots.slot(name):` holds one of `name`'s slots for the block."""
-        return Slot(self, name)
+        return Slot(self, name, urgent)
 
     def __repr__(self) -> str:
         waiting = sum(self._waiting.values())
@@ -104,14 +114,15 @@ class Slot:
     """One slot held for an `async with` block (a plain class: a parked request keeps fewer
     objects alive than with a generator-based context manager)."""
 
-    __slots__ = ("_name", "_slots")
+    __slots__ = ("_name", "_slots", "_urgent")
 
-    def __init__(self, slots: FairSlots, name: str) -> None:
+    def __init__(self, slots: FairSlots, name: str, urgent: bool = False) -> None:
         self._slots = slots
         self._name = name
+        self._urgent = urgent
 
     async def __aenter__(self) -> None:
-        await self._slots.acquire(self._name)
+        await self._slots.acquire(self._name, urgent=self._urgent)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -38,3 +38,23 @@ async def test_raising_the_limit_admits_waiters_and_lowering_it_waits_for_releas
     limit.release()
     limit.release()
     assert not limit.locked()
+
+
+async def test_an_urgent_waiter_gets_the_next_place_before_earlier_ordinary_waiters() -> None:
+    limit = InflightLimit(1)
+    await limit.acquire()
+    order: list[str] = []
+
+    async def take(name: str, urgent: bool) -> None:
+        async with limit.place(urgent=urgent):
+            order.append(name)
+
+    tasks = [asyncio.ensure_future(take("batch", False))]
+    await asyncio.sleep(0)
+    tasks += [asyncio.ensure_future(take("live1", True)), asyncio.ensure_future(take("live2", True))]
+    await asyncio.sleep(0)
+    assert limit.waiting() == 3
+    limit.release()
+    await asyncio.gather(*tasks)
+    assert order == ["live1", "live2", "batch"]
+    assert (limit.in_use, limit.waiting()) == (0, 0)

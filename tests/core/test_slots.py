@@ -93,3 +93,23 @@ async def test_slot_context_releases_on_error() -> None:
     except RuntimeError:
         pass
     assert slots.used == 0
+
+
+async def test_a_providers_urgent_waiters_get_its_slots_before_its_ordinary_ones() -> None:
+    clock = FakeClock()
+    slots = FairSlots(1, ["p"], clock)
+    await slots.acquire("p")
+    order: list[str] = []
+
+    async def take(name: str, urgent: bool) -> None:
+        async with slots.slot("p", urgent=urgent):
+            order.append(name)
+
+    tasks = [asyncio.ensure_future(take("batch", False))]
+    await asyncio.sleep(0)
+    tasks.append(asyncio.ensure_future(take("live", True)))
+    await asyncio.sleep(0)
+    slots.release("p")
+    await asyncio.gather(*tasks)
+    assert order == ["live", "batch"]
+    assert slots.used == 0

@@ -67,3 +67,36 @@ async def test_admitted_then_cancelled_is_released() -> None:
     await asyncio.sleep(0)
     assert z.cancelled()
     assert released == ["z@1"]
+
+
+async def test_urgent_waiters_go_ahead_of_ordinary_ones_in_their_own_fifo_order() -> None:
+    clock = FakeClock(start=0.0)
+    ready = {"b1": 1.0, "b2": 1.0, "u1": 1.0, "u2": 1.0}
+    gate = gate_at(clock, ready, [])
+    order: list[str] = []
+
+    async def wait(item: str, urgent: bool) -> None:
+        await gate.wait(item, urgent=urgent)
+        order.append(item)
+
+    tasks = [asyncio.create_task(wait("b1", False)), asyncio.create_task(wait("b2", False))]
+    await asyncio.sleep(0)
+    tasks += [asyncio.create_task(wait("u1", True)), asyncio.create_task(wait("u2", True))]
+    await asyncio.sleep(0)
+    assert list(gate.waiting()) == ["u1", "u2", "b1", "b2"]
+    clock.advance(1.0)
+    await asyncio.gather(*tasks)
+    assert order == ["u1", "u2", "b1", "b2"]
+
+
+async def test_a_cancelled_urgent_waiter_leaves_its_lane_and_the_ordinary_head_goes_next() -> None:
+    clock = FakeClock(start=0.0)
+    gate = gate_at(clock, {"b": 1.0, "u": 1.0}, [])
+    b = asyncio.create_task(gate.wait("b"))
+    u = asyncio.create_task(gate.wait("u", urgent=True))
+    await asyncio.sleep(0)
+    u.cancel()
+    await asyncio.gather(u, return_exceptions=True)
+    assert list(gate.waiting()) == ["b"]
+    clock.advance(1.0)
+    assert await b == "b@1"

@@ -390,3 +390,24 @@ def test_limits_validation() -> None:
         QuotaLimits(safety=1.5)
     with pytest.raises(ValueError, match="burst_seconds"):
         QuotaLimits(burst_seconds=0)
+
+
+async def test_an_urgent_request_passes_the_queue_but_is_still_paced() -> None:
+    pool, clock = make()
+    await pool.acquire(tokens(100))  # the bucket is empty now: 100 tokens/s
+    batch = [asyncio.ensure_future(pool.acquire(tokens(100))) for _ in range(3)]
+    await steps()
+    live = asyncio.ensure_future(pool.acquire(tokens(50), urgent=True))
+    await steps()
+    assert not live.done(), "paced: the bucket is empty"
+    clock.advance(0.5)
+    await steps()
+    assert live.done(), "ahead of the three queued before it"
+    assert not any(b.done() for b in batch)
+    clock.advance(1.0)
+    await steps()
+    assert batch[0].done()
+    assert not batch[1].done()
+    for b in batch:
+        b.cancel()
+    await asyncio.gather(*batch, return_exceptions=True)

@@ -142,3 +142,24 @@ async def test_an_unusable_store_stops_sending_and_keeps_the_settlements(tmp_pat
         await pool.shared.take(res2)
     assert pool.shared.failure is not None
     assert res2.shared is None
+
+
+async def test_an_urgent_take_asks_the_store_before_ordinary_takes_already_waiting() -> None:
+    clock = FakeClock()
+    other = process(MemoryQuotaStore(clock), clock, "other")  # another process uses up the quota
+    shared = SharedQuota(other.shared.store, other.shared.quota, other.paces, clock)  # type: ignore[union-attr]
+    pool = QuotaPool("p", QuotaLimits(rpm=600_000, safety=1.0), clock)  # the store is the limit here
+    order: list[str] = []
+
+    async def take(name: str, urgent: bool) -> None:
+        await shared.take(await pool.acquire(ONE), urgent=urgent)
+        order.append(name)
+
+    tasks = [asyncio.ensure_future(take(f"batch-{i}", False)) for i in range(30)]  # 3 s at 10/s
+    await run_for(clock, 0.3)
+    before = len(order)
+    tasks.append(asyncio.ensure_future(take("live", True)))
+    await run_for(clock, 4.0)
+    await asyncio.gather(*tasks)
+    assert before < 20
+    assert order.index("live") <= before + 1, order  # after the take holding its turn, before the rest

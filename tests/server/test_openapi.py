@@ -22,7 +22,7 @@ if os.environ.get("CI") != "true":
 MAX_EXAMPLES = 10  # per operation: the run stays within seconds
 
 
-def test_the_document_lists_the_job_files_and_batches_routes(server: Server) -> None:
+def test_the_document_lists_the_job_files_batches_and_live_routes(server: Server) -> None:
     r = httpx.get(server.url + "/openapi.json")  # no key needed
     assert r.status_code == 200
     doc = r.json()
@@ -30,6 +30,7 @@ def test_the_document_lists_the_job_files_and_batches_routes(server: Server) -> 
     paths = doc["paths"]
     assert {"/v1/jobs", "/v1/jobs/{id}", "/v1/jobs/{id}/pause", "/v1/jobs/{id}/results"} <= set(paths)
     assert {"/v1/files", "/v1/files/{id}/content", "/v1/batches", "/v1/batches/{id}/cancel"} <= set(paths)
+    assert {"/v1/chat/completions", "/v1/messages", "/v1/messages/batches/{id}/results"} <= set(paths)
     assert set(paths["/v1/jobs"]) == {"get", "post"}
     example = paths["/v1/jobs"]["post"]["requestBody"]["content"]["application/json"]["example"]
     assert example["requests"][0]["model"] == ALPHA  # runnable here: schemathesis creates real jobs

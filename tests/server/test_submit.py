@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 
@@ -75,6 +76,31 @@ def test_serve_with_a_bad_config_or_a_taken_port_is_a_one_line_error(server: Ser
         assert done.stderr.startswith("batchgate: error: ")
         assert says in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_submit_with_a_priority_runs_a_native_job_at_that_priority(
+    server: Server, keys: dict[str, str], tmp_path: Path
+) -> None:
+    lines = [{"custom_id": f"h-{i}", "model": ALPHA, "max_tokens": 5, "prompt": f"hi {i}"} for i in range(3)]
+    lines.append({"custom_id": "h-denied", "model": DENIED, "max_tokens": 5, "prompt": "hi"})
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    out = tmp_path / "out.jsonl"
+    args = (str(source), "--server", server.url, "--priority", "high", "--follow", "--output", str(out))
+    done = submit(*args, key=keys["a"])
+    assert done.returncode == 4, done.stderr  # completed, one line failed
+    job_id = done.stdout.strip()
+    auth = {"Authorization": f"Bearer {keys['a']}"}
+    job = httpx.get(f"{server.base_url}/jobs/{job_id}", headers=auth).json()
+    assert (job["object"], job["priority"], job["state"]) == ("job", "high", "completed")
+    answered = [orjson.loads(x)["custom_id"] for x in out.read_bytes().splitlines()]
+    assert sorted(answered) == ["h-0", "h-1", "h-2"]
+    errors = (tmp_path / "out.jsonl.errors.jsonl").read_bytes()
+    failed = [orjson.loads(x)["custom_id"] for x in errors.splitlines()]
+    assert failed == ["h-denied"]
+    refused = submit(str(source), "--server", server.url, "--priority", "urgent", key=keys["a"])
+    assert refused.returncode == 2
+    assert "--priority" in refused.stderr
 
 
 def test_batchgate_cancel_refuses_a_server_s_job_and_never_signals_the_server(

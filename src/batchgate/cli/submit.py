@@ -1,8 +1,9 @@
-"""`batchgate submit INPUT --server URL [--follow] [--output OUT]`: send a job to `batchgate serve`
-through its OpenAI-compatible API (upload INPUT, create a batch) and print the batch id. With
-`--follow`, wait for the batch to end, printing its progress to stderr, and write its output (and
-errors, `OUT.errors.jsonl`) when `--output` is given. The client key comes from `--key` or
-`BATCHGATE_API_KEY`; it is never printed.
+"""`batchgate submit INPUT --server URL [--priority P] [--follow] [--output OUT]`: send a job to
+`batchgate serve` through its OpenAI-compatible API (upload INPUT, create a batch) and print the
+batch id — or, with `--priority high|normal|low`, through the native job API (`POST /v1/jobs`
+with that priority) and print the job id. With `--follow`, wait for it to end, printing its
+progress to stderr, and write its output (and errors, `OUT.errors.jsonl`) when `--output` is
+given. The client key comes from `--key` or `BATCHGATE_API_KEY`; it is never printed.
 
 Exit codes: 0 submitted (or, with --follow, completed with every line answered), 4 completed with
 failed lines, 3 the batch failed, was cancelled or expired, 2 a refusal or an unreachable server.
@@ -14,6 +15,7 @@ import argparse
 import asyncio
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,22 @@ ENDPOINT = "/v1/chat/completions"
 ENDED = ("completed", "failed", "cancelled", "expired")
 POLL_FIRST_S, POLL_MAX_S = 0.5, 5.0
 EXIT_OK, EXIT_ENDED_BADLY, EXIT_FAILED_ITEMS = 0, 3, 4
+PRIORITIES = ("high", "normal", "low")
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """What was submitted, and where its figures are: an OpenAI batch or a native job."""
+
+    noun: str
+    path: str
+    status: str  # the key of its status
+    ended: tuple[str, ...]
+    done: str  # the key of its answered count in `request_counts`
+
+
+BATCH = _Kind("batch", "/batches", "status", ENDED, "completed")
+JOB = _Kind("job", "/jobs", "state", ("completed", "failed", "cancelled"), "succeeded")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,6 +56,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("input", type=Path, help="JSONL requests (any shape `batchgate run` accepts)")
     parser.add_argument("--server", required=True, help="the server's URL, e.g. http://127.0.0.1:8500")
     parser.add_argument("--key", default=None, help=f"client key (default: ${KEY_ENV})")
+    parser.add_argument(
+        "--priority",
+        choices=PRIORITIES,
+        default=None,
+        help="run it as a native job at this priority (weighted shares: 6/3/1) instead of a batch",
+    )
     parser.add_argument("--follow", action="store_true", help="wait for the batch to end, showing progress")
     parser.add_argument("--output", type=Path, default=None, help="with --follow: write the results here")
     parser.set_defaults(handler=run)
@@ -67,20 +91,21 @@ async def _submit(args: argparse.Namespace, key: str) -> int:
         form.add_field("purpose", "batch")
         form.add_field("file", args.input.read_bytes(), filename=args.input.name)
         uploaded = await api.call("POST", "/files", data=form)
-        body = {
-            "input_file_id": uploaded["id"],
-            "endpoint": "/v1/chat/completions",
-            "completion_window": "24h",
-        }
-        batch = await api.call("POST", "/batches", json=body)
-        print(batch["id"], flush=True)
-        print(f"submitted {args.input} as batch {batch['id']} ({batch['status']})", file=sys.stderr)
+        kind = BATCH if args.priority is None else JOB
+        body: dict[str, Any] = {"input_file_id": uploaded["id"]}
+        if kind is JOB:
+            body["priority"] = args.priority
+        else:
+            body.update(endpoint="/v1/chat/completions", completion_window="24h")
+        made = await api.call("POST", kind.path, json=body)
+        print(made["id"], flush=True)
+        print(f"submitted {args.input} as {kind.noun} {made['id']} ({made[kind.status]})", file=sys.stderr)
         if not args.follow:
             return EXIT_OK
-        batch = await _follow(api, batch)
+        made = await _follow(api, kind, made)
         if args.output is not None:
-            await _download(api, batch, args.output)
-        return _exit_code(batch)
+            await (_download(api, made, args.output) if kind is BATCH else _results(api, made, args.output))
+        return _exit_code(kind, made)
 
 
 class _Api:
@@ -113,17 +138,17 @@ def _message(data: bytes, status: int) -> str:
         return f"HTTP {status}"
 
 
-async def _follow(api: _Api, batch: dict[str, Any]) -> dict[str, Any]:
-    """Poll the batch until it ends (a remote state: there is nothing to wait on but time),
-    printing each change of its status or counts."""
+async def _follow(api: _Api, kind: _Kind, batch: dict[str, Any]) -> dict[str, Any]:
+    """Poll the batch or job until it ends (a remote state: there is nothing to wait on but
+    time), printing each change of its status or counts."""
     clock = LoopClock()
     delay, seen = POLL_FIRST_S, ""
-    while batch["status"] not in ENDED:
+    while batch[kind.status] not in kind.ended:
         await clock.sleep(delay)
         delay = min(POLL_MAX_S, delay * 1.5)
-        batch = await api.call("GET", f"/batches/{batch['id']}")
+        batch = await api.call("GET", f"{kind.path}/{batch['id']}")
         counts = batch.get("request_counts") or {}
-        line = f"{batch['status']}: {counts.get('completed', 0)} done, {counts.get('failed', 0)} failed"
+        line = f"{batch[kind.status]}: {counts.get(kind.done, 0)} done, {counts.get('failed', 0)} failed"
         line += f" of {counts.get('total', 0)}"
         if line != seen:
             print(line, file=sys.stderr, flush=True)
@@ -139,8 +164,22 @@ async def _download(api: _Api, batch: dict[str, Any], output: Path) -> None:
             print(f"wrote {path}", file=sys.stderr)
 
 
-def _exit_code(batch: dict[str, Any]) -> int:
-    if batch["status"] != "completed":
-        print(f"batch {batch['id']} ended {batch['status']}: {batch.get('errors')}", file=sys.stderr)
+async def _results(api: _Api, job: dict[str, Any], output: Path) -> None:
+    """A job's finished items: answered ones to `output`, failed ones to `OUT.errors.jsonl`."""
+    errors_path = output.with_name(output.name + ".errors.jsonl")
+    answered: list[bytes] = []
+    failed: list[bytes] = []
+    for line in (await api.raw("GET", f"/jobs/{job['id']}/results")).splitlines():
+        if line.strip():
+            (failed if orjson.loads(line).get("error") else answered).append(line + b"\n")
+    for path, lines in ((output, answered), (errors_path, failed)):
+        if lines or path is output:
+            path.write_bytes(b"".join(lines))
+            print(f"wrote {path}", file=sys.stderr)
+
+
+def _exit_code(kind: _Kind, batch: dict[str, Any]) -> int:
+    if batch[kind.status] != "completed":
+        print(f"{kind.noun} {batch['id']} ended {batch[kind.status]}: {batch.get('errors')}", file=sys.stderr)
         return EXIT_ENDED_BADLY
     return EXIT_FAILED_ITEMS if (batch.get("request_counts") or {}).get("failed") else EXIT_OK

@@ -6,7 +6,8 @@ provider charges, `batchgate.quota.charge`) and the reservation is settled after
 with real usage, `refund` when the provider never admitted it. Buckets hold only the burst the
 provider has shown it tolerates (`batchgate.quota.burst`; none at first), so requests leave
 evenly spaced at the rate and no window of any length is overrun. Waiters queue in FIFO order, so a big
-request at the head is never starved by small ones behind it; one timer (`clock.call_at`) is armed
+request at the head is never starved by small ones behind it; urgent ones (live requests, hedges)
+in a lane of their own served first (`batchgate.quota.queue`); one timer (`clock.call_at`) is armed
 for the head's deadline and the queue is also re-examined whenever capacity comes back, limits
 change or a pause ends — no polling. Rates are the declared (or header-reported, if lower) limits
 × safety × the AIMD factor; 429s cut the factor, clean periods restore it, retry hints pause
@@ -88,8 +89,9 @@ class QuotaPool:
             raise NeverFitsError(problem)
 
     async def acquire(self, cost: Cost, *, count: int | None = None, urgent: bool = False) -> Reservation:
-        """Wait (FIFO) until `cost` is admissible, then reserve it; `urgent` (a hedge) queues at
-        the head — it is still paced at the rate, it only passes the queue. With `count` (our own
+        """Wait (FIFO) until `cost` is admissible, then reserve it; `urgent` (a live request, a
+        hedge) queues in the urgent lane, ahead of every ordinary waiter and behind earlier urgent
+        ones — it is still paced at the rate, it only passes the ordinary queue. With `count` (our own
         prompt count) the prompt parts of `cost` are priced by the charge model as it stands when
         the request is admitted (`priced`), not when it queued: `Reservation.cost` says what."""
         self.check_fits(cost)
@@ -99,7 +101,7 @@ class QuotaPool:
         now = self._clock.now()
         if not self._gate.busy() and self._wait_for(amounts, now) <= 0.0:
             return self._admit_idle(cost, amounts, now)
-        return await self._gate.wait(_Request(cost, amounts, count), front=urgent)
+        return await self._gate.wait(_Request(cost, amounts, count), urgent=urgent)
 
     def priced(self, cost: Cost, count: int) -> Cost:
         """`cost` re-priced from our prompt `count` as the charge model now says (`ChargeModel.priced`)."""

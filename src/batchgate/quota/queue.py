@@ -1,6 +1,8 @@
 """A FIFO admission queue woken by one timer: the waiting mechanism under the quota pool.
 
-Waiters are served strictly in arrival order: the head is admitted as soon as `wait_for(head)`
+Waiters are served strictly in arrival order within two lanes: every urgent waiter (a live
+request, a hedge) is served before every ordinary one, FIFO among the urgent ones too. The head
+— the first urgent waiter, else the first ordinary one — is admitted as soon as `wait_for(head)`
 says 0, and nobody behind it passes it. One timer (`clock.call_at`) is armed for the head's
 deadline; the owner calls `wake()` whenever the answer may have changed earlier (capacity given
 back, limits changed). A cancelled waiter leaves the queue and the next one is examined; a waiter
@@ -44,6 +46,7 @@ class FifoGate(Generic[T, R]):
         self._wait_for = wait_for
         self._admit = admit
         self._release = release
+        self._urgent: deque[_Waiter[T, R]] = deque()
         self._queue: deque[_Waiter[T, R]] = deque()
         self._timer: TimerHandle | None = None
         self._timer_when = math.inf
@@ -53,20 +56,19 @@ class FifoGate(Generic[T, R]):
         return self._head() is not None
 
     def waiting(self) -> Iterator[T]:
-        """The items still waiting, head first."""
-        return (w.item for w in self._queue if not w.future.done())
+        """The items still waiting, head first (the urgent lane, then the ordinary one)."""
+        return (w.item for lane in (self._urgent, self._queue) for w in lane if not w.future.done())
 
     def __len__(self) -> int:
         return sum(1 for _ in self.waiting())
 
-    async def wait(self, item: T, *, front: bool = False) -> R:
-        """Queue `item` (at the head with `front`: an urgent item) and wait for its admission."""
+    async def wait(self, item: T, *, urgent: bool = False) -> R:
+        """Queue `item` (in the urgent lane: ahead of every ordinary waiter, behind earlier urgent
+        ones) and wait for its admission."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         waiter = _Waiter(item, future)
-        if front:
-            self._queue.appendleft(waiter)
-        else:
-            self._queue.append(waiter)
+        lane = self._urgent if urgent else self._queue
+        lane.append(waiter)
         self.wake()
         try:
             return await future
@@ -75,19 +77,20 @@ class FifoGate(Generic[T, R]):
                 self._release(future.result())  # admitted, but the caller is gone
             else:
                 with contextlib.suppress(ValueError):
-                    self._queue.remove(waiter)
+                    lane.remove(waiter)
             self.wake()
             raise
 
     def fail(self, reason: Callable[[T], BaseException | None]) -> int:
         """Fail every waiter for which `reason(item)` gives an exception; how many failed."""
         failed = 0
-        for waiter in list(self._queue):
-            error = None if waiter.future.done() else reason(waiter.item)
-            if error is not None:
-                self._queue.remove(waiter)
-                waiter.future.set_exception(error)
-                failed += 1
+        for lane in (self._urgent, self._queue):
+            for waiter in list(lane):
+                error = None if waiter.future.done() else reason(waiter.item)
+                if error is not None:
+                    lane.remove(waiter)
+                    waiter.future.set_exception(error)
+                    failed += 1
         if failed:
             self.wake()
         return failed
@@ -100,7 +103,7 @@ class FifoGate(Generic[T, R]):
             wait = self._wait_for(head.item, now)
             if wait > 0.0:
                 break
-            self._queue.popleft()
+            (self._urgent if self._urgent else self._queue).popleft()
             head.future.set_result(self._admit(head.item, now))
         if self._head() is None or math.isinf(wait):
             self._cancel_timer()
@@ -115,13 +118,17 @@ class FifoGate(Generic[T, R]):
     def close(self) -> None:
         """Cancel the timer and every waiter."""
         self._cancel_timer()
-        while self._queue:
-            self._queue.popleft().future.cancel()
+        for lane in (self._urgent, self._queue):
+            while lane:
+                lane.popleft().future.cancel()
 
     def _head(self) -> _Waiter[T, R] | None:
-        while self._queue and self._queue[0].future.done():
-            self._queue.popleft()
-        return self._queue[0] if self._queue else None
+        for lane in (self._urgent, self._queue):
+            while lane and lane[0].future.done():
+                lane.popleft()
+            if lane:
+                return lane[0]
+        return None
 
     def _on_timer(self) -> None:
         self._timer = None

@@ -1,7 +1,8 @@
 """One provider key's quota shared with other processes: the gate a request passes after its
 own pool admitted it, and the channel its settlements go back through.
 
-`take(res)` waits, in this process's FIFO order, until the quota store admits the reservation's
+`take(res)` waits, in this process's FIFO order (urgent takes — live requests, hedges — first),
+until the quota store admits the reservation's
 amounts at the shared pace (the pool's own pace: the provider's limit × safety × its AIMD
 factor, less the one-request headroom); on a refusal it waits on a clock timer for the moment
 the store computed, then asks again — the store's answer, not polling. Refunds, reconcile
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Callable, Mapping
 
 from batchgate.clock import Clock, TimerHandle
@@ -25,6 +27,42 @@ from batchgate.quota.store.protocol import Pace, QuotaStore, Settle
 
 SETTLE_WITHIN = 0.25  # seconds a refund or a reconcile delta may wait for a take to carry it
 LONGEST_WAIT = 60.0  # a store that says "never" (a zero rate) is asked again after this long
+
+
+class _Turns:
+    """One holder at a time; waiters in FIFO order, urgent ones before all others."""
+
+    __slots__ = ("_held", "_lanes")
+
+    def __init__(self) -> None:
+        self._held = False
+        self._lanes: tuple[deque[asyncio.Future[None]], deque[asyncio.Future[None]]] = (deque(), deque())
+
+    async def acquire(self, urgent: bool) -> None:
+        if not self._held:
+            self._held = True
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        lane = self._lanes[0 if urgent else 1]
+        lane.append(future)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # handed the turn as the caller went away
+            else:
+                with contextlib.suppress(ValueError):
+                    lane.remove(future)
+            raise
+
+    def release(self) -> None:
+        for lane in self._lanes:
+            while lane:
+                future = lane.popleft()
+                if not future.done():
+                    future.set_result(None)  # the turn passes on: still held
+                    return
+        self._held = False
 
 
 class SharedQuota:
@@ -37,7 +75,7 @@ class SharedQuota:
         self.quota = quota
         self._paces = paces
         self._clock = clock
-        self._lock = asyncio.Lock()  # FIFO: one request of this process at a time asks the store
+        self._turns = _Turns()  # FIFO: one request of this process at a time asks the store
         self._pending = Settle()
         self._flush: asyncio.Task[None] | None = None
         self._timer: TimerHandle | None = None
@@ -45,16 +83,20 @@ class SharedQuota:
         self.waits = 0  # store calls that answered "wait"
         self.failure: QuotaStoreUnavailable | None = None
 
-    async def take(self, res: Reservation) -> None:
-        """Wait until the store admits `res`'s amounts; they are then recorded on `res.shared`."""
+    async def take(self, res: Reservation, *, urgent: bool = False) -> None:
+        """Wait until the store admits `res`'s amounts; they are then recorded on `res.shared`.
+        `urgent` asks before every non-urgent take of this process still waiting its turn."""
         amounts = dict(res.charged)
-        async with self._lock:
+        await self._turns.acquire(urgent)
+        try:
             while True:
                 wait = await self._apply(amounts)
                 if wait <= 0.0:
                     break
                 self.waits += 1
                 await self._clock.sleep(min(wait, LONGEST_WAIT))
+        finally:
+            self._turns.release()
         self.takes += 1
         res.shared = amounts
 

@@ -9,6 +9,7 @@ auth, every refusal in OpenAI's error shape `{"error": {"message", "type", "para
     /  /static/...  /v1/dashboard/  the web dashboard (`dashboard`): page public, its data keyed
     /v1/messages/batches/...        Anthropic's Message Batches (`anthropic_api`), its error shape
     GET  /metrics                   Prometheus metrics (`metrics_route`), without a key
+    POST /v1/chat/completions       POST /v1/messages (Anthropic's error shape): the live proxy (`live`)
 
 Keys come as `Authorization: Bearer <token>` or (the anthropic SDK) `x-api-key: <token>`.
 A key sees only its own files and batches (another key's are a 404, as unknown ids are); an admin
@@ -27,7 +28,7 @@ from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from batchgate.errors import ServiceRequestError
-from batchgate.server import anthropic_api, jobs_api, metrics_route, openapi
+from batchgate.server import anthropic_api, jobs_api, live, metrics_route, openapi
 from batchgate.server.batches import Batches
 from batchgate.server.dashboard import Dashboard
 from batchgate.server.files import MAX_FILE_BYTES, Files
@@ -62,7 +63,7 @@ def _refusal(
     request: web.Request, status: int, message: str, type: str, code: str | None, param: str | None = None
 ) -> web.Response:
     """OpenAI's error shape, or Anthropic's under Anthropic's paths."""
-    if request.path.startswith(anthropic_api.PATH):
+    if request.path.startswith(live.MESSAGES_PATH):  # Anthropic's batches and messages
         body = anthropic_api.error_body(status, message)
     else:
         body = error_body(status, message, type, code, param)
@@ -256,6 +257,7 @@ def make_app(service: Service) -> web.Application:
     app.add_routes(Api(service).routes())
     anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)
     app.add_routes(anthropic.routes())
+    app.add_routes(live.LiveApi(service.batches.gateway, service.batches.clock).routes())
     if isinstance(service.batches, Jobs):  # the native job API (`jobs_api`)
         app.add_routes(jobs_api.JobsApi(service.batches, _owner_and_viewer).routes())
         app.add_routes(metrics_route.MetricsRoute(service.batches).routes())  # no key: nothing secret

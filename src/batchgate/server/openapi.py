@@ -1,6 +1,7 @@
 """The OpenAPI 3.1 document the service serves at `GET /openapi.json` (no key needed): the native
-job API, OpenAI's Files and Batches endpoints, bearer-key security, the schemas of
-`openapi_schemas`. (Anthropic's Message Batches follow Anthropic's own published API.)"""
+job API, OpenAI's Files and Batches endpoints, the live proxy (`/v1/chat/completions`,
+`/v1/messages`), Anthropic's Message Batches (their errors in Anthropic's shape, the key also as
+`x-api-key`), bearer-key security, the schemas of `openapi_schemas`."""
 
 from __future__ import annotations
 
@@ -21,12 +22,12 @@ def _answer(description: str, schema: Schema | None = None, media: str = _JSON) 
     return {"description": description, "content": {media: {"schema": schema}}}
 
 
-def _errors(*codes: int) -> dict[str, Schema]:
-    found = {str(c): _answer("refused: the error names the field (`param`)", ref("Error")) for c in codes}
+def _errors(*codes: int, shape: str = "Error") -> dict[str, Schema]:
+    found = {str(c): _answer("refused: the error says why", ref(shape)) for c in codes}
     return {
         **found,
-        "401": _answer("missing or unknown key", ref("Error")),
-        "default": _answer("error", ref("Error")),
+        "401": _answer("missing or unknown key", ref(shape)),
+        "default": _answer("error", ref(shape)),
     }
 
 
@@ -39,8 +40,13 @@ def _op(
     errors: tuple[int, ...] = (400, 404),
     params: list[Schema] | None = None,
     body: Schema | None = None,
+    anthropic: bool = False,
 ) -> Schema:
-    op: Schema = {"operationId": op_id, "summary": summary, "responses": {status: ok, **_errors(*errors)}}
+    shape = "AnthropicError" if anthropic else "Error"
+    responses = {status: ok, **_errors(*errors, shape=shape)}
+    op: Schema = {"operationId": op_id, "summary": summary, "responses": responses}
+    if anthropic:
+        op["security"] = [{"bearer": []}, {"apiKey": []}]
     if params:
         op["parameters"] = params
     if body is not None:
@@ -112,6 +118,52 @@ def _batches() -> dict[str, Schema]:
     }  # fmt: skip
 
 
+def _live() -> dict[str, Schema]:
+    event = {"schema": {"type": "object", "required": ["data"], "properties": {"data": STR, "event": STR}}}
+    chat = {_JSON: {"schema": ref("ChatCompletion")}, "text/event-stream": event}  # one event
+    message = {_JSON: {"schema": ref("Message")}, "text/event-stream": event}
+    answered = "the answer (`stream: true`: server-sent events); `x-batchgate-queue-ms`: its wait"
+    return {
+        "/v1/chat/completions": {
+            "post": _op("createChatCompletion", "a live chat completion, ahead of batch work",
+                        {"description": answered, "content": chat}, errors=(400, 404, 429, 502, 503, 504),
+                        body=_json_body("ChatCompletionCreate")),
+        },
+        "/v1/messages": {
+            "post": _op("createMessage", "a live Anthropic message, ahead of batch work",
+                        {"description": answered, "content": message}, errors=(400, 404, 429, 502, 503, 504),
+                        body=_json_body("MessageCreate"), anthropic=True),
+        },
+    }  # fmt: skip
+
+
+def _message_batches() -> dict[str, Schema]:
+    one = _answer("the message batch", ref("MessageBatch"))
+    results = _answer("one result a line", STR, "application/x-jsonl")
+    paging = [_query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
+              _query("after_id", STR), _query("before_id", STR)]  # fmt: skip
+    return {
+        "/v1/messages/batches": {
+            "post": _op("createMessageBatch", "an Anthropic message batch over inline requests", one,
+                        errors=(400,), body=_json_body("MessageBatchCreate"), anthropic=True),
+            "get": _op("listMessageBatches", "this key's message batches, newest first",
+                       _answer("a page", ref("MessageBatchList")), errors=(400,), params=paging,
+                       anthropic=True),
+        },
+        "/v1/messages/batches/{id}": {
+            "get": _op("getMessageBatch", "a message batch", one, errors=(404,), params=[ID], anthropic=True),
+        },
+        "/v1/messages/batches/{id}/cancel": {
+            "post": _op("cancelMessageBatch", "cancel a message batch", one, errors=(404,), params=[ID],
+                        anthropic=True),
+        },
+        "/v1/messages/batches/{id}/results": {
+            "get": _op("getMessageBatchResults", "the results of an ended batch", results,
+                       errors=(400, 404), params=[ID], anthropic=True),
+        },
+    }  # fmt: skip
+
+
 def _jobs() -> dict[str, Schema]:
     filters = [
         _query("state", {"type": "array", "items": {"enum": list(STATES)}}, "any of these states",
@@ -159,18 +211,26 @@ def _example(model: str | None) -> dict[str, Any]:
 
 def document(model: str | None = None) -> dict[str, Any]:
     """The document; `model` (one of the server's routes) makes the create example runnable."""
-    jobs = _jobs()
+    jobs, live, anthropic = _jobs(), _live(), _message_batches()
     if model is not None:
         jobs["/v1/jobs"]["post"]["requestBody"]["content"][_JSON]["example"] = _example(model)
+        hello = {"model": model, "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]}
+        for path in ("/v1/chat/completions", "/v1/messages"):
+            live[path]["post"]["requestBody"]["content"][_JSON]["example"] = hello
+        batch = {"requests": [{"custom_id": "example-1", "params": hello}]}
+        anthropic["/v1/messages/batches"]["post"]["requestBody"]["content"][_JSON]["example"] = batch
     return {
         "openapi": "3.1.0",
         "info": {"title": "batchgate serve", "version": "1"},
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
-        "paths": {**jobs, **_files(), **_batches()},
+        "paths": {**jobs, **_files(), **_batches(), **live, **anthropic},
         "components": {
             "schemas": SCHEMAS,
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
+            },
         },
     }
 

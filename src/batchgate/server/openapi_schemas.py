@@ -1,5 +1,6 @@
-"""The JSON Schemas of what the service answers (OpenAPI 3.1 components): the error body, OpenAI's
-file and batch objects, and the job API's objects (`job_view`). They describe what the code really
+"""The JSON Schemas of what the service answers (OpenAPI 3.1 components): the error bodies, OpenAI's
+file and batch objects, the job API's objects (`job_view`), the live proxy's requests and answers
+and Anthropic's message batches. They describe what the code really
 returns; the schemathesis test checks every answer against them."""
 
 from __future__ import annotations
@@ -142,3 +143,76 @@ SCHEMAS: dict[str, Schema] = {
     "JobDetail": JOB_DETAIL,
     "JobList": page_of("Job"),
 }
+
+# -- the live proxy (`live`) and Anthropic's Message Batches (`anthropic_api`) -----------------------
+
+ANTHROPIC_ERROR = obj({"type": {"const": "error"}, "error": obj({"type": STR, "message": STR})})
+
+ROLE_MESSAGE = obj({"role": {"enum": ["system", "user", "assistant"]}, "content": STR})
+
+CHAT_CREATE = obj(
+    {"model": STR, "messages": {"type": "array", "minItems": 1, "items": ROLE_MESSAGE}},
+    {
+        "max_tokens": {"type": "integer", "minimum": 1, "maximum": 4096},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "stream": {"type": "boolean"},
+    },
+)
+
+CHAT_COMPLETION = obj({
+    "id": STR, "object": STR, "created": INT, "model": STR,
+    "choices": {"type": "array", "items": obj({
+        "index": INT, "message": obj({"role": STR, "content": nullable(STR)}),
+        "finish_reason": nullable(STR),
+    })},
+    "usage": obj({"prompt_tokens": INT, "completion_tokens": INT, "total_tokens": INT}),
+})  # fmt: skip
+
+MESSAGE_CREATE = obj(
+    {
+        "model": STR,
+        "max_tokens": {"type": "integer", "minimum": 1, "maximum": 4096},
+        "messages": {"type": "array", "minItems": 1, "items": obj({"role": {"enum": ["user", "assistant"]},
+                                                                  "content": STR})},
+    },
+    {"system": STR, "temperature": {"type": "number", "minimum": 0, "maximum": 1},
+     "stream": {"type": "boolean"}},
+)  # fmt: skip
+
+MESSAGE = obj({
+    "id": STR, "type": {"const": "message"}, "role": {"const": "assistant"}, "model": STR,
+    "content": {"type": "array", "items": obj({"type": {"const": "text"}, "text": STR})},
+    "stop_reason": nullable(STR), "stop_sequence": nullable(STR),
+    "usage": obj({"input_tokens": INT, "output_tokens": INT}),
+})  # fmt: skip
+
+MESSAGE_BATCH_CREATE = obj({
+    "requests": {"type": "array", "minItems": 1, "items": obj({
+        "custom_id": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"}, "params": ref("MessageCreate"),
+    })},
+})  # fmt: skip
+
+_ISO = {"type": "string", "format": "date-time"}
+MESSAGE_BATCH = obj({
+    "id": STR, "type": {"const": "message_batch"},
+    "processing_status": {"enum": ["in_progress", "canceling", "ended"]},
+    "request_counts": obj(dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), INT)),
+    "ended_at": nullable(_ISO), "created_at": _ISO, "expires_at": _ISO, "archived_at": {"type": "null"},
+    "cancel_initiated_at": nullable(_ISO), "results_url": nullable(STR),
+})  # fmt: skip
+
+MESSAGE_BATCH_LIST = obj({
+    "data": {"type": "array", "items": ref("MessageBatch")}, "has_more": {"type": "boolean"},
+    "first_id": nullable(STR), "last_id": nullable(STR),
+})  # fmt: skip
+
+SCHEMAS.update({
+    "AnthropicError": ANTHROPIC_ERROR,
+    "ChatCompletionCreate": CHAT_CREATE,
+    "ChatCompletion": CHAT_COMPLETION,
+    "MessageCreate": MESSAGE_CREATE,
+    "Message": MESSAGE,
+    "MessageBatchCreate": MESSAGE_BATCH_CREATE,
+    "MessageBatch": MESSAGE_BATCH,
+    "MessageBatchList": MESSAGE_BATCH_LIST,
+})  # fmt: skip

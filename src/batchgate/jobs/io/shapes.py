@@ -38,6 +38,17 @@ def normalise(obj: dict[str, Any], line_no: int) -> tuple[str, dict[str, Any]]:
     return custom_id, body
 
 
+def live_body(obj: dict[str, Any], *, anthropic: bool) -> dict[str, Any]:
+    """The chat body of one live request (`batchgate serve`'s proxy): an OpenAI chat body as
+    it is, or Anthropic Messages params translated as a batch line's are; checked the same way.
+    `stream` is the caller's to take off first."""
+    body = _from_anthropic(obj) if anthropic else dict(obj)
+    for key in OWN_FIELDS.intersection(body):
+        del body[key]
+    _check_body(body)
+    return body
+
+
 def _custom_id(obj: dict[str, Any], *, required: bool, line_no: int) -> str:
     value = obj.get("custom_id")
     if value is None:
