@@ -24,14 +24,13 @@ from batchgate.config import GatewayConfig
 from batchgate.errors import BatchgateError, InputError, ServiceRequestError
 from batchgate.gateway import Gateway
 from batchgate.jobs.engine import EngineOptions, JobEngine
-from batchgate.jobs.fits import RouteFit
-from batchgate.jobs.io.input import validate_input
 from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.runner import RunRequest, job_id_for, run_job
 from batchgate.jobs.store.location import StoreLocation
 from batchgate.jobs.store.protocol import JobStore, TaskState
 from batchgate.server.callbacks.delivery import Callbacks
 from batchgate.server.files import Files, link_or_copy
+from batchgate.server.input_problems import line_problems, problems
 from batchgate.server.registry import BatchRecord, Registry
 from batchgate.server.shapes import (
     ENDPOINT,
@@ -49,7 +48,6 @@ log = logging.getLogger("batchgate.server")
 
 ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
 MAX_JOBS = 64
-SHOWN_PROBLEMS = 100  # a failed validation lists at most this many lines in `errors`
 PREFIXES = {"openai": "batch_", "anthropic": "msgbatch_"}
 
 
@@ -133,7 +131,7 @@ class Batches:
         folder = self.folder / batch_id
         folder.mkdir(mode=0o700)
         fill(folder / "input.jsonl")
-        bad = self._line_problems(folder / "input.jsonl") if check else []
+        bad = line_problems(self.config, folder / "input.jsonl") if check else []
         if bad:
             shutil.rmtree(folder, ignore_errors=True)
             first = bad[0]
@@ -284,7 +282,7 @@ class Batches:
         try:
             await run_job(req, config, out=say, err=say)
         except InputError:
-            self._fail(batch_id, self._problems(req.input_path))
+            self._fail(batch_id, problems(self.config, req.input_path))
             return
         except BatchgateError as exc:
             if not self._closing:
@@ -323,20 +321,6 @@ class Batches:
             b.status = "in_progress"
             b.times["in_progress_at"] = self._now()
             self.registry.save_batch(b)
-
-    def _line_problems(self, path: Path) -> list[dict[str, Any]]:
-        """OpenAI's validation `errors.data`: one entry per bad line (the server's paths left out)."""
-        report = validate_input(
-            path, known_models=self.config.route_models(), check=RouteFit(self.config).problem
-        )
-        return [
-            {"code": "invalid_request", "message": p.reason, "param": None, "line": p.line_no}
-            for p in report.problems[:SHOWN_PROBLEMS]
-        ]
-
-    def _problems(self, path: Path) -> list[dict[str, Any]]:
-        found = self._line_problems(path)
-        return found or [{"code": "empty_file", "message": "The input file has no requests.", "line": None}]
 
     def _fail(self, batch_id: str, errors: list[dict[str, Any]]) -> None:
         b = self.registry.get_batch(batch_id)

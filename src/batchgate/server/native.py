@@ -30,6 +30,7 @@ from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.runner import RunRequest, job_id_for
 from batchgate.server.batches import Batches
 from batchgate.server.files import link_or_copy
+from batchgate.server.input_problems import line_problems
 from batchgate.server.job_spec import MAX_INLINE, JobSpec, bad, parse_spec
 from batchgate.server.job_table import KIND, JobTable, state
 from batchgate.server.priorities import PriorityShares
@@ -128,7 +129,7 @@ class Jobs(Batches):
     def _check_lines(self, path: Path, inline: bool) -> None:
         """Refuse the job (422, naming the first bad request) before anything is created."""
         try:
-            problems = self._line_problems(path)
+            problems = line_problems(self.config, path)
         except InputError as exc:
             problems = [{"line": None, "message": exc.message}]
         if not problems:

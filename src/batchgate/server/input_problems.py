@@ -1,0 +1,28 @@
+"""What is wrong with a batch's input file, in OpenAI's validation shape (`errors.data`): one entry
+per bad line, at most `SHOWN_PROBLEMS`, the server's own paths left out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from batchgate.config import GatewayConfig
+from batchgate.jobs.fits import RouteFit
+from batchgate.jobs.io.input import validate_input
+
+SHOWN_PROBLEMS = 100  # a failed validation lists at most this many lines in `errors`
+
+
+def line_problems(config: GatewayConfig, path: Path) -> list[dict[str, Any]]:
+    """One entry per bad line of `path` (empty when every line is fine)."""
+    report = validate_input(path, known_models=config.route_models(), check=RouteFit(config).problem)
+    return [
+        {"code": "invalid_request", "message": p.reason, "param": None, "line": p.line_no}
+        for p in report.problems[:SHOWN_PROBLEMS]
+    ]
+
+
+def problems(config: GatewayConfig, path: Path) -> list[dict[str, Any]]:
+    """Why `path` cannot run: its bad lines, or that it holds no request at all."""
+    found = line_problems(config, path)
+    return found or [{"code": "empty_file", "message": "The input file has no requests.", "line": None}]
