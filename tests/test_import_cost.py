@@ -79,3 +79,11 @@ def test_a_quiet_job_with_a_regex_check_imports_neither_rich_nor_jsonschema() ->
         "make_sink('quiet')"
     )
     assert loaded_after(code, ("rich", "jsonschema")) == []
+
+
+def test_the_live_display_imports_rich_at_its_first_update_not_before_the_first_request() -> None:
+    made = "from batchgate.jobs.io.progress import make_sink\nsink = make_sink('rich')"
+    told = f"{made}\nsink.event('started', job='j', pending=3, done=0)"
+    assert loaded_after(told, ("rich",)) == []
+    # a run that ends before the display's first update still prints its `started` line
+    assert loaded_after(f"{told}\nsink.close()", ("rich",)) == ["rich"]

@@ -180,6 +180,7 @@ def _request(args: argparse.Namespace, input_path: Path, config: Path, output: P
 
 
 def _run(args: argparse.Namespace) -> int:
+    _import_http_stack()
     from batchgate.jobs.graph.setup import requested_graph  # noqa: PLC0415 — start-up: only to run
 
     config = load_config(args.config)
@@ -232,7 +233,16 @@ def _stderr(text: str) -> None:
     print(text, file=sys.stderr)
 
 
+def _import_http_stack() -> None:
+    """aiohttp, before anything else imports it: its SSL contexts load their CAs on first use."""
+    from batchgate.cli.http_import import import_aiohttp  # noqa: PLC0415 — start-up: only to run
+
+    import_aiohttp()
+
+
 def _resume(args: argparse.Namespace) -> int:
+    _import_http_stack()
+
     async def find() -> Any:
         store = await open_store(args.store, create=False)
         try:

@@ -49,10 +49,9 @@ class Emulator:
         self.host = host
         self._requested_port = port
         self._clock: Clock = clock or LoopClock()
-        openai = OpenAIFamily()
-        if any(p.family == "openai" for p in config.providers):
-            openai.counter.load()  # the encoding now (~60 ms), not while answering the first request
-        self._families: dict[str, Family] = {"openai": openai, "anthropic": AnthropicFamily()}
+        # The encoding (~60 ms, holding the GIL) loads on the first count, when the first request
+        # arrives: an emulator embedded in `batchgate run` would otherwise delay the job's first send.
+        self._families: dict[str, Family] = {"openai": OpenAIFamily(), "anthropic": AnthropicFamily()}
         self.runtimes: dict[str, EmulatedProvider] = {}
         self.batches = BatchService(self._clock)  # the Batch APIs (files, batches)
         self._runner: web.AppRunner | None = None

@@ -4,6 +4,7 @@ options it remembers (--mode, --deadline), and the output and store paths checke
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from collections.abc import Callable, Iterator
@@ -13,6 +14,7 @@ from typing import Any
 
 from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, RouteMode
+from batchgate.embedded import load_embedded
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.gateway import Gateway
 from batchgate.jobs.engine import EngineOptions, JobEngine, ResultHook
@@ -24,7 +26,7 @@ from batchgate.jobs.graph.setup import graph_options, input_items
 from batchgate.jobs.graph.spec import Graph
 from batchgate.jobs.io.input import ValidationReport, file_sha256, read_tasks, validate_input
 from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
-from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation
+from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
 from batchgate.text import plural
 
@@ -140,6 +142,19 @@ def _valid_tasks(req: RunRequest, config: GatewayConfig) -> Iterator[TaskSpec]:
         )
         if isinstance(t, TaskSpec)
     )
+
+
+async def open_job_store(req: RunRequest, config: GatewayConfig) -> JobStore:
+    """The job store, opened (by its own thread, mostly waiting on the disk) while this thread
+    imports the embedded emulator's modules, if the config embeds one."""
+    opening = asyncio.ensure_future(open_store(req.store_path, create=True))
+    await asyncio.sleep(0)  # the open reaches the store's thread
+    try:
+        load_embedded(config)
+    except BaseException:
+        await (await opening).close()
+        raise
+    return await opening
 
 
 async def unchanged_job_input(store: JobStore, job_id: str, req: RunRequest) -> ValidationReport | None:

@@ -47,11 +47,12 @@ from batchgate.jobs.job_setup import (
     check_output_writable,
     job_config,
     job_id_for,
+    open_job_store,
     prepare_job,
     unchanged_job_input,
     with_job_overrides,
 )
-from batchgate.jobs.store.location import DEFAULT_STORE, open_store, resume_hint, store_exists
+from batchgate.jobs.store.location import DEFAULT_STORE, resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger
 from batchgate.text import plural
@@ -95,7 +96,7 @@ async def run_job(
     job_id = job_id_for(req.input_path, req.output_path)
     rerun = store_exists(req.store_path)
     report = None if rerun else check_input(req, config, err)  # a new store: validate before creating it
-    store = await open_store(req.store_path, create=True)
+    store = await open_job_store(req, config)
     try:
         with store.lock_job(job_id):
             req = replace(req, graph=job_graph(req.graph, await store.get_job(job_id)))

@@ -5,9 +5,13 @@ paused), latency p50/p95, its quota in use and the requests waiting for it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batchgate.text import plural
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.live import Live
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -112,30 +116,50 @@ _STATE_STYLE = {"ok": "green", "unreachable": "bold red", "circuit open": "red",
 
 
 class RichSink:
-    """A live display on stderr, redrawn on each update, as wide as the terminal."""
+    """A live display on stderr, redrawn on each update, as wide as the terminal. It starts (and
+    rich is imported, ~30 ms) at the first update or the first event that cannot wait, not before
+    the job's first request: the `started` line waits for it."""
 
     def __init__(self) -> None:
+        self._console: Console | None = None
+        self._live: Live | None = None
+        self._waiting: list[tuple[str, dict[str, Any]]] = []  # events heard before the display started
+
+    def _start(self) -> Console:
+        if self._console is not None:
+            return self._console
         from rich.console import Console  # noqa: PLC0415 — rich is the optional `cli` extra
         from rich.live import Live  # noqa: PLC0415 — rich is the optional `cli` extra
 
         self._console = Console(stderr=True)
         self._live = Live(console=self._console, refresh_per_second=4, transient=False)
         self._live.start()
+        waiting, self._waiting = self._waiting, []
+        for name, fields in waiting:
+            self._print(name, fields)
+        return self._console
 
     def event(self, name: str, **fields: Any) -> None:
+        if name == "started" and self._live is None:
+            self._waiting.append((name, fields))
+            return
+        self._print(name, fields)
+
+    def _print(self, name: str, fields: dict[str, Any]) -> None:
+        console = self._start()
         if name == "started":
-            self._console.print(
+            console.print(
                 f"[bold]batchgate[/] job {fields.get('job')}: {fields.get('pending')} to run, "
                 f"{fields.get('done')} already done"
             )
         elif name == "stopping":
             in_flight = plural(int(fields.get("in_flight") or 0), "in-flight request")
-            self._console.print(
+            console.print(
                 f"[yellow]stopping[/]: {fields.get('reason')}; waiting up to {fields.get('grace_s')} s for "
                 f"{in_flight} (press Ctrl-C again to stop at once)"
             )
         elif name == "provider_unreachable":
-            self._console.print(
+            console.print(
                 f"[bold red]{fields.get('provider')} unreachable[/]: {fields.get('cause')} "
                 f"({plural(int(fields.get('attempts') or 0), 'attempt')} so far)"
             )
@@ -146,11 +170,12 @@ class RichSink:
         from rich.table import Table  # noqa: PLC0415 — rich is the optional `cli` extra
         from rich.text import Text  # noqa: PLC0415 — rich is the optional `cli` extra
 
+        console = self._start()
         head = [Text(line, style="bold" if i == 0 else "") for i, line in enumerate(head_lines(snap))]
         for line in head[3:]:
             if "unreachable" in line.plain:
                 line.stylize("bold red")
-        width = max(20, self._console.width - 2)
+        width = max(20, console.width - 2)
         bar = Table.grid(expand=True)  # a grid row of its own, so the table starts on the next line
         bar.add_row(ProgressBar(total=max(1, snap["total"]), completed=snap["done"], width=width))
         table = Table(box=None, pad_edge=False, header_style="dim", expand=True)
@@ -159,7 +184,11 @@ class RichSink:
         for name, p in sorted(snap["providers"].items()):
             name_, state, *rest = provider_row(name, p)
             table.add_row(name_, Text(state, style=_STATE_STYLE.get(state.split(",")[0], "")), *rest)
+        assert self._live is not None
         self._live.update(Group(*head, bar, table))
 
     def close(self) -> None:
-        self._live.stop()
+        if self._waiting:  # a run that ended before its first update still says what it was
+            self._start()
+        if self._live is not None:
+            self._live.stop()

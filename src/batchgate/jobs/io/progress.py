@@ -6,6 +6,7 @@ The snapshot is also what `batchgate status` reads from the store while a job ru
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -300,11 +301,9 @@ def make_sink(mode: str, every_s: float = 10.0) -> ProgressSink:
         from batchgate.jobs.io.progress_lines import LineSink  # noqa: PLC0415 — only when asked for
 
         return LineSink(every_s)
-    try:
-        import rich  # noqa: F401, PLC0415 — the live display needs the optional `cli` extra
-    except ImportError:
+    if importlib.util.find_spec("rich") is None:  # the live display needs the optional `cli` extra
         if mode == "rich":
-            raise JobError("the live display needs rich: pip install 'batchgate[cli]'") from None
+            raise JobError("the live display needs rich: pip install 'batchgate[cli]'")
         print("batchgate: no live display (pip install 'batchgate[cli]' for one)", file=sys.stderr)
         from batchgate.jobs.io.progress_lines import LineSink  # noqa: PLC0415 — only when asked for
 

@@ -38,7 +38,10 @@ from batchgate.jobs.store.sqlfile import queries
 from batchgate.jobs.store.sqlite_chunks import SqliteChunks
 
 T = TypeVar("T")
-_ADD_CHUNK = 10_000
+# Tasks stored per transaction: SQLite holds a transaction's pages in memory, and the process's heap
+# keeps what they took (storing 200,000 tasks left the process at 95 MB RSS with 10,000 a
+# transaction, 50 MB with 1,000, in the same time: a commit in WAL mode, synchronous=NORMAL, is cheap).
+_ADD_CHUNK = 1_000
 _READ_CHUNK = 1_000
 # job, seq, line_no, custom_id, body, route, step
 _TaskRow = tuple[int, int, int, str, bytes, str | None, str | None]
