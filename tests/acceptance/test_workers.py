@@ -58,7 +58,7 @@ def pg_cli(tmp_path: Path) -> Iterator[Cli]:
 
 def _submit(cli: Cli, emu: EmulatorThread, n: int) -> tuple[Path, Path]:
     src = write_input(cli.cwd / "in.jsonl", n)
-    cfg = gateway_config(cli.cwd / "gw.yaml", emu, concurrency=16)
+    cfg = gateway_config(cli.cwd / "gw.yaml", emu, concurrency=16, hedge=False)  # every request counted
     out = cli.cwd / "out.jsonl"
     done = cli.run("run", str(src), "--config", str(cfg), "--output", str(out), "--submit-only")
     assert done.returncode == 0, done.stderr

@@ -252,9 +252,15 @@ async def test_statistics_add_up(emulator: Start) -> None:
         stats = gw.statistics()
     alpha = stats.providers["alpha"]
     assert stats.items_succeeded == 60
-    assert alpha.requests == alpha.succeeded + alpha.failed_attempts
+    # every attempt sent ended as an answer, a failure, or a hedged leg cancelled because the other
+    # leg answered first (a loaded machine stalls the loop past the hedge wait: at most one a hedge)
+    ended = alpha.succeeded + alpha.failed_attempts
+    assert ended <= alpha.requests <= ended + alpha.hedged
     assert alpha.prompt_tokens == sum(r.usage.prompt_tokens for r in results if r.usage)
-    assert alpha.errors_by_kind.get("server_error", 0) == alpha.failed_attempts
+    assert sum(alpha.errors_by_kind.values()) == alpha.failed_attempts
+    # the injected fault, and the adaptive timeout a stalled loop may reach
+    assert alpha.errors_by_kind["server_error"] > 0
+    assert set(alpha.errors_by_kind) <= {"server_error", "timeout"}
     assert alpha.wasted_tokens > 0
     assert 0 < alpha.latency_p50_ms <= alpha.latency_p95_ms <= alpha.latency_p99_ms
 
