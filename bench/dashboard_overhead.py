@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,31 +24,16 @@ from typing import Any
 
 import httpx
 import orjson
-import yaml
+from serve_bench import MODEL, served, write_config
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
-from batchgate.server.keys import create_key
-from batchgate.server.registry import REGISTRY_FILE, Registry
 
-CLI = [sys.executable, "-m", "batchgate"]
-MODEL = "m-bench"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
-
-
-def _config(path: Path, emu: EmulatorThread) -> Path:
-    provider = {"name": "alpha", "kind": "openai", "base_url": emu.base_url("alpha")}
-    data = {
-        "providers": [provider],
-        "routes": [{"model": MODEL, "targets": ["alpha:gpt-4o-mini"]}],
-        "settings": {"concurrency": 64, "seed": 1},
-    }
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
 
 
 def _requests(n: int) -> list[dict[str, Any]]:
@@ -71,47 +54,29 @@ def _watch(http: httpx.Client, job_id: str, poll: float, done: threading.Event) 
 
 
 def one_run(emu: EmulatorThread, n: int, watched: bool, poll: float) -> tuple[float, float, int]:
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        registry = Registry(root / REGISTRY_FILE)
-        key = create_key(registry, admin=False, name="bench", now=int(time.time()))[1]
-        registry.close()
-        argv = [*CLI, "serve", "--config", str(_config(root / "gw.yaml", emu)), "--port", "0"]
-        server = subprocess.Popen(
-            [*argv, "--store", str(root / "jobs.db")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None
-            url = server.stdout.readline().split("listening on ", 1)[1].strip()
-            http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
-            cpu0, t0 = _cpu_s(server.pid), time.monotonic()
-            lines = b"".join(orjson.dumps(r) + b"\n" for r in _requests(n))
-            upload = {"file": ("in.jsonl", lines)}
-            file_id = http.post("/v1/files", files=upload, data={"purpose": "batch"}).json()["id"]
-            job = http.post("/v1/jobs", json={"input_file_id": file_id}).json()
-            done, polls = threading.Event(), [0]
-            watcher = threading.Thread(
-                target=lambda: polls.__setitem__(0, _watch(http, job["id"], poll, done))
-            )
-            if watched:
-                watcher.start()
-            while http.get(f"/v1/jobs/{job['id']}").json()["state"] not in (
-                "completed",
-                "failed",
-                "cancelled",
-            ):
-                time.sleep(0.2)
-            elapsed, cpu = time.monotonic() - t0, _cpu_s(server.pid) - cpu0
-            done.set()
-            if watched:
-                watcher.join()
-            return cpu * 1000 / n, n / elapsed, polls[0]
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
+    with tempfile.TemporaryDirectory() as tmp, served(Path(tmp), _config(Path(tmp), emu)) as server:
+        headers = {"Authorization": f"Bearer {server.key}"}
+        http = httpx.Client(base_url=server.url, headers=headers, timeout=60)
+        cpu0, t0 = _cpu_s(server.process.pid), time.monotonic()
+        lines = b"".join(orjson.dumps(r) + b"\n" for r in _requests(n))
+        upload = {"file": ("in.jsonl", lines)}
+        file_id = http.post("/v1/files", files=upload, data={"purpose": "batch"}).json()["id"]
+        job = http.post("/v1/jobs", json={"input_file_id": file_id}).json()
+        done, polls = threading.Event(), [0]
+        watcher = threading.Thread(target=lambda: polls.__setitem__(0, _watch(http, job["id"], poll, done)))
+        if watched:
+            watcher.start()
+        while http.get(f"/v1/jobs/{job['id']}").json()["state"] not in ("completed", "failed", "cancelled"):
+            time.sleep(0.2)
+        elapsed, cpu = time.monotonic() - t0, _cpu_s(server.process.pid) - cpu0
+        done.set()
+        if watched:
+            watcher.join()
+        return cpu * 1000 / n, n / elapsed, polls[0]
+
+
+def _config(root: Path, emu: EmulatorThread) -> Path:
+    return write_config(root / "gw.yaml", emu, None, concurrency=64)
 
 
 def main() -> None:

@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -29,35 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 from openai import OpenAI
+from serve_bench import MODEL, emulator, served, write_config
 
-from batchgate.emulator import EmulatorThread, emulator_config_from_dict
-from batchgate.server.keys import create_key
-from batchgate.server.registry import REGISTRY_FILE, Registry
+from batchgate.emulator import EmulatorThread
 
-CLI = [sys.executable, "-m", "batchgate"]
-MODEL = "m-bench"
 ENDED = ("completed", "failed", "cancelled", "expired")
-
-
-def _emulator(rpm: int, latency_ms: float) -> EmulatorThread:
-    latency = {"ttft_p50_ms": latency_ms, "ttft_sigma": 0.2, "per_token_ms": 0}
-    provider = {"name": "alpha", "family": "openai", "limits": {"rpm": rpm, "tpm": 10**9}, "latency": latency}
-    emu = EmulatorThread(emulator_config_from_dict({"seed": 7, "providers": [provider]}))
-    emu.start()
-    return emu
-
-
-def _config(path: Path, emu: EmulatorThread, rpm: int) -> Path:
-    provider = {"name": "alpha", "kind": "openai", "base_url": emu.base_url("alpha"), "limits": {"rpm": rpm}}
-    data = {
-        "providers": [provider],
-        "routes": [{"model": MODEL, "targets": ["alpha:gpt-4o-mini"]}],
-        "settings": {"concurrency": 256, "seed": 1},
-    }
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
 
 
 def _input(n: int) -> bytes:
@@ -110,22 +85,15 @@ def _provider(emu: EmulatorThread, rpm: int) -> dict[str, Any]:
 
 
 def run(root: Path, emu: EmulatorThread, args: argparse.Namespace, live: bool) -> dict[str, Any]:
-    config = _config(root / "gw.yaml", emu, args.rpm)
-    registry = Registry(root / REGISTRY_FILE)
-    key = create_key(registry, admin=False, name="bench", now=int(time.time()))[1]
-    registry.close()
-    argv = [*CLI, "serve", "--config", str(config), "--port", "0", "--store", str(root / "jobs.db")]
-    server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().split("listening on ", 1)[1].strip()
-        client = OpenAI(base_url=url + "/v1", api_key=key, max_retries=0, timeout=120)
+    config = write_config(root / "gw.yaml", emu, args.rpm, concurrency=256)
+    with served(root, config) as server:
+        client = OpenAI(base_url=server.url + "/v1", api_key=server.key, max_retries=0, timeout=120)
         f = client.files.create(file=("in.jsonl", _input(args.lines)), purpose="batch")
         started = time.monotonic()
         batch = client.batches.create(
             input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h"
         )
-        while emu.stats()["providers"]["alpha"]["admitted"] < args.rpm // 6:  # sending for ~10 s
+        while emu.stats()["providers"]["alpha"]["admitted"] < min(args.rpm // 6, args.lines // 4):  # ~10 s in
             time.sleep(0.2)
         sender = LiveClient(client, args.live_rps)
         if live:
@@ -136,9 +104,6 @@ def run(root: Path, emu: EmulatorThread, args: argparse.Namespace, live: bool) -
         sender.stop.set()
         if live:
             sender.join(timeout=130)
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
     return {"status": status, "makespan": makespan, "live": sender, **_provider(emu, args.rpm)}
 
 
@@ -161,7 +126,7 @@ def main() -> None:
           f"live client {args.live_rps:g}/s through the proxy")  # fmt: skip
     print(f"{'setup':<22} {'batch':>9} {'makespan':>9} {'requests':>8} {'429/req':>8} {'pace':>6}")
     for name, live in (("batch alone", False), ("batch + live client", True)):
-        emu = _emulator(args.rpm, args.latency_ms)
+        emu = emulator(args.rpm, args.latency_ms)
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 f = run(Path(tmp), emu, args, live)

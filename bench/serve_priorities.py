@@ -12,44 +12,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
+from serve_bench import MODEL, emulator, served, write_config
 
-from batchgate.emulator import EmulatorThread, emulator_config_from_dict
-from batchgate.server.keys import create_key
-from batchgate.server.registry import REGISTRY_FILE, Registry
+from batchgate.emulator import EmulatorThread
 
-CLI = [sys.executable, "-m", "batchgate"]
-MODEL = "m-bench"
 PRIORITIES = ("high", "normal", "low")
 WEIGHTS = {"high": 0.6, "normal": 0.3, "low": 0.1}
 START_IN_S = 2.0
-
-
-def _emulator(rpm: int, latency_ms: float) -> EmulatorThread:
-    latency = {"ttft_p50_ms": latency_ms, "ttft_sigma": 0.2, "per_token_ms": 0}
-    provider = {"name": "alpha", "family": "openai", "limits": {"rpm": rpm, "tpm": 10**9}, "latency": latency}
-    emu = EmulatorThread(emulator_config_from_dict({"seed": 7, "providers": [provider]}))
-    emu.start()
-    return emu
-
-
-def _config(path: Path, emu: EmulatorThread, rpm: int) -> Path:
-    provider = {"name": "alpha", "kind": "openai", "base_url": emu.base_url("alpha"), "limits": {"rpm": rpm}}
-    data = {
-        "providers": [provider],
-        "routes": [{"model": MODEL, "targets": ["alpha:gpt-4o-mini"]}],
-        "settings": {"concurrency": 64, "seed": 1},
-    }
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
 
 
 def _requests(job: str, n: int) -> list[dict[str, Any]]:
@@ -74,17 +49,9 @@ def _watch(http: httpx.Client, ids: dict[str, str], t0: float) -> list[tuple[flo
 
 
 def run(root: Path, emu: EmulatorThread, n: int, rpm: int) -> list[tuple[float, dict[str, int]]]:
-    config = _config(root / "gw.yaml", emu, rpm)
-    registry = Registry(root / REGISTRY_FILE)
-    key = create_key(registry, admin=False, name="bench", now=int(time.time()))[1]
-    registry.close()
-    argv = [*CLI, "serve", "--config", str(config), "--port", "0", "--store", str(root / "jobs.db")]
-    server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().split("listening on ", 1)[1].strip()
-        headers = {"Authorization": f"Bearer {key}"}
-        with httpx.Client(base_url=url + "/v1", headers=headers, timeout=30) as http:
+    with served(root, write_config(root / "gw.yaml", emu, rpm, concurrency=64)) as server:
+        headers = {"Authorization": f"Bearer {server.key}"}
+        with httpx.Client(base_url=server.url + "/v1", headers=headers, timeout=30) as http:
             at = time.time() + START_IN_S
             ids = {}
             for p in PRIORITIES[::-1]:  # low first
@@ -93,9 +60,6 @@ def run(root: Path, emu: EmulatorThread, n: int, rpm: int) -> list[tuple[float, 
                 assert made.status_code == 201, made.text
                 ids[p] = made.json()["id"]
             return _watch(http, ids, at)
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
 
 
 def main() -> None:
@@ -104,7 +68,7 @@ def main() -> None:
     parser.add_argument("--rpm", type=int, default=1200)
     parser.add_argument("--latency-ms", type=float, default=100.0)
     args = parser.parse_args()
-    emu = _emulator(args.rpm, args.latency_ms)
+    emu = emulator(args.rpm, args.latency_ms)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             samples = run(Path(tmp), emu, args.lines, args.rpm)

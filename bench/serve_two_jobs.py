@@ -14,42 +14,16 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 from openai import OpenAI
+from serve_bench import CLI, MODEL, emulator, served, write_config
 
-from batchgate.emulator import EmulatorThread, emulator_config_from_dict
-from batchgate.server.keys import create_key
-from batchgate.server.registry import REGISTRY_FILE, Registry
-
-CLI = [sys.executable, "-m", "batchgate"]
-MODEL = "m-bench"
-
-
-def _emulator(rpm: int, latency_ms: float) -> EmulatorThread:
-    latency = {"ttft_p50_ms": latency_ms, "ttft_sigma": 0.2, "per_token_ms": 0}
-    provider = {"name": "alpha", "family": "openai", "limits": {"rpm": rpm, "tpm": 10**9}, "latency": latency}
-    emu = EmulatorThread(emulator_config_from_dict({"seed": 7, "providers": [provider]}))
-    emu.start()
-    return emu
-
-
-def _config(path: Path, emu: EmulatorThread, rpm: int) -> Path:
-    """The provider's limit declared, as a user does: each process paces to it."""
-    provider = {"name": "alpha", "kind": "openai", "base_url": emu.base_url("alpha"), "limits": {"rpm": rpm}}
-    data = {
-        "providers": [provider],
-        "routes": [{"model": MODEL, "targets": ["alpha:gpt-4o-mini"]}],
-        "settings": {"concurrency": 256, "seed": 1},
-    }
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+from batchgate.emulator import EmulatorThread
 
 
 def _input(path: Path, job: str, n: int) -> Path:
@@ -79,7 +53,7 @@ def _figures(emu: EmulatorThread, rpm: int) -> dict[str, Any]:
 
 
 def two_runs(root: Path, emu: EmulatorThread, n: int, rpm: int) -> None:
-    config = _config(root / "gw.yaml", emu, rpm)
+    config = write_config(root / "gw.yaml", emu, rpm, concurrency=256)
     procs = []
     for j in (1, 2):
         source = _input(root / f"in{j}.jsonl", f"run{j}", n)
@@ -91,16 +65,8 @@ def two_runs(root: Path, emu: EmulatorThread, n: int, rpm: int) -> None:
 
 
 def one_server(root: Path, emu: EmulatorThread, n: int, rpm: int) -> None:
-    config = _config(root / "gw.yaml", emu, rpm)
-    registry = Registry(root / REGISTRY_FILE)
-    key = create_key(registry, admin=False, name="bench", now=int(time.time()))[1]
-    registry.close()
-    argv = [*CLI, "serve", "--config", str(config), "--port", "0", "--store", str(root / "jobs.db")]
-    server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().split("listening on ", 1)[1].strip()
-        client = OpenAI(base_url=url + "/v1", api_key=key, max_retries=0)
+    with served(root, write_config(root / "gw.yaml", emu, rpm, concurrency=256)) as server:
+        client = OpenAI(base_url=server.url + "/v1", api_key=server.key, max_retries=0)
         batches = []
         for j in (1, 2):
             f = client.files.create(
@@ -113,9 +79,6 @@ def one_server(root: Path, emu: EmulatorThread, n: int, rpm: int) -> None:
         for batch_id in batches:
             while client.batches.retrieve(batch_id).status not in ("completed", "failed", "cancelled"):
                 time.sleep(0.5)
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
 
 
 def main() -> None:
@@ -130,7 +93,7 @@ def main() -> None:
         ("two `batchgate run` processes", two_runs),
         ("one `batchgate serve`, two batches", one_server),
     ):
-        emu = _emulator(args.rpm, args.latency_ms)
+        emu = emulator(args.rpm, args.latency_ms)
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 setup(Path(tmp), emu, args.lines, args.rpm)
