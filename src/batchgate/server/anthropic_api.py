@@ -24,6 +24,7 @@ from batchgate.errors import ServiceRequestError
 from batchgate.jobs.store.protocol import TaskRecord, TaskState
 from batchgate.server.batches import ENDED, Batches
 from batchgate.server.registry import BatchRecord, Registry
+from batchgate.server.request_body import json_object
 from batchgate.server.shapes import WINDOW_S
 
 PATH = "/v1/messages/batches"
@@ -176,12 +177,7 @@ class AnthropicApi:
         return web.Response(body=orjson.dumps(data), content_type="application/json")
 
     async def create(self, request: web.Request) -> web.Response:
-        try:
-            body = orjson.loads(await request.read())
-        except orjson.JSONDecodeError:
-            raise ServiceRequestError(400, "The request body is not valid JSON.") from None
-        if not isinstance(body, dict):
-            raise ServiceRequestError(400, "The request body must be a JSON object.")
+        body = await json_object(request)
         b = self.batches.create_inline(self._key_of(request)[0], "anthropic", request_lines(body))
         return await self._answer(request, b)
 

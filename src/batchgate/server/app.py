@@ -36,6 +36,7 @@ from batchgate.server.keys import authenticate
 from batchgate.server.native import Jobs
 from batchgate.server.quota_ring import QuotaRing
 from batchgate.server.registry import ApiKey, BatchRecord, FileRecord, Registry
+from batchgate.server.request_body import json_object
 from batchgate.server.shapes import batch_object, error_body, file_object, page
 
 log = logging.getLogger("batchgate.server")
@@ -120,16 +121,6 @@ def _viewer(request: web.Request) -> str | None:
     return None if key.admin else key.id
 
 
-async def _json_body(request: web.Request) -> dict[str, Any]:
-    try:
-        body = orjson.loads(await request.read())
-    except orjson.JSONDecodeError:
-        raise ServiceRequestError(400, "We could not parse the JSON body of your request.") from None
-    if not isinstance(body, dict):
-        raise ServiceRequestError(400, "The request body must be a JSON object.")
-    return body
-
-
 class Api:
     def __init__(self, service: Service) -> None:
         self.s = service
@@ -208,7 +199,7 @@ class Api:
         return batch_object(b, await batches.counts(b), await batches.usage(b))
 
     async def create_batch(self, request: web.Request) -> web.Response:
-        body = await _json_body(request)
+        body = await json_object(request)
         b = self.s.batches.create(_key(request).id, _viewer(request), body)
         return json(await self._batch(b))
 

@@ -23,6 +23,7 @@ from batchgate.server.job_table import STATES, JobFilter, status_of
 from batchgate.server.job_view import FINISHED, ProviderFigures, figures, job_counts, job_object, result_line
 from batchgate.server.native import Jobs, conflict
 from batchgate.server.registry import BatchRecord
+from batchgate.server.request_body import json_object
 
 PATH = "/v1/jobs"
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
@@ -59,12 +60,7 @@ class JobsApi:
         return _json({**job_object(b, spec, await job_counts(self.jobs.store, b)), **extra}, status)
 
     async def create(self, request: web.Request) -> web.Response:
-        try:
-            body = orjson.loads(await request.read())
-        except orjson.JSONDecodeError:
-            raise bad("body", "the request body is not valid JSON") from None
-        if not isinstance(body, dict):
-            raise bad("body", "the request body must be a JSON object")
+        body = await json_object(request, lambda message: bad("body", message))
         owner, viewer = self._key_of(request)
         b, spec = await self.jobs.create_job(owner, viewer, body)
         return await self._answer(b, spec, 201)

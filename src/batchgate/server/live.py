@@ -39,6 +39,7 @@ from batchgate.jobs.io.shapes import ShapeError, live_body
 from batchgate.models import Result
 from batchgate.server import live_stream
 from batchgate.server.anthropic_api import message_of
+from batchgate.server.request_body import json_object
 
 CHAT_PATH = "/v1/chat/completions"
 MESSAGES_PATH = "/v1/messages"
@@ -58,7 +59,7 @@ class LiveApi:
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         arrived = self.clock.now()
-        raw = await _json_object(request)
+        raw = await json_object(request)
         stream, include_usage = _stream_options(raw)
         result = await self._run(_body(raw, anthropic=False))
         answer = result.body or {}
@@ -69,7 +70,7 @@ class LiveApi:
 
     async def messages(self, request: web.Request) -> web.StreamResponse:
         arrived = self.clock.now()
-        raw = await _json_object(request)
+        raw = await json_object(request)
         stream, _ = _stream_options(raw)
         result = await self._run(_body(raw, anthropic=True))
         message = message_of(result.body or {}, str(raw.get("model")))
@@ -110,16 +111,6 @@ def refusal(error: BatchgateError | None) -> ServiceRequestError:
     if isinstance(error, AuthenticationError):  # the gateway's own provider key, not the client's
         message = "The provider refused the gateway's credentials; the server's operator must fix them."
     return ServiceRequestError(502, f"The provider failed: {message}", type=_SERVER, code=kind)
-
-
-async def _json_object(request: web.Request) -> dict[str, Any]:
-    try:
-        body = orjson.loads(await request.read())
-    except orjson.JSONDecodeError:
-        raise ServiceRequestError(400, "We could not parse the JSON body of your request.") from None
-    if not isinstance(body, dict):
-        raise ServiceRequestError(400, "The request body must be a JSON object.")
-    return body
 
 
 def _stream_options(raw: dict[str, Any]) -> tuple[bool, bool]:
