@@ -9,12 +9,11 @@ import orjson
 import pytest
 
 from batchgate.jobs.io.output import format_error_line
+from batchgate.jobs.io.provider_figures import hist_add, hist_percentiles
 from batchgate.jobs.io.report import (
     build_report,
     dump_segments,
     fold_open_segment,
-    hist_add,
-    hist_percentiles,
     load_invalid,
     load_segments,
     merge_segments,

@@ -120,7 +120,7 @@ class JobEngine:
         self.budget = BudgetGuard(config.budget)
         self.errors = ErrorRateWindow(config.job.error_rate_threshold, config.job.error_rate_window)
         self.check = OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)
-        self.progress = Progress(started=self.clock.wall(), total=0)
+        self.progress = Progress(started=self.clock.wall(), total=0, shared_gateway=gateway is not None)
         self.stop_reason: str | None = None
         self.cancel_requested = False
         self._stop = asyncio.Event()

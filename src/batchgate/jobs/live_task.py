@@ -15,7 +15,8 @@ from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate
 from batchgate.jobs.io import outcome
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Progress
-from batchgate.jobs.io.report import INVALID_CODE, hist_add
+from batchgate.jobs.io.provider_figures import tally_result
+from batchgate.jobs.io.report import INVALID_CODE
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
 from batchgate.models import Result, Usage
@@ -99,20 +100,12 @@ class LiveTasks:
 
     def _observe(self, result: Result, billed: list[Any]) -> None:
         """Account one gateway result: latencies, wasted tokens, and what it was billed."""
+        tally_result(self.progress, result)
         for attempt in result.attempts:
-            hist_add(self.progress.latency.setdefault(attempt.provider, {}), attempt.latency_ms)
-            tally = self.progress.tally(attempt.provider)
-            tally.attempts += 1
-            tally.latency_ms += attempt.latency_ms
             if attempt.error_kind is not None:
                 self.progress.retry_extra_tokens += attempt.tokens_charged
-                tally.errors += 1
-                if attempt.error_kind == "rate_limit":
-                    tally.rate_limited += 1
         if not result.ok:
             return
-        if result.provider is not None:
-            self.progress.tally(result.provider).answered += 1
         usage = result.usage or Usage()
         cost = self.prices.cost(result.model, usage)
         billed[0] += cost

@@ -97,8 +97,8 @@ async def figures(
 
 class ProviderFigures:
     """Each provider's share of a job, from its finished items in the store (their OUT lines name
-    the provider that answered). The run report's per-provider figures come from the gateway's
-    counters, which a server shares between all its jobs, so they are not one job's; these are.
+    the provider that answered), counting each item's attempts for that provider (the run
+    report's figures count each attempt for the provider it went to: `provider_figures`).
     Kept per job until more of its items finish (a scan per change, not per request)."""
 
     def __init__(self) -> None:

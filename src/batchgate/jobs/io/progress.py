@@ -26,14 +26,22 @@ MAX_LISTED_INVALID = 1000  # invalid custom_ids kept for the display and the rep
 
 @dataclass(slots=True)
 class ProviderTally:
-    """One provider's share of one job's live traffic (counters only: the job's timeline samples
-    them). `latency_ms` sums every attempt's latency, so a sample pair gives the mean between."""
+    """One provider's share of one job's live traffic, from its results' attempts: the job's
+    timeline samples the counters, and a server job's report shows them (`provider_figures`).
+    `latency_ms` sums every attempt's latency, so a sample pair gives the mean between."""
 
     attempts: int = 0
     answered: int = 0  # results this provider answered successfully
     rate_limited: int = 0  # 429s
     errors: int = 0  # failed attempts of any kind
     latency_ms: float = 0.0
+    retries: int = 0  # failed attempts followed by another attempt of the same request
+    wasted_tokens: int = 0  # tokens charged for failed attempts
+    prompt_tokens: int = 0  # of the answers this provider gave
+    completion_tokens: int = 0
+    unreachable_attempts: int = 0
+    unreachable_cause: str | None = None  # "connection refused", ... when a request ended so
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -45,6 +53,7 @@ class Progress:
     `latency` holds per-provider latency histograms (see `report.hist_add`) so runs can be merged.
     `cost_by_provider` counts live and batch answers; `batch_cost_by_provider` the batch ones only.
     `batch_view`, set by a run with batch mode, returns its open batches and batch counters.
+    `tallies` count the job's own live attempts per provider (`provider_figures.tally_result`).
     """
 
     started: float
@@ -66,6 +75,7 @@ class Progress:
     batch_cost_by_provider: dict[str, float] = field(default_factory=dict)
     tallies: dict[str, ProviderTally] = field(default_factory=dict)  # this job's live attempts
     batch_view: Callable[[], dict[str, Any]] | None = None
+    shared_gateway: bool = False  # the gateway runs other jobs too (a server): its counters are not ours
 
     def batches(self) -> dict[str, Any]:
         """The batch view (empty when the run has no batch mode)."""

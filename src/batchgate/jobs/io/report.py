@@ -1,17 +1,27 @@
 """The job report: a JSON account of what happened per provider (requests, errors by kind, 429s,
 retries, latency percentiles, tokens, cost split live / Batch API), what batch mode did (batches
 submitted, resumed, ended by state, items resubmitted or sent live, the saving against all-live),
-merged across the runs of a resumed job, and a readable summary table for the terminal."""
+merged across the runs of a resumed job, and a readable summary table for the terminal.
+
+The per-provider figures are always the job's own: from the gateway's counters where the run owns
+its gateway (the CLI), from the job's tallies of its results' attempts where a server's gateway is
+shared by every job (`provider_figures`); there, what only the gateway knows (circuit, quota in
+use, its totals over all jobs, hedges) is apart, under `provider_state` (`"scope": "gateway"`)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import orjson
 
 from batchgate.jobs.io.batch_figures import merge_batch_stats
 from batchgate.jobs.io.progress import MAX_LISTED_INVALID, Progress
+from batchgate.jobs.io.provider_figures import (
+    gateway_providers,
+    hist_percentiles,
+    own_providers,
+    shared_state,
+)
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.stats import GatewayStatistics
 from batchgate.text import plural
@@ -34,32 +44,6 @@ _ADDITIVE = (
     "validation_tokens",
     "unreachable_attempts",
 )
-# Latency histograms: bucket i holds latencies near HIST_BASE**i ms (2 % wide), so runs merge exactly
-# up to the bucket width while a provider's histogram stays a few hundred entries at most.
-HIST_BASE = 1.02
-
-
-def hist_add(hist: dict[str, int], ms: float) -> None:
-    key = str(round(math.log(max(ms, 1.0), HIST_BASE)))
-    hist[key] = hist.get(key, 0) + 1
-
-
-def hist_percentiles(hist: dict[str, int]) -> dict[str, float]:
-    """Nearest-rank p50/p95/p99 (ms) of a histogram; zeros for an empty one."""
-    buckets = sorted((int(k), n) for k, n in hist.items() if n > 0)
-    count = sum(n for _, n in buckets)
-    out = {"p50": 0.0, "p95": 0.0, "p99": 0.0}
-    if not count:
-        return out
-    for name, q in (("p50", 50), ("p95", 95), ("p99", 99)):
-        rank = max(0, min(count - 1, round(q / 100.0 * (count - 1))))
-        seen = 0
-        for key, n in buckets:
-            seen += n
-            if seen > rank:
-                out[name] = round(HIST_BASE**key, 1)
-                break
-    return out
 
 
 def run_segment(
@@ -74,40 +58,19 @@ def run_segment(
 
     A run killed before it finished leaves its last periodic segment (`finished` False) behind;
     the next run folds it in (`fold_open_segment`), so a crash loses at most a few seconds of figures.
+    With a gateway other jobs share (`progress.shared_gateway`, a server): the job's own figures,
+    and the gateway's state apart (`provider_state`).
     """
-    providers: dict[str, Any] = {}
-    for name, p in stats.providers.items():
-        providers[name] = {
-            "batch_cost_usd": round(progress.batch_cost_by_provider.get(name, 0.0), 6),
-            "request_count": p.requests,
-            "success_count": p.succeeded,
-            "error_count": p.failed_attempts,
-            "rate_limited": p.rate_limited,
-            "retries": p.retries,
-            "errors_by_kind": dict(p.errors_by_kind),
-            "avg_latency_ms": round(p.avg_latency_ms, 1),
-            "latency_ms": {
-                "p50": round(p.latency_p50_ms, 1),
-                "p95": round(p.latency_p95_ms, 1),
-                "p99": round(p.latency_p99_ms, 1),
-            },
-            "latency_hist": dict(progress.latency.get(name, {})),
-            "prompt_tokens": p.prompt_tokens,
-            "completion_tokens": p.completion_tokens,
-            "wasted_tokens": p.wasted_tokens,
-            "hedged": p.hedged,
-            "duplicate_tokens": p.duplicate_tokens,
-            "validation_tokens": progress.validation_by_provider.get(name, 0),
-            "cost_usd": round(progress.cost_by_provider.get(name, 0.0), 6),
-            "unreachable_attempts": p.unreachable_attempts,
-            "unreachable_cause": p.unreachable_cause,
-        }
+    shared = progress.shared_gateway
+    providers = own_providers(progress) if shared else gateway_providers(stats, progress)
     segment: dict[str, Any] = {
         "run_id": run_id,
         "finished": finished,
         "elapsed_ms": round(elapsed_s * 1000.0),
         "providers": providers,
     }
+    if shared:
+        segment["provider_state"] = shared_state(stats)
     batches = progress.batches().get("stats")
     if batches:
         segment["batches"] = batches
@@ -216,7 +179,15 @@ def build_report(
             "batch_saving_usd": batches["saving_usd"],
         },
         "batches": batches,
-    }
+    } | _provider_state(segments)
+
+
+def _provider_state(segments: list[dict[str, Any]]) -> dict[str, Any]:
+    """A server job's `provider_state`: the shared gateway's, as its latest run last saw it."""
+    for seg in reversed(segments):
+        if seg.get("provider_state"):
+            return {"provider_state": seg["provider_state"]}
+    return {}
 
 
 def _add_batch_items(providers: dict[str, Any], by_provider: dict[str, Any]) -> None:
