@@ -300,3 +300,36 @@ def test_a_lock_file_left_by_a_holder_is_not_trusted_after_it_is_removed(tmp_pat
     finally:
         second.release()
         os.close(stale)
+
+
+async def _another_process_writes_and_closes(path: Path) -> None:
+    """What `batchgate cancel` does to the file: open it, write, close it."""
+    code = (
+        f"import sqlite3; c = sqlite3.connect({str(path)!r}); "
+        "c.execute('DELETE FROM blobs WHERE 0'); c.close()"
+    )
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code)
+    assert await proc.wait() == 0
+
+
+async def test_a_second_open_in_the_process_keeps_the_first_connection_s_locks(tmp_path: Path) -> None:
+    """A server opens the store once per job; another process (`batchgate cancel`) closing the
+    file must not take the WAL away from the server's first connection (it was a disk I/O error)."""
+    path = tmp_path / "jobs.db"
+    first = await SqliteJobStore.open(path)
+    try:
+        await first.create_job(job())
+        await first.put_blob("job1", "k", b"v")
+        await (await SqliteJobStore.open(path)).close()  # a job's own open and close
+        await _another_process_writes_and_closes(path)
+        await first.put_blob("job1", "k2", b"v2")
+        later = await SqliteJobStore.open(path)  # the next job
+        try:
+            await later.put_blob("job1", "k3", b"v3")
+            assert await later.get_blob("job1", "k2") == b"v2"
+        finally:
+            await later.close()
+        assert await first.get_blob("job1", "k") == b"v"
+        assert await first.get_blob("job1", "k3") == b"v3"
+    finally:
+        await first.close()

@@ -117,3 +117,25 @@ def test_batchgate_cancel_refuses_a_server_s_job_and_never_signals_the_server(
     assert cancel.returncode == 2
     assert "batchgate serve" in cancel.stderr
     assert server.proc.poll() is None  # still serving
+
+
+def test_a_job_submitted_after_a_cli_cancel_on_the_server_s_store_runs_and_completes(
+    server: Server, keys: dict[str, str], tmp_path: Path
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(orjson.dumps({"model": ALPHA, "prompt": "hi"}) + b"\n")
+    first = submit(str(source), "--server", server.url, "--follow", key=keys["a"])
+    assert first.returncode == 0, first.stderr
+    folder = server.root / "batches" / first.stdout.strip()
+    job = job_id_for(folder / "input.jsonl", folder / "output.jsonl")
+    argv = [sys.executable, "-m", "batchgate", "cancel", job, "--store", str(server.root / "jobs.db")]
+    cancel = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert cancel.returncode == 2, cancel.stderr
+    out = tmp_path / "out.jsonl"
+    after = submit(str(source), "--server", server.url, "--follow", "--output", str(out), key=keys["a"])
+    assert after.returncode == 0, after.stderr
+    auth = {"Authorization": f"Bearer {keys['a']}"}
+    got = httpx.get(f"{server.base_url}/batches/{after.stdout.strip()}", headers=auth)
+    assert got.status_code == 200, got.text
+    assert got.json()["status"] == "completed"
+    assert len(out.read_bytes().splitlines()) == 1

@@ -13,7 +13,8 @@ auth, every refusal in OpenAI's error shape `{"error": {"message", "type", "para
 
 Keys come as `Authorization: Bearer <token>` or (the anthropic SDK) `x-api-key: <token>`.
 A key sees only its own files and batches (another key's are a 404, as unknown ids are); an admin
-key sees all. An unexpected failure is a 500 with a generic message: no traceback, no secret.
+key sees all. An unexpected failure is a 500 with a generic message: no traceback, no secret; a
+job store failure (`StoreError`) is a 500 saying so, in the same JSON shape, its file named in the log only.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import orjson
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from batchgate.errors import ServiceRequestError
+from batchgate.errors import ServiceRequestError, StoreError
 from batchgate.server import anthropic_api, jobs_api, live, metrics_route, openapi
 from batchgate.server.batches import Batches
 from batchgate.server.dashboard import Dashboard
@@ -83,6 +84,11 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         message = f"Invalid URL ({request.method} {request.path})" if exc.status in (404, 405) else exc.reason
         return _refusal(
             request, exc.status, message, _HTTP_TYPES.get(exc.status, "invalid_request_error"), None
+        )
+    except StoreError as exc:  # the job store failed: the operator's log names it, the client hears why
+        log.error("%s %s: job store error: %s", request.method, request.path, exc)
+        return _refusal(
+            request, 500, "The server's job store failed (its log says why).", "server_error", None
         )
     except Exception as exc:  # a bug: said in one line, never a traceback to the client
         log.error("%s %s: internal error: %s", request.method, request.path, type(exc).__name__)

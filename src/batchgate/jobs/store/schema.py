@@ -38,6 +38,8 @@ def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
         _migrate(path, conn)
     except sqlite3.Error as exc:
         conn.close()
+        if getattr(exc, "sqlite_errorcode", -1) & 0xFF == sqlite3.SQLITE_NOTADB and _not_sqlite(path):
+            raise StoreError(f"{path}: not a batchgate job database (not an SQLite file)") from None
         raise store_error(path, exc) from None
     except BaseException:
         conn.close()
@@ -46,19 +48,32 @@ def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
 
 
 def _prepare_file(path: Path) -> None:
-    """Create the file 0600 if missing; refuse a directory or a file that is not SQLite at all."""
+    """Create the file 0600 if missing; refuse a directory. An existing file is never opened here:
+    closing any descriptor of a file drops every POSIX lock this process holds on it, so a raw
+    open/close beside a live connection (a server opens the store once per job) silently released
+    that connection's WAL read lock, and another process closing the database last then
+    checkpointed and deleted the WAL under it ("corrupted or not a batchgate job database")."""
+    if path.is_dir():
+        raise StoreError(f"{path}: is a directory, not a job database")
+    if path.exists():
+        return
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except IsADirectoryError:
-        raise StoreError(f"{path}: is a directory, not a job database") from None
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return  # created meanwhile by another opener
     except OSError as exc:
         raise StoreError(f"{path}: cannot open the job database ({exc.strerror})") from None
+    os.close(fd)  # a new, empty file: no connection of this process can hold a lock on it
+
+
+def _not_sqlite(path: Path) -> bool:
+    """Whether the file does not start with SQLite's header (read only after SQLite refused it)."""
     try:
-        head = os.pread(fd, len(_SQLITE_MAGIC), 0)
-    finally:
-        os.close(fd)
-    if head and head != _SQLITE_MAGIC:
-        raise StoreError(f"{path}: not a batchgate job database (not an SQLite file)")
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+    except OSError:
+        return False
+    return bool(head) and head != _SQLITE_MAGIC
 
 
 def _refuse_foreign(path: Path, conn: sqlite3.Connection) -> set[str]:
