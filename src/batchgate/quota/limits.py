@@ -117,3 +117,11 @@ class QuotaStats:
     never_fit: int
     pauses: int = 0
     calibrations: int = 0
+
+    def in_use(self) -> dict[str, float]:
+        """Per dimension, the share of the bucket taken now (0 full, 1 empty), to three places."""
+        return {
+            dim: round(min(1.0, max(0.0, 1.0 - self.levels.get(dim, cap) / cap)), 3)
+            for dim, cap in self.capacities.items()
+            if cap > 0
+        }

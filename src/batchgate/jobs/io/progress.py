@@ -180,11 +180,7 @@ def snapshot(
 def provider_entry(p: ProviderStatistics, progress: Progress) -> dict[str, Any]:
     """One provider's row: traffic, errors by kind, latency, its quota in use, its state."""
     quota = p.quota
-    used: dict[str, float] = {}
-    if quota is not None:
-        for dim, cap in quota.capacities.items():
-            if cap > 0:
-                used[dim] = round(min(1.0, max(0.0, 1.0 - quota.levels.get(dim, cap) / cap)), 3)
+    used = quota.in_use() if quota is not None else {}
     if p.unreachable:
         state = "unreachable"
     elif quota is not None and quota.paused_until is not None:

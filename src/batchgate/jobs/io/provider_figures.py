@@ -149,11 +149,7 @@ def shared_state(stats: GatewayStatistics) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, p in stats.providers.items():
         quota = p.quota
-        used: dict[str, float] = {}
-        if quota is not None:
-            for dim, cap in quota.capacities.items():
-                if cap > 0:
-                    used[dim] = round(min(1.0, max(0.0, 1.0 - quota.levels.get(dim, cap) / cap)), 3)
+        used = quota.in_use() if quota is not None else {}
         out[name] = {
             "scope": "gateway",
             "circuit": p.circuit,
