@@ -9,20 +9,20 @@ as places come back (nobody already in flight is interrupted). A limit of None a
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from types import TracebackType
+
+from batchgate.lanes import Lanes
 
 
 class InflightLimit:
     """An adjustable semaphore; see the module docstring."""
 
-    __slots__ = ("_limit", "_urgent", "_waiters", "in_use")
+    __slots__ = ("_lanes", "_limit", "in_use")
 
     def __init__(self, limit: int | None = None) -> None:
         self._limit = limit
         self.in_use = 0
-        self._urgent: deque[asyncio.Future[None]] = deque()
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._lanes: Lanes[asyncio.Future[None]] = Lanes()
 
     @property
     def limit(self) -> int | None:
@@ -39,19 +39,16 @@ class InflightLimit:
 
     async def acquire(self, *, urgent: bool = False) -> None:
         """Take a place; `urgent` waits ahead of every ordinary waiter (FIFO among the urgent)."""
-        lane = self._urgent if urgent else self._waiters
-        if not lane and not self._urgent and self._free():
+        if not self._lanes.ahead_of(urgent) and self._free():
             self.in_use += 1
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        lane.append(fut)
+        self._lanes.append(fut, urgent=urgent)
         try:
             await fut
         except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
+            if self._lanes.leave(fut):
                 self.release()  # handed a place as the caller went away
-            elif fut in lane:  # a wake in between may have dropped it already
-                lane.remove(fut)
             raise
 
     def release(self) -> None:
@@ -59,18 +56,16 @@ class InflightLimit:
         self._wake()
 
     def _wake(self) -> None:
-        while (self._urgent or self._waiters) and self._free():
-            fut = (self._urgent or self._waiters).popleft()
-            if not fut.done():
-                self.in_use += 1
-                fut.set_result(None)
+        while self._free() and (fut := self._lanes.popleft()) is not None:
+            self.in_use += 1
+            fut.set_result(None)
 
     def locked(self) -> bool:
         """Whether a newcomer would have to wait."""
-        return bool(self._waiters or self._urgent) or not self._free()
+        return bool(self._lanes) or not self._free()
 
     def waiting(self) -> int:
-        return sum(1 for lane in (self._urgent, self._waiters) for f in lane if not f.done())
+        return self._lanes.pending()
 
     def place(self, *, urgent: bool = False) -> Place:
         """`async with limit.place(urgent=...):` holds one place for the block."""

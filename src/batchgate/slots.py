@@ -12,11 +12,11 @@ in FIFO order — no polling; a provider's urgent waiters (live requests) go bef
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Iterable
 from types import TracebackType
 
 from batchgate.clock import Clock
+from batchgate.lanes import Lanes
 
 
 class FairSlots:
@@ -31,9 +31,8 @@ class FairSlots:
         self.share = max(1, total // len(names))
         self.in_use = dict.fromkeys(names, 0)
         self.used = 0
-        self._waiting = dict.fromkeys(names, 0)
-        self._queues: dict[str, deque[asyncio.Future[None]]] = {n: deque() for n in names}
-        self._urgent: dict[str, deque[asyncio.Future[None]]] = {n: deque() for n in names}
+        # each provider's waiters; a cancelled one counts as waiting until dropped from its lane
+        self._lanes: dict[str, Lanes[asyncio.Future[None]]] = {n: Lanes() for n in names}
 
     def _may_take(self, name: str) -> bool:
         if self.used >= self.total:
@@ -44,7 +43,7 @@ class FairSlots:
         owed = sum(
             max(0, self.share - used)
             for other, used in self.in_use.items()
-            if other != name and (self._waiting[other] > 0 or now - self._last_seen[other] < self.idle_after)
+            if other != name and (self._lanes[other] or now - self._last_seen[other] < self.idle_after)
         )
         return self.total - self.used > owed
 
@@ -55,21 +54,17 @@ class FairSlots:
     async def acquire(self, name: str, *, urgent: bool = False) -> None:
         """Take one of `name`'s slots; `urgent` waits ahead of that provider's other waiters."""
         self._last_seen[name] = self._clock.now()
-        queue = (self._urgent if urgent else self._queues)[name]
-        if not queue and not self._urgent[name] and self._may_take(name):
+        lanes = self._lanes[name]
+        if not lanes.ahead_of(urgent) and self._may_take(name):
             self._take(name)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        queue.append(fut)
-        self._waiting[name] += 1
+        lanes.append(fut, urgent=urgent)
         try:
             await fut
         except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
+            if lanes.leave(fut):
                 self.release(name)  # granted in the same instant the caller went away
-            elif fut in queue:  # `_wake` drops a cancelled waiter it meets, uncounted
-                queue.remove(fut)
-                self._waiting[name] -= 1
             raise
 
     def release(self, name: str) -> None:
@@ -82,31 +77,19 @@ class FairSlots:
         granted = True
         while granted and self.used < self.total:
             granted = False
-            for name in self._queues:
-                queue = self._next(name)
-                if queue and self._may_take(name):
-                    fut = queue.popleft()
-                    self._waiting[name] -= 1
+            for name, lanes in self._lanes.items():
+                if (fut := lanes.head()) is not None and self._may_take(name):
+                    lanes.popleft()
                     self._take(name)
                     fut.set_result(None)
                     granted = True
-
-    def _next(self, name: str) -> deque[asyncio.Future[None]]:
-        """`name`'s lane to serve next (urgent first), cancelled waiters dropped from its head."""
-        for queue in (self._urgent[name], self._queues[name]):
-            while queue and queue[0].done():  # cancelled, its task not yet resumed: skip it
-                queue.popleft()
-                self._waiting[name] -= 1
-            if queue:
-                return queue
-        return self._queues[name]
 
     def slot(self, name: str, *, urgent: bool = False) -> Slot:
         """`async with slots.slot(name):` holds one of `name`'s slots for the block."""
         return Slot(self, name, urgent)
 
     def __repr__(self) -> str:
-        waiting = sum(self._waiting.values())
+        waiting = sum(len(lanes) for lanes in self._lanes.values())
         return f"FairSlots(used={self.used}/{self.total}, share={self.share}, waiting={waiting})"
 
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
 from collections.abc import Callable, Mapping
 
 from batchgate.clock import Clock, TimerHandle
 from batchgate.errors import QuotaStoreUnavailable
+from batchgate.lanes import Lanes
 from batchgate.quota.limits import Reservation
 from batchgate.quota.store.protocol import Pace, QuotaStore, Settle
 
@@ -36,33 +36,27 @@ class _Turns:
 
     def __init__(self) -> None:
         self._held = False
-        self._lanes: tuple[deque[asyncio.Future[None]], deque[asyncio.Future[None]]] = (deque(), deque())
+        self._lanes: Lanes[asyncio.Future[None]] = Lanes()
 
     async def acquire(self, urgent: bool) -> None:
         if not self._held:
             self._held = True
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        lane = self._lanes[0 if urgent else 1]
-        lane.append(future)
+        self._lanes.append(future, urgent=urgent)
         try:
             await future
         except asyncio.CancelledError:
-            if future.done() and not future.cancelled():
+            if self._lanes.leave(future):
                 self.release()  # handed the turn as the caller went away
-            else:
-                with contextlib.suppress(ValueError):
-                    lane.remove(future)
             raise
 
     def release(self) -> None:
-        for lane in self._lanes:
-            while lane:
-                future = lane.popleft()
-                if not future.done():
-                    future.set_result(None)  # the turn passes on: still held
-                    return
-        self._held = False
+        future = self._lanes.popleft()
+        if future is None:
+            self._held = False
+        else:
+            future.set_result(None)  # the turn passes on: still held
 
 
 class SharedQuota:
