@@ -139,7 +139,9 @@ class Attempts:
         usage = response.usage
         rt.pool.charges.observe_usage(s.count, usage.prompt_tokens, now)
         cost = tag.reservation.cost
-        rt.pool.reconcile(tag.reservation, usage, prompt_estimate=cost.tokens - cost.output_tokens)
+        rt.pool.reconcile(
+            tag.reservation, usage, prompt_estimate=cost.tokens - cost.output_tokens, count=s.count
+        )
         rt.counter.observe(s.body, usage.prompt_tokens)
         if rt.recorder.succeeded < CALIBRATE_ALWAYS or rt.recorder.succeeded % CALIBRATE_EVERY == 0:
             _calibrate(rt, rt.client.rate_limits(response.headers, self._clock.wall()))

@@ -411,3 +411,35 @@ async def test_an_urgent_request_passes_the_queue_but_is_still_paced() -> None:
     for b in batch:
         b.cancel()
     await asyncio.gather(*batch, return_exceptions=True)
+
+
+async def test_unknown_enforcement_gives_back_estimate_noise_but_not_what_the_model_since_learned() -> None:
+    # No configured burst: the enforcement is unknown, so requests leave evenly (no bucket to
+    # fill) and an over-estimate is given back only as far as today's charge model would still
+    # make it — never the whole difference of a reservation priced before the model learned.
+    pool, clock = make(QuotaLimits(tpm=6000, safety=1.0))
+
+    async def admitted() -> Reservation:
+        clock.advance(60.0)  # the previous one's debt repaid: admitted at once
+        return await pool.acquire(Cost(tokens=110, output_tokens=10), count=100)
+
+    stale = await admitted()  # nothing known yet: priced at our count, 100
+    assert stale.charged["tokens"] == 110
+    for _ in range(50):
+        pool.charges.observe_usage(100, 80, now=0.0)  # the provider reports 0.8 of our count
+    fresh = await admitted()
+    assert fresh.charged["tokens"] == 90  # priced at admission: 80 + 10
+    level = pool.statistics().levels["tokens"]
+    pool.reconcile(fresh, Usage(prompt_tokens=76), prompt_estimate=80, count=100)
+    assert pool.statistics().levels["tokens"] == pytest.approx(level + 4)  # the estimate's noise
+    level = pool.statistics().levels["tokens"]
+    pool.reconcile(stale, Usage(prompt_tokens=78), prompt_estimate=100, count=100)
+    assert pool.statistics().levels["tokens"] == pytest.approx(level + 2)  # not 22
+    under = await admitted()
+    level = pool.statistics().levels["tokens"]
+    pool.reconcile(under, Usage(prompt_tokens=85), prompt_estimate=80, count=100)
+    assert pool.statistics().levels["tokens"] == pytest.approx(level - 5)  # an under-estimate: taken
+    kept = await admitted()
+    level = pool.statistics().levels["tokens"]
+    pool.reconcile(kept, Usage(prompt_tokens=70), prompt_estimate=80)  # our count unknown: kept
+    assert pool.statistics().levels["tokens"] == pytest.approx(level)

@@ -196,3 +196,16 @@ def reconcile_targets(
     if "output_tokens" in res.charged and output_adjusted:
         target["output_tokens"] = float(usage.completion_tokens)
     return target
+
+
+def estimate_credit(charges: ChargeModel, usage: Usage, count: int | None) -> dict[str, float]:
+    """How much of a prompt's reservation may be given back on each prompt dimension: what the
+    charge model, as it stands now, would reserve for our `count` of it, less what it was
+    charged — the noise of one estimate, never a change the model has learned since (none
+    without `count`)."""
+    if count is None or count <= 0:
+        return {}
+    uncached = max(0, usage.prompt_tokens - usage.cached_tokens)
+    tokens = charges.reserve("tokens", count) - charges.charged("tokens", usage.prompt_tokens)
+    inputs = charges.reserve("input_tokens", count) - charges.charged("input_tokens", uncached)
+    return {"tokens": float(max(0, tokens)), "input_tokens": float(max(0, inputs))}

@@ -25,7 +25,7 @@ from batchgate.models import Cost, RateLimitSnapshot, Usage
 from batchgate.policy.aimd import AimdController, AimdSettings
 from batchgate.quota.bucket import TokenBucket
 from batchgate.quota.burst import BurstLearner
-from batchgate.quota.charge import ChargeModel, reconcile_targets
+from batchgate.quota.charge import ChargeModel, estimate_credit, reconcile_targets
 from batchgate.quota.dimension import TIMER_SLACK, Dimension
 from batchgate.quota.header_style import HeaderStyle
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, QuotaStats, Reservation, cost_amounts
@@ -162,30 +162,39 @@ class QuotaPool:
         usage: Usage,
         *,
         prompt_estimate: int | None = None,
+        count: int | None = None,
         output_adjusted: bool = False,
     ) -> bool:
         """Correct a reservation with the provider's real usage; False if already settled.
 
         What is corrected and why: `charge.reconcile_targets` (the estimate is `prompt_estimate`,
-        default `res.cost.input_tokens`). An under-estimate is taken at once; an over-estimate is
-        given back only where the enforcement is known (a configured burst): a counted window
-        cannot use the difference, a later one would be overrun. A shared store gets the same.
+        default `res.cost.input_tokens`). An under-estimate is taken at once. An over-estimate is
+        given back in full where the enforcement is known (a configured burst); elsewhere only as
+        far as the charge model, as it stands now, would still over-reserve that prompt (`count`,
+        our own count of it): the noise of one estimate, which under-estimates taken elsewhere
+        balance. What a reservation held because the model has since learned a lower charge is
+        not given back: late credit from a whole run of stale reservations would let a burst into
+        one window. A shared store gets the same.
         """
         if not self._open(res):
             return False
         estimate = res.cost.input_tokens if prompt_estimate is None else prompt_estimate
         target = reconcile_targets(res, usage, self.charges, estimate, output_adjusted=output_adjusted)
+        credit = (
+            None if self.limits.burst_seconds is not None else estimate_credit(self.charges, usage, count)
+        )
         now = self._clock.now()
-        known = self.limits.burst_seconds is not None
         for name, amount in target.items():
             dim = self._dims.get(name)
             delta = max(0.0, amount) - res.charged[name]
+            if delta < 0 and credit is not None:
+                delta = -min(-delta, credit.get(name, 0.0))
             if dim is not None and delta > 0:
                 dim.bucket.take(delta, now)
-            elif dim is not None and delta < 0 and known:
+            elif dim is not None and delta < 0:
                 dim.bucket.give_back(-delta, now)
-            res.charged[name] = max(0.0, amount)
-            if res.shared is not None and self.shared is not None and (delta > 0 or known):
+            res.charged[name] = res.charged[name] + delta
+            if res.shared is not None and self.shared is not None and delta != 0:
                 self.shared.adjust(name, delta)
         res.settled = True
         self._counts["reconciled"] += 1
