@@ -5,7 +5,9 @@ seconds. Whatever a provider enforces, evenly spaced sending at rate r puts up t
 request into some window of length W (where the window's edge falls between two requests), so
 staying inside every window of at least `MIN_WINDOW` seconds needs that one request of headroom
 per window; the average admitted cost is measured, not assumed. Timer lateness is kept as credit
-(`TIMER_SLACK` seconds of rate, the bucket's slack), so a late timer costs no rate.
+(`TIMER_SLACK` seconds of rate, the bucket's slack), so a late timer costs no rate — and the
+credit a late timer catches up is counted in the headroom too: r·(W + slack) + one request
+stays within the limit's W seconds.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from batchgate.quota.bucket import TokenBucket
 
 MIN_WINDOW = 1.0  # seconds: the shortest enforcement window the pace stays inside
-TIMER_SLACK = 0.02  # seconds of rate a late timer may carry over: far less than one request
+TIMER_SLACK = 0.005  # seconds of rate a late timer may carry over (timers here run ~1 ms late)
 _REFRESH = 16  # admissions between two updates of the average cost
 _FLOOR = 0.5  # the headroom never takes more than this share of the rate
 
@@ -59,5 +61,8 @@ class Dimension:
         """Send at `per_second` × the limit, less the one-request headroom (unless the caller
         knows the enforcement: a configured burst), with that burst."""
         full = self.limit * per_second
-        rate = max(full * _FLOOR, full - self.avg_cost / MIN_WINDOW) if headroom else full
+        if headroom:  # r·(W + slack) + one request ≤ full·W: no window of W overrun
+            rate = max(full * _FLOOR, (full * MIN_WINDOW - self.avg_cost) / (MIN_WINDOW + TIMER_SLACK))
+        else:
+            rate = full
         self.bucket.set_rate(rate, now, capacity=rate * burst_seconds, slack=rate * TIMER_SLACK)
