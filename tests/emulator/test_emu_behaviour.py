@@ -145,3 +145,16 @@ def test_latency_is_lognormal_around_p50_and_reproducible(
     assert statistics.median(first) - per_token == pytest.approx(0.2, rel=0.1)
     assert min(first) > per_token
     assert max(first) > 2 * statistics.median(first)  # a long tail
+
+
+def test_warm_loads_the_token_counting_a_standalone_emulator_needs_before_it_listens(
+    make_provider: ProviderFactory, make_config: ConfigFactory
+) -> None:
+    # `batchgate emulate` warms before it prints that it listens: a first request that loaded
+    # the encoding would stall the emulator and admit the requests behind it in a bunch.
+    emu = Emulator(make_config(make_provider("p")))
+    family = emu.family("openai")
+    assert isinstance(family, OpenAIFamily)
+    assert not family.counter.loaded
+    emu.warm()
+    assert family.counter.loaded

@@ -59,6 +59,7 @@ async def serve(config: EmulatorConfig, host: str, port: int) -> None:
         loop.add_signal_handler(sig, stopping.set)
     try:
         async with Emulator(config, host, port) as emulator:
+            emulator.warm()
             print(f"{LISTENING_PREFIX}{emulator.url}", flush=True)
             for provider in config.providers:
                 print(

@@ -102,6 +102,17 @@ class Emulator:
         self._runner = runner
         self._port = int(runner.addresses[0][1])
 
+    def family(self, name: str) -> Family:
+        """The wire family `name` ("openai" or "anthropic") this emulator serves with."""
+        return self._families[name]
+
+    def warm(self) -> None:
+        """Load what the first request would (each family's token counting) now: a standalone
+        emulator must not stall its first requests and admit them in a bunch, which no provider
+        does (an embedded one skips this, so a job's first request leaves sooner)."""
+        for name in {p.family for p in self.config.providers}:
+            self._families[name].count_text("warm")
+
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
