@@ -137,7 +137,7 @@ class Attempts:
         now = self._clock.now()
         latency = now - tag.sent
         usage = response.usage
-        rt.pool.charges.observe_usage(s.count, usage.prompt_tokens, now)
+        rt.pool.observe_usage(s.count, usage.prompt_tokens)
         cost = tag.reservation.cost
         rt.pool.reconcile(
             tag.reservation, usage, prompt_estimate=cost.tokens - cost.output_tokens, count=s.count
@@ -228,16 +228,18 @@ class Attempts:
         return exc
 
     def _refused(self, s: Send, tag: _Tag, exc: RateLimitError, now: float) -> None:
-        """A 429: which limit said no. A bare one — no retry hint, no rate-limit headers — is a
-        server turning away what exceeds its in-flight cap (local servers, proxies): learn the
-        cap, nothing was charged, no rate is at fault. Otherwise a rate: a token dimension the
-        provider names may raise the charge margin (then the rate's AIMD is spared: the
-        reservations were short, not the pace); anything else goes to the AIMD."""
+        """A 429: which limit said no. A bare one — no retry hint, no rate-limit headers, no rate
+        limit named in its body — is a server turning away what exceeds its in-flight cap (local
+        servers, proxies): learn the cap, nothing was charged, no rate is at fault. Otherwise a
+        rate: a token dimension the provider names may raise the charge margin, or be explained
+        by what the model learned since the request was priced (then the rate's AIMD is spared:
+        the reservations were short, not the pace); anything else goes to the AIMD."""
         rt = s.rt
         wall = self._clock.wall()
         snapshot = rt.client.rate_limits(exc.headers, wall)
         hint = parse_retry_hint(exc.headers, wall, max_hint=self._max_hint)
-        bare = hint is None and snapshot == _NOTHING
+        named = binding_dimension(error_fields(exc.body)[0], None)  # the body names a rate limit
+        bare = hint is None and snapshot == _NOTHING and named is None
         if bare or not rt.pool.limited():
             if rt.concurrency.on_refused(tag.in_flight, now):
                 rt.slots.set_limit(rt.concurrency.limit)
@@ -248,8 +250,12 @@ class Attempts:
         dim = binding_dimension(error_fields(exc.body)[0], snapshot)
         admitted = tag.reservation.admitted_at
         raises = rt.pool.charges.raises
-        explained = dim in PROMPT_DIMENSIONS and rt.pool.charges.on_rate_limited(dim, now, admitted)
+        cost = tag.reservation.cost
+        prompt = cost.tokens - cost.output_tokens if dim == "tokens" else cost.input_tokens
+        reserved = prompt / s.count if s.count > 0 else None  # per unit of our count
+        explained = dim in PROMPT_DIMENSIONS and rt.pool.charges.on_rate_limited(dim, now, admitted, reserved)
         if rt.pool.charges.raises != raises and dim is not None:
+            rt.pool.reprice()
             margin = round(rt.pool.charges.margin(dim), 4)
             event(_log, INFO, "charge_margin_raised", provider=rt.name, dimension=dim, margin=margin)
         if rt.pool.on_rate_limited(tag.reservation, rate_at_fault=not explained):
