@@ -60,6 +60,7 @@ def test_a_lone_token_429_is_noise_a_confirmed_pair_lifts_to_charges_what_we_cou
 
 def test_the_margin_relaxes_after_a_clean_period() -> None:
     model = ChargeModel()
+    model.observe_usage(100, 100, now=0.0)
     model.on_rate_limited("tokens", 0.0)
     model.on_rate_limited("tokens", 1.0)
     raised = model.margin("tokens")
@@ -79,3 +80,31 @@ def test_binding_dimension_from_the_error_type_or_nearly_empty_headers_only() ->
         limit_requests=100, remaining_requests=90, limit_tokens=1000, remaining_tokens=20
     )
     assert binding_dimension(None, empty) == "tokens"
+
+
+def test_429s_explained_by_what_was_learned_since_the_request_was_priced_raise_nothing() -> None:
+    model = ChargeModel()
+    assert model.on_rate_limited("tokens", 0.5)  # before any usage: sent blind, explained
+    assert model.on_rate_limited("tokens", 0.6)
+    assert model.margin("tokens") == 1.0
+    for _ in range(50):
+        model.observe_usage(100, 150, now=1.0)  # the provider charges 1.5x our count, and says so
+    assert model.on_rate_limited("tokens", 1.1, reserved=1.0)  # priced at our count, before that
+    assert model.on_rate_limited("tokens", 1.2, reserved=1.0)
+    assert model.margin("tokens") == 1.0  # no pair held against today's factor
+    assert not model.on_rate_limited("tokens", 1.3, reserved=1.5)  # priced right: a lone one
+    assert model.on_rate_limited("tokens", 1.4, reserved=1.5)  # a pair: the margin rises
+    assert model.margin("tokens") == pytest.approx(1.15)
+
+
+def test_a_margin_raised_before_usage_rose_gives_way_to_the_usage_ratio() -> None:
+    model = ChargeModel()
+    for _ in range(5):
+        model.observe_usage(100, 100, now=0.0)
+    model.on_rate_limited("tokens", 1.0)
+    model.on_rate_limited("tokens", 1.5)  # a confirmed pair at usage ratio 1: margin 1.15
+    assert model.factor("tokens") == pytest.approx(1.15)
+    for _ in range(400):
+        model.observe_usage(100, 140, now=2.0)  # usage now shows what the margin stood for
+    assert model.margin("tokens") == pytest.approx(1.0)
+    assert model.factor("tokens") == pytest.approx(model.usage_ratio)

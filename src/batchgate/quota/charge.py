@@ -30,6 +30,7 @@ from batchgate.models import Cost, RateLimitSnapshot, Usage
 from batchgate.quota.limits import Reservation
 
 PROMPT_DIMENSIONS = ("tokens", "input_tokens")
+_LEARNED_SINCE = 0.05  # a reservation this much below today's factor was priced before it was learned
 EMPTY = 0.25  # headers showing a dimension at most this full name it as the one a 429 was about
 _ERROR_TYPES = {
     "tokens": "tokens",
@@ -59,10 +60,11 @@ class ChargeSettings:
 
 
 class _Margin:
-    __slots__ = ("last_429", "last_event", "last_raise", "value")
+    __slots__ = ("last_429", "last_event", "last_raise", "ratio_at_raise", "value")
 
     def __init__(self) -> None:
         self.value = 1.0
+        self.ratio_at_raise = 1.0  # the usage ratio when the margin was last raised
         self.last_raise = -math.inf
         self.last_event = -math.inf
         self.last_429 = -math.inf
@@ -119,20 +121,31 @@ class ChargeModel:
         self._counted = self._counted * keep + count
         self._reported = self._reported * keep + reported
         self.samples += 1
+        ratio = self.usage_ratio
         for m in self._margins.values():
+            if m.value > 1.0 and ratio > m.ratio_at_raise:  # usage now explains part of the margin
+                m.value = max(1.0, m.value * m.ratio_at_raise / ratio)
+                m.ratio_at_raise = ratio
             if m.value > 1.0 and now - max(m.last_event, m.last_raise) >= self.settings.relax_period:
                 m.value = max(1.0, m.value / self.settings.relax_by)
                 m.last_event = now
 
-    def on_rate_limited(self, dim: str | None, now: float, admitted_at: float = math.inf) -> bool:
-        """A 429 attributed to `dim` for a request admitted at `admitted_at`; True when the charge
-        model accounts for it: it raised that dimension's margin, or the request was reserved
-        under a margin since raised. A lone one, or one past what charges explain (one step
-        beyond "charges what we count"), is left to the rate's AIMD."""
+    def on_rate_limited(
+        self, dim: str | None, now: float, admitted_at: float = math.inf, reserved: float | None = None
+    ) -> bool:
+        """A 429 attributed to `dim` for a request admitted at `admitted_at`, reserved at
+        `reserved` per unit of our count; True when the charge model accounts for it: it raised
+        that dimension's margin, or the request was reserved under a lower factor than the model
+        now gives (a margin since raised, or a usage ratio learned since — what was sent before
+        the first answers, say). A lone one, or one past what charges explain (one step beyond
+        "charges what we count"), is left to the rate's AIMD."""
         m = self._margins.get(dim) if dim is not None else None
-        if m is None:
+        if m is None or dim is None:
             return False
         s = self.settings
+        stale = reserved is not None and reserved < self.factor(dim) * (1.0 - _LEARNED_SINCE)
+        if self.samples == 0 or stale:
+            return True  # priced before any usage, or below what was learned since: no evidence
         previous, m.last_429, m.last_event = m.last_429, now, now
         if admitted_at < m.last_raise:
             return True
@@ -146,6 +159,7 @@ class ChargeModel:
             lifted = max(lifted, 1.0 / self.usage_ratio)
         m.value = min(ceiling, lifted)
         m.last_raise = now
+        m.ratio_at_raise = self.usage_ratio
         self.raises += 1
         return True
 

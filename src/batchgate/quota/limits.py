@@ -81,7 +81,7 @@ class Reservation:
     never admitted it (429, connect error before sending), or `on_rate_limited(res)`.
     """
 
-    __slots__ = ("admitted_at", "charged", "cost", "pool", "settled", "shared")
+    __slots__ = ("admitted_at", "charged", "cost", "pool", "repriced", "settled", "shared")
 
     def __init__(self, pool: str, cost: Cost, charged: dict[str, float], admitted_at: float) -> None:
         self.pool = pool
@@ -90,6 +90,7 @@ class Reservation:
         self.admitted_at = admitted_at
         self.settled = False
         self.shared: dict[str, float] | None = None  # what a shared quota store took for it
+        self.repriced: dict[str, float] = {}  # taken since, as the charge model learned (`reprice`)
 
     def __repr__(self) -> str:
         charged = ", ".join(f"{k}={v:g}" for k, v in self.charged.items())

@@ -30,6 +30,7 @@ from batchgate.quota.dimension import TIMER_SLACK, Dimension
 from batchgate.quota.header_style import HeaderStyle
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, QuotaStats, Reservation, cost_amounts
 from batchgate.quota.queue import FifoGate
+from batchgate.quota.reprice import OpenReservations
 from batchgate.quota.shared import SharedQuota
 from batchgate.quota.store.protocol import Pace
 
@@ -60,6 +61,7 @@ class QuotaPool:
         self._aimd = AimdController(aimd)
         self.burst = BurstLearner()
         self.charges = ChargeModel()
+        self._unsettled = OpenReservations()
         self.headers = HeaderStyle()
         now = clock.now()
         self._dims: dict[str, Dimension] = {
@@ -70,7 +72,7 @@ class QuotaPool:
         self._gate: FifoGate[_Request, Reservation] = FifoGate(
             clock,
             lambda r, now: self._wait_for(self._reprice(r).amounts, now),
-            lambda r, now: self._admit(r.cost, r.amounts, now),
+            lambda r, now: self._admit(r.cost, r.amounts, now, r.count),
             self.refund,
         )
         self._paused_until = -math.inf
@@ -100,8 +102,28 @@ class QuotaPool:
         amounts = cost_amounts(cost, self._dims)
         now = self._clock.now()
         if not self._gate.busy() and self._wait_for(amounts, now) <= 0.0:
-            return self._admit_idle(cost, amounts, now)
+            return self._admit_idle(cost, amounts, now, count)
         return await self._gate.wait(_Request(cost, amounts, count), urgent=urgent)
+
+    def observe_usage(self, count: int, reported: int) -> None:
+        """An answer's prompt: our `count` of it and the prompt tokens the provider reported —
+        for the charge model, then `reprice`."""
+        self.charges.observe_usage(count, reported, self._clock.now())
+        self.reprice()
+
+    def reprice(self) -> None:
+        """The charge model moved: take at once what open reservations are now short of
+        (`batchgate.quota.reprice`), so nothing more is admitted into what they already used."""
+        now = self._clock.now()
+        for res, name, short in self._unsettled.shortfalls(self.charges):
+            dim = self._dims.get(name)
+            if dim is None:
+                continue
+            dim.bucket.take(short, now)
+            res.charged[name] += short
+            res.repriced[name] = res.repriced.get(name, 0.0) + short
+            if res.shared is not None and self.shared is not None:
+                self.shared.adjust(name, short)
 
     def priced(self, cost: Cost, count: int) -> Cost:
         """`cost` re-priced from our prompt `count` as the charge model now says (`ChargeModel.priced`)."""
@@ -129,7 +151,7 @@ class QuotaPool:
         now = self._clock.now()
         if self._gate.busy() or self._wait_for(amounts, now) > 0.0:
             return None
-        return self._admit_idle(cost, amounts, now)
+        return self._admit_idle(cost, amounts, now, count)
 
     def wait_estimate(self, cost: Cost) -> float:
         """Rough seconds until `cost` would be admitted if queued now (inf if it never fits)."""
@@ -179,6 +201,7 @@ class QuotaPool:
         if not self._open(res):
             return False
         estimate = res.cost.input_tokens if prompt_estimate is None else prompt_estimate
+        estimate += round(res.repriced.get("tokens", 0.0))
         target = reconcile_targets(res, usage, self.charges, estimate, output_adjusted=output_adjusted)
         credit = (
             None if self.limits.burst_seconds is not None else estimate_credit(self.charges, usage, count)
@@ -197,6 +220,7 @@ class QuotaPool:
             if res.shared is not None and self.shared is not None and delta != 0:
                 self.shared.adjust(name, delta)
         res.settled = True
+        self._unsettled.discard(res)
         self._counts["reconciled"] += 1
         self._dispatch()
         return True
@@ -206,6 +230,7 @@ class QuotaPool:
         if not self._open(res):
             return False
         res.settled = True
+        self._unsettled.discard(res)
         self._counts["reconciled"] += 1
         return True
 
@@ -352,13 +377,15 @@ class QuotaPool:
             request.amounts = cost_amounts(request.cost, self._dims)
         return request
 
-    def _admit_idle(self, cost: Cost, amounts: dict[str, float], now: float) -> Reservation:
+    def _admit_idle(
+        self, cost: Cost, amounts: dict[str, float], now: float, count: int | None
+    ) -> Reservation:
         """Admit a request that found nobody waiting: if every bucket was full, it tries the burst."""
         if all(self._dims[n].bucket.level(now) >= self._dims[n].bucket.capacity for n in amounts):
             self.burst.on_full_burst_spent(now)
-        return self._admit(cost, amounts, now)
+        return self._admit(cost, amounts, now, count)
 
-    def _admit(self, cost: Cost, amounts: dict[str, float], now: float) -> Reservation:
+    def _admit(self, cost: Cost, amounts: dict[str, float], now: float, count: int | None) -> Reservation:
         repace = False
         for name, amount in amounts.items():
             dim = self._dims[name]
@@ -367,7 +394,9 @@ class QuotaPool:
         if repace:
             self._apply_rates(now)
         self._counts["admitted"] += 1
-        return Reservation(self.name, cost, dict(amounts), now)
+        res = Reservation(self.name, cost, dict(amounts), now)
+        self._unsettled.add(res, count)
+        return res
 
     def _buckets(self) -> Iterator[tuple[str, TokenBucket]]:
         return ((n, d.bucket) for n, d in self._dims.items())
@@ -386,6 +415,7 @@ class QuotaPool:
         if res.shared is not None and self.shared is not None:
             self.shared.give_back(res.shared)
         res.settled = True
+        self._unsettled.discard(res)
         self._counts["refunded"] += 1
 
     def _apply_rates(self, now: float, *, fill: bool = False) -> None:

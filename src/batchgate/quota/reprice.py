@@ -1,0 +1,60 @@
+"""Open reservations priced before the charge model learned a higher charge: what each is short.
+
+A request is reserved at what the charge model says when it is admitted. Before the first answers
+— or before a rise in what the provider charges per unit of our count was learned — that can fall
+short of what the provider charged it at admission. Each reservation is corrected when its own
+answer comes in, one latency later; until then the pool would keep admitting into windows the
+provider has already filled with the difference, and draw 429s that look like a rate problem. So
+when the model's factor for a prompt dimension rises, `OpenReservations.shortfalls` names what
+every open reservation is short by now, and the pool takes it at once (`Reservation.repriced`
+remembers it for the reconcile). Pure: the pool owns the buckets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from batchgate.quota.charge import PROMPT_DIMENSIONS, ChargeModel
+from batchgate.quota.limits import Reservation
+
+RISE = 0.02  # a factor this much above the last repricing makes the open reservations short
+
+
+class OpenReservations:
+    """The open reservations of one pool that carry our prompt count; see the module docstring."""
+
+    __slots__ = ("_factors", "_open")
+
+    def __init__(self) -> None:
+        self._open: dict[Reservation, int] = {}
+        self._factors: dict[str, float] = {}
+
+    def add(self, res: Reservation, count: int | None) -> None:
+        if count is not None and count > 0:
+            self._open[res] = count
+
+    def discard(self, res: Reservation) -> None:
+        self._open.pop(res, None)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def shortfalls(self, charges: ChargeModel) -> Iterator[tuple[Reservation, str, float]]:
+        """(reservation, dimension, units short) for every open reservation the model now prices
+        higher — only when some prompt dimension's factor rose by `RISE` since the last call."""
+        rose = []
+        for dim in PROMPT_DIMENSIONS:
+            factor = charges.factor(dim)
+            if factor > self._factors.get(dim, 1.0) * (1.0 + RISE):  # 1.0: our count, as at first
+                rose.append(dim)
+            self._factors[dim] = factor
+        if not rose:
+            return
+        for res, count in self._open.items():
+            for dim in rose:
+                if dim not in res.charged:
+                    continue
+                held = res.charged[dim] - (res.cost.output_tokens if dim == "tokens" else 0.0)
+                short = charges.reserve(dim, count) - held
+                if short > 0:
+                    yield res, dim, float(short)
