@@ -255,7 +255,6 @@ class Attempts:
         reserved = prompt / s.count if s.count > 0 else None  # per unit of our count
         explained = dim in PROMPT_DIMENSIONS and rt.pool.charges.on_rate_limited(dim, now, admitted, reserved)
         if rt.pool.charges.raises != raises and dim is not None:
-            rt.pool.reprice()
             margin = round(rt.pool.charges.margin(dim), 4)
             event(_log, INFO, "charge_margin_raised", provider=rt.name, dimension=dim, margin=margin)
         if rt.pool.on_rate_limited(tag.reservation, rate_at_fault=not explained):

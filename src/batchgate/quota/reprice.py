@@ -5,9 +5,9 @@ A request is reserved at what the charge model says when it is admitted. Before 
 short of what the provider charged it at admission. Each reservation is corrected when its own
 answer comes in, one latency later; until then the pool would keep admitting into windows the
 provider has already filled with the difference, and draw 429s that look like a rate problem. So
-when the model's factor for a prompt dimension rises, `OpenReservations.shortfalls` names what
-every open reservation is short by now, and the pool takes it at once (`Reservation.repriced`
-remembers it for the reconcile). Pure: the pool owns the buckets.
+when the usage ratio rises, `OpenReservations.shortfalls` names what every open reservation is
+short by now, and the pool takes it at once (`Reservation.repriced` remembers it for the
+reconcile). Pure: the pool owns the buckets.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ RISE = 0.02  # a factor this much above the last repricing makes the open reserv
 class OpenReservations:
     """The open reservations of one pool that carry our prompt count; see the module docstring."""
 
-    __slots__ = ("_factors", "_open")
+    __slots__ = ("_open", "_ratio")
 
     def __init__(self) -> None:
         self._open: dict[Reservation, int] = {}
-        self._factors: dict[str, float] = {}
+        self._ratio = 1.0  # the usage ratio open reservations were last priced at (1: our count)
 
     def add(self, res: Reservation, count: int | None) -> None:
         if count is not None and count > 0:
@@ -41,17 +41,15 @@ class OpenReservations:
 
     def shortfalls(self, charges: ChargeModel) -> Iterator[tuple[Reservation, str, float]]:
         """(reservation, dimension, units short) for every open reservation the model now prices
-        higher — only when some prompt dimension's factor rose by `RISE` since the last call."""
-        rose = []
-        for dim in PROMPT_DIMENSIONS:
-            factor = charges.factor(dim)
-            if factor > self._factors.get(dim, 1.0) * (1.0 + RISE):  # 1.0: our count, as at first
-                rose.append(dim)
-            self._factors[dim] = factor
+        higher — only when the usage ratio rose by `RISE` since the last call. (A margin raised
+        by 429s is not repriced here: those 429s already stopped the pool and drained its buckets.)"""
+        ratio = charges.usage_ratio
+        rose = ratio > self._ratio * (1.0 + RISE)
+        self._ratio = ratio
         if not rose:
             return
         for res, count in self._open.items():
-            for dim in rose:
+            for dim in PROMPT_DIMENSIONS:
                 if dim not in res.charged:
                     continue
                 held = res.charged[dim] - (res.cost.output_tokens if dim == "tokens" else 0.0)
