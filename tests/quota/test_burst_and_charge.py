@@ -84,8 +84,8 @@ def test_binding_dimension_from_the_error_type_or_nearly_empty_headers_only() ->
 
 def test_429s_explained_by_what_was_learned_since_the_request_was_priced_raise_nothing() -> None:
     model = ChargeModel()
-    assert model.on_rate_limited("tokens", 0.5)  # before any usage: sent blind, explained
-    assert model.on_rate_limited("tokens", 0.6)
+    assert not model.on_rate_limited("tokens", 0.5)  # before any usage: nothing to weigh, AIMD's
+    assert not model.on_rate_limited("tokens", 0.6)
     assert model.margin("tokens") == 1.0
     for _ in range(50):
         model.observe_usage(100, 150, now=1.0)  # the provider charges 1.5x our count, and says so

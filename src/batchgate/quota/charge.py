@@ -137,15 +137,16 @@ class ChargeModel:
         `reserved` per unit of our count; True when the charge model accounts for it: it raised
         that dimension's margin, or the request was reserved under a lower factor than the model
         now gives (a margin since raised, or a usage ratio learned since — what was sent before
-        the first answers, say). A lone one, or one past what charges explain (one step beyond
-        "charges what we count"), is left to the rate's AIMD."""
+        the first answers, say). A lone one, one before any usage was seen, or one past what
+        charges explain (one step beyond "charges what we count"), is left to the rate's AIMD."""
         m = self._margins.get(dim) if dim is not None else None
         if m is None or dim is None:
             return False
         s = self.settings
-        stale = reserved is not None and reserved < self.factor(dim) * (1.0 - _LEARNED_SINCE)
-        if self.samples == 0 or stale:
-            return True  # priced before any usage, or below what was learned since: no evidence
+        if reserved is not None and reserved < self.factor(dim) * (1.0 - _LEARNED_SINCE):
+            return True  # priced below what was learned since: no evidence against today's factor
+        if self.samples == 0:
+            return False  # no usage yet to weigh a charge against: the rate's AIMD
         previous, m.last_429, m.last_event = m.last_429, now, now
         if admitted_at < m.last_raise:
             return True
