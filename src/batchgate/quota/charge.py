@@ -26,8 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from batchgate.models import Cost, RateLimitSnapshot, Usage
-from batchgate.quota.limits import Reservation
+from batchgate.models import Cost, RateLimitSnapshot
 
 PROMPT_DIMENSIONS = ("tokens", "input_tokens")
 _LEARNED_SINCE = 0.05  # a reservation this much below today's factor was priced before it was learned
@@ -187,40 +186,3 @@ def binding_dimension(error_type: str | None, snapshot: RateLimitSnapshot | None
         if fraction < best_fraction:
             best, best_fraction = dim, fraction
     return best if best_fraction <= EMPTY else None
-
-
-def reconcile_targets(
-    res: Reservation, usage: Usage, charges: ChargeModel, estimate: int, *, output_adjusted: bool
-) -> dict[str, float]:
-    """What `res` should have charged on each dimension the provider corrects after the fact.
-
-    Providers charge the prompt estimate + max_tokens at admission and keep that charge, so only
-    the prompt part is corrected: on `tokens` by charged − `estimate`d prompt tokens (none when
-    the estimate is 0), on `input_tokens` to the charged uncached prompt tokens; "charged" is the
-    reported count as the charge model says this provider charges it. With `output_adjusted` (a
-    provider that refunds unused max_tokens) `output_tokens` is corrected to the real completion
-    tokens too.
-    """
-    target: dict[str, float] = {}
-    charged = charges.charged
-    if "tokens" in res.charged and estimate > 0:
-        target["tokens"] = res.charged["tokens"] + charged("tokens", usage.prompt_tokens) - estimate
-    if "input_tokens" in res.charged:
-        uncached = max(0, usage.prompt_tokens - usage.cached_tokens)
-        target["input_tokens"] = float(charged("input_tokens", uncached))
-    if "output_tokens" in res.charged and output_adjusted:
-        target["output_tokens"] = float(usage.completion_tokens)
-    return target
-
-
-def estimate_credit(charges: ChargeModel, usage: Usage, count: int | None) -> dict[str, float]:
-    """How much of a prompt's reservation may be given back on each prompt dimension: what the
-    charge model, as it stands now, would reserve for our `count` of it, less what it was
-    charged — the noise of one estimate, never a change the model has learned since (none
-    without `count`)."""
-    if count is None or count <= 0:
-        return {}
-    uncached = max(0, usage.prompt_tokens - usage.cached_tokens)
-    tokens = charges.reserve("tokens", count) - charges.charged("tokens", usage.prompt_tokens)
-    inputs = charges.reserve("input_tokens", count) - charges.charged("input_tokens", uncached)
-    return {"tokens": float(max(0, tokens)), "input_tokens": float(max(0, inputs))}

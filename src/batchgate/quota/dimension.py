@@ -12,12 +12,19 @@ stays within the limit's W seconds.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
+from batchgate.models import RateLimitSnapshot
 from batchgate.quota.bucket import TokenBucket
+from batchgate.quota.limits import DIMENSIONS
 
 MIN_WINDOW = 1.0  # seconds: the shortest enforcement window the pace stays inside
 TIMER_SLACK = 0.005  # seconds of rate a late timer may carry over (timers here run ~1 ms late)
 _REFRESH = 16  # admissions between two updates of the average cost
 _FLOOR = 0.5  # the headroom never takes more than this share of the rate
+CONFIG_KEYS = {name: key for key, name in DIMENSIONS}  # Cost field name -> config key (rpm, tpm, ...)
+_PLAUSIBLE = 0.1  # a reported limit below this share of the declared one is not a per-minute limit
 
 
 class Dimension:
@@ -66,3 +73,56 @@ class Dimension:
         else:
             rate = full
         self.bucket.set_rate(rate, now, capacity=rate * burst_seconds, slack=rate * TIMER_SLACK)
+
+
+def adopt_reported_limits(dims: Mapping[str, Dimension], snapshot: RateLimitSnapshot) -> float | None:
+    """Adopt each limit the provider's headers report below the declared one (a later higher
+    report restores up to the declared limit, never past it; one below a tenth of the declared
+    one is not a per-minute limit). None if no limit changed, else the largest factor by which a
+    limit fell (1.0 if they only rose)."""
+    ratio: float | None = None
+    for name, dim in dims.items():
+        reported = getattr(snapshot, f"limit_{name}")
+        if reported is None or not math.isfinite(reported) or reported <= 0:
+            continue
+        before = dim.limit
+        plausible = dim.declared * _PLAUSIBLE <= reported < dim.declared
+        dim.reported = reported if plausible else None
+        if dim.limit != before:
+            ratio = max(ratio or 1.0, before / dim.limit)
+    return ratio
+
+
+def never_fits(pool: str, dims: Mapping[str, Dimension], amounts: Mapping[str, float]) -> str | None:
+    """Why a request of `amounts` can never be admitted by `pool` (more than a whole per-minute
+    limit on some dimension), or None."""
+    for name, amount in amounts.items():
+        limit = dims[name].limit
+        if amount > limit:
+            return (
+                f"request needs {amount:g} {name} but provider {pool!r} allows at most "
+                f"{limit:g} {name} per minute ({CONFIG_KEYS[name]}); it can never be admitted"
+            )
+    return None
+
+
+def queued_wait(
+    dims: Mapping[str, Dimension], ahead: Mapping[str, float], amounts: Mapping[str, float], now: float
+) -> float:
+    """Rough seconds until `amounts` would be admitted behind `ahead` (units already queued, per
+    dimension): the slowest dimension's refill of what is queued plus what this one needs."""
+    wait = 0.0
+    for name, dim in dims.items():
+        bucket = dim.bucket
+        need = ahead.get(name, 0.0) + min(amounts.get(name, 0.0), bucket.capacity) - bucket.level(now)
+        if need > 0:
+            wait = max(wait, need / bucket.rate if bucket.rate > 0 else math.inf)
+    return wait
+
+
+def describe(dims: Mapping[str, Dimension], now: float) -> str:
+    """Each dimension's level/capacity@rate, for a pool's repr."""
+    return ", ".join(
+        f"{CONFIG_KEYS[n]}={d.bucket.level(now):.4g}/{d.bucket.capacity:.4g}@{d.bucket.rate:.4g}/s"
+        for n, d in dims.items()
+    )

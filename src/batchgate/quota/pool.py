@@ -23,21 +23,20 @@ from batchgate.clock import Clock
 from batchgate.errors import NeverFitsError
 from batchgate.models import Cost, RateLimitSnapshot, Usage
 from batchgate.policy.aimd import AimdController, AimdSettings
+from batchgate.quota import dimension as dim_
 from batchgate.quota.bucket import TokenBucket
 from batchgate.quota.burst import BurstLearner
-from batchgate.quota.charge import ChargeModel, estimate_credit, reconcile_targets
+from batchgate.quota.charge import ChargeModel
 from batchgate.quota.dimension import TIMER_SLACK, Dimension
 from batchgate.quota.header_style import HeaderStyle
-from batchgate.quota.limits import DIMENSIONS, QuotaLimits, QuotaStats, Reservation, cost_amounts
+from batchgate.quota.limits import QuotaLimits, QuotaStats, Reservation, cost_amounts
 from batchgate.quota.queue import FifoGate
 from batchgate.quota.reprice import OpenReservations
+from batchgate.quota.settle import reconcile_deltas
 from batchgate.quota.shared import SharedQuota
 from batchgate.quota.store.protocol import Pace
 
 __all__ = ["TIMER_SLACK", "QuotaLimits", "QuotaPool", "QuotaStats", "Reservation"]
-
-_KEY = {name: key for key, name in DIMENSIONS}
-_PLAUSIBLE = 0.1  # a reported limit below this share of the declared one is not a per-minute limit
 
 
 class _Request:
@@ -85,7 +84,7 @@ class QuotaPool:
 
     def check_fits(self, cost: Cost) -> None:
         """Raise NeverFitsError if `cost` exceeds a whole per-minute limit on any dimension."""
-        problem = self._never_fits(cost_amounts(cost, self._dims))
+        problem = dim_.never_fits(self.name, self._dims, cost_amounts(cost, self._dims))
         if problem is not None:
             self._counts["never_fit"] += 1
             raise NeverFitsError(problem)
@@ -96,18 +95,14 @@ class QuotaPool:
         ones — it is still paced at the rate, it only passes the ordinary queue. With `count` (our own
         prompt count) the prompt parts of `cost` are priced by the charge model as it stands when
         the request is admitted (`priced`), not when it queued: `Reservation.cost` says what."""
-        self.check_fits(cost)
-        if count is not None:
-            cost = self.priced(cost, count)
-        amounts = cost_amounts(cost, self._dims)
+        cost, amounts = self._prepare(cost, count)
         now = self._clock.now()
         if not self._gate.busy() and self._wait_for(amounts, now) <= 0.0:
             return self._admit_idle(cost, amounts, now, count)
         return await self._gate.wait(_Request(cost, amounts, count), urgent=urgent)
 
     def observe_usage(self, count: int, reported: int) -> None:
-        """An answer's prompt: our `count` of it and the prompt tokens the provider reported —
-        for the charge model, then `reprice`."""
+        """An answer's prompt (our `count`, the provider's `reported` tokens): learn, then `reprice`."""
         self.charges.observe_usage(count, reported, self._clock.now())
         self.reprice()
 
@@ -116,14 +111,8 @@ class QuotaPool:
         (`batchgate.quota.reprice`), so nothing more is admitted into what they already used."""
         now = self._clock.now()
         for res, name, short in self._unsettled.shortfalls(self.charges):
-            dim = self._dims.get(name)
-            if dim is None:
-                continue
-            dim.bucket.take(short, now)
-            res.charged[name] += short
+            self._charge(res, name, short, now)
             res.repriced[name] = res.repriced.get(name, 0.0) + short
-            if res.shared is not None and self.shared is not None:
-                self.shared.adjust(name, short)
 
     def priced(self, cost: Cost, count: int) -> Cost:
         """`cost` re-priced from our prompt `count` as the charge model now says (`ChargeModel.priced`)."""
@@ -144,10 +133,7 @@ class QuotaPool:
     def try_acquire(self, cost: Cost, *, count: int | None = None) -> Reservation | None:
         """Reserve `cost` (priced from `count`, as in `acquire`) now if nobody is queued and it
         is admissible; else None."""
-        self.check_fits(cost)
-        if count is not None:
-            cost = self.priced(cost, count)
-        amounts = cost_amounts(cost, self._dims)
+        cost, amounts = self._prepare(cost, count)
         now = self._clock.now()
         if self._gate.busy() or self._wait_for(amounts, now) > 0.0:
             return None
@@ -156,17 +142,11 @@ class QuotaPool:
     def wait_estimate(self, cost: Cost) -> float:
         """Rough seconds until `cost` would be admitted if queued now (inf if it never fits)."""
         amounts = cost_amounts(cost, self._dims)
-        if self._never_fits(amounts) is not None:
+        if dim_.never_fits(self.name, self._dims, amounts) is not None:
             return math.inf
         now = self._clock.now()
-        wait = max(0.0, self._paused_until - now)
-        for name, dim in self._dims.items():
-            bucket = dim.bucket
-            ahead = sum(r.amounts.get(name, 0.0) for r in self._gate.waiting())
-            need = ahead + min(amounts.get(name, 0.0), bucket.capacity) - bucket.level(now)
-            if need > 0:
-                wait = max(wait, need / bucket.rate if bucket.rate > 0 else math.inf)
-        return wait
+        ahead = {n: sum(r.amounts.get(n, 0.0) for r in self._gate.waiting()) for n in self._dims}
+        return max(self._paused_until - now, dim_.queued_wait(self._dims, ahead, amounts, now))
 
     def headroom(self) -> float:
         """How much could be admitted right now, as the emptiest bucket's fill fraction (0..1)."""
@@ -187,38 +167,25 @@ class QuotaPool:
         count: int | None = None,
         output_adjusted: bool = False,
     ) -> bool:
-        """Correct a reservation with the provider's real usage; False if already settled.
-
-        What is corrected and why: `charge.reconcile_targets` (the estimate is `prompt_estimate`,
-        default `res.cost.input_tokens`). An under-estimate is taken at once. An over-estimate is
-        given back in full where the enforcement is known (a configured burst); elsewhere only as
-        far as the charge model, as it stands now, would still over-reserve that prompt (`count`,
-        our own count of it): the noise of one estimate, which under-estimates taken elsewhere
-        balance. What a reservation held because the model has since learned a lower charge is
-        not given back: late credit from a whole run of stale reservations would let a burst into
-        one window. A shared store gets the same.
-        """
+        """Correct a reservation with the provider's real usage; False if already settled. What
+        is corrected and why: `batchgate.quota.settle` (the estimate is `prompt_estimate`, default
+        `res.cost.input_tokens`; `count` is our own count of the prompt). A shared store gets the
+        same."""
         if not self._open(res):
             return False
         estimate = res.cost.input_tokens if prompt_estimate is None else prompt_estimate
-        estimate += round(res.repriced.get("tokens", 0.0))
-        target = reconcile_targets(res, usage, self.charges, estimate, output_adjusted=output_adjusted)
-        credit = (
-            None if self.limits.burst_seconds is not None else estimate_credit(self.charges, usage, count)
+        deltas = reconcile_deltas(
+            res,
+            usage,
+            self.charges,
+            estimate=estimate + round(res.repriced.get("tokens", 0.0)),
+            count=count,
+            known=self.limits.burst_seconds is not None,
+            output_adjusted=output_adjusted,
         )
         now = self._clock.now()
-        for name, amount in target.items():
-            dim = self._dims.get(name)
-            delta = max(0.0, amount) - res.charged[name]
-            if delta < 0 and credit is not None:
-                delta = -min(-delta, credit.get(name, 0.0))
-            if dim is not None and delta > 0:
-                dim.bucket.take(delta, now)
-            elif dim is not None and delta < 0:
-                dim.bucket.give_back(-delta, now)
-            res.charged[name] = res.charged[name] + delta
-            if res.shared is not None and self.shared is not None and delta != 0:
-                self.shared.adjust(name, delta)
+        for name, delta in deltas.items():
+            self._charge(res, name, delta, now)
         res.settled = True
         self._unsettled.discard(res)
         self._counts["reconciled"] += 1
@@ -289,18 +256,9 @@ class QuotaPool:
         What `remaining` means depends on the provider's header style (`header_style`).
         """
         now = self._clock.now()
-        ratio, limits_changed = 1.0, False
-        for name, dim in self._dims.items():
-            reported = getattr(snapshot, f"limit_{name}")
-            if reported is None or not math.isfinite(reported) or reported <= 0:
-                continue
-            before = dim.limit
-            plausible = dim.declared * _PLAUSIBLE <= reported < dim.declared
-            dim.reported = reported if plausible else None
-            if dim.limit != before:
-                limits_changed = True
-                ratio = max(ratio, before / dim.limit)
-        if limits_changed:
+        ratio = dim_.adopt_reported_limits(self._dims, snapshot)
+        limits_changed = ratio is not None
+        if ratio is not None:
             self._counts["calibrations"] += 1
             if ratio > 1.0:
                 self._aimd.rescale(ratio)
@@ -344,26 +302,19 @@ class QuotaPool:
 
     def __repr__(self) -> str:
         now = self._clock.now()
-        dims = ", ".join(
-            f"{_KEY[n]}={b.level(now):.4g}/{b.capacity:.4g}@{b.rate:.4g}/s" for n, b in self._buckets()
-        )
+        dims = dim_.describe(self._dims, now)
         paused = f", paused={self._paused_until - now:.3g}s" if self._paused_until > now else ""
-        return (
-            f"QuotaPool({self.name!r}, {dims or 'unlimited'}, waiters={len(self._gate)}, "
-            f"factor={self._aimd.factor:.3g}{paused})"
-        )
+        factor = f"factor={self._aimd.factor:.3g}"
+        return f"QuotaPool({self.name!r}, {dims or 'unlimited'}, waiters={len(self._gate)}, {factor}{paused})"
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _never_fits(self, amounts: dict[str, float]) -> str | None:
-        for name, amount in amounts.items():
-            limit = self._dims[name].limit
-            if amount > limit:
-                return (
-                    f"request needs {amount:g} {name} but provider {self.name!r} allows at most "
-                    f"{limit:g} {name} per minute ({_KEY[name]}); it can never be admitted"
-                )
-        return None
+    def _prepare(self, cost: Cost, count: int | None) -> tuple[Cost, dict[str, float]]:
+        """`cost` checked to fit, priced from `count` (if given), and its amounts per dimension."""
+        self.check_fits(cost)
+        if count is not None:
+            cost = self.priced(cost, count)
+        return cost, cost_amounts(cost, self._dims)
 
     def _wait_for(self, amounts: dict[str, float], now: float) -> float:
         wait = max(0.0, self._paused_until - now)
@@ -398,6 +349,17 @@ class QuotaPool:
         self._unsettled.add(res, count)
         return res
 
+    def _charge(self, res: Reservation, name: str, delta: float, now: float) -> None:
+        """`res` holds `delta` more of dimension `name` (less if negative), here and in a shared store."""
+        dim = self._dims.get(name)
+        if dim is not None and delta > 0:
+            dim.bucket.take(delta, now)
+        elif dim is not None and delta < 0:
+            dim.bucket.give_back(-delta, now)
+        res.charged[name] += delta
+        if res.shared is not None and self.shared is not None and delta != 0:
+            self.shared.adjust(name, delta)
+
     def _buckets(self) -> Iterator[tuple[str, TokenBucket]]:
         return ((n, d.bucket) for n, d in self._dims.items())
 
@@ -429,7 +391,7 @@ class QuotaPool:
 
     def _fail_never_fitting(self) -> None:
         def reason(request: _Request) -> NeverFitsError | None:
-            problem = self._never_fits(request.amounts)
+            problem = dim_.never_fits(self.name, self._dims, request.amounts)
             return None if problem is None else NeverFitsError(problem)
 
         self._counts["never_fit"] += self._gate.fail(reason)
