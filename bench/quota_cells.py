@@ -132,8 +132,10 @@ def _enforced(p: dict[str, Any]) -> dict[str, int]:
     return limits
 
 
-def quota_seconds(cell: Cell, ids: set[str] | None = None) -> tuple[float, str]:
-    """The minimum seconds the quota needs for the requests `ids` (all if None), and what binds."""
+def quota_seconds(cell: Cell, ids: set[str] | None = None, *, credit: bool = True) -> tuple[float, str]:
+    """The minimum seconds the quota needs for the requests `ids` (all if None), and what binds:
+    their charge ÷ the enforced per-second limit, less the one window a provider admits at once
+    (`credit`; without it, the seconds the per-minute rate alone needs)."""
     best = (0.0, "")
     for p in cell.providers:
         tot = {"requests": 0.0, "tokens": 0.0, "input_tokens": 0.0, "output_tokens": 0.0}
@@ -143,7 +145,7 @@ def quota_seconds(cell: Cell, ids: set[str] | None = None) -> tuple[float, str]:
         for key, dim in DIMS:
             limit = _enforced(p).get(key)
             if limit and tot[dim]:
-                seconds = max(0.0, tot[dim] / (limit / 60.0) - WINDOW_S)
+                seconds = max(0.0, tot[dim] / (limit / 60.0) - (WINDOW_S if credit else 0.0))
                 if seconds > best[0]:
                     best = (seconds, f"{p['name']} {key}")
     return best

@@ -45,7 +45,7 @@ from workload import ProviderSpec, Spec  # noqa: E402
 from batchgate.emulator import EmulatorProcess  # noqa: E402
 
 SYSTEMS = ("batchgate", "semaphore", "cookbook")
-SIZES = {False: (7.0, 140, 95), True: (3.5, 70, 48)}  # quota seconds, items on 1 / on 3 providers
+SIZES = {False: (10.0, 500, 200), True: (5.0, 250, 100)}  # quota seconds, items on 1 / on 3 providers
 README_BEGIN, README_END = "<!-- quota-matrix:begin -->", "<!-- quota-matrix:end -->"
 
 
@@ -96,7 +96,7 @@ def _figures(cell: Cell, stats: dict[str, Any], child: Any, out: Any) -> Figures
     f = Figures()
     done = set(out["ok_ids"]) if out is not None else None
     if firsts and lasts and max(lasts) > min(firsts):  # the quota of what succeeded, over the span
-        f.pace = quota_seconds(cell, done)[0] / (max(lasts) - min(firsts))
+        f.pace = quota_seconds(cell, done, credit=False)[0] / (max(lasts) - min(firsts))
     r429 = sum(
         p["rejected"]["rate_limit"] + (p["rejected"]["concurrency"] if n in cell.bare_429 else 0)
         for n, p in mine.items()
@@ -153,7 +153,9 @@ def render(cells: list[Cell], results: list[dict[str, Figures]], systems: list[s
 INTRO = """\
 # The quota matrix: holding any provider's quota
 
-Each cell is one way a provider holds its quota: **enforcement** (a token bucket with one second
+Each cell is one way a provider holds its quota (500 requests on one provider, 200 items × 3 on
+three, limits set so that each binds after about 10 s of quota — 5,000 rpm and 490,000 tpm on
+one provider: `--quick` halves both): **enforcement** (a token bucket with one second
 of burst, a one-second sliding window with no burst beyond it, one-second fixed windows), what a
 request is **charged** at admission (the exact prompt tokens, or characters ÷ 4 as OpenAI's limiter
 is reported to estimate; `max_tokens` on top either way) and what the rate-limit **headers** say
@@ -167,16 +169,19 @@ enforces. Every system is told the *declared* limits and nothing about the enfor
 charge or the concurrency cap.
 
 Each system cell reads **pace · 429s per request · makespan ÷ bound · failed**:
-- *pace*: the quota's minimum seconds for the requests that succeeded (what they are charged ÷
-  the enforced per-second limit, minus the one window a provider admits at once; the second
-  column gives it for the whole workload, with the binding provider and dimension) ÷ the seconds
-  from the first request any provider saw to the admission of the last request that succeeded —
-  the share of the quota used, usefully, while sending (fixed windows can score above 1: a
-  burst across a boundary takes two windows' allowance at once);
+- *pace*: the share of the quota used, usefully, while sending — what the requests that
+  succeeded were charged ÷ (the enforced per-second limit × the seconds from the first request
+  any provider saw to the admission of the last request that succeeded), on the binding provider
+  and dimension (token buckets and fixed windows can score above 1: a bucket starts full, and a
+  burst across a boundary takes two windows' allowance at once). This is issue #12's "while
+  sending, share of the quota used"; until 2026-12-01 the matrix subtracted one window (the
+  allowance a provider admits at once) from the quota's seconds, a bound that only a client
+  sending a whole window blind at the start could reach;
 - *429s per request*: quota 429s and the local server's concurrency 429s, as the emulator counted
   them, over the requests in the workload;
 - *makespan ÷ bound*: the client's first request to its last answer, over the minimum seconds
-  plus one median latency;
+  (the second column: the workload's charge ÷ the enforced per-second limit, less the one window
+  a provider admits at once, with the binding provider and dimension) plus one median latency;
 - *failed*: requests the client gave up on.
 
 Targets (issue #12), marked ✓: every cell 0 failed, pace ≥ 0.95, ≤ 0.5% 429s; the hidden limit
@@ -205,7 +210,7 @@ def write_docs(table: str, command: str, elapsed: float, readme: bool) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="half-size cells (~3.5 s of quota each)")
+    parser.add_argument("--quick", action="store_true", help="half-size cells (~5 s of quota each)")
     parser.add_argument(
         "--cells", nargs="+", default=None, help="only cells whose name contains one of these"
     )
