@@ -14,6 +14,7 @@ handed to it in that instant, so the owner passes the turn on to the next waiter
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Iterator
 from typing import Generic, Protocol, TypeVar
@@ -28,6 +29,27 @@ class Waiting(Protocol):
 
 
 W = TypeVar("W", bound=Waiting)
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Held(Generic[T, R]):
+    """An owner's record: the `item` waiting and the future its turn resolves, answering for it."""
+
+    __slots__ = ("future", "item")
+
+    def __init__(self, item: T, future: asyncio.Future[R]) -> None:
+        self.item = item
+        self.future = future
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def cancelled(self) -> bool:
+        return self.future.cancelled()
+
+    def exception(self) -> BaseException | None:
+        return self.future.exception()
 
 
 class Lanes(Generic[W]):

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from batchgate.lanes import Lanes
+from batchgate.lanes import Held, Lanes
 
 
 def futures(n: int) -> list[asyncio.Future[None]]:
@@ -139,26 +139,9 @@ async def test_clear_empties_both_lanes_head_first() -> None:
     assert (len(lanes), lanes.head()) == (0, None)
 
 
-class _Record:
-    """An owner's waiter holding its item beside its future, as the quota gate's does."""
-
-    def __init__(self, item: str, future: asyncio.Future[None]) -> None:
-        self.item = item
-        self.future = future
-
-    def done(self) -> bool:
-        return self.future.done()
-
-    def cancelled(self) -> bool:
-        return self.future.cancelled()
-
-    def exception(self) -> BaseException | None:
-        return self.future.exception()
-
-
 async def test_a_record_answering_for_its_future_waits_like_a_future() -> None:
-    a, b = (_Record(name, fut) for name, fut in zip("ab", futures(2), strict=True))
-    lanes: Lanes[_Record] = Lanes()
+    a, b = (Held(name, fut) for name, fut in zip("ab", futures(2), strict=True))
+    lanes: Lanes[Held[str, None]] = Lanes()
     lanes.append(a, urgent=False)
     lanes.append(b, urgent=False)
     a.future.cancel()

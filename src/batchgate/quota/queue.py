@@ -17,28 +17,10 @@ from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 from batchgate.clock import Clock, TimerHandle
-from batchgate.lanes import Lanes
+from batchgate.lanes import Held, Lanes
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-class _Waiter(Generic[T, R]):
-    __slots__ = ("future", "item")
-
-    def __init__(self, item: T, future: asyncio.Future[R]) -> None:
-        self.item = item
-        self.future = future
-
-    # what `Lanes` asks of a waiter, answered by its future
-    def done(self) -> bool:
-        return self.future.done()
-
-    def cancelled(self) -> bool:
-        return self.future.cancelled()
-
-    def exception(self) -> BaseException | None:
-        return self.future.exception()
 
 
 class FifoGate(Generic[T, R]):
@@ -55,7 +37,7 @@ class FifoGate(Generic[T, R]):
         self._wait_for = wait_for
         self._admit = admit
         self._release = release
-        self._lanes: Lanes[_Waiter[T, R]] = Lanes()
+        self._lanes: Lanes[Held[T, R]] = Lanes()
         self._timer: TimerHandle | None = None
         self._timer_when = math.inf
 
@@ -74,7 +56,7 @@ class FifoGate(Generic[T, R]):
         """Queue `item` (in the urgent lane: ahead of every ordinary waiter, behind earlier urgent
         ones) and wait for its admission."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        waiter = _Waiter(item, future)
+        waiter = Held(item, future)
         self._lanes.append(waiter, urgent=urgent)
         self.wake()
         try:
