@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from batchgate.quota.charge import PROMPT_DIMENSIONS, ChargeModel
 from batchgate.quota.limits import Reservation
 
-RISE = 0.02  # a factor this much above the last repricing makes the open reservations short
+RISE = 0.02  # a usage ratio this much above the one last seen makes the open reservations short
 
 
 class OpenReservations:
