@@ -102,14 +102,11 @@ class QuotaPool:
         return await self._gate.wait(_Request(cost, amounts, count), urgent=urgent)
 
     def observe_usage(self, count: int, reported: int) -> None:
-        """An answer's prompt (our `count`, the provider's `reported` tokens): learn, then `reprice`."""
-        self.charges.observe_usage(count, reported, self._clock.now())
-        self.reprice()
-
-    def reprice(self) -> None:
-        """The charge model moved: take at once what open reservations are now short of
-        (`batchgate.quota.reprice`), so nothing more is admitted into what they already used."""
+        """An answer's prompt (our `count`, the provider's `reported` tokens) for the charge model;
+        if it now charges more, open reservations take what they are short at once, so nothing
+        more is admitted into what they already used (`batchgate.quota.reprice`)."""
         now = self._clock.now()
+        self.charges.observe_usage(count, reported, now)
         for res, name, short in self._unsettled.shortfalls(self.charges):
             self._charge(res, name, short, now)
             res.repriced[name] = res.repriced.get(name, 0.0) + short

@@ -36,9 +36,6 @@ class OpenReservations:
     def discard(self, res: Reservation) -> None:
         self._open.pop(res, None)
 
-    def __len__(self) -> int:
-        return len(self._open)
-
     def shortfalls(self, charges: ChargeModel) -> Iterator[tuple[Reservation, str, float]]:
         """(reservation, dimension, units short) for every open reservation the model now prices
         higher — only when the usage ratio rose by `RISE` since the last call. (A margin raised
