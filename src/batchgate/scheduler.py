@@ -30,6 +30,7 @@ from batchgate.errors import (
 )
 from batchgate.logs import DEBUG, INFO, enabled, event, get_logger
 from batchgate.models import Attempt, ChatBody, Cost, Result, requested_output_tokens
+from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.retry import RetryPolicy
 from batchgate.policy.routing import choose_target
 from batchgate.quota.pool import QuotaPool, Reservation
@@ -187,7 +188,8 @@ class Scheduler:
             if error is None:
                 return
             timeouts += isinstance(error, RequestTimeout)
-            decision = self._retry.decide(error, attempt_no, self._clock.wall())
+            streak = rt.breaker.consecutive_failures if counts_as_failure(error) else None
+            decision = self._retry.decide(error, attempt_no, self._clock.wall(), streak=streak)
             if not decision.retry:
                 raise error
             rt.recorder.retries += 1
@@ -203,6 +205,7 @@ class Scheduler:
                     attempt=attempt_no,
                     delay_s=round(decision.delay, 3),
                     hinted=decision.hinted,
+                    streak=streak,
                 )
             if decision.delay > 0 and not decision.hinted:
                 self.backing_off += 1

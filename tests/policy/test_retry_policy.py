@@ -137,6 +137,23 @@ def test_backoff_full_jitter_grows_and_is_capped() -> None:
         assert min(delays) < ceiling * 0.2
 
 
+def test_backoff_grows_with_the_providers_run_of_failures_not_one_requests_bad_luck() -> None:
+    p = policy(seed=3, base_delay=0.5, max_delay=30.0)
+    error = ServerError(provider="p", status=503)
+    # the provider answers the rest (its streak is this one failure): the first step's wait,
+    # whatever try this is
+    healthy = [p.decide(error, attempt, NOW, streak=1).delay for attempt in (2, 4, 6) for _ in range(100)]
+    assert all(0.0 <= d <= 0.5 for d in healthy)
+    # everything fails (the streak grows with the tries): doubling waits, as without a streak
+    failing = [p.decide(error, 5, NOW, streak=9).delay for _ in range(200)]
+    assert all(0.0 <= d <= 8.0 for d in failing)
+    assert max(failing) > 0.5 * 8.0
+    # a streak longer than the tries does not lengthen a young request's wait
+    assert all(p.decide(error, 1, NOW, streak=9).delay <= 0.5 for _ in range(100))
+    # a streak of 0 (the failure was not the provider's: a 429) waits the first step, never less
+    assert max(p.decide(error, 3, NOW, streak=0).delay for _ in range(200)) > 0.25
+
+
 def test_seeded_rng_is_reproducible() -> None:
     error = OverloadedError(provider="p", status=529)
     first = [policy(seed=42).decide(error, n, NOW).delay for n in range(1, 6)]

@@ -6,6 +6,7 @@ capacity halves mid-run. Answers the emulator cannot give come from a scripted s
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -276,6 +277,40 @@ async def test_server_errors_are_retried_up_to_max_attempts(
         assert {a.status for a in result.attempts} <= statuses
         assert all(a.error_kind == result.error.kind for a in result.attempts)
     assert emu.stats()["providers"]["p"]["admitted"] == 12
+
+
+async def test_one_unlucky_request_on_a_healthy_provider_is_not_backed_off_like_a_failing_one(
+    scripted: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The backoff follows the provider's run of failures: a request that fails again and again
+    while the provider answers everything else waits the first step each time, and the retry
+    event says the provider's streak was shorter than the request's tries."""
+
+    def script(i: int, body: dict[str, Any]) -> Answer:
+        if "poison" in str(body["messages"]):
+            return Answer(500, error_body("server_error", "boom"))
+        return Answer()
+
+    server = await scripted(script)
+    cfg = config(server.base_url, max_attempts=5)
+    caplog.set_level(logging.DEBUG, logger="batchgate.request")
+    async with Gateway(cfg) as gw:
+        poisoned = asyncio.ensure_future(gw.abatch([chat("poison")]))
+        answered = 0
+        while not poisoned.done():  # the rest of the provider's traffic: every one answered
+            results = await gw.abatch([chat(f"ok {answered + k}") for k in range(4)])
+            assert all(r.ok for r in results)
+            answered += len(results)
+        (result,) = await poisoned
+    assert isinstance(result.error, ServerError)
+    assert len(result.attempts) == 5
+    retries = [r.__dict__["fields"] for r in caplog.records if r.__dict__.get("event") == "retry"]
+    assert [f["attempt"] for f in retries] == [1, 2, 3, 4]
+    assert all(f["streak"] is not None and f["streak"] >= 1 for f in retries)
+    assert any(f["streak"] < f["attempt"] for f in retries), retries  # successes came between
+    base = cfg.settings.retry.base_delay
+    for f in retries:
+        assert f["delay_s"] <= base * 2 ** (min(f["attempt"], f["streak"]) - 1) + 1e-3, f
 
 
 def _closed_port() -> int:

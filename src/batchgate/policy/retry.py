@@ -5,7 +5,11 @@ Errors are classified by type (batchgate.errors), never by message text. Transpo
 can never fit and routing failures are not. A provider's `x-should-retry` header overrides the
 type, but nothing goes past `max_attempts`. The delay is the provider's hint when it sent a sane
 one (capped at `max_hint`), otherwise exponential backoff with full jitter from an injected rng.
-The caller applies the decision (sleeping on its Clock); this module never sleeps.
+Backoff protects a provider in trouble, so it grows with the provider's own run of failures
+(`streak`: consecutive failures with no success between them, across all its requests) as
+well as with this request's tries: one unlucky request on a provider that answers the rest
+retries after the first step's wait, not after doubling waits that would hold a batch's tail. The
+caller applies the decision (sleeping on its Clock); this module never sleeps.
 """
 
 from __future__ import annotations
@@ -90,7 +94,11 @@ class RetryPolicy:
         ceiling = min(s.max_delay, s.base_delay * 2.0 ** min(attempt - 1, 64))
         return self._rng.uniform(0.0, ceiling)
 
-    def decide(self, error: BaseException, attempt: int, wall_now: float) -> RetryDecision:
+    def decide(
+        self, error: BaseException, attempt: int, wall_now: float, *, streak: int | None = None
+    ) -> RetryDecision:
+        """`attempt`: tries made so far; `streak`: the provider's consecutive failures, this one
+        included (None: unknown, the backoff follows the tries alone)."""
         if attempt < 1:
             raise ValueError(f"attempt counts tries made so far and starts at 1, got {attempt}")
         s = self.settings
@@ -111,7 +119,8 @@ class RetryPolicy:
         hint = parse_retry_hint(headers, wall_now, max_hint=s.max_hint)
         if hint is not None:
             return RetryDecision(True, hint, f"{why}; provider asked to wait {hint:.3g}s", hinted=True)
-        return RetryDecision(True, self.backoff(attempt), f"{why}; backoff after try {attempt}", hinted=False)
+        step = attempt if streak is None else max(1, min(attempt, streak))
+        return RetryDecision(True, self.backoff(step), f"{why}; backoff after try {attempt}", hinted=False)
 
     def __repr__(self) -> str:
         return f"RetryPolicy({self.settings!r})"
