@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 
+from batchgate.emulator.modes import text_chars
 from batchgate.tokens import (
     CHUNK_CHARS,
     CharCounter,
@@ -112,12 +113,15 @@ def test_the_encoding_loads_on_the_first_count_and_unknown_ones_fail_then() -> N
         ExactTokenCounter("klingon_base").load()
 
 
-def test_char_counter_charges_characters_over_four_plus_framing() -> None:
+def test_char_counter_charges_the_prompt_text_over_four_and_no_framing() -> None:
+    # what OpenAI's limiter is reported to charge, and what the emulator's `chars_per_token`
+    # charge computes: the text's characters over four, nothing for roles or the reply's priming
     counter = CharCounter()
     chars = len("You label reviews.") + len("Great product, works well.")
-    assert counter.count_prompt(BODY) == -(-chars // 4) + 2 * 4 + 3
+    assert counter.count_prompt(BODY) == -(-chars // 4)
+    assert counter.count_prompt(BODY) == -(-text_chars(BODY) // 4)
     assert CharCounter(2.0).count_prompt(BODY) > counter.count_prompt(BODY)
     counter.observe(BODY, 1000)  # learns nothing
-    assert counter.count_prompt(BODY) == -(-chars // 4) + 2 * 4 + 3
+    assert counter.count_prompt(BODY) == -(-chars // 4)
     with pytest.raises(ValueError, match="chars_per_token"):
         CharCounter(0)

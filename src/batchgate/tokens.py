@@ -235,8 +235,8 @@ def char_count(body: Mapping[str, Any], bytes_per_token: float = 4.0) -> int:
 
 
 class CharCounter:
-    """`ceil(characters / chars_per_token)` plus the chat framing: the guess OpenAI's limiter is
-    reported to charge at admission. Needs no tokenizer and learns nothing."""
+    """`ceil(characters / chars_per_token)`: the guess OpenAI's limiter is reported to charge at
+    admission (the prompt's text over four, no framing). Needs no tokenizer and learns nothing."""
 
     def __init__(self, chars_per_token: float = 4.0) -> None:
         if not chars_per_token > 0:
@@ -245,8 +245,7 @@ class CharCounter:
 
     def count_prompt(self, body: Mapping[str, Any]) -> int:
         chars = sum(len(t) for t in iter_prompt_text(body))
-        framing = TOKENS_PER_MESSAGE * message_count(body) + TOKENS_PER_REPLY
-        return math.ceil(chars / self.chars_per_token) + framing
+        return math.ceil(chars / self.chars_per_token)
 
     def observe(self, body: Mapping[str, Any], actual: int) -> None:
         return None
