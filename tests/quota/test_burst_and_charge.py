@@ -6,7 +6,7 @@ import pytest
 
 from batchgate.models import RateLimitSnapshot
 from batchgate.quota.burst import BurstLearner, BurstSettings
-from batchgate.quota.charge import ChargeModel, binding_dimension
+from batchgate.quota.charge import ChargeModel, ChargeSettings, binding_dimension
 
 
 def test_no_burst_at_first_and_none_earned_without_trying_one() -> None:
@@ -67,6 +67,37 @@ def test_the_margin_relaxes_after_a_clean_period() -> None:
     assert raised > 1.0
     model.observe_usage(100, 100, now=100.0)
     assert model.margin("tokens") < raised
+
+
+def test_a_raised_margin_settles_by_our_count_and_an_unraised_one_by_the_report() -> None:
+    model = ChargeModel()
+    for _ in range(50):
+        model.observe_usage(100, 80, now=0.0)
+    assert model.charged("tokens", 70, count=100) == 70  # no margin: what the provider reported
+    model.on_rate_limited("tokens", 1.0)
+    assert model.on_rate_limited("tokens", 2.0)  # it charges what we count
+    # charged by a count like ours: the reservation for our count, whatever the report's spread
+    assert model.charged("tokens", 70, count=100) == model.reserve("tokens", 100) == 100
+    assert model.charged("tokens", 90, count=100) == 100
+    assert model.charged("tokens", 80) == 100  # no count: the report × margin
+
+
+def test_a_relaxed_margin_refuted_by_a_429_pair_goes_back_to_the_hypothesis_not_past() -> None:
+    s = ChargeSettings(relax_by=1.01, relax_period=10.0)
+    model = ChargeModel(s)
+    for _ in range(50):
+        model.observe_usage(100, 80, now=0.0)
+    model.on_rate_limited("tokens", 1.0)
+    assert model.on_rate_limited("tokens", 2.0)
+    assert model.margin("tokens") == pytest.approx(1.25)
+    for t in (12.0, 22.0, 32.0):  # three clean periods: three small steps down
+        model.observe_usage(100, 80, now=t)
+    assert model.margin("tokens") == pytest.approx(1.25 / 1.01**3)
+    model.on_rate_limited("tokens", 33.0)
+    assert model.on_rate_limited("tokens", 33.5)  # the relaxation was wrong
+    assert model.margin("tokens") == pytest.approx(1.25)  # back to "charges what we count" only
+    assert model.on_rate_limited("tokens", 36.0)  # at the hypothesis: one step past it, as before
+    assert model.margin("tokens") == pytest.approx(1.25 * 1.15)
 
 
 def test_binding_dimension_from_the_error_type_or_nearly_empty_headers_only() -> None:

@@ -15,9 +15,12 @@ another estimates from characters like we do. So the reservation for a prompt is
   one follows within `confirm` seconds (a lone 429 is noise): the first confirmed pair lifts it to
   the hypothesis "it charges what we count" (1 ÷ usage ratio), later ones by `raise_by` (once per
   `cooldown`, up to one step past that hypothesis — a provider charging still more is a rate
-  problem, for AIMD); it relaxes back toward 1 by `relax_by` every `relax_period` without one.
+  problem, for AIMD); it relaxes back toward 1 by `relax_by` every `relax_period` without one
+  (a step the pace's one-request headroom absorbs, so a relaxation that proves wrong is answered
+  by a 429 pair only after a few steps, and that pair lifts it back to the hypothesis, not past).
 
-`charged(dim, reported)` turns a reported prompt count into what we believe was charged, so a
+`charged(dim, reported, count)` turns a reported prompt count into what we believe was charged
+(our count's reservation, while a margin says the provider charges by a count like ours), so a
 reservation is settled against the same scale it was reserved on. Pure: time is passed in.
 """
 
@@ -48,7 +51,7 @@ class ChargeSettings:
     max_margin: float = 2.5
     cooldown: float = 1.0
     confirm: float = 5.0
-    relax_by: float = 1.02
+    relax_by: float = 1.01  # a step within the pace's one-request headroom: a wrong one costs no 429
     relax_period: float = 10.0
 
     def __post_init__(self) -> None:
@@ -108,9 +111,16 @@ class ChargeModel:
             output_tokens=cost.output_tokens,
         )
 
-    def charged(self, dim: str, reported: int) -> int:
-        """What the provider charged on `dim` for a prompt it reported as `reported` tokens."""
-        return math.ceil(reported * self.margin(dim)) if reported > 0 else 0
+    def charged(self, dim: str, reported: int, count: int | None = None) -> int:
+        """What the provider charged on `dim` for a prompt it reported as `reported` tokens and we
+        counted at `count`. With no margin, what it reported. With one, the provider is believed to
+        charge by a count like ours (its 429s said it charges more than it reports): what the model
+        reserves for `count` — not `reported` × margin, whose per-prompt spread (the reported count
+        varies around the ratio) would only add noise to every window."""
+        margin = self.margin(dim)
+        if margin > 1.0 and count is not None and count > 0:
+            return self.reserve(dim, count)
+        return math.ceil(reported * margin) if reported > 0 else 0
 
     def observe_usage(self, count: int, reported: int, now: float) -> None:
         """Learn from one answer: our count of its prompt and the prompt tokens the provider reported."""
@@ -155,8 +165,13 @@ class ChargeModel:
         if m.value >= ceiling - 1e-9:
             return False
         lifted = m.value * s.raise_by
-        if m.last_raise == -math.inf and self.usage_ratio < 1.0:
-            lifted = max(lifted, 1.0 / self.usage_ratio)
+        hypothesis = 1.0 / self.usage_ratio  # "it charges what we count"
+        if m.last_raise == -math.inf and hypothesis > 1.0:
+            lifted = max(lifted, hypothesis)
+        elif m.value < hypothesis:  # relaxed below it since: back to it, not a step past
+            lifted = min(lifted, hypothesis)
+        if lifted < m.value * s.relax_by:
+            return False  # nothing a charge would explain: the rate's AIMD
         m.value = min(ceiling, lifted)
         m.last_raise = now
         m.ratio_at_raise = self.usage_ratio

@@ -29,7 +29,7 @@ def reconcile_deltas(
     """How much more (or, negative, less) `res` should hold on each dimension it charged, given
     its answer's `usage`: `estimate` is the prompt it was reserved at (its repricing included),
     `count` our own count of that prompt, `known` whether the enforcement is configured."""
-    target = reconcile_targets(res, usage, charges, estimate, output_adjusted=output_adjusted)
+    target = reconcile_targets(res, usage, charges, estimate, count, output_adjusted=output_adjusted)
     credit = None if known else estimate_credit(charges, usage, count)
     deltas: dict[str, float] = {}
     for name, amount in target.items():
@@ -41,7 +41,13 @@ def reconcile_deltas(
 
 
 def reconcile_targets(
-    res: Reservation, usage: Usage, charges: ChargeModel, estimate: int, *, output_adjusted: bool
+    res: Reservation,
+    usage: Usage,
+    charges: ChargeModel,
+    estimate: int,
+    count: int | None = None,
+    *,
+    output_adjusted: bool,
 ) -> dict[str, float]:
     """What `res` should have charged on each dimension the provider corrects after the fact.
 
@@ -54,11 +60,12 @@ def reconcile_targets(
     """
     target: dict[str, float] = {}
     charged = charges.charged
+    uncached = max(0, usage.prompt_tokens - usage.cached_tokens)
     if "tokens" in res.charged and estimate > 0:
-        target["tokens"] = res.charged["tokens"] + charged("tokens", usage.prompt_tokens) - estimate
+        prompt = charged("tokens", usage.prompt_tokens, count)
+        target["tokens"] = res.charged["tokens"] + prompt - estimate
     if "input_tokens" in res.charged:
-        uncached = max(0, usage.prompt_tokens - usage.cached_tokens)
-        target["input_tokens"] = float(charged("input_tokens", uncached))
+        target["input_tokens"] = float(charged("input_tokens", uncached, _uncached_count(usage, count)))
     if "output_tokens" in res.charged and output_adjusted:
         target["output_tokens"] = float(usage.completion_tokens)
     return target
@@ -72,6 +79,15 @@ def estimate_credit(charges: ChargeModel, usage: Usage, count: int | None) -> di
     if count is None or count <= 0:
         return {}
     uncached = max(0, usage.prompt_tokens - usage.cached_tokens)
-    tokens = charges.reserve("tokens", count) - charges.charged("tokens", usage.prompt_tokens)
-    inputs = charges.reserve("input_tokens", count) - charges.charged("input_tokens", uncached)
+    tokens = charges.reserve("tokens", count) - charges.charged("tokens", usage.prompt_tokens, count)
+    inputs = charges.reserve("input_tokens", count) - charges.charged(
+        "input_tokens", uncached, _uncached_count(usage, count)
+    )
     return {"tokens": float(max(0, tokens)), "input_tokens": float(max(0, inputs))}
+
+
+def _uncached_count(usage: Usage, count: int | None) -> int | None:
+    """Our `count` of a prompt scaled to the share the provider did not serve from its cache."""
+    if count is None or usage.prompt_tokens <= 0 or usage.cached_tokens <= 0:
+        return count
+    return round(count * max(0, usage.prompt_tokens - usage.cached_tokens) / usage.prompt_tokens)
