@@ -27,6 +27,20 @@ def test_burst_of_429s_is_damped() -> None:
     assert c.cuts == 1
 
 
+def test_the_cooldown_damps_only_429s_for_requests_admitted_before_the_cut() -> None:
+    c = AimdController(AimdSettings(decrease=0.7, cooldown=1.0))
+    assert c.on_rate_limited(10.0, admitted_at=9.9)
+    # answers to what was sent at the old rate: damped
+    assert not c.on_rate_limited(10.2, admitted_at=9.95)
+    assert not c.on_rate_limited(10.3, admitted_at=10.0)
+    assert c.factor == pytest.approx(0.7)
+    # sent at the cut rate and still refused: a verdict on that rate, at once
+    assert c.on_rate_limited(10.4, admitted_at=10.35)
+    assert c.factor == pytest.approx(0.49)
+    assert not c.on_rate_limited(10.5, admitted_at=10.3)  # before the second cut: damped again
+    assert c.cuts == 2
+
+
 def test_floor() -> None:
     c = AimdController(AimdSettings(decrease=0.5, min_factor=0.2, cooldown=0.0))
     for i in range(10):

@@ -70,14 +70,17 @@ class AimdController:
         self._recent_429 += 1.0 if rate_limited else 0.0
         return self._recent_429 / self._recent_all
 
-    def on_rate_limited(self, now: float) -> bool:
-        """Record a 429; True when it cut the factor (False when damped, noise or at the floor)."""
+    def on_rate_limited(self, now: float, admitted_at: float = -math.inf) -> bool:
+        """Record a 429 for a request admitted at `admitted_at`; True when it cut the factor
+        (False when damped, noise or at the floor). The cooldown damps only 429s for requests
+        admitted before the last cut: one admitted since was sent at the cut rate, and is a
+        verdict on it."""
         s = self.settings
         self.rate_limited += 1
         if self._observe(now, rate_limited=True) <= s.noise_ratio:
             return False
         self._last_rate_limited = now
-        if now - self._last_cut < s.cooldown:
+        if now - self._last_cut < s.cooldown and admitted_at <= self._last_cut:
             return False
         new = max(s.min_factor, self.factor * s.decrease)
         self._last_cut = now

@@ -219,16 +219,18 @@ class QuotaPool:
         self._dispatch()
 
     def on_rate_limited(self, res: Reservation | None = None, *, rate_at_fault: bool = True) -> bool:
-        """A 429: refund `res` if given, empty the buckets, cut the rates (damped; not when the
-        429 is otherwise explained, e.g. by the charge model). True if cut."""
+        """A 429: refund `res` if given, empty the buckets (one average request into debt), cut
+        the rates (damped; not when the 429 is otherwise explained, e.g. by the charge model; the
+        AIMD is told when `res` was admitted). True if cut."""
         now = self._clock.now()
         if res is not None and self._open(res):
             self._give_back(res)
-        cut = self._aimd.on_rate_limited(now) if rate_at_fault else False
+        admitted = res.admitted_at if res is not None else -math.inf
+        cut = self._aimd.on_rate_limited(now, admitted) if rate_at_fault else False
         if self.burst.on_rate_limited(now) or cut:
             self._apply_rates(now)
-        for dim in self._dims.values():  # the provider says it is empty: stop the burst
-            dim.bucket.set_level(min(0.0, dim.bucket.level(now)), now)
+        for dim in self._dims.values():  # empty at the provider: the next leaves one request later
+            dim.bucket.set_level(min(-dim.avg_cost, dim.bucket.level(now)), now)
         if self.shared is not None:
             self.shared.drain()
         self._dispatch()
