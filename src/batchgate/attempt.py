@@ -91,7 +91,7 @@ class Attempts:
                     primary,
                     deadline=sent + timeout,
                     hedge_at=None if hedge_after is None else sent + hedge_after,
-                    hedge_timeout=timeout,
+                    hedge_deadline=lambda: self._hedge_deadline(s),
                     start_hedge=lambda: self._hedge(s),
                     on_failed=lambda leg, exc: failure.append(self._failed(s, leg, exc, result)),
                     on_cancelled=lambda leg, won: self._abandoned(s, leg, won, result, failure),
@@ -111,6 +111,12 @@ class Attempts:
         task.add_done_callback(lambda _: _left(rt))
         in_flight = rt.recorder.in_flight
         return Leg(index, task, _Tag(reservation, self._clock.now(), in_flight))
+
+    def _hedge_deadline(self, s: Send) -> float:
+        """When both legs of a hedged attempt are given up: the hedge's timeout from now, as the
+        provider's latencies stand now — so a primary sent while they were unknown (under the
+        configured maximum) is not waited for that long if the hedge hangs too."""
+        return self._clock.now() + s.rt.latency.timeout(s.timeouts)
 
     async def _hedge(self, s: Send) -> Leg[ProviderResponse] | None:
         if self.stopping or not s.rt.breaker.available(self._clock.now()):

@@ -4,8 +4,9 @@
 for a second, identical call (it reserves quota for it first and may decline, returning None);
 the first of the two to *succeed* wins and the other is cancelled. A leg that fails is reported
 through `on_failed` and the race goes on with the other; when every leg has failed, the primary's
-error is raised. At `deadline` (extended for a hedge to its own full timeout) the legs still
-running are cancelled (`on_cancelled(leg, won=False)`) and `RaceTimeout` is raised; the loser of
+error is raised. At `deadline` (once a hedge is sent, at `hedge_deadline()`, asked then: a deadline
+set while the provider's latencies were unknown gives way to one from what was learned since) the
+legs still running are cancelled (`on_cancelled(leg, won=False)`) and `RaceTimeout` is raised; the loser of
 a won race is cancelled with `on_cancelled(leg, won=True)`. Timers come from the injected clock
 (`call_at`), never a polling loop.
 """
@@ -50,7 +51,7 @@ async def race(
     *,
     deadline: float,
     hedge_at: float | None,
-    hedge_timeout: float,
+    hedge_deadline: Callable[[], float],
     start_hedge: Callable[[], Awaitable[Leg[T] | None]],
     on_failed: Callable[[Leg[T], BaseException], None],
     on_cancelled: Callable[[Leg[T], bool], None],
@@ -95,7 +96,7 @@ async def race(
                 if hedge is not None:
                     legs.append(hedge)
                     due = loop.create_future()
-                    handles.append(_timer(clock, max(deadline, clock.now() + hedge_timeout), due))
+                    handles.append(_timer(clock, hedge_deadline(), due))
             if due.done():
                 raise RaceTimeout()
     finally:

@@ -1,0 +1,93 @@
+"""The race of one attempt on a fake clock: when both legs of a hedged attempt are given up."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from batchgate.clock import FakeClock
+from batchgate.racing import Leg, RaceTimeout, race
+
+
+async def _settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def _run_until_done(clock: FakeClock, task: asyncio.Future[Any], step: float = 0.5) -> None:
+    while not task.done():
+        await _settle()
+        clock.advance(step)
+    await _settle()
+
+
+async def test_a_hedge_that_hangs_too_ends_at_the_deadline_asked_when_it_was_sent() -> None:
+    """The primary was sent under a long deadline (the configured maximum, its provider's
+    latencies unknown then); by the time it is hedged they are known, and the race ends at the
+    deadline asked for then, not at the primary's."""
+    clock = FakeClock(start=0.0)
+    loop = asyncio.get_running_loop()
+    hung: list[asyncio.Future[str]] = [loop.create_future(), loop.create_future()]
+    asked: list[float] = []
+
+    async def start_hedge() -> Leg[str] | None:
+        return Leg(1, hung[1], None)
+
+    def hedge_deadline() -> float:
+        asked.append(clock.now())
+        return clock.now() + 2.0
+
+    cancelled: list[tuple[int, bool]] = []
+    task = asyncio.ensure_future(
+        race(
+            clock,
+            Leg(0, hung[0], None),
+            deadline=600.0,
+            hedge_at=5.0,
+            hedge_deadline=hedge_deadline,
+            start_hedge=start_hedge,
+            on_failed=lambda leg, exc: None,
+            on_cancelled=lambda leg, won: cancelled.append((leg.index, won)),
+        )
+    )
+    await _run_until_done(clock, task)
+    with pytest.raises(RaceTimeout):
+        task.result()
+    assert asked == [5.0]  # asked once, when the hedge was sent
+    assert clock.now() <= 7.5  # ended 2 s after the hedge, not at the primary's 600 s
+    assert sorted(cancelled) == [(0, False), (1, False)]  # both legs given up, neither won
+
+
+async def test_a_hedge_sent_late_keeps_its_own_timeout_past_the_primarys_deadline() -> None:
+    clock = FakeClock(start=0.0)
+    loop = asyncio.get_running_loop()
+    primary: asyncio.Future[str] = loop.create_future()
+    hedge: asyncio.Future[str] = loop.create_future()
+
+    async def start_hedge() -> Leg[str] | None:
+        return Leg(1, hedge, None)
+
+    task = asyncio.ensure_future(
+        race(
+            clock,
+            Leg(0, primary, None),
+            deadline=3.0,
+            hedge_at=2.0,
+            hedge_deadline=lambda: clock.now() + 3.0,
+            start_hedge=start_hedge,
+            on_failed=lambda leg, exc: None,
+            on_cancelled=lambda leg, won: None,
+        )
+    )
+    while clock.now() < 4.0:  # past the primary's deadline: the hedge still runs
+        await _settle()
+        clock.advance(0.5)
+    await _settle()
+    assert not task.done()
+    hedge.set_result("answer")
+    await _settle()
+    leg, value = task.result()
+    assert (leg.index, value) == (1, "answer")
+    assert primary.cancelled()
