@@ -1,7 +1,8 @@
 """The quota matrix: does each system hold quotas enforced, charged and reported the ways real
 providers differ? (issue #12)
 
-    python bench/quota_matrix.py [--quick] [--cells SUBSTRING ...] [--systems ...] [--no-docs] [--readme]
+    python bench/quota_matrix.py [--quick] [--cells SUBSTRING ...] [--systems ...] [--seeds N ...]
+                                 [--no-docs] [--readme]
 
 Every cell (see `quota_cells.py`) runs batchgate (library), the global semaphore and the cookbook
 processor *side by side*: the three run at the same time, each in its own child process against
@@ -14,6 +15,10 @@ same order of admission; quotas independent). Per cell and system, from the prov
 - makespan ÷ bound: the client's first request to its last answer, over the quota bound plus one
   median latency;
 - failed: requests the client gave up on.
+Each cell runs once per emulator seed (`--seeds`, default 7 8 9: the seed draws latencies and
+faults). One latency outlier near a run's end is hedged, and the hedge's admission ends the span,
+so a single seed decides a 10-second cell's pace by a few percent; a cell shows the median over
+the seeds, the lowest pace in parentheses where it is lower, and the items failed in all seeds.
 Prints a Markdown table; unless `--no-docs`, writes docs/quota_matrix.md (`--readme` also puts the
 table in the README's "Holding any provider's quota" section).
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -46,6 +52,7 @@ from batchgate.emulator import EmulatorProcess  # noqa: E402
 
 SYSTEMS = ("batchgate", "semaphore", "cookbook")
 SIZES = {False: (10.0, 500, 200), True: (5.0, 250, 100)}  # quota seconds, items on 1 / on 3 providers
+SEEDS = (7, 8, 9)  # emulator seeds: one seed's latency outlier at a run's end would decide a cell
 README_BEGIN, README_END = "<!-- quota-matrix:begin -->", "<!-- quota-matrix:end -->"
 
 
@@ -56,6 +63,7 @@ class Figures:
     ratio: float | None = None
     failed: int | None = None
     status: str = "ok"
+    pace_min: float | None = None  # the lowest pace over the seeds, when there were several
 
     def meets(self, cell: Cell) -> bool:
         if self.failed != 0 or self.status != "ok":
@@ -69,6 +77,8 @@ class Figures:
         if self.status != "ok":
             return self.status
         pace = "—" if self.pace is None else f"{self.pace:.2f}"
+        if self.pace_min is not None and self.pace is not None and self.pace_min < self.pace - 0.005:
+            pace += f" (≥{self.pace_min:.2f})"
         r429 = "—" if self.r429 is None else f"{100 * self.r429:.1f}%"
         ratio = "—" if self.ratio is None else f"{self.ratio:.2f}×"
         return f"{pace} · {r429} · {ratio} · {self.failed if self.failed is not None else '—'}"
@@ -112,10 +122,10 @@ def _figures(cell: Cell, stats: dict[str, Any], child: Any, out: Any) -> Figures
     return f
 
 
-def _run_system(cell: Cell, system: str, tmp: Path) -> Figures:
+def _run_system(cell: Cell, system: str, tmp: Path, seed: int) -> Figures:
     """`system` on the cell against its own emulator process (the same seed, so the same faults)."""
     emu_yaml = tmp / f"{system}.emulator.yaml"
-    emulator = {"seed": 7, "window_seconds": 1.0, "providers": cell.providers}
+    emulator = {"seed": seed, "window_seconds": 1.0, "providers": cell.providers}
     emu_yaml.write_text(yaml.safe_dump(emulator, sort_keys=False))
     limit = 3.0 * cell.bound_s + 60.0 + 2.0 * (cell.timeout or 0.0)
     spec_path, out_path = tmp / f"{system}.spec.json", tmp / f"{system}.out.json"
@@ -127,11 +137,33 @@ def _run_system(cell: Cell, system: str, tmp: Path) -> Figures:
     return _figures(cell, stats, child, out)
 
 
-def run_cell(cell: Cell, systems: list[str], tmp: Path) -> dict[str, Figures]:
+def run_cell(cell: Cell, systems: list[str], tmp: Path, seed: int = 7) -> dict[str, Figures]:
     """Every system on the cell at the same time, each against its own copy of the providers."""
     with ThreadPoolExecutor(len(systems)) as pool:
-        futures = {s: pool.submit(_run_system, cell, s, tmp) for s in systems}
+        futures = {s: pool.submit(_run_system, cell, s, tmp, seed) for s in systems}
         return {s: fut.result() for s, fut in futures.items()}
+
+
+def combine(runs: list[Figures]) -> Figures:
+    """One cell's figures over its seeds: the median pace, 429 share and makespan ratio, the
+    lowest pace seen (`pace_min`), and every item any seed failed; a run that did not finish
+    stands for the cell."""
+    broken = [f for f in runs if f.status != "ok"]
+    if broken:
+        return broken[0]
+
+    def median(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return statistics.median(known) if known else None
+
+    paces = [f.pace for f in runs if f.pace is not None]
+    return Figures(
+        pace=median([f.pace for f in runs]),
+        r429=median([f.r429 for f in runs]),
+        ratio=median([f.ratio for f in runs]),
+        failed=sum(f.failed or 0 for f in runs),
+        pace_min=min(paces) if len(paces) > 1 else None,
+    )
 
 
 def render(cells: list[Cell], results: list[dict[str, Figures]], systems: list[str]) -> str:
@@ -184,8 +216,15 @@ Each system cell reads **pace · 429s per request · makespan ÷ bound · failed
   a provider admits at once, with the binding provider and dimension) plus one median latency;
 - *failed*: requests the client gave up on.
 
-Targets (issue #12), marked ✓: every cell 0 failed, pace ≥ 0.95, ≤ 0.5% 429s; the hidden limit
-≤ 3% 429s and pace ≥ 0.85 of the true limit; the faults row makespan ≤ 1.5 × bound and 0 failed.
+Each cell runs once per emulator seed (7, 8 and 9; the seed draws the latencies and faults) and
+shows the median over the seeds, with the lowest pace in parentheses where it is lower, and the
+items failed in all seeds together. One seed's latency outlier near a run's end is hedged, and
+the hedge's admission ends the span, which moves a 10-second cell's pace by a few percent (until
+2026-12-01 the matrix ran seed 7 alone, whose outlier hit most cells).
+
+Targets (issue #12), marked ✓ (on the medians; 0 failed in every seed): every cell 0 failed,
+pace ≥ 0.95, ≤ 0.5% 429s; the hidden limit ≤ 3% 429s and pace ≥ 0.85 of the true limit; the
+faults row makespan ≤ 1.5 × bound and 0 failed.
 The three systems run at the same time, each in its own child process against its own emulator
 process playing the cell's providers (the same seed: the same faults in the same order).
 """
@@ -215,6 +254,13 @@ def main(argv: list[str] | None = None) -> int:
         "--cells", nargs="+", default=None, help="only cells whose name contains one of these"
     )
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=list(SEEDS),
+        help="emulator seeds (latencies, faults); each cell shows the median over them",
+    )
     parser.add_argument("--no-docs", action="store_true", help="print the table only")
     parser.add_argument("--readme", action="store_true", help="also put the table in README.md")
     args = parser.parse_args(argv)
@@ -226,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="quota-matrix-") as tmpdir:
         for cell in cells:
-            res = run_cell(cell, args.systems, Path(tmpdir))
+            runs = [run_cell(cell, args.systems, Path(tmpdir), seed) for seed in args.seeds]
+            res = {s: combine([run[s] for run in runs]) for s in args.systems}
             results.append(res)
             line = "  ".join(f"{s}: {res[s].text()}" for s in args.systems)
             print(f"{cell.name:42s} quota {cell.quota_s:5.1f} s  {line}", flush=True)
@@ -235,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{table}\n\nmatrix finished in {elapsed / 60:.1f} min", flush=True)
     if not args.no_docs:
         command = "python bench/quota_matrix.py" + (" --quick" if args.quick else "")
+        if args.seeds != list(SEEDS):
+            command += " --seeds " + " ".join(map(str, args.seeds))
         print(f"wrote {write_docs(table, command, elapsed, args.readme)}")
     return 0
 
