@@ -80,6 +80,12 @@ def message_count(body: Mapping[str, Any]) -> int:
     return n
 
 
+def chat_framing(body: Mapping[str, Any]) -> int:
+    """The tokens a provider bills for a chat body beyond its text: each message's framing and
+    role, and the reply's priming (OpenAI's documented accounting)."""
+    return TOKENS_PER_MESSAGE * message_count(body) + TOKENS_PER_REPLY
+
+
 class TokenCounter(Protocol):
     def count_prompt(self, body: Mapping[str, Any]) -> int:
         """Prompt tokens the provider will count for this chat body."""
@@ -214,7 +220,7 @@ class ExactTokenCounter:
 
     def count_prompt(self, body: Mapping[str, Any]) -> int:
         total = sum(self.count_text(t) for t in iter_prompt_text(body))
-        return total + TOKENS_PER_MESSAGE * message_count(body) + TOKENS_PER_REPLY
+        return total + chat_framing(body)
 
     def observe(self, body: Mapping[str, Any], actual: int) -> None:
         return None
@@ -231,7 +237,7 @@ def _shared_counter(encoding_name: str) -> ExactTokenCounter:
 def char_count(body: Mapping[str, Any], bytes_per_token: float = 4.0) -> int:
     """UTF-8 bytes of the prompt text ÷ `bytes_per_token`, plus the per-message framing."""
     size = sum(len(t.encode("utf-8")) for t in iter_prompt_text(body))
-    return math.ceil(size / bytes_per_token) + TOKENS_PER_MESSAGE * message_count(body) + TOKENS_PER_REPLY
+    return math.ceil(size / bytes_per_token) + chat_framing(body)
 
 
 class CharCounter:

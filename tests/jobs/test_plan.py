@@ -85,10 +85,11 @@ def test_plan_budget_verdicts(tmp_path: Path) -> None:
 def test_worst_case_takes_the_dearest_target() -> None:
     config = _config()
     prices = PriceTable(config.prices)
-    body = {"model": "m", "max_tokens": 10, "messages": []}
+    body = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
     cost, tokens = prices.worst_case(config, body, prompt_tokens=100)
-    assert cost == pytest.approx((100 * 10.0 + 10 * 20.0) / 1e6)
-    assert tokens == 110
+    billed = 100 + 4 + 3  # the estimate, plus the framing the provider bills: one message, the reply
+    assert cost == pytest.approx((billed * 10.0 + 10 * 20.0) / 1e6)
+    assert tokens == billed + 10
     assert prices.cost("dear-2024-01-01", Usage(prompt_tokens=1_000_000)) == pytest.approx(10.0)  # prefix
     assert prices.unpriced(["cheap", "other"]) == ["other"]
 

@@ -20,13 +20,7 @@ from batchgate.models import Cost, requested_output_tokens
 from batchgate.providers.base import make_token_counter
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, cost_amounts
 from batchgate.scheduler import request_cost
-from batchgate.tokens import (
-    TOKENS_PER_MESSAGE,
-    TOKENS_PER_REPLY,
-    TokenCounter,
-    iter_prompt_text,
-    message_count,
-)
+from batchgate.tokens import TokenCounter, chat_framing, iter_prompt_text
 
 _KEY = {name: key for key, name in DIMENSIONS}
 
@@ -35,7 +29,7 @@ def prompt_upper_bound(body: Mapping[str, Any]) -> int:
     """At least as many tokens as any counter gives the prompt (UTF-8 bytes, at most 4 a
     character, plus framing) — computed without encoding anything."""
     chars = sum(len(part) for part in iter_prompt_text(body))
-    return 4 * chars + TOKENS_PER_MESSAGE * message_count(body) + TOKENS_PER_REPLY
+    return 4 * chars + chat_framing(body)
 
 
 class RouteFit:

@@ -8,6 +8,7 @@ from typing import Any
 
 from batchgate.config import GatewayConfig, Price
 from batchgate.models import Usage, requested_output_tokens
+from batchgate.tokens import chat_framing
 
 PER = 1_000_000.0
 
@@ -45,10 +46,13 @@ class PriceTable:
     def worst_case(
         self, config: GatewayConfig, body: Mapping[str, Any], prompt_tokens: int
     ) -> tuple[float, int]:
-        """The most one call of `body` can cost (USD, tokens) on any target of its route.
+        """The most one call of `body` can cost (USD, tokens) on any target of its route, for a
+        prompt estimated at `prompt_tokens` (what the quota reserves: its text, as the provider's
+        limiter charges it) plus the chat framing the provider bills on top.
 
         A route may fall back to a dearer model; the budget must hold whichever one answers.
         """
+        prompt_tokens += chat_framing(body)
         cost, tokens = 0.0, 0
         for route in config.routes:
             if route.model != body.get("model"):

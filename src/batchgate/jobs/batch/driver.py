@@ -35,6 +35,7 @@ from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.models import requested_output_tokens
 from batchgate.providers.http import create_session
+from batchgate.tokens import chat_framing
 
 EventSink = Callable[[str, dict[str, Any]], None]
 
@@ -181,7 +182,7 @@ class BatchDriver:
             return FREE
         provider, model = target
         try:
-            prompt = gateway.estimate(spec.body).prompt_tokens
+            prompt = gateway.estimate(spec.body).prompt_tokens + chat_framing(spec.body)  # as billed
         except RoutingError:
             return FREE
         out = requested_output_tokens(spec.body, provider.default_max_tokens)
