@@ -341,6 +341,19 @@ async def test_calibrate_lowers_level_to_reported_remaining_never_raises() -> No
     assert not pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=0))
 
 
+async def test_minute_headers_of_a_busy_provider_leave_a_small_burst_alone() -> None:
+    # a bucket of a quarter second's burst (25 tokens); the provider's minute-scale remaining shows
+    # 30% left — of what it admits at once (a second's 100 tokens), more than our whole bucket
+    pool, _ = make(QuotaLimits(tpm=6000, safety=1.0, burst_seconds=0.25))
+    assert not pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=5900))
+    assert pool.headers.style == "minute"
+    assert not pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=1800))
+    assert pool.statistics().levels["tokens"] == pytest.approx(25.0)
+    # 5% left is 5 tokens a second: far below our 25, so the level comes down to it
+    assert pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=300))
+    assert pool.statistics().levels["tokens"] == pytest.approx(5.0)
+
+
 async def test_a_short_window_remaining_is_never_read_as_minute_capacity() -> None:
     # "window" headers: 40 left of this second's 100 — not 40 of 6000 per minute (nearly empty)
     pool, clock = make()

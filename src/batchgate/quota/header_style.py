@@ -9,12 +9,15 @@ like a nearly empty bucket, so the style is decided before any remaining is used
 - any dimension ever showing more than half its per-minute limit remaining → "minute" (for good);
 - otherwise, once headers have been seen → "window".
 
-"minute": a remaining far below our own level lowers the level to match, as the same fraction
-of a bucket, never raises it. "window": the remaining is in the provider's own units of what may
-be admitted now, so a level above it comes down to it. Neither raises a level: how a short
-window frees its allowance again depends on its algorithm (a sliding window frees a burst only
-a whole window later, a token bucket continuously), so a remaining seen now says nothing safe
-about sending more than our own pacing allows.
+"minute": a remaining far below our own level lowers the level to match, never raises it. The
+provider's fraction left is taken of what it surely admits at once — at least one `MIN_WINDOW` of
+its limit, or our bucket if that is bigger: our bucket holds only the burst we have earned (a small
+part of a second, at first), so the same fraction of it would empty it whenever a busy provider's
+short window shows a few percent left, wasting the rate the pace had counted on. "window": the
+remaining is in the provider's own units of what may be admitted now, so a level above it comes down
+to it. Neither raises a level: how a short window frees its allowance again depends on its algorithm
+(a sliding window frees a burst only a whole window later, a token bucket continuously), so a
+remaining seen now says nothing safe about sending more than our own pacing allows.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Literal
 
 from batchgate.models import RateLimitSnapshot
 from batchgate.quota.bucket import TokenBucket
+from batchgate.quota.dimension import MIN_WINDOW
 
 Style = Literal["unknown", "minute", "window"]
 MINUTE_SHARE = 0.5
@@ -75,7 +79,8 @@ class HeaderStyle:
                     changed = True
                 continue
             reported = getattr(snapshot, f"limit_{name}") or limits[name]
-            target = max(0.0, min(1.0, remaining / reported)) * bucket.capacity
+            at_once = max(bucket.capacity, limits[name] / 60.0 * MIN_WINDOW)
+            target = max(0.0, min(1.0, remaining / reported)) * at_once
             if target < bucket.level(now) - _FAR_BELOW * bucket.capacity:
                 bucket.set_level(target, now)
                 changed = True
