@@ -3,16 +3,19 @@
 From the latencies of a provider's recent successful answers (the last `window` of them):
 
     timeout      = min(configured maximum, max(floor, P95 × factor + margin))
-    hedge after  = min(timeout, max(P99, P95 × factor))
+    hedge after  = max(P99, P95 × hedge_factor), if that is sooner than the timeout
 
-A request still unanswered after `hedge_after` runs far past what its provider usually takes: it
-is worth sending again (first answer wins). Until `min_samples` answers are in, the configured
-maximum holds, and a request is hedged after `cold_factor` × the slowest answer so far plus the
-margin (or after `cold_hedge` seconds before any answer): a hang among the first requests must
-not hold a job for the whole configured maximum. A request that already timed out gets twice the timeout on
-each further attempt (never more than the maximum), so a legitimately slow request (a long
-answer) is not cut off forever. Percentiles are recomputed every `refresh` samples, not on every
-answer. Pure: latencies are passed in.
+A request still unanswered after `hedge_after` runs far past what its provider usually takes: it is
+worth sending again (first answer wins). Far past, not merely slow: a hedge spends quota and money
+twice, and batch work gains from it only where a request would hold the job — a hang, or the last
+straggler — so the threshold sits at twice P95 (about P99.95 of a provider whose latencies spread
+like a log-normal of σ 0.4), above the latency tail a healthy provider draws. Until `min_samples`
+answers are in, the configured maximum holds, and a request is hedged after `cold_factor` × the
+slowest answer so far plus the margin (or after `cold_hedge` seconds before any answer): a hang
+among the first requests must not hold a job for the whole configured maximum. A request that
+already timed out gets twice the timeout on each further attempt (never more than the maximum), so a
+legitimately slow request (a long answer) is not cut off forever. Percentiles are recomputed every
+`refresh` samples, not on every answer. Pure: latencies are passed in.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class LatencySettings:
     window: int = 256
     min_samples: int = 20
     factor: float = 1.5
+    hedge_factor: float = 2.0  # × P95: hedge what runs far past the provider's usual tail
     margin: float = 1.0  # seconds
     floor: float = 1.0  # seconds: never time out sooner than this
     refresh: int = 16
@@ -36,8 +40,8 @@ class LatencySettings:
     def __post_init__(self) -> None:
         if self.window < 1 or self.min_samples < 1 or self.refresh < 1:
             raise ValueError("window, min_samples and refresh must be at least 1")
-        if self.factor < 1 or self.margin < 0 or self.floor <= 0:
-            raise ValueError("factor must be >= 1, margin >= 0 and floor positive")
+        if self.factor < 1 or self.hedge_factor < 1 or self.margin < 0 or self.floor <= 0:
+            raise ValueError("factor and hedge_factor must be >= 1, margin >= 0 and floor positive")
 
 
 class LatencyModel:
@@ -91,7 +95,7 @@ class LatencyModel:
             s = self.settings
             cold = s.cold_factor * max(self._samples) + s.margin if self._samples else s.cold_hedge
             return cold if cold < self.maximum else None
-        wait = max(self._p99, self._p95 * self.settings.factor)
+        wait = max(self._p99, self._p95 * self.settings.hedge_factor)
         return wait if wait < self.timeout() else None
 
     def __repr__(self) -> str:
