@@ -107,6 +107,7 @@ class Attempts:
         rt = s.rt
         rt.recorder.requests += 1
         rt.recorder.in_flight += 1
+        rt.pool.sent(reservation)
         task = asyncio.ensure_future(rt.client.send(s.body, model=s.model))
         task.add_done_callback(lambda _: _left(rt))
         in_flight = rt.recorder.in_flight

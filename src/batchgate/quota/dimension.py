@@ -1,13 +1,15 @@
-"""One limited dimension of a quota pool: its limit, its bucket, and the pace it is sent at.
+"""One limited dimension of a quota pool: its limit, its bucket, its window log, and its pace.
 
-The pace is the limit × safety × the AIMD factor, less one average request per `MIN_WINDOW`
-seconds. Whatever a provider enforces, evenly spaced sending at rate r puts up to r·W plus one
-request into some window of length W (where the window's edge falls between two requests), so
-staying inside every window of at least `MIN_WINDOW` seconds needs that one request of headroom
-per window; the average admitted cost is measured, not assumed. Timer lateness is kept as credit
-(`TIMER_SLACK` seconds of rate, the bucket's slack), so a late timer costs no rate — and the
-credit a late timer catches up is counted in the headroom too: r·(W + slack) + one request
-stays within the limit's W seconds.
+The pace is the limit × safety × the AIMD factor. Whatever a provider enforces, evenly spaced
+sending at rate r puts up to r·W plus one request into some window of length W (where the
+window's edge falls between two requests). Where the enforcement is unknown, the window log
+(`batchgate.quota.window`) keeps every window of `MIN_WINDOW` seconds within the limit × the
+AIMD factor: the bucket only spaces the requests, the log holds the window. Timer lateness is
+kept as credit (`TIMER_SLACK` seconds of rate, the bucket's slack), so a late timer costs no rate.
+
+A quota shared with other processes is paced by its store, which keeps no log: there the rate
+keeps one average request of headroom per `MIN_WINDOW` (`shared_rate`; r·(W + slack) + one
+request stays within the limit's W seconds), the average admitted cost measured, not assumed.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from collections.abc import Mapping
 from batchgate.models import RateLimitSnapshot
 from batchgate.quota.bucket import TokenBucket
 from batchgate.quota.limits import DIMENSIONS
+from batchgate.quota.store.protocol import Pace
+from batchgate.quota.window import JITTER, Entry, WindowLog
 
 MIN_WINDOW = 1.0  # seconds: the shortest enforcement window the pace stays inside
 TIMER_SLACK = 0.005  # seconds of rate a late timer may carry over (timers here run ~1 ms late)
@@ -30,13 +34,27 @@ _PLAUSIBLE = 0.1  # a reported limit below this share of the declared one is not
 class Dimension:
     """See the module docstring."""
 
-    __slots__ = ("_count", "_sum", "avg_cost", "bucket", "declared", "name", "reported")
+    __slots__ = (
+        "_count",
+        "_sum",
+        "avg_cost",
+        "bucket",
+        "cap",
+        "declared",
+        "name",
+        "reported",
+        "shared_rate",
+        "window",
+    )
 
     def __init__(self, name: str, declared: float, bucket: TokenBucket) -> None:
         self.name = name
         self.declared = declared
         self.reported: float | None = None  # a lower limit the provider's headers revealed
         self.bucket = bucket
+        self.window = WindowLog(MIN_WINDOW + JITTER)
+        self.cap = math.inf  # what one window may hold (inf: the enforcement is known, no log)
+        self.shared_rate = bucket.rate  # the rate with one request of headroom, for a shared store
         self.avg_cost = 0.0
         self._sum = 0.0
         self._count = 0
@@ -64,15 +82,46 @@ class Dimension:
             return bucket.level(now) / bucket.capacity
         return 1.0 if bucket.can_take(0.0, now) else 0.0
 
-    def pace(self, per_second: float, burst_seconds: float, now: float, *, headroom: bool = True) -> None:
-        """Send at `per_second` × the limit, less the one-request headroom (unless the caller
-        knows the enforcement: a configured burst), with that burst."""
-        full = self.limit * per_second
-        if headroom:  # r·(W + slack) + one request ≤ full·W: no window of W overrun
-            rate = max(full * _FLOOR, (full * MIN_WINDOW - self.avg_cost) / (MIN_WINDOW + TIMER_SLACK))
-        else:
-            rate = full
+    def pace(
+        self, factor: float, safety: float, burst_seconds: float, now: float, *, windowed: bool = True
+    ) -> None:
+        """Send at the limit × `safety` × the AIMD `factor`, with `burst_seconds` of burst; with
+        `windowed` (unless the caller knows the enforcement: a configured burst) hold every
+        window of `MIN_WINDOW` to the limit × `factor` through the log."""
+        per_minute = self.limit * factor
+        rate = per_minute * safety / 60.0
+        # r·(W + slack) + one request ≤ full·W: no window of W overrun, without a log
+        headroom = (rate * MIN_WINDOW - self.avg_cost) / (MIN_WINDOW + TIMER_SLACK)
+        self.shared_rate = max(rate * _FLOOR, headroom) if windowed else rate
+        self.cap = per_minute / 60.0 * MIN_WINDOW if windowed else math.inf
         self.bucket.set_rate(rate, now, capacity=rate * burst_seconds, slack=rate * TIMER_SLACK)
+
+    def take(self, amount: float, now: float, *, cold: bool = False) -> Entry | None:
+        """Charge an admission of `amount` (`cold`: before any answer); its entry in the window
+        log (None without a log)."""
+        self.bucket.take(amount, now)
+        return self.window.add(amount, now, cold=cold) if self.cap < math.inf else None
+
+    def correct(self, entry: Entry | None, delta: float, now: float) -> None:
+        """An admission is charged `delta` more (less if negative): the bucket, and its entry."""
+        if delta > 0:
+            self.bucket.take(delta, now)
+        elif delta < 0:
+            self.bucket.give_back(-delta, now)
+        if entry is not None:
+            self.window.adjust(entry, delta)
+
+    def shared_pace(self) -> Pace:
+        """The pace a shared quota store keeps for this dimension (no log there: with headroom)."""
+        bucket = self.bucket
+        return Pace(self.shared_rate, bucket.capacity, bucket.capacity + bucket.slack)
+
+    def wait(self, amount: float, now: float) -> float:
+        """Seconds until `amount` is admissible on this dimension (the bucket and the window)."""
+        wait = self.bucket.time_until(amount, now)
+        if self.cap < math.inf:
+            wait = max(wait, self.window.time_until(amount, self.cap, now))
+        return wait
 
 
 def adopt_reported_limits(dims: Mapping[str, Dimension], snapshot: RateLimitSnapshot) -> float | None:

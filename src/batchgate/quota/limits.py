@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from batchgate.models import Cost
+from batchgate.quota.window import Entry
 
 DIMENSIONS: tuple[tuple[str, str], ...] = (
     ("rpm", "requests"),
@@ -81,7 +82,7 @@ class Reservation:
     never admitted it (429, connect error before sending), or `on_rate_limited(res)`.
     """
 
-    __slots__ = ("admitted_at", "charged", "cost", "pool", "repriced", "settled", "shared")
+    __slots__ = ("admitted_at", "charged", "cost", "logged", "pool", "repriced", "settled", "shared")
 
     def __init__(self, pool: str, cost: Cost, charged: dict[str, float], admitted_at: float) -> None:
         self.pool = pool
@@ -91,6 +92,7 @@ class Reservation:
         self.settled = False
         self.shared: dict[str, float] | None = None  # what a shared quota store took for it
         self.repriced: dict[str, float] = {}  # taken since, as the charge model learned (`reprice`)
+        self.logged: dict[str, Entry] = {}  # its entries in the pool's window logs
 
     def __repr__(self) -> str:
         charged = ", ".join(f"{k}={v:g}" for k, v in self.charged.items())

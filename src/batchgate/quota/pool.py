@@ -5,19 +5,19 @@ charge prompt + max_tokens at admission; the prompt part as the pool's charge mo
 provider charges, `batchgate.quota.charge`) and the reservation is settled after: `reconcile`
 with real usage, `refund` when the provider never admitted it. Buckets hold only the burst the
 provider has shown it tolerates (`batchgate.quota.burst`; none at first), so requests leave
-evenly spaced at the rate and no window of any length is overrun. Waiters queue in FIFO order, so a big
-request at the head is never starved by small ones behind it; urgent ones (live requests, hedges)
-in a lane of their own served first (`batchgate.quota.queue`); one timer (`clock.call_at`) is armed
-for the head's deadline and the queue is also re-examined whenever capacity comes back, limits
-change or a pause ends — no polling. Rates are the declared (or header-reported, if lower) limits
-× safety × the AIMD factor; 429s cut the factor, clean periods restore it, retry hints pause
-everybody. A request that exceeds a whole per-minute limit fails at once with NeverFitsError.
+evenly spaced at the rate; a window log (`batchgate.quota.window`) keeps every window of a second
+within the limit. Waiters queue in FIFO order, so a big request at the head is never starved by
+small ones behind it; urgent ones (live requests, hedges) in a lane of their own served first
+(`batchgate.quota.queue`); one timer (`clock.call_at`) is armed for the head's deadline and the
+queue is also re-examined whenever capacity comes back, limits change or a pause ends — no
+polling. Rates are the declared (or header-reported, if lower) limits × safety × the AIMD factor;
+429s cut the factor, clean periods restore it, retry hints pause everybody. A request that
+exceeds a whole per-minute limit fails at once with NeverFitsError.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 from batchgate.clock import Clock
 from batchgate.errors import NeverFitsError
@@ -117,7 +117,7 @@ class QuotaPool:
 
     def paces(self) -> dict[str, Pace]:
         """Each dimension's pace now (for a shared quota store: the same rate, burst and slack)."""
-        return {n: Pace(b.rate, b.capacity, b.capacity + b.slack) for n, b in self._buckets()}
+        return {n: d.shared_pace() for n, d in self._dims.items()}
 
     def limited(self) -> bool:
         """Whether any dimension is rate-limited here."""
@@ -188,6 +188,11 @@ class QuotaPool:
         self._counts["reconciled"] += 1
         self._dispatch()
         return True
+
+    def sent(self, res: Reservation) -> None:
+        """`res`'s request leaves now (it may have waited for a place): its window counts from now."""
+        for name, entry in res.logged.items():
+            self._dims[name].window.restamp(entry, self._clock.now())
 
     def settle(self, res: Reservation) -> bool:
         """Keep a reservation as charged (an answer abandoned after the provider admitted it)."""
@@ -284,9 +289,9 @@ class QuotaPool:
         return QuotaStats(
             name=self.name,
             limits_per_minute={n: d.limit for n, d in self._dims.items()},
-            effective_per_second={n: b.rate for n, b in self._buckets()},
-            levels={n: min(b.level(now), b.capacity) for n, b in self._buckets()},
-            capacities={n: b.capacity for n, b in self._buckets()},
+            effective_per_second={n: d.bucket.rate for n, d in self._dims.items()},
+            levels={n: min(d.bucket.level(now), d.bucket.capacity) for n, d in self._dims.items()},
+            capacities={n: d.bucket.capacity for n, d in self._dims.items()},
             waiters=len(self._gate),
             paused_until=self._paused_until if self._paused_until > now else None,
             aimd_factor=self._aimd.factor,
@@ -318,7 +323,7 @@ class QuotaPool:
     def _wait_for(self, amounts: dict[str, float], now: float) -> float:
         wait = max(0.0, self._paused_until - now)
         for name, amount in amounts.items():
-            wait = max(wait, self._dims[name].bucket.time_until(amount, now))
+            wait = max(wait, self._dims[name].wait(amount, now))
         return wait
 
     def _reprice(self, request: _Request) -> _Request:
@@ -336,31 +341,26 @@ class QuotaPool:
         return self._admit(cost, amounts, now, count)
 
     def _admit(self, cost: Cost, amounts: dict[str, float], now: float, count: int | None) -> Reservation:
-        repace = False
+        repace, cold = False, self._counts["reconciled"] == 0  # cold: before any answer
+        res = Reservation(self.name, cost, dict(amounts), now)
         for name, amount in amounts.items():
             dim = self._dims[name]
-            dim.bucket.take(amount, now)
+            if (entry := dim.take(amount, now, cold=cold)) is not None:
+                res.logged[name] = entry
             repace |= dim.note(amount)
         if repace:
             self._apply_rates(now)
         self._counts["admitted"] += 1
-        res = Reservation(self.name, cost, dict(amounts), now)
         self._unsettled.add(res, count)
         return res
 
     def _charge(self, res: Reservation, name: str, delta: float, now: float) -> None:
         """`res` holds `delta` more of dimension `name` (less if negative), here and in a shared store."""
-        dim = self._dims.get(name)
-        if dim is not None and delta > 0:
-            dim.bucket.take(delta, now)
-        elif dim is not None and delta < 0:
-            dim.bucket.give_back(-delta, now)
+        if (dim := self._dims.get(name)) is not None:
+            dim.correct(res.logged.get(name), delta, now)
         res.charged[name] += delta
         if res.shared is not None and self.shared is not None and delta != 0:
             self.shared.adjust(name, delta)
-
-    def _buckets(self) -> Iterator[tuple[str, TokenBucket]]:
-        return ((n, d.bucket) for n, d in self._dims.items())
 
     def _open(self, res: Reservation) -> bool:
         if res.pool != self.name:
@@ -370,9 +370,8 @@ class QuotaPool:
     def _give_back(self, res: Reservation) -> None:
         now = self._clock.now()
         for name, amount in res.charged.items():
-            dim = self._dims.get(name)
-            if dim is not None:
-                dim.bucket.give_back(amount, now)
+            if (dim := self._dims.get(name)) is not None:
+                dim.correct(res.logged.get(name), -amount, now)
         if res.shared is not None and self.shared is not None:
             self.shared.give_back(res.shared)
         res.settled = True
@@ -380,11 +379,10 @@ class QuotaPool:
         self._counts["refunded"] += 1
 
     def _apply_rates(self, now: float, *, fill: bool = False) -> None:
-        scale = self.limits.safety * self._aimd.factor / 60.0
         burst = self.limits.burst_seconds
         seconds = self.burst.seconds if burst is None else burst
         for dim in self._dims.values():
-            dim.pace(scale, seconds, now, headroom=burst is None)
+            dim.pace(self._aimd.factor, self.limits.safety, seconds, now, windowed=burst is None)
             if fill:
                 dim.bucket.set_level(dim.bucket.capacity, now)
 
