@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-JITTER = 0.02  # seconds by which the network may bring two arrivals closer than they were sent
+JITTER = 0.01  # seconds by which the network may bring two arrivals closer than they were sent
 COLD_JITTER = 0.1  # the same, for a request sent before any answer (each opens a new connection)
 _EPS = 1e-9
 
