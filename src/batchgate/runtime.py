@@ -19,7 +19,7 @@ from batchgate.stats import ProviderRecorder
 from batchgate.tokens import TokenCounter
 
 DEFAULT_TIMEOUT = 120.0
-PRIOR_ANSWERS = 10.0  # a provider's first 429 among its first answers is noise, not a verdict
+PRIOR_ANSWERS = 20.0  # a provider's first 429 among its first answers is noise, not a verdict
 
 
 @dataclass(slots=True)
