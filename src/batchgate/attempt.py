@@ -256,14 +256,17 @@ class Attempts:
             return
         dim = binding_dimension(error_fields(exc.body)[0], snapshot)
         admitted = tag.reservation.admitted_at
-        raises = rt.pool.charges.raises
+        raises, before = rt.pool.charges.raises, rt.pool.charges.margin(dim) if dim else 1.0
         cost = tag.reservation.cost
         prompt = cost.tokens - cost.output_tokens if dim == "tokens" else cost.input_tokens
         reserved = prompt / s.count if s.count > 0 else None  # per unit of our count
         explained = dim in PROMPT_DIMENSIONS and rt.pool.charges.on_rate_limited(dim, now, admitted, reserved)
         if rt.pool.charges.raises != raises and dim is not None:
-            margin = round(rt.pool.charges.margin(dim), 4)
-            event(_log, INFO, "charge_margin_raised", provider=rt.name, dimension=dim, margin=margin)
+            margin = rt.pool.charges.margin(dim)
+            rt.pool.charge_raised(dim, margin / before)
+            event(
+                _log, INFO, "charge_margin_raised", provider=rt.name, dimension=dim, margin=round(margin, 4)
+            )
         if rt.pool.on_rate_limited(tag.reservation, rate_at_fault=not explained):
             event(
                 _log,

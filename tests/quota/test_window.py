@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 from batchgate.clock import FakeClock
-from batchgate.models import Cost
+from batchgate.models import Cost, Usage
 from batchgate.quota import QuotaLimits, QuotaPool
 from batchgate.quota.dimension import TIMER_SLACK
 from batchgate.quota.window import COLD_JITTER, JITTER, WindowLog
@@ -111,3 +111,22 @@ async def test_a_pool_sends_whole_requests_up_to_the_limit_and_never_past_it() -
     gaps = [b - a for a, b in itertools.pairwise(times)]
     # still evenly spaced at the rate × safety (a timer's late credit aside): no burst
     assert min(gaps) >= 1 / (20 * 0.99) - TIMER_SLACK - 1e-9
+
+
+async def test_a_raised_charge_margin_reprices_open_requests_and_scales_answered_ones() -> None:
+    clock = FakeClock()
+    pool = QuotaPool("chars", QuotaLimits(tpm=60_000), clock)  # 1,000 a second, no burst: a log
+    answered = await pool.acquire(Cost(tokens=110, input_tokens=100, output_tokens=10), count=100)
+    pool.reconcile(answered, Usage(prompt_tokens=100, completion_tokens=5), count=100)
+    clock.advance(0.2)
+    open_ = await pool.acquire(Cost(tokens=110, input_tokens=100, output_tokens=10), count=100)
+    window = pool._dims["tokens"].window
+    assert window.total(clock.now()) == pytest.approx(220)
+    # 429s showed the provider charges 1.5x what it reports: both requests took more than we hold
+    pool.charge_raised("tokens", 1.5)
+    assert open_.charged["tokens"] == pytest.approx(160)  # its prompt re-priced: 100 -> 150
+    assert open_.repriced["tokens"] == pytest.approx(50)  # so its answer settles against that
+    assert window.total(clock.now()) == pytest.approx(110 * 1.5 + 160)
+    pool.charge_raised("requests", 2.0)  # no such dimension here: nothing changes
+    pool.charge_raised("tokens", 1.0)
+    assert window.total(clock.now()) == pytest.approx(110 * 1.5 + 160)

@@ -27,8 +27,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from batchgate.models import RateLimitSnapshot
-from batchgate.quota.bucket import TokenBucket
-from batchgate.quota.dimension import MIN_WINDOW
+from batchgate.quota.dimension import MIN_WINDOW, Dimension
 
 Style = Literal["unknown", "minute", "window"]
 MINUTE_SHARE = 0.5
@@ -58,18 +57,13 @@ class HeaderStyle:
             self.style = "window"
         return self.style
 
-    def follow(
-        self,
-        buckets: Mapping[str, TokenBucket],
-        limits: Mapping[str, float],
-        snapshot: RateLimitSnapshot,
-        now: float,
-    ) -> bool:
+    def follow(self, dims: Mapping[str, Dimension], snapshot: RateLimitSnapshot, now: float) -> bool:
         """Move our buckets' levels as the provider's remaining says; True if one changed."""
         if self.observe(snapshot) == "unknown":
             return False
         changed = False
-        for name, bucket in buckets.items():
+        for name, dim in dims.items():
+            bucket = dim.bucket
             remaining = getattr(snapshot, f"remaining_{name}")
             if remaining is None or not math.isfinite(remaining):
                 continue
@@ -78,8 +72,8 @@ class HeaderStyle:
                     bucket.set_level(remaining, now)
                     changed = True
                 continue
-            reported = getattr(snapshot, f"limit_{name}") or limits[name]
-            at_once = max(bucket.capacity, limits[name] / 60.0 * MIN_WINDOW)
+            reported = getattr(snapshot, f"limit_{name}") or dim.limit
+            at_once = max(bucket.capacity, dim.limit / 60.0 * MIN_WINDOW)
             target = max(0.0, min(1.0, remaining / reported)) * at_once
             if target < bucket.level(now) - _FAR_BELOW * bucket.capacity:
                 bucket.set_level(target, now)

@@ -18,6 +18,7 @@ exceeds a whole per-minute limit fails at once with NeverFitsError.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from batchgate.clock import Clock
 from batchgate.errors import NeverFitsError
@@ -57,7 +58,7 @@ class QuotaPool:
         self.name = name
         self.limits = limits
         self._clock = clock
-        self._aimd = AimdController(aimd)
+        self.aimd = AimdController(aimd)
         self.burst = BurstLearner()
         self.charges = ChargeModel()
         self._unsettled = OpenReservations()
@@ -92,9 +93,9 @@ class QuotaPool:
     async def acquire(self, cost: Cost, *, count: int | None = None, urgent: bool = False) -> Reservation:
         """Wait (FIFO) until `cost` is admissible, then reserve it; `urgent` (a live request, a
         hedge) queues in the urgent lane, ahead of every ordinary waiter and behind earlier urgent
-        ones — it is still paced at the rate, it only passes the ordinary queue. With `count` (our own
-        prompt count) the prompt parts of `cost` are priced by the charge model as it stands when
-        the request is admitted (`priced`), not when it queued: `Reservation.cost` says what."""
+        ones — still paced at the rate, it only passes the ordinary queue. With `count` (our prompt
+        count) the prompt parts of `cost` are priced by the charge model as it stands when the
+        request is admitted, not when it queued: `Reservation.cost` says what."""
         cost, amounts = self._prepare(cost, count)
         now = self._clock.now()
         if not self._gate.busy() and self._wait_for(amounts, now) <= 0.0:
@@ -105,15 +106,22 @@ class QuotaPool:
         """An answer's prompt (our `count`, the provider's `reported` tokens) for the charge model;
         if it now charges more, open reservations take what they are short at once, so nothing
         more is admitted into what they already used (`batchgate.quota.reprice`)."""
-        now = self._clock.now()
-        self.charges.observe_usage(count, reported, now)
-        for res, name, short in self._unsettled.shortfalls(self.charges):
-            self._charge(res, name, short, now)
-            res.repriced[name] = res.repriced.get(name, 0.0) + short
+        self.charges.observe_usage(count, reported, self._clock.now())
+        self._take_short(self._unsettled.shortfalls(self.charges))
 
-    def priced(self, cost: Cost, count: int) -> Cost:
-        """`cost` re-priced from our prompt `count` as the charge model now says (`ChargeModel.priced`)."""
-        return self.charges.priced(cost, count)
+    def charge_raised(self, dim: str, ratio: float) -> None:
+        """`dim`'s prompts are now believed charged `ratio` × more: open reservations are re-priced
+        (their answers settle against that), answered ones' window entries scaled."""
+        if (d := self._dims.get(dim)) is not None and ratio > 1.0:
+            skip = frozenset(id(r.logged.get(dim)) for r in self._unsettled)
+            self._take_short(self._unsettled.raised(dim, ratio))
+            d.window.scale(ratio, self._clock.now(), skip=skip)
+            self._dispatch()
+
+    def _take_short(self, shortfalls: Iterator[tuple[Reservation, str, float]]) -> None:
+        for res, name, short in shortfalls:
+            self._charge(res, name, short, self._clock.now())
+            res.repriced[name] = res.repriced.get(name, 0.0) + short
 
     def paces(self) -> dict[str, Pace]:
         """Each dimension's pace now (for a shared quota store: the same rate, burst and slack)."""
@@ -231,7 +239,7 @@ class QuotaPool:
         if res is not None and self._open(res):
             self._give_back(res)
         admitted = res.admitted_at if res is not None else -math.inf
-        cut = self._aimd.on_rate_limited(now, admitted) if rate_at_fault else False
+        cut = self.aimd.on_rate_limited(now, admitted) if rate_at_fault else False
         if self.burst.on_rate_limited(now) or cut:
             self._apply_rates(now)
         for dim in self._dims.values():  # empty at the provider: the next leaves one request later
@@ -245,7 +253,7 @@ class QuotaPool:
         """A clean answer; True when a clean period earned a rate increase."""
         now = self._clock.now()
         grew = self.burst.on_success(now)
-        if not self._aimd.on_success(now) and not grew:
+        if not self.aimd.on_success(now) and not grew:
             return False
         self._apply_rates(now)
         self._dispatch()
@@ -265,20 +273,15 @@ class QuotaPool:
         if ratio is not None:
             self._counts["calibrations"] += 1
             if ratio > 1.0:
-                self._aimd.rescale(ratio)
+                self.aimd.rescale(ratio)
             self._apply_rates(now)
             self._fail_never_fitting()
-        buckets = {n: d.bucket for n, d in self._dims.items()}
-        changed = self.headers.follow(buckets, {n: d.limit for n, d in self._dims.items()}, snapshot, now)
+        changed = self.headers.follow(self._dims, snapshot, now)
         if limits_changed or changed:
             self._dispatch()
         return changed or limits_changed
 
     # -- introspection -----------------------------------------------------------------------
-
-    @property
-    def aimd(self) -> AimdController:
-        return self._aimd
 
     def count(self, name: str) -> int:
         """One event counter of `statistics()` (admitted, calibrations, pauses, ...), cheaply."""
@@ -294,9 +297,9 @@ class QuotaPool:
             capacities={n: d.bucket.capacity for n, d in self._dims.items()},
             waiters=len(self._gate),
             paused_until=self._paused_until if self._paused_until > now else None,
-            aimd_factor=self._aimd.factor,
-            cuts=self._aimd.cuts,
-            rate_limited=self._aimd.rate_limited,
+            aimd_factor=self.aimd.factor,
+            cuts=self.aimd.cuts,
+            rate_limited=self.aimd.rate_limited,
             **self._counts,  # admitted, refunded, reconciled, never_fit, pauses, calibrations
         )
 
@@ -308,7 +311,7 @@ class QuotaPool:
         now = self._clock.now()
         dims = dim_.describe(self._dims, now)
         paused = f", paused={self._paused_until - now:.3g}s" if self._paused_until > now else ""
-        factor = f"factor={self._aimd.factor:.3g}"
+        factor = f"factor={self.aimd.factor:.3g}"
         return f"QuotaPool({self.name!r}, {dims or 'unlimited'}, waiters={len(self._gate)}, {factor}{paused})"
 
     # -- internals ---------------------------------------------------------------------------
@@ -317,7 +320,7 @@ class QuotaPool:
         """`cost` checked to fit, priced from `count` (if given), and its amounts per dimension."""
         self.check_fits(cost)
         if count is not None:
-            cost = self.priced(cost, count)
+            cost = self.charges.priced(cost, count)
         return cost, cost_amounts(cost, self._dims)
 
     def _wait_for(self, amounts: dict[str, float], now: float) -> float:
@@ -328,7 +331,7 @@ class QuotaPool:
 
     def _reprice(self, request: _Request) -> _Request:
         if request.count is not None:
-            request.cost = self.priced(request.cost, request.count)
+            request.cost = self.charges.priced(request.cost, request.count)
             request.amounts = cost_amounts(request.cost, self._dims)
         return request
 
@@ -382,7 +385,7 @@ class QuotaPool:
         burst = self.limits.burst_seconds
         seconds = self.burst.seconds if burst is None else burst
         for dim in self._dims.values():
-            dim.pace(self._aimd.factor, self.limits.safety, seconds, now, windowed=burst is None)
+            dim.pace(self.aimd.factor, self.limits.safety, seconds, now, windowed=burst is None)
             if fill:
                 dim.bucket.set_level(dim.bucket.capacity, now)
 

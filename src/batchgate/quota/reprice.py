@@ -33,13 +33,24 @@ class OpenReservations:
         if count is not None and count > 0:
             self._open[res] = count
 
+    def __iter__(self) -> Iterator[Reservation]:
+        return iter(self._open)
+
     def discard(self, res: Reservation) -> None:
         self._open.pop(res, None)
 
+    def raised(self, dim: str, ratio: float) -> Iterator[tuple[Reservation, str, float]]:
+        """(reservation, `dim`, units short) for every open reservation once `dim`'s prompts are
+        believed charged `ratio` × what they were priced at (a margin raised by 429s)."""
+        for res in self._open:
+            if dim in res.charged:
+                prompt = res.charged[dim] - (res.cost.output_tokens if dim == "tokens" else 0.0)
+                yield res, dim, prompt * (ratio - 1.0)
+
     def shortfalls(self, charges: ChargeModel) -> Iterator[tuple[Reservation, str, float]]:
         """(reservation, dimension, units short) for every open reservation the model now prices
-        higher — only when the usage ratio rose by `RISE` since the last call. (A margin raised
-        by 429s is not repriced here: those 429s already stopped the pool and drained its buckets.)"""
+        higher — only when the usage ratio rose by `RISE` since the last call (a margin raised by
+        429s: `raised`)."""
         ratio = charges.usage_ratio
         rose = ratio > self._ratio * (1.0 + RISE)
         self._ratio = ratio

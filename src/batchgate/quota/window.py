@@ -78,6 +78,15 @@ class WindowLog:
             self._sum += new - entry.amount
             entry.amount = new
 
+    def scale(self, ratio: float, now: float, *, skip: frozenset[int] = frozenset()) -> None:
+        """Every entry in the window (but those whose `id` is in `skip`) was charged `ratio` × what
+        it holds: what a provider that charges more than it reported really took."""
+        self._expire(now)
+        for entry in self._entries:
+            if id(entry) not in skip:
+                self._sum += entry.amount * (ratio - 1.0)
+                entry.amount *= ratio
+
     def restamp(self, entry: Entry, now: float) -> None:
         """`entry` left only at `now` (it waited for a connection or an in-flight place after its
         admission): it counts from then. It keeps its place in the log, so it also holds back the
