@@ -11,8 +11,8 @@ import pytest
 from batchgate.clock import FakeClock
 from batchgate.models import Cost, Usage
 from batchgate.quota import QuotaLimits, QuotaPool
-from batchgate.quota.dimension import TIMER_SLACK
-from batchgate.quota.window import COLD_JITTER, JITTER, WindowLog
+from batchgate.quota.dimension import COLD_JITTER, JITTER, TIMER_SLACK
+from batchgate.quota.window import WindowLog
 
 
 def test_admits_up_to_the_cap_then_waits_for_the_oldest_to_leave() -> None:
@@ -64,7 +64,7 @@ def test_a_request_that_left_late_counts_from_then_and_holds_those_behind_it() -
 
 
 def test_requests_sent_before_any_answer_are_held_for_the_cold_jitter() -> None:
-    log = WindowLog(1.0 + JITTER)
+    log = WindowLog(1.0 + JITTER, cold_span=1.0 + COLD_JITTER)
     log.add(1, 0.0)
     log.add(1, 0.0, cold=True)
     assert log.total(1.0 + JITTER) == 1

@@ -4,7 +4,8 @@ The pace is the limit × safety × the AIMD factor. Whatever a provider enforces
 sending at rate r puts up to r·W plus one request into some window of length W (where the
 window's edge falls between two requests). Where the enforcement is unknown, the window log
 (`batchgate.quota.window`) keeps every window of `MIN_WINDOW` seconds within the limit × the
-AIMD factor: the bucket only spaces the requests, the log holds the window. Timer lateness is
+AIMD factor — counting each admission `JITTER` longer for the network, `COLD_JITTER` before any
+answer: the bucket only spaces the requests, the log holds the window. Timer lateness is
 kept as credit (`TIMER_SLACK` seconds of rate, the bucket's slack), so a late timer costs no rate.
 
 A quota shared with other processes is paced by its store, which keeps no log: there the rate
@@ -21,9 +22,11 @@ from batchgate.models import RateLimitSnapshot
 from batchgate.quota.bucket import TokenBucket
 from batchgate.quota.limits import DIMENSIONS
 from batchgate.quota.store.protocol import Pace
-from batchgate.quota.window import JITTER, Entry, WindowLog
+from batchgate.quota.window import Entry, WindowLog
 
 MIN_WINDOW = 1.0  # seconds: the shortest enforcement window the pace stays inside
+JITTER = 0.01  # seconds by which the network may bring two arrivals closer than they were sent
+COLD_JITTER = 0.1  # the same, for a request sent before any answer (each opens a new connection)
 TIMER_SLACK = 0.005  # seconds of rate a late timer may carry over (timers here run ~1 ms late)
 _REFRESH = 16  # admissions between two updates of the average cost
 _FLOOR = 0.5  # the headroom never takes more than this share of the rate
@@ -52,7 +55,7 @@ class Dimension:
         self.declared = declared
         self.reported: float | None = None  # a lower limit the provider's headers revealed
         self.bucket = bucket
-        self.window = WindowLog(MIN_WINDOW + JITTER)
+        self.window = WindowLog(MIN_WINDOW + JITTER, cold_span=MIN_WINDOW + COLD_JITTER)
         self.cap = math.inf  # what one window may hold (inf: the enforcement is known, no log)
         self.shared_rate = bucket.rate  # the rate with one request of headroom, for a shared store
         self.avg_cost = 0.0

@@ -44,8 +44,7 @@ class OpenReservations:
         believed charged `ratio` × what they were priced at (a margin raised by 429s)."""
         for res in self._open:
             if dim in res.charged:
-                prompt = res.charged[dim] - (res.cost.output_tokens if dim == "tokens" else 0.0)
-                yield res, dim, prompt * (ratio - 1.0)
+                yield res, dim, _prompt_held(res, dim) * (ratio - 1.0)
 
     def shortfalls(self, charges: ChargeModel) -> Iterator[tuple[Reservation, str, float]]:
         """(reservation, dimension, units short) for every open reservation the model now prices
@@ -60,7 +59,11 @@ class OpenReservations:
             for dim in PROMPT_DIMENSIONS:
                 if dim not in res.charged:
                     continue
-                held = res.charged[dim] - (res.cost.output_tokens if dim == "tokens" else 0.0)
-                short = charges.reserve(dim, count) - held
+                short = charges.reserve(dim, count) - _prompt_held(res, dim)
                 if short > 0:
                     yield res, dim, float(short)
+
+
+def _prompt_held(res: Reservation, dim: str) -> float:
+    """What `res` holds on `dim` for its prompt (on `tokens`, less its max_tokens)."""
+    return res.charged[dim] - (res.cost.output_tokens if dim == "tokens" else 0.0)

@@ -1,16 +1,15 @@
 """What one dimension admitted within the last window, and when room returns (pure).
 
-Evenly spaced sending at rate r can put r·W plus one whole request into a window of W seconds
-(where the window's edge falls just before an admission), so pacing alone must keep one request
-of headroom below the limit: 5% of a limit of 20 requests a second. This log removes that
-headroom. It holds every admission of the last `span` seconds (the shortest enforcement window,
-`MIN_WINDOW`, plus `JITTER` for the network moving arrivals closer together; `COLD_JITTER` for
-the requests sent before any answer, each on a new connection) with what it is
-charged now — reconciled, refunded or re-priced as the answers come, and counted from when it
-was sent, which may be later than its admission — and admits a request only
-when the sum plus the request stays within one window's allowance of the limit. Whatever a
-provider enforces over windows of at least `MIN_WINDOW`, no such window then holds more than the
-limit allows, while the pace (the token bucket) keeps sending smooth.
+Evenly spaced sending at rate r can put r·W plus one whole request into a window of W seconds (where
+the window's edge falls just before an admission), so pacing alone must keep one request of headroom
+below the limit: 5% of a limit of 20 requests a second. This log removes that headroom. It holds
+every admission of the last `span` seconds (`cold_span` for one sent before any answer, whose
+arrival may lag more: the owner's choice, `batchgate.quota.dimension`) with what it is charged now —
+reconciled, refunded or re-priced as the answers come, and counted from when it was sent, which may
+be later than its admission — and admits a request only when the sum plus the request stays within
+one window's allowance of the limit. Whatever a provider enforces over windows of at least
+`MIN_WINDOW`, no such window then holds more than the limit allows, while the pace (the token
+bucket) keeps sending smooth.
 """
 
 from __future__ import annotations
@@ -18,8 +17,6 @@ from __future__ import annotations
 import math
 from collections import deque
 
-JITTER = 0.01  # seconds by which the network may bring two arrivals closer than they were sent
-COLD_JITTER = 0.1  # the same, for a request sent before any answer (each opens a new connection)
 _EPS = 1e-9
 
 
@@ -38,12 +35,13 @@ class Entry:
 class WindowLog:
     """See the module docstring."""
 
-    __slots__ = ("_entries", "_sum", "span")
+    __slots__ = ("_entries", "_sum", "cold_span", "span")
 
-    def __init__(self, span: float) -> None:
+    def __init__(self, span: float, cold_span: float | None = None) -> None:
         if not span > 0:
             raise ValueError(f"span must be positive, got {span!r}")
         self.span = span
+        self.cold_span = span if cold_span is None else max(span, cold_span)
         self._entries: deque[Entry] = deque()
         self._sum = 0.0
 
@@ -62,10 +60,10 @@ class WindowLog:
         return self._sum
 
     def add(self, amount: float, now: float, *, cold: bool = False) -> Entry:
-        """Log an admission of `amount` at `now` (`cold`: sent before any answer, on a new
-        connection, so its arrival may lag by up to `COLD_JITTER`)."""
+        """Log an admission of `amount` at `now` (`cold`: sent before any answer, it counts for
+        `cold_span`)."""
         self._expire(now)
-        hold = self.span + (COLD_JITTER - JITTER if cold else 0.0)
+        hold = self.cold_span if cold else self.span
         entry = Entry(now + hold, hold, amount)
         self._entries.append(entry)
         self._sum += amount
