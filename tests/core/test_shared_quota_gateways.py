@@ -16,7 +16,7 @@ from batchgate.config import config_from_dict
 from batchgate.errors import ConfigError, QuotaStoreUnavailable
 from batchgate.gateway import Gateway
 from batchgate.quota.store.location import StoreSpec, resolve
-from batchgate.quota.store.protocol import Settle, quota_id
+from batchgate.quota.store.protocol import Settle, Take, quota_id
 from batchgate.quota.store.redis_store import RedisQuotaStore
 from redisutil import BASE_URL, drop_namespace, free_port, fresh_namespace, require_redis
 
@@ -106,7 +106,7 @@ async def test_an_unreachable_redis_is_a_clear_error_without_its_password() -> N
     store = RedisQuotaStore(f"redis://:hunter2@127.0.0.1:{free_port()}/0", namespace=fresh_namespace())
     try:
         with pytest.raises(QuotaStoreUnavailable) as caught:
-            await store.apply("q", {}, {}, Settle())
+            await store.apply("q", {}, Take("k", {}), Settle())
     finally:
         await store.close()
     assert "unreachable" in caught.value.message

@@ -1,6 +1,7 @@
 """The quota store conformance suite: every QuotaStore (memory, sqlite, redis) keeps the same
-shared buckets — the providers' admission rule, refunds, charges, pauses and drains — and every
-handle on one store sees one bucket.
+shared buckets — the providers' admission rule, refunds, charges, pauses and drains — and the
+same window logs — admissions held for their hold, per-entry corrections, restamps — and every
+handle on one store sees one bucket and one log.
 
 Waits are checked within a tolerance below the exact figure: on Redis the server's clock moves on
 between two calls — a few milliseconds, or more on a loaded machine, so the tolerance is at least
@@ -16,7 +17,7 @@ import time
 
 import pytest
 
-from batchgate.quota.store.protocol import Pace, QuotaStore, Settle
+from batchgate.quota.store.protocol import Pace, QuotaStore, Restamp, Settle, Take
 
 from .conftest import Backend
 
@@ -36,10 +37,19 @@ def _test_start() -> None:
     _started[0] = time.monotonic()
 
 
+_keys = iter(range(1, 1 << 62))
+
+
 async def take(
-    store: QuotaStore, amounts: dict[str, float], paces: dict[str, Pace] = REQ, quota: str = "q"
+    store: QuotaStore,
+    amounts: dict[str, float],
+    paces: dict[str, Pace] = REQ,
+    quota: str = "q",
+    *,
+    key: str | None = None,
+    hold: float = 1.0,
 ) -> float:
-    return await store.apply(quota, paces, amounts, Settle())
+    return await store.apply(quota, paces, Take(key or f"t{next(_keys)}", amounts, hold), Settle())
 
 
 async def test_a_new_quota_admits_at_once_then_paces_at_its_rate(backend: Backend) -> None:
@@ -158,3 +168,84 @@ async def test_a_lower_pace_slows_everyone_until_nobody_has_asked_for_it_for_its
     assert near(await take(s, {"requests": 1}, full), 1.0, drift=10.0)  # ... a higher pace cannot undo it
     await backend.advance(0.55)  # past the cut's hold: the higher pace is adopted again
     assert near(await take(s, {"requests": 1}, full), 0.045)  # 0.45 owed at 10/s, not at 1/s
+
+
+# -- window logs ---------------------------------------------------------------------------------
+
+# 100 requests/s with a whole second of burst, but a window allowance of 3 per second: the log binds
+BURSTY = {"requests": Pace(100.0, 100.0, 100.0, window=3.0)}
+
+
+async def test_the_window_log_holds_the_allowance_until_its_oldest_entry_leaves(backend: Backend) -> None:
+    s = backend.store
+    for _ in range(3):
+        assert await take(s, {"requests": 1}, BURSTY, hold=0.5) == 0.0
+    assert near(await take(s, {"requests": 1}, BURSTY, hold=0.5), 0.5)  # the bucket alone: at once
+    await backend.advance(0.52)
+    assert await take(s, {"requests": 1}, BURSTY, hold=0.5) == 0.0
+
+
+async def test_without_a_window_allowance_nothing_is_logged(backend: Backend) -> None:
+    s = backend.store
+    paces = {"requests": Pace(100.0, 100.0, 100.0)}
+    for _ in range(10):
+        assert await take(s, {"requests": 1}, paces) == 0.0
+
+
+async def test_a_big_request_waits_for_the_entries_it_needs_to_leave(backend: Backend) -> None:
+    s = backend.store
+    paces = {"tokens": Pace(1000.0, 1000.0, 1000.0, window=10.0)}
+    assert await take(s, {"tokens": 4}, paces, hold=0.3) == 0.0
+    await backend.advance(0.1)
+    assert await take(s, {"tokens": 4}, paces, hold=0.3) == 0.0  # 8 of 10 held
+    # 5 more needs 3 freed: the first entry's 4, which leaves 0.2 s from now (0.1 later: the second)
+    assert near(await take(s, {"tokens": 5}, paces, hold=0.3), 0.2)
+    # a request bigger than the allowance waits for an empty log (both entries gone)
+    assert near(await take(s, {"tokens": 50}, paces, hold=0.3), 0.3)
+
+
+async def test_an_entry_delta_corrects_only_that_entry_and_never_below_zero(backend: Backend) -> None:
+    s = backend.store
+    for key in ("a", "b", "c"):
+        assert await take(s, {"requests": 1}, BURSTY, key=key) == 0.0
+    await s.apply("q", BURSTY, None, Settle(entries={"b": {"requests": -5.0}}))  # b: refunded
+    assert await take(s, {"requests": 1}, BURSTY) == 0.0  # b's place is free ...
+    assert near(await take(s, {"requests": 1}, BURSTY), 1.0)  # ... and only one place
+    await s.apply("q", BURSTY, None, Settle(entries={"a": {"requests": 2.0}, "gone": {"requests": 9.0}}))
+    await s.apply("q", BURSTY, None, Settle(entries={"b": {"requests": 1.0}}))  # b is back at 1
+    assert near(await take(s, {"requests": 1}, BURSTY), 1.0)  # an unknown key changed nothing ...
+    await backend.advance(1.02)  # ... and every entry left with its hold
+    assert await take(s, {"requests": 1}, BURSTY) == 0.0
+
+
+async def test_a_restamp_counts_an_entry_from_now_or_logs_it_again(backend: Backend) -> None:
+    s = backend.store
+    assert await take(s, {"requests": 3}, BURSTY, key="late", hold=0.3) == 0.0
+    await backend.advance(0.2)
+    await s.apply("q", BURSTY, None, Settle(restamps={"late": Restamp(0.3, {"requests": 3})}))
+    await backend.advance(0.15)  # past its first hold, within the restamped one
+    assert near(await take(s, {"requests": 1}, BURSTY), 0.15)
+    await backend.advance(0.17)  # gone now; a restamp of an entry that already left logs it again
+    await s.apply("q", BURSTY, None, Settle(restamps={"late": Restamp(0.3, {"requests": 3})}))
+    assert near(await take(s, {"requests": 1}, BURSTY), 0.3)
+
+
+async def test_two_handles_share_one_window_log(backend: Backend) -> None:
+    other = backend.another()
+    backend.opened.append(other)
+    assert await take(backend.store, {"requests": 2}, BURSTY, key="mine") == 0.0
+    assert await take(other, {"requests": 1}, BURSTY) == 0.0
+    assert near(await take(other, {"requests": 1}, BURSTY), 1.0)
+    await other.apply("q", BURSTY, None, Settle(entries={"mine": {"requests": -1.0}}))
+    assert await take(backend.store, {"requests": 1}, BURSTY) == 0.0
+
+
+async def test_a_refused_take_logs_nothing(backend: Backend) -> None:
+    s = backend.store
+    for _ in range(3):
+        assert await take(s, {"requests": 1}, BURSTY, hold=0.3) == 0.0
+    for _ in range(5):
+        assert await take(s, {"requests": 1}, BURSTY, hold=5.0) > 0.0  # refused: not logged
+    await backend.advance(0.32)
+    for _ in range(3):
+        assert await take(s, {"requests": 1}, BURSTY, hold=0.3) == 0.0

@@ -8,9 +8,10 @@ AIMD factor — counting each admission `JITTER` longer for the network, `COLD_J
 answer: the bucket only spaces the requests, the log holds the window. Timer lateness is
 kept as credit (`TIMER_SLACK` seconds of rate, the bucket's slack), so a late timer costs no rate.
 
-A quota shared with other processes is paced by its store, which keeps no log: there the rate
-keeps one average request of headroom per `MIN_WINDOW` (`shared_rate`; r·(W + slack) + one
-request stays within the limit's W seconds), the average admitted cost measured, not assumed.
+A quota shared with other processes is paced by its store at the same rate, and the store keeps
+the same window allowance over everyone's admissions (`shared_pace`), so no process needs
+headroom there either. The average admitted cost (measured, not assumed) is the debt a 429
+leaves.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ JITTER = 0.01  # seconds by which the network may bring two arrivals closer than
 COLD_JITTER = 0.1  # the same, for a request sent before any answer (each opens a new connection)
 TIMER_SLACK = 0.005  # seconds of rate a late timer may carry over (timers here run ~1 ms late)
 _REFRESH = 16  # admissions between two updates of the average cost
-_FLOOR = 0.5  # the headroom never takes more than this share of the rate
 CONFIG_KEYS = {name: key for key, name in DIMENSIONS}  # Cost field name -> config key (rpm, tpm, ...)
 _PLAUSIBLE = 0.1  # a reported limit below this share of the declared one is not a per-minute limit
 
@@ -45,8 +45,8 @@ class Dimension:
         "cap",
         "declared",
         "name",
+        "rate",
         "reported",
-        "shared_rate",
         "window",
     )
 
@@ -57,7 +57,7 @@ class Dimension:
         self.bucket = bucket
         self.window = WindowLog(MIN_WINDOW + JITTER, cold_span=MIN_WINDOW + COLD_JITTER)
         self.cap = math.inf  # what one window may hold (inf: the enforcement is known, no log)
-        self.shared_rate = bucket.rate  # the rate with one request of headroom, for a shared store
+        self.rate = bucket.rate  # the pace, units per second (the bucket's, but for a `lead`)
         self.avg_cost = 0.0
         self._sum = 0.0
         self._count = 0
@@ -66,17 +66,15 @@ class Dimension:
     def limit(self) -> float:
         return self.declared if self.reported is None else min(self.declared, self.reported)
 
-    def note(self, amount: float) -> bool:
-        """An admission of `amount`; True when the average cost moved enough to re-pace."""
+    def note(self, amount: float) -> None:
+        """An admission of `amount`, for the average cost."""
         self._sum += amount
         self._count += 1
         if self._count < _REFRESH and self.avg_cost > 0:
-            return False
+            return
         average = self._sum / self._count
         self._sum, self._count = 0.0, 0
-        moved = abs(average - self.avg_cost) > 0.05 * max(average, self.avg_cost)
         self.avg_cost = average if self.avg_cost == 0 else 0.5 * (self.avg_cost + average)
-        return moved
 
     def fill(self, now: float) -> float:
         """How full the bucket is (0..1); one without burst is either ready (1) or in debt (0)."""
@@ -86,17 +84,23 @@ class Dimension:
         return 1.0 if bucket.can_take(0.0, now) else 0.0
 
     def pace(
-        self, factor: float, safety: float, burst_seconds: float, now: float, *, windowed: bool = True
+        self,
+        factor: float,
+        safety: float,
+        burst_seconds: float,
+        now: float,
+        *,
+        windowed: bool = True,
+        lead: float = 1.0,
     ) -> None:
         """Send at the limit × `safety` × the AIMD `factor`, with `burst_seconds` of burst; with
         `windowed` (unless the caller knows the enforcement: a configured burst) hold every
-        window of `MIN_WINDOW` to the limit × `factor` through the log."""
+        window of `MIN_WINDOW` to the limit × `factor` through the log. `lead` speeds up this
+        process's own bucket past the pace (a shared store, paced at the pace, then binds)."""
         per_minute = self.limit * factor
-        rate = per_minute * safety / 60.0
-        # r·(W + slack) + one request ≤ full·W: no window of W overrun, without a log
-        headroom = (rate * MIN_WINDOW - self.avg_cost) / (MIN_WINDOW + TIMER_SLACK)
-        self.shared_rate = max(rate * _FLOOR, headroom) if windowed else rate
+        self.rate = per_minute * safety / 60.0
         self.cap = per_minute / 60.0 * MIN_WINDOW if windowed else math.inf
+        rate = self.rate * lead
         self.bucket.set_rate(rate, now, capacity=rate * burst_seconds, slack=rate * TIMER_SLACK)
 
     def take(self, amount: float, now: float, *, cold: bool = False) -> Entry | None:
@@ -115,9 +119,10 @@ class Dimension:
             self.window.adjust(entry, delta)
 
     def shared_pace(self) -> Pace:
-        """The pace a shared quota store keeps for this dimension (no log there: with headroom)."""
+        """The pace a shared quota store keeps for this dimension: the bucket's, and the window
+        allowance over every process's admissions."""
         bucket = self.bucket
-        return Pace(self.shared_rate, bucket.capacity, bucket.capacity + bucket.slack)
+        return Pace(self.rate, bucket.capacity, bucket.capacity + bucket.slack, window=self.cap)
 
     def wait(self, amount: float, now: float) -> float:
         """Seconds until `amount` is admissible on this dimension (the bucket and the window)."""

@@ -75,6 +75,20 @@ def cost_amounts(cost: Cost, dimensions: Mapping[str, object]) -> dict[str, floa
     return out
 
 
+class SharedEntry:
+    """What a shared quota store took for a reservation: the key of its window-log entries, the
+    amounts it holds now (kept current as the reservation is corrected), how long they count,
+    and when they were taken (this process's clock)."""
+
+    __slots__ = ("amounts", "hold", "key", "taken_at")
+
+    def __init__(self, key: str, amounts: dict[str, float], hold: float, taken_at: float) -> None:
+        self.key = key
+        self.amounts = amounts
+        self.hold = hold
+        self.taken_at = taken_at
+
+
 class Reservation:
     """What one admitted request took from a pool, per dimension, until it is settled.
 
@@ -90,7 +104,7 @@ class Reservation:
         self.charged = charged  # Cost field name → units currently charged
         self.admitted_at = admitted_at
         self.settled = False
-        self.shared: dict[str, float] | None = None  # what a shared quota store took for it
+        self.shared: SharedEntry | None = None  # what a shared quota store took for it
         self.repriced: dict[str, float] = {}  # taken since, as the charge model learned (`reprice`)
         self.logged: dict[str, Entry] = {}  # its entries in the pool's window logs
 

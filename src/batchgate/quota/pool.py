@@ -37,6 +37,8 @@ from batchgate.quota.settle import reconcile_deltas
 from batchgate.quota.shared import SharedQuota
 from batchgate.quota.store.protocol import Pace
 
+SHARED_LEAD = 1.05  # a shared pool's own bucket runs this much ahead of the store's pace
+
 __all__ = ["TIMER_SLACK", "QuotaLimits", "QuotaPool", "QuotaStats", "Reservation"]
 
 
@@ -64,6 +66,7 @@ class QuotaPool:
         self._unsettled = OpenReservations()
         self.headers = HeaderStyle()
         now = clock.now()
+        self._lead = 1.0
         self._dims: dict[str, Dimension] = {
             name_: Dimension(name_, limit, TokenBucket(0.0, 0.0, now))
             for name_, limit in limits.declared().items()
@@ -76,10 +79,25 @@ class QuotaPool:
             self.refund,
         )
         self._paused_until = -math.inf
-        self.shared: SharedQuota | None = None  # set when the key's quota is shared with other processes
+        self._shared: SharedQuota | None = None
         self._counts = dict.fromkeys(
             ("admitted", "refunded", "reconciled", "never_fit", "pauses", "calibrations"), 0
         )
+
+    @property
+    def shared(self) -> SharedQuota | None:
+        """The key's quota shared with other processes through a store, if it is."""
+        return self._shared
+
+    @shared.setter
+    def shared(self, shared: SharedQuota | None) -> None:
+        # A shared store paces every process at the pace; this pool's own bucket then runs
+        # SHARED_LEAD ahead of it, so that whenever several processes want more than the pace
+        # they all wait at the store and are admitted in turn (a bucket in step with the store's
+        # would win every refill for its own process). The window log here still holds.
+        self._shared = shared
+        self._lead = 1.0 if shared is None else SHARED_LEAD
+        self._apply_rates(self._clock.now())
 
     # -- admission ---------------------------------------------------------------------------
 
@@ -124,7 +142,8 @@ class QuotaPool:
             res.repriced[name] = res.repriced.get(name, 0.0) + short
 
     def paces(self) -> dict[str, Pace]:
-        """Each dimension's pace now (for a shared quota store: the same rate, burst and slack)."""
+        """Each dimension's pace now (for a shared quota store: the same rate, burst, slack and
+        window allowance)."""
         return {n: d.shared_pace() for n, d in self._dims.items()}
 
     def limited(self) -> bool:
@@ -198,9 +217,12 @@ class QuotaPool:
         return True
 
     def sent(self, res: Reservation) -> None:
-        """`res`'s request leaves now (it may have waited for a place): its window counts from now."""
+        """`res`'s request leaves now (it may have waited for a place): its window counts from now,
+        here and in a shared store."""
         for name, entry in res.logged.items():
             self._dims[name].window.restamp(entry, self._clock.now())
+        if self.shared is not None:
+            self.shared.sent(res)
 
     def settle(self, res: Reservation) -> bool:
         """Keep a reservation as charged (an answer abandoned after the provider admitted it)."""
@@ -344,15 +366,13 @@ class QuotaPool:
         return self._admit(cost, amounts, now, count)
 
     def _admit(self, cost: Cost, amounts: dict[str, float], now: float, count: int | None) -> Reservation:
-        repace, cold = False, self._counts["reconciled"] == 0  # cold: before any answer
+        cold = self._counts["reconciled"] == 0  # before any answer
         res = Reservation(self.name, cost, dict(amounts), now)
         for name, amount in amounts.items():
             dim = self._dims[name]
             if (entry := dim.take(amount, now, cold=cold)) is not None:
                 res.logged[name] = entry
-            repace |= dim.note(amount)
-        if repace:
-            self._apply_rates(now)
+            dim.note(amount)
         self._counts["admitted"] += 1
         self._unsettled.add(res, count)
         return res
@@ -362,8 +382,8 @@ class QuotaPool:
         if (dim := self._dims.get(name)) is not None:
             dim.correct(res.logged.get(name), delta, now)
         res.charged[name] += delta
-        if res.shared is not None and self.shared is not None and delta != 0:
-            self.shared.adjust(name, delta)
+        if self.shared is not None:
+            self.shared.adjust(res, name, delta)
 
     def _open(self, res: Reservation) -> bool:
         if res.pool != self.name:
@@ -375,8 +395,8 @@ class QuotaPool:
         for name, amount in res.charged.items():
             if (dim := self._dims.get(name)) is not None:
                 dim.correct(res.logged.get(name), -amount, now)
-        if res.shared is not None and self.shared is not None:
-            self.shared.give_back(res.shared)
+        if self.shared is not None:
+            self.shared.give_back(res)
         res.settled = True
         self._unsettled.discard(res)
         self._counts["refunded"] += 1
@@ -385,7 +405,9 @@ class QuotaPool:
         burst = self.limits.burst_seconds
         seconds = self.burst.seconds if burst is None else burst
         for dim in self._dims.values():
-            dim.pace(self.aimd.factor, self.limits.safety, seconds, now, windowed=burst is None)
+            dim.pace(
+                self.aimd.factor, self.limits.safety, seconds, now, windowed=burst is None, lead=self._lead
+            )
             if fill:
                 dim.bucket.set_level(dim.bucket.capacity, now)
 

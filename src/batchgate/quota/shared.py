@@ -2,14 +2,18 @@
 own pool admitted it, and the channel its settlements go back through.
 
 `take(res)` waits, in this process's FIFO order (urgent takes — live requests, hedges — first),
-until the quota store admits the reservation's
-amounts at the shared pace (the pool's own pace: the provider's limit × safety × its AIMD
-factor, less the one-request headroom); on a refusal it waits on a clock timer for the moment
-the store computed, then asks again — the store's answer, not polling. Refunds, reconcile
-deltas, retry-hint pauses and 429 drains (`give_back`, `adjust`, `pause`, `drain`, called by the
-pool) collect in one `Settle` that rides on the next `apply`: pauses and drains are delivered at
-once (the other processes must stop), refunds and reconcile deltas within `SETTLE_WITHIN` seconds
-(a clock timer) when no take carries them sooner — one store call per request, not three.
+until the quota store admits the reservation's amounts at the shared pace (the pool's own pace:
+the provider's limit × safety × its AIMD factor) and within every dimension's shared window log
+(the pool's window allowance: what one second may hold, whoever sent it); the store logs them
+under a key of this take's own, for as long as the pool's own log counts them. On a refusal it
+waits on a clock timer for the moment the store computed, then asks again — the store's answer,
+not polling. Refunds, reconcile deltas, retry-hint pauses and 429 drains (`give_back`, `adjust`,
+`pause`, `drain`, called by the pool) collect in one `Settle` that rides on the next `apply`,
+each refund and delta on the bucket and on the take's log entry alike: pauses and drains are
+delivered at once (the other processes must stop), and so is a restamp (`sent`: a request that
+left well after its take counts in the window from then); refunds and reconcile deltas within
+`SETTLE_WITHIN` seconds (a clock timer) when no take carries them sooner — one store call per
+request, not three.
 A store that cannot be reached raises QuotaStoreUnavailable from `take`: nothing is sent.
 """
 
@@ -17,15 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import secrets
 from collections.abc import Callable, Mapping
 
 from batchgate.clock import Clock, TimerHandle
 from batchgate.errors import QuotaStoreUnavailable
 from batchgate.lanes import Lanes
-from batchgate.quota.limits import Reservation
-from batchgate.quota.store.protocol import Pace, QuotaStore, Settle
+from batchgate.quota.limits import Reservation, SharedEntry
+from batchgate.quota.store.protocol import Pace, QuotaStore, Restamp, Settle, Take
 
 SETTLE_WITHIN = 0.25  # seconds a refund or a reconcile delta may wait for a take to carry it
+RESTAMP_AFTER = 0.005  # seconds between take and send past which the store is told the send time
 LONGEST_WAIT = 60.0  # a store that says "never" (a zero rate) is asked again after this long
 
 
@@ -76,15 +83,19 @@ class SharedQuota:
         self.takes = 0  # store calls that admitted
         self.waits = 0  # store calls that answered "wait"
         self.failure: QuotaStoreUnavailable | None = None
+        self._prefix = f"{os.getpid():x}.{secrets.token_hex(4)}."  # this process's take keys
+        self._serial = 0
 
     async def take(self, res: Reservation, *, urgent: bool = False) -> None:
         """Wait until the store admits `res`'s amounts; they are then recorded on `res.shared`.
         `urgent` asks before every non-urgent take of this process still waiting its turn."""
-        amounts = dict(res.charged)
+        self._serial += 1
+        hold = max((entry.hold for entry in res.logged.values()), default=0.0)
+        request = Take(f"{self._prefix}{self._serial:x}", dict(res.charged), hold)
         await self._turns.acquire(urgent)
         try:
             while True:
-                wait = await self._apply(amounts)
+                wait = await self._apply(request)
                 if wait <= 0.0:
                     break
                 self.waits += 1
@@ -92,17 +103,29 @@ class SharedQuota:
         finally:
             self._turns.release()
         self.takes += 1
-        res.shared = amounts
+        res.shared = SharedEntry(request.key, dict(request.amounts), hold, self._clock.now())
 
     # -- settlements (synchronous: called by the pool) ------------------------------------------
 
-    def give_back(self, amounts: Mapping[str, float]) -> None:
-        """A refund: the provider never admitted these amounts."""
-        self._add({n: -a for n, a in amounts.items() if a > 0})
+    def give_back(self, res: Reservation) -> None:
+        """A refund: the provider never admitted what the store holds for `res`."""
+        if (entry := res.shared) is not None:
+            for name, amount in entry.amounts.items():
+                if amount > 0:
+                    self._add(entry, name, -amount)
 
-    def adjust(self, name: str, delta: float) -> None:
-        """A reconcile: charge `delta` more of dimension `name` (give back if negative)."""
-        self._add({name: delta} if delta != 0 else {})
+    def adjust(self, res: Reservation, name: str, delta: float) -> None:
+        """A reconcile: `res` is charged `delta` more of dimension `name` (less if negative)."""
+        if (entry := res.shared) is not None and delta != 0:
+            self._add(entry, name, delta)
+
+    def sent(self, res: Reservation) -> None:
+        """`res`'s request leaves now: if that is well after its take, its log entries count
+        from now (delivered at once, before they could leave the store's window too early)."""
+        entry = res.shared
+        if entry is not None and entry.hold > 0 and self._clock.now() - entry.taken_at > RESTAMP_AFTER:
+            self._pending.restamps[entry.key] = Restamp(entry.hold, dict(entry.amounts))
+            self._schedule()
 
     def pause(self, seconds: float) -> None:
         self._pending.pause = max(self._pending.pause, seconds)
@@ -126,12 +149,11 @@ class SharedQuota:
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _add(self, deltas: Mapping[str, float]) -> None:
-        if not deltas:
-            return
-        pending = self._pending.deltas
-        for name, delta in deltas.items():
-            pending[name] = pending.get(name, 0.0) + delta
+    def _add(self, entry: SharedEntry, name: str, delta: float) -> None:
+        entry.amounts[name] = entry.amounts.get(name, 0.0) + delta
+        pending = self._pending
+        pending.deltas[name] = pending.deltas.get(name, 0.0) + delta
+        pending.add_entry(entry.key, name, delta)
         if self._timer is None:
             self._timer = self._clock.call_at(self._clock.now() + SETTLE_WITHIN, self._on_timer)
 
@@ -140,7 +162,7 @@ class SharedQuota:
         if not self._pending.empty():
             self._schedule()
 
-    async def _apply(self, take: Mapping[str, float] | None) -> float:
+    async def _apply(self, take: Take | None) -> float:
         settle, self._pending = self._pending, Settle()
         try:
             wait = await self.store.apply(self.quota, self._paces(), take, settle)

@@ -1,4 +1,4 @@
-"""The in-process quota store: shared buckets in a dict, on the injected clock.
+"""The in-process quota store: shared buckets and window logs in a dict, on the injected clock.
 
 The reference implementation of the seam, and a way for several gateways in one process to
 hold one limit together (pass the same store object to each).
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from batchgate.clock import Clock
 from batchgate.quota.store.ledger import QuotaState, apply
-from batchgate.quota.store.protocol import Pace, Settle
+from batchgate.quota.store.protocol import Pace, Settle, Take
 
 
 class MemoryQuotaStore:
@@ -20,9 +20,7 @@ class MemoryQuotaStore:
         self._clock = clock
         self._quotas: dict[str, QuotaState] = {}
 
-    async def apply(
-        self, quota: str, paces: Mapping[str, Pace], take: Mapping[str, float] | None, settle: Settle
-    ) -> float:
+    async def apply(self, quota: str, paces: Mapping[str, Pace], take: Take | None, settle: Settle) -> float:
         state = self._quotas.setdefault(quota, QuotaState())
         return apply(state, self._clock.now(), paces, take, settle)
 

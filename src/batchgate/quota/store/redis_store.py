@@ -1,4 +1,5 @@
-"""The Redis quota store: shared buckets in one hash per quota, changed only by `apply.lua`.
+"""The Redis quota store: shared buckets and window logs in one hash per quota, changed only by
+`apply.lua`.
 
 The script runs atomically on the server and reads the server's clock (`TIME`), so any number of
 processes on any number of machines see one bucket and their clocks' skew does not matter. When
@@ -18,7 +19,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from batchgate.errors import QuotaStoreUnavailable
-from batchgate.quota.store.protocol import Pace, Settle, without_password
+from batchgate.quota.store.protocol import Pace, Settle, Take, without_password
 
 DEFAULT_NAMESPACE = "batchgate:quota:"
 _TTL_MS = 3_600_000  # an idle quota's hash expires after an hour (it would be full again by then)
@@ -42,29 +43,9 @@ class RedisQuotaStore:
         source = resources.files("batchgate.quota.store").joinpath("apply.lua").read_text(encoding="utf-8")
         self._script = self._redis.register_script(source)
 
-    async def apply(
-        self, quota: str, paces: Mapping[str, Pace], take: Mapping[str, float] | None, settle: Settle
-    ) -> float:
-        args: list[str | float | int] = [
-            1 if take is not None else 0,
-            settle.pause,
-            1 if settle.drain else 0,
-            _TTL_MS,
-            len(paces),
-        ]
-        for name, pace in paces.items():
-            amount = take.get(name, 0.0) if take is not None else 0.0
-            args += [
-                name,
-                pace.rate,
-                pace.capacity,
-                pace.top,
-                pace.hold,
-                amount,
-                settle.deltas.get(name, 0.0),
-            ]
+    async def apply(self, quota: str, paces: Mapping[str, Pace], take: Take | None, settle: Settle) -> float:
         try:
-            answer = await self._script(keys=[self.namespace + quota], args=args)
+            answer = await self._script(keys=[self.namespace + quota], args=_script_args(paces, take, settle))
         except (RedisError, OSError) as exc:
             raise QuotaStoreUnavailable(
                 f"the quota store {self.describe()} is unreachable ({type(exc).__name__}: {exc}); "
@@ -81,3 +62,36 @@ class RedisQuotaStore:
 
     def __repr__(self) -> str:
         return f"RedisQuotaStore({self.describe()!r}, namespace={self.namespace!r})"
+
+
+def _script_args(paces: Mapping[str, Pace], take: Take | None, settle: Settle) -> list[str | float | int]:
+    """`apply.lua`'s ARGV (its header says the layout)."""
+    index = {name: i for i, name in enumerate(paces, start=1)}
+    entries = [
+        (key, index[name], delta)
+        for key, deltas in settle.entries.items()
+        for name, delta in deltas.items()
+        if name in index
+    ]
+    args: list[str | float | int] = [
+        1 if take is not None else 0,
+        settle.pause,
+        1 if settle.drain else 0,
+        _TTL_MS,
+        len(paces),
+        take.key if take is not None else "",
+        take.hold if take is not None else 0.0,
+        len(entries),
+        len(settle.restamps),
+    ]
+    for name, pace in paces.items():
+        amount = take.amounts.get(name, 0.0) if take is not None else 0.0
+        window = pace.window if math.isfinite(pace.window) else -1.0
+        args += [name, pace.rate, pace.capacity, pace.top, pace.hold, window, amount]
+        args.append(settle.deltas.get(name, 0.0))
+    for entry in entries:
+        args += entry
+    for key, restamp in settle.restamps.items():
+        args += [key, restamp.hold]
+        args += [restamp.amounts.get(name, 0.0) for name in paces]
+    return args

@@ -1,10 +1,12 @@
 """The machine-local quota store: a small SQLite ledger every process on this machine shares.
 
 Each `apply` is one `BEGIN IMMEDIATE` transaction (the writers queue on SQLite's lock, so it is
-atomic across processes) running `ledger.apply` on the quota's rows. Time is the injected
+atomic across processes) running `ledger.apply` on the quota's rows: one per dimension, its
+window log as a JSON column (a second's admissions: tens of entries). Time is the injected
 clock's `now()`: the event loop's monotonic clock, which every process on a machine shares
-(CLOCK_MONOTONIC on Linux, the same on macOS and Windows). The ledger holds only bucket levels
-and pauses — losing it loses nothing — so it is written without fsync.
+(CLOCK_MONOTONIC on Linux, the same on macOS and Windows). The ledger holds only bucket levels,
+window logs and pauses — losing it loses nothing — so it is written without fsync, and a ledger
+from an older batchgate is simply replaced.
 """
 
 from __future__ import annotations
@@ -15,16 +17,19 @@ import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 
+import orjson
+
 from batchgate.clock import Clock
 from batchgate.errors import QuotaStoreUnavailable
 from batchgate.quota.store.ledger import DimState, QuotaState, apply
-from batchgate.quota.store.protocol import Pace, Settle
+from batchgate.quota.store.protocol import Pace, Settle, Take
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS quota_buckets (
+DROP TABLE IF EXISTS quota_buckets;
+CREATE TABLE IF NOT EXISTS quota_dims (
     quota TEXT NOT NULL, dim TEXT NOT NULL, level REAL NOT NULL, updated REAL NOT NULL,
     rate REAL NOT NULL, capacity REAL NOT NULL, top REAL NOT NULL, held REAL NOT NULL,
-    PRIMARY KEY (quota, dim));
+    window REAL, log TEXT NOT NULL, PRIMARY KEY (quota, dim));
 CREATE TABLE IF NOT EXISTS quota_pauses (quota TEXT PRIMARY KEY, until REAL NOT NULL);
 """
 _BUSY_TIMEOUT = 10.0  # seconds a transaction waits for another process's (each takes microseconds)
@@ -45,9 +50,7 @@ class SqliteQuotaStore:
         except (OSError, sqlite3.Error) as exc:
             raise self._unavailable(exc) from exc
 
-    async def apply(
-        self, quota: str, paces: Mapping[str, Pace], take: Mapping[str, float] | None, settle: Settle
-    ) -> float:
+    async def apply(self, quota: str, paces: Mapping[str, Pace], take: Take | None, settle: Settle) -> float:
         try:
             return self._apply(quota, paces, take, settle)
         except sqlite3.Error as exc:
@@ -56,25 +59,36 @@ class SqliteQuotaStore:
                     self._db.execute("ROLLBACK")
             raise self._unavailable(exc) from exc
 
-    def _apply(
-        self, quota: str, paces: Mapping[str, Pace], take: Mapping[str, float] | None, settle: Settle
-    ) -> float:
+    def _apply(self, quota: str, paces: Mapping[str, Pace], take: Take | None, settle: Settle) -> float:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         state = QuotaState()
         rows = db.execute(
-            "SELECT dim, level, updated, rate, capacity, top, held FROM quota_buckets WHERE quota = ?",
+            "SELECT dim, level, updated, rate, capacity, top, held, window, log FROM quota_dims "
+            "WHERE quota = ?",
             (quota,),
         )
-        for dim, *values in rows:
-            state.dims[dim] = DimState(*values)
+        for dim, level, updated, rate, capacity, top, held, stored_window, log in rows:
+            window = math.inf if stored_window is None else stored_window
+            state.dims[dim] = DimState(level, updated, rate, capacity, top, held, window, orjson.loads(log))
         paused = db.execute("SELECT until FROM quota_pauses WHERE quota = ?", (quota,)).fetchone()
         state.paused_until = paused[0] if paused else -math.inf
         wait = apply(state, self._clock.now(), paces, take, settle)
         db.executemany(
-            "INSERT OR REPLACE INTO quota_buckets VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO quota_dims VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (quota, n, d.level, d.updated, d.rate, d.capacity, d.top, max(d.held, -1e300))
+                (
+                    quota,
+                    n,
+                    d.level,
+                    d.updated,
+                    d.rate,
+                    d.capacity,
+                    d.top,
+                    max(d.held, -1e300),
+                    d.window if math.isfinite(d.window) else None,
+                    orjson.dumps(d.log).decode(),
+                )
                 for n, d in state.dims.items()
             ],
         )
