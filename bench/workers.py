@@ -5,6 +5,7 @@ asserts nothing.
     python bench/workers.py [--tasks 4000] [--workers 1,4,0] [--chunk 50] [--lanes 4]
                             [--concurrency 128] [--latency-ms 1] [--postgres URL]
                             [--kills 10 --kill-every 1 --lease 2]
+                            [--rpm 1200 --quota redis://127.0.0.1:6379/0,memory]
 
 For each worker count: a fresh Postgres schema, the job created with `batchgate run --submit-only`,
 then the workers (`--exit-when-idle`) launched together; worker count 0 runs the same submitted
@@ -19,6 +20,14 @@ takes its place (K times); the lines then also say how many items were lost or w
 how many requests were sent again (at most what the killed workers held under their leases;
 `--lease` sets the lease length). Use a longer job for it, e.g. `--workers 4 --tasks 10000
 --latency-ms 50 --kills 10 --kill-every 1 --lease 2`.
+
+With `--rpm N` the load is quota-bound instead: the provider enforces N requests a minute (over a
+one-second sliding window, no burst: the strictest model the emulator plays) and every worker's
+config declares it. Each worker count then runs once per `--quota` store (comma-separated: a
+redis:// URL holds one limit for all the workers, `memory` gives each worker a pool of its own)
+and the lines add the provider's 429s and the pace: successes ÷ what N allows between its first
+request and its last admitted success (issue #16's targets: ≤ 0.5% 429s, pace ≥ 0.95). For
+example `--rpm 1200 --tasks 400 --latency-ms 300 --workers 4 --quota redis://127.0.0.1:6379/0,memory`.
 """
 
 from __future__ import annotations
@@ -44,19 +53,23 @@ MODEL = "m-bench"
 SRC = Path(__file__).resolve().parent.parent / "src"
 
 
-def _emulator(latency_ms: float) -> EmulatorThread:
-    provider = {
+def _emulator(latency_ms: float, rpm: int | None) -> EmulatorThread:
+    provider: dict[str, Any] = {
         "name": "alpha",
         "family": "openai",
-        "limits": {"rpm": 10**9, "tpm": 10**12},
+        "limits": {"rpm": rpm or 10**9, "tpm": 10**12},
         "latency": {"ttft_p50_ms": latency_ms, "ttft_sigma": 0.1, "per_token_ms": 0},
     }
+    if rpm is not None:
+        provider["enforcement"] = {"kind": "sliding_window", "window_seconds": 1.0}
     emu = EmulatorThread(emulator_config_from_dict({"seed": 1, "providers": [provider]}))
     emu.start()
     return emu
 
 
-def _files(work: Path, emu: EmulatorThread, n: int, concurrency: int) -> tuple[Path, Path, Path]:
+def _files(
+    work: Path, emu: EmulatorThread, n: int, concurrency: int, rpm: int | None, quota: str | None
+) -> tuple[Path, Path, Path]:
     src = work / "in.jsonl"
     lines = (
         orjson.dumps(
@@ -71,11 +84,18 @@ def _files(work: Path, emu: EmulatorThread, n: int, concurrency: int) -> tuple[P
     )
     src.write_bytes(b"\n".join(lines) + b"\n")
     cfg = work / "gw.yaml"
-    config = {
-        "providers": [{"name": "alpha", "kind": "openai", "base_url": emu.base_url("alpha")}],
+    provider: dict[str, Any] = {"name": "alpha", "kind": "openai", "base_url": emu.base_url("alpha")}
+    if rpm is not None:
+        provider["limits"] = {"rpm": rpm, "tpm": 10**12}
+    config: dict[str, Any] = {
+        "providers": [provider],
         "routes": [{"model": MODEL, "targets": ["alpha:gpt-4o-mini"]}],
         "settings": {"concurrency": concurrency},
     }
+    if quota is not None:
+        config["quota"] = {"store": quota}
+        if quota.startswith("redis"):
+            config["quota"]["namespace"] = f"bench:{secrets.token_hex(4)}:"
     cfg.write_text(yaml.safe_dump(config), encoding="utf-8")
     return src, cfg, work / "out.jsonl"
 
@@ -113,15 +133,15 @@ def _run(argv: list[str], n: int, kill: argparse.Namespace | None) -> tuple[list
     return procs, kills
 
 
-def _one(k: int, args: argparse.Namespace) -> dict[str, Any]:
+def _one(k: int, args: argparse.Namespace, quota: str | None = None) -> dict[str, Any]:
     schema = f"bench_workers_{secrets.token_hex(4)}"
     with psycopg.connect(args.postgres, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     url = f"{args.postgres}{'&' if '?' in args.postgres else '?'}options=-csearch_path%3D{schema}"
-    emu = _emulator(args.latency_ms)
+    emu = _emulator(args.latency_ms, args.rpm)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            src, cfg, out = _files(Path(tmp), emu, args.tasks, args.concurrency)
+            src, cfg, out = _files(Path(tmp), emu, args.tasks, args.concurrency, args.rpm, quota)
             submit = _cli(
                 "run", str(src), "--config", str(cfg), "--output", str(out), "--store", url, "--submit-only"
             )
@@ -148,8 +168,14 @@ def _one(k: int, args: argparse.Namespace) -> dict[str, Any]:
         with psycopg.connect(args.postgres, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     window = float(stats["last_success_admitted_s"] or 0) - float(stats["first_request_s"] or 0)
+    rejected = sum(stats["rejected"].values())
+    answered = stats["completed"] + rejected
+    who = f"{k} worker(s)" if k else "batchgate run"
     return {
-        "who": f"{k} worker(s)" if k else "batchgate run",
+        "who": who if quota is None else f"{who}, quota {quota.split('://', 1)[0]}",
+        "429s": rejected,
+        "share_429": rejected / answered if answered else 0.0,
+        "pace": stats["completed"] / (args.rpm / 60.0 * window) if args.rpm and window > 0 else None,
         "written": len(ids),
         "lost": args.tasks - len(set(ids)),
         "twice": len(ids) - len(set(ids)),
@@ -176,10 +202,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--kills", type=int, default=0, help="SIGKILL a worker this many times")
     parser.add_argument("--kill-every", type=float, default=1.0, help="seconds between kills")
     parser.add_argument("--postgres", default=PG_DEFAULT)
+    parser.add_argument("--rpm", type=int, default=None, help="quota-bound: the provider enforces this rpm")
+    parser.add_argument("--quota", default="memory", help="with --rpm: comma-separated quota stores")
     args = parser.parse_args(argv)
     counts = [int(k) for k in args.workers.split(",")]
     print(f"{args.tasks} tasks, chunk {args.chunk}, {args.lanes} lanes/worker, {os.cpu_count()} cores")
-    rows = [_one(k, args) for k in counts]
+    if args.rpm is not None:
+        print(f"quota-bound: {args.rpm} rpm over a 1 s sliding window, {args.latency_ms:g} ms latency")
+    quotas: list[str | None] = [None] if args.rpm is None else list(args.quota.split(","))
+    rows = [_one(k, args, quota) for k in counts for quota in quotas]
     base = rows[0]
     for row in rows:
         makespan = (
@@ -191,6 +222,8 @@ def main(argv: list[str]) -> int:
             f"makespan {row['makespan_s']:.2f} s = {makespan}; "
             f"sending {row['sending_rate']:,.0f}/s ({row['sending_rate'] / base['sending_rate']:.2f}x)"
         )
+        if row["pace"] is not None:
+            print(f"  429s {row['429s']} ({row['share_429']:.2%} of answers), pace {row['pace']:.3f}")
         if row["kills"]:
             bound = row["kills"] * args.chunk * args.lanes
             print(
