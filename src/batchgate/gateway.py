@@ -148,8 +148,9 @@ class Gateway:
             return
         key = p.api_key.reveal() if p.api_key is not None else None
         quota = quota_id(self._urls.get(p.name, p.base_url), key)
-        rt.pool.shared = SharedQuota(self._quota, quota, rt.pool.paces, self._clock)
-        self._shared.append(rt.pool.shared)
+        shared = SharedQuota(self._quota, quota, rt.pool.paces, self._clock)
+        rt.pool.share(shared)
+        self._shared.append(shared)
 
     async def _close_quota(self) -> None:
         for shared in self._shared:

@@ -149,3 +149,17 @@ def test_noise_does_not_break_a_clean_period() -> None:
             increased |= c.on_success(t)
     assert increased
     assert c.factor > 0.5
+
+
+def test_cuts_made_blind_are_undone_together_until_a_cut_that_is_not() -> None:
+    c = AimdController(AimdSettings(decrease=0.5, cooldown=0.0, noise_ratio=0.0))
+    assert c.on_rate_limited(10.0, blind=True)
+    assert c.on_rate_limited(10.5, 10.2, blind=True)
+    assert c.factor == 0.25
+    assert c.excuse_blind()  # usage explained both: back to where they found it
+    assert c.factor == 1.0
+    assert not c.excuse_blind()  # once
+    assert c.on_rate_limited(11.0, 10.9, blind=True)
+    assert c.on_rate_limited(11.5, 11.4)  # a cut with usage in: the rate is at fault
+    assert not c.excuse_blind()
+    assert c.factor == 0.25

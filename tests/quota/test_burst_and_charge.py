@@ -139,3 +139,17 @@ def test_a_margin_raised_before_usage_rose_gives_way_to_the_usage_ratio() -> Non
         model.observe_usage(100, 140, now=2.0)  # usage now shows what the margin stood for
     assert model.margin("tokens") == pytest.approx(1.0)
     assert model.factor("tokens") == pytest.approx(model.usage_ratio)
+
+
+def test_429s_before_any_usage_are_judged_again_once_usage_is_in() -> None:
+    model = ChargeModel()
+    assert not model.explains_blind()  # nothing left to the AIMD blind
+    assert not model.on_rate_limited("tokens", 0.5, reserved=1.0)  # before usage: the AIMD's, for now
+    for _ in range(5):
+        model.observe_usage(100, 150, now=1.0)  # it charges 1.5x what those were reserved at
+    assert model.explains_blind()
+    assert not model.explains_blind()  # forgotten once asked
+    exact = ChargeModel()
+    assert not exact.on_rate_limited("tokens", 0.5, reserved=1.0)
+    exact.observe_usage(100, 100, now=1.0)  # it charges what we count: the rate was at fault
+    assert not exact.explains_blind()

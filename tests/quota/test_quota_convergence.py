@@ -187,6 +187,8 @@ def test_property_never_overruns_a_window(
 @pytest.mark.timeout(900)
 @settings(max_examples=12, deadline=None)
 @example(tpm=300_000, kind="token_bucket", seconds=1.0, ratio=1.5, latency=1.0, seed=0)  # once 0.94
+# 0.57 while the AIMD cut for the 429s of the blind first second stood after usage explained them
+@example(tpm=300_000, kind="sliding_window", seconds=1.0, ratio=1.5, latency=1.0, seed=3)
 @given(**_LIMITS)
 def test_property_converges_to_the_limit(
     tpm: int, kind: str, seconds: float, ratio: float, latency: float, seed: int

@@ -26,7 +26,7 @@ ONE = Cost(requests=1)
 def process(store: QuotaStore, clock: FakeClock, name: str = "p") -> QuotaPool:
     """One process's pool for the key, sharing its quota through `store`."""
     pool = QuotaPool(name, RPM, clock)
-    pool.shared = SharedQuota(store, "https://api.example/v1#key", pool.paces, clock)
+    pool.share(SharedQuota(store, "https://api.example/v1#key", pool.paces, clock))
     return pool
 
 
@@ -129,7 +129,7 @@ async def test_a_refund_in_one_process_is_capacity_for_the_other_within_the_sett
     slow = QuotaLimits(rpm=6, safety=1.0)  # one request per 10 s or slower: no refill to speak of
     a, b = QuotaPool("a", slow, clock), QuotaPool("b", slow, clock)
     for pool in (a, b):
-        pool.shared = SharedQuota(store, "k", pool.paces, clock)
+        pool.share(SharedQuota(store, "k", pool.paces, clock))
     res = await a.acquire(ONE)
     assert a.shared is not None
     await a.shared.take(res)
@@ -164,7 +164,7 @@ async def test_a_429_in_one_process_drains_the_shared_burst() -> None:
     a = QuotaPool("a", burst, clock)
     b = QuotaPool("b", burst, clock)
     for pool in (a, b):
-        pool.shared = SharedQuota(store, "k", pool.paces, clock)
+        pool.share(SharedQuota(store, "k", pool.paces, clock))
     res = await a.acquire(ONE)
     assert a.shared is not None
     assert b.shared is not None

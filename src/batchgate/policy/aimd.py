@@ -54,6 +54,7 @@ class AimdController:
         self._last_rate_limited = -math.inf
         self._last_increase = -math.inf
         self._ceiling = math.inf  # the factor at which the last cut happened
+        self._blind: tuple[float, float] | None = None  # (factor, ceiling) before cuts made blind
         self._recent_429 = 0.0  # decayed counts of recent answers
         self._recent_all = self.settings.prior_answers
         self._recent_at = -math.inf
@@ -70,11 +71,12 @@ class AimdController:
         self._recent_429 += 1.0 if rate_limited else 0.0
         return self._recent_429 / self._recent_all
 
-    def on_rate_limited(self, now: float, admitted_at: float = -math.inf) -> bool:
+    def on_rate_limited(self, now: float, admitted_at: float = -math.inf, *, blind: bool = False) -> bool:
         """Record a 429 for a request admitted at `admitted_at`; True when it cut the factor
         (False when damped, noise or at the floor). The cooldown damps only 429s for requests
         admitted before the last cut: one admitted since was sent at the cut rate, and is a
-        verdict on it."""
+        verdict on it. `blind`: no usage was in yet to say whether the charge, not the rate, is
+        at fault — such cuts can be undone together (`excuse_blind`) until a cut that is not."""
         s = self.settings
         self.rate_limited += 1
         if self._observe(now, rate_limited=True) <= s.noise_ratio:
@@ -86,9 +88,21 @@ class AimdController:
         self._last_cut = now
         if new >= self.factor:
             return False
+        self._blind = (self._blind or (self.factor, self._ceiling)) if blind else None
         self._ceiling = self.factor
         self.factor = new
         self.cuts += 1
+        return True
+
+    def excuse_blind(self) -> bool:
+        """Undo the cuts made blind (see `on_rate_limited`), now that usage explains them; True
+        if the factor rose."""
+        if self._blind is None:
+            return False
+        (factor, ceiling), self._blind = self._blind, None
+        if factor <= self.factor:
+            return False
+        self.factor, self._ceiling = factor, ceiling
         return True
 
     def on_success(self, now: float) -> bool:

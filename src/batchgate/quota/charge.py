@@ -82,6 +82,7 @@ class ChargeModel:
         self._margins = {d: _Margin() for d in PROMPT_DIMENSIONS}
         self.samples = 0
         self.raises = 0
+        self._blind: dict[str, float] = {}  # dim -> lowest reservation of a 429 before any usage
 
     @property
     def usage_ratio(self) -> float:
@@ -155,7 +156,9 @@ class ChargeModel:
         if reserved is not None and reserved < self.factor(dim) * (1.0 - _LEARNED_SINCE):
             return True  # priced below what was learned since: no evidence against today's factor
         if self.samples == 0:
-            return False  # no usage yet to weigh a charge against: the rate's AIMD
+            if reserved is not None:  # judged again once usage is in (`explains_blind`)
+                self._blind[dim] = min(reserved, self._blind.get(dim, math.inf))
+            return False  # no usage yet to weigh a charge against: the rate's AIMD, for now
         previous, m.last_429, m.last_event = m.last_429, now, now
         if admitted_at < m.last_raise:
             return True
@@ -177,6 +180,15 @@ class ChargeModel:
         m.ratio_at_raise = self.usage_ratio
         self.raises += 1
         return True
+
+    def explains_blind(self) -> bool:
+        """Whether the usage seen since explains the 429s left to the AIMD before any usage was
+        in: every one was reserved below what the model now says its dimension charges (the
+        requests were short, not the pace). Asked once usage is in; forgets them."""
+        blind, self._blind = self._blind, {}
+        if not blind or self.samples == 0:
+            return False
+        return all(r < self.factor(d) * (1.0 - _LEARNED_SINCE) for d, r in blind.items())
 
     def __repr__(self) -> str:
         margins = ", ".join(f"{d}×{m.value:.3g}" for d, m in self._margins.items())

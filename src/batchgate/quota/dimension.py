@@ -19,9 +19,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from batchgate.errors import NeverFitsError
 from batchgate.models import RateLimitSnapshot
+from batchgate.policy.aimd import AimdController
 from batchgate.quota.bucket import TokenBucket
-from batchgate.quota.limits import DIMENSIONS
+from batchgate.quota.limits import DIMENSIONS, QuotaStats
 from batchgate.quota.store.protocol import Pace
 from batchgate.quota.window import Entry, WindowLog
 
@@ -150,13 +152,15 @@ def adopt_reported_limits(dims: Mapping[str, Dimension], snapshot: RateLimitSnap
     return ratio
 
 
-def never_fits(pool: str, dims: Mapping[str, Dimension], amounts: Mapping[str, float]) -> str | None:
+def never_fits(
+    pool: str, dims: Mapping[str, Dimension], amounts: Mapping[str, float]
+) -> NeverFitsError | None:
     """Why a request of `amounts` can never be admitted by `pool` (more than a whole per-minute
     limit on some dimension), or None."""
     for name, amount in amounts.items():
         limit = dims[name].limit
         if amount > limit:
-            return (
+            return NeverFitsError(
                 f"request needs {amount:g} {name} but provider {pool!r} allows at most "
                 f"{limit:g} {name} per minute ({CONFIG_KEYS[name]}); it can never be admitted"
             )
@@ -175,6 +179,32 @@ def queued_wait(
         if need > 0:
             wait = max(wait, need / bucket.rate if bucket.rate > 0 else math.inf)
     return wait
+
+
+def statistics(
+    name: str,
+    dims: Mapping[str, Dimension],
+    now: float,
+    waiters: int,
+    paused_until: float | None,
+    aimd: AimdController,
+    counts: Mapping[str, int],
+) -> QuotaStats:
+    """A pool's `QuotaStats` (its event `counts`: admitted, refunded, reconciled, ...); the
+    effective rate is the pace, not a shared pool's bucket running ahead of its store."""
+    return QuotaStats(
+        name=name,
+        limits_per_minute={n: d.limit for n, d in dims.items()},
+        effective_per_second={n: d.rate for n, d in dims.items()},
+        levels={n: min(d.bucket.level(now), d.bucket.capacity) for n, d in dims.items()},
+        capacities={n: d.bucket.capacity for n, d in dims.items()},
+        waiters=waiters,
+        paused_until=paused_until,
+        aimd_factor=aimd.factor,
+        cuts=aimd.cuts,
+        rate_limited=aimd.rate_limited,
+        **counts,
+    )
 
 
 def describe(dims: Mapping[str, Dimension], now: float) -> str:

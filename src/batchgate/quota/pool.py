@@ -21,7 +21,6 @@ import math
 from collections.abc import Iterator
 
 from batchgate.clock import Clock
-from batchgate.errors import NeverFitsError
 from batchgate.models import Cost, RateLimitSnapshot, Usage
 from batchgate.policy.aimd import AimdController, AimdSettings
 from batchgate.quota import dimension as dim_
@@ -34,11 +33,10 @@ from batchgate.quota.limits import QuotaLimits, QuotaStats, Reservation, cost_am
 from batchgate.quota.queue import FifoGate
 from batchgate.quota.reprice import OpenReservations
 from batchgate.quota.settle import reconcile_deltas
-from batchgate.quota.shared import SharedQuota
+from batchgate.quota.shared import SHARED_LEAD, SharedQuota
 from batchgate.quota.store.protocol import Pace
 
-SHARED_LEAD = 1.05  # a shared pool's own bucket runs this much ahead of the store's pace
-
+_EVENTS = ("admitted", "refunded", "reconciled", "never_fit", "pauses", "calibrations")  # counted
 __all__ = ["TIMER_SLACK", "QuotaLimits", "QuotaPool", "QuotaStats", "Reservation"]
 
 
@@ -79,34 +77,22 @@ class QuotaPool:
             self.refund,
         )
         self._paused_until = -math.inf
-        self._shared: SharedQuota | None = None
-        self._counts = dict.fromkeys(
-            ("admitted", "refunded", "reconciled", "never_fit", "pauses", "calibrations"), 0
-        )
+        self.shared: SharedQuota | None = None  # set by `share`
+        self._counts = dict.fromkeys(_EVENTS, 0)
 
-    @property
-    def shared(self) -> SharedQuota | None:
-        """The key's quota shared with other processes through a store, if it is."""
-        return self._shared
-
-    @shared.setter
-    def shared(self, shared: SharedQuota | None) -> None:
-        # A shared store paces every process at the pace; this pool's own bucket then runs
-        # SHARED_LEAD ahead of it, so that whenever several processes want more than the pace
-        # they all wait at the store and are admitted in turn (a bucket in step with the store's
-        # would win every refill for its own process). The window log here still holds.
-        self._shared = shared
-        self._lead = 1.0 if shared is None else SHARED_LEAD
+    def share(self, shared: SharedQuota) -> None:
+        """Share the key's quota through `shared`'s store, which paces every process; this bucket
+        runs SHARED_LEAD ahead, so all wait at the store and take turns (in step, one wins all)."""
+        self.shared, self._lead = shared, SHARED_LEAD
         self._apply_rates(self._clock.now())
 
     # -- admission ---------------------------------------------------------------------------
 
     def check_fits(self, cost: Cost) -> None:
         """Raise NeverFitsError if `cost` exceeds a whole per-minute limit on any dimension."""
-        problem = dim_.never_fits(self.name, self._dims, cost_amounts(cost, self._dims))
-        if problem is not None:
+        if (problem := dim_.never_fits(self.name, self._dims, cost_amounts(cost, self._dims))) is not None:
             self._counts["never_fit"] += 1
-            raise NeverFitsError(problem)
+            raise problem
 
     async def acquire(self, cost: Cost, *, count: int | None = None, urgent: bool = False) -> Reservation:
         """Wait (FIFO) until `cost` is admissible, then reserve it; `urgent` (a live request, a
@@ -124,8 +110,12 @@ class QuotaPool:
         """An answer's prompt (our `count`, the provider's `reported` tokens) for the charge model;
         if it now charges more, open reservations take what they are short at once, so nothing
         more is admitted into what they already used (`batchgate.quota.reprice`)."""
-        self.charges.observe_usage(count, reported, self._clock.now())
+        first, now = self.charges.samples == 0, self._clock.now()
+        self.charges.observe_usage(count, reported, now)
         self._take_short(self._unsettled.shortfalls(self.charges))
+        if first and self.charges.explains_blind() and self.aimd.excuse_blind():
+            self._apply_rates(now)  # the 429s before it were short reservations, not the pace
+            self._dispatch()
 
     def charge_raised(self, dim: str, ratio: float) -> None:
         """`dim`'s prompts are now believed charged `ratio` × more: open reservations are re-priced
@@ -261,7 +251,8 @@ class QuotaPool:
         if res is not None and self._open(res):
             self._give_back(res)
         admitted = res.admitted_at if res is not None else -math.inf
-        cut = self.aimd.on_rate_limited(now, admitted) if rate_at_fault else False
+        blind = self.charges.samples == 0
+        cut = self.aimd.on_rate_limited(now, admitted, blind=blind) if rate_at_fault else False
         if self.burst.on_rate_limited(now) or cut:
             self._apply_rates(now)
         for dim in self._dims.values():  # empty at the provider: the next leaves one request later
@@ -311,19 +302,8 @@ class QuotaPool:
 
     def statistics(self) -> QuotaStats:
         now = self._clock.now()
-        return QuotaStats(
-            name=self.name,
-            limits_per_minute={n: d.limit for n, d in self._dims.items()},
-            effective_per_second={n: d.bucket.rate for n, d in self._dims.items()},
-            levels={n: min(d.bucket.level(now), d.bucket.capacity) for n, d in self._dims.items()},
-            capacities={n: d.bucket.capacity for n, d in self._dims.items()},
-            waiters=len(self._gate),
-            paused_until=self._paused_until if self._paused_until > now else None,
-            aimd_factor=self.aimd.factor,
-            cuts=self.aimd.cuts,
-            rate_limited=self.aimd.rate_limited,
-            **self._counts,  # admitted, refunded, reconciled, never_fit, pauses, calibrations
-        )
+        paused = self._paused_until if self._paused_until > now else None
+        return dim_.statistics(self.name, self._dims, now, len(self._gate), paused, self.aimd, self._counts)
 
     def close(self) -> None:
         """Cancel the timer and every waiter (shutdown)."""
@@ -412,11 +392,9 @@ class QuotaPool:
                 dim.bucket.set_level(dim.bucket.capacity, now)
 
     def _fail_never_fitting(self) -> None:
-        def reason(request: _Request) -> NeverFitsError | None:
-            problem = dim_.never_fits(self.name, self._dims, request.amounts)
-            return None if problem is None else NeverFitsError(problem)
-
-        self._counts["never_fit"] += self._gate.fail(reason)
+        self._counts["never_fit"] += self._gate.fail(
+            lambda r: dim_.never_fits(self.name, self._dims, r.amounts)
+        )
 
     def _dispatch(self) -> None:
         self._gate.wake()

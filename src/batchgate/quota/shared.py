@@ -32,6 +32,7 @@ from batchgate.quota.limits import Reservation, SharedEntry
 from batchgate.quota.store.protocol import Pace, QuotaStore, Restamp, Settle, Take
 
 SETTLE_WITHIN = 0.25  # seconds a refund or a reconcile delta may wait for a take to carry it
+SHARED_LEAD = 1.05  # a shared pool's own bucket runs this much ahead of the store's pace (`QuotaPool.share`)
 RESTAMP_AFTER = 0.005  # seconds between take and send past which the store is told the send time
 LONGEST_WAIT = 60.0  # a store that says "never" (a zero rate) is asked again after this long
 
