@@ -39,7 +39,17 @@ def loaded_after(code: str, watch: tuple[str, ...]) -> list[str]:
 
 def test_the_command_line_parser_imports_no_machinery() -> None:
     code = "from batchgate.cli import build_parser\nbuild_parser().format_help()"
-    watch = (*HEAVY, "aiohttp", "yaml", "sqlite3", "batchgate.gateway", "batchgate.emulator.server")
+    watch = (
+        *HEAVY,
+        "aiohttp",
+        "asyncio",
+        "yaml",
+        "sqlite3",
+        "batchgate.config",
+        "batchgate.quota",
+        "batchgate.gateway",
+        "batchgate.emulator.server",
+    )
     assert loaded_after(code, watch) == []
 
 

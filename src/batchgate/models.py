@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from batchgate.errors import BatchgateError
+
+RouteMode = Literal["online", "batch-api", "auto"]  # how a route sends: live, provider Batch API, or either
+ROUTE_MODES: tuple[str, ...] = ("online", "batch-api", "auto")
 
 ChatBody = dict[str, Any]
 

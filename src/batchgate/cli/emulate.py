@@ -5,7 +5,6 @@ from it), then one line per provider with the base URL to give its SDK."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import signal
 import sys
 from pathlib import Path
@@ -37,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_emulator_config(args.config)
     try:
+        import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
+
         asyncio.run(serve(config, args.host, args.port))
     except OSError as exc:
         print(
@@ -49,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def serve(config: EmulatorConfig, host: str, port: int) -> None:
     """Run the emulator until SIGINT or SIGTERM, then stop it cleanly."""
+    import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
+
     from batchgate.emulator.runner import LISTENING_PREFIX  # noqa: PLC0415 — the server only when emulating
     from batchgate.emulator.server import Emulator  # noqa: PLC0415 — the server only when emulating
 

@@ -4,7 +4,6 @@ terminal, while they run or after they stopped (the store is read, never written
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -81,6 +80,8 @@ def _jobs(args: argparse.Namespace) -> int:
         finally:
             await store.close()
 
+    import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
+
     asyncio.run(go())
     return 0
 
@@ -111,13 +112,14 @@ def _status(args: argparse.Namespace) -> int:
         finally:
             await store.close()
 
+    import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
+
     info = asyncio.run(go())
     if args.json:
         print(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
         return 0
-    print(
-        f"job {info['job']}: {info['state']}" + (f" ({info['stop_reason']})" if info["stop_reason"] else "")
-    )
+    reason = f" ({info['stop_reason']})" if info["stop_reason"] else ""
+    print(f"job {info['job']}: {info['state']}{reason}")
     print(
         f"  {info['succeeded']} succeeded, {info['failed']} failed, "
         f"{info['pending']} pending of {info['total']}"
@@ -164,6 +166,8 @@ def _report(args: argparse.Namespace) -> int:
         finally:
             await store.close()
 
+    import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
+
     report = asyncio.run(go())
     if args.output is None:
         print(
@@ -198,6 +202,8 @@ def _report_html(args: argparse.Namespace) -> int:
             await write_report_page(store, job, _state(store, job), args.html)
         finally:
             await store.close()
+
+    import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
 
     asyncio.run(go())
     print(f"wrote {args.html}")

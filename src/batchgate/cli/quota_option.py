@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
-from batchgate.config import GatewayConfig
-from batchgate.quota.store.location import StoreSpec, resolve
+if TYPE_CHECKING:
+    from batchgate.config import GatewayConfig
+    from batchgate.quota.store.location import StoreSpec
 
 HELP = (
     "where provider quotas are shared with other processes: local (this machine: the default, "
@@ -24,6 +26,8 @@ def add_quota_option(p: argparse.ArgumentParser) -> None:
 
 def quota_spec(args: argparse.Namespace, config: GatewayConfig) -> StoreSpec:
     """`--quota` wins over the config's `quota.store`; by default quotas are shared on this machine."""
+    from batchgate.quota.store.location import resolve  # noqa: PLC0415 — the quota package: not for --help
+
     configured = config.quota.store
     if args.quota is None:
         return configured or resolve("local", os.environ)
@@ -31,6 +35,8 @@ def quota_spec(args: argparse.Namespace, config: GatewayConfig) -> StoreSpec:
 
 
 def _quota_name(text: str) -> str:
+    from batchgate.quota.store.location import resolve  # noqa: PLC0415 — only when --quota is given
+
     try:
         resolve(text, os.environ)
     except ValueError as exc:

@@ -6,7 +6,6 @@ HTTP stack and the store are imported by the handler that runs."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -14,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from batchgate.cli import observing
 from batchgate.cli.arg_types import non_negative_float, positive_float, positive_int
+from batchgate.cli.config_file import load_config
 from batchgate.cli.quota_option import add_quota_option, quota_spec
-from batchgate.config import ROUTE_MODES, load_config
 from batchgate.errors import JobError
 from batchgate.jobs.find import find_job
 from batchgate.jobs.store.location import (
@@ -25,6 +24,7 @@ from batchgate.jobs.store.location import (
     parse_location,
     resume_hint,
 )
+from batchgate.models import ROUTE_MODES
 
 if TYPE_CHECKING:
     from batchgate.config import GatewayConfig
@@ -199,6 +199,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _submit(req: RunRequest, config: GatewayConfig) -> int:
+    import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
+
     from batchgate.jobs.workers.submit import submit_job  # noqa: PLC0415 — start-up: only to submit
 
     job_id, left = asyncio.run(submit_job(req, config, _stderr))
@@ -226,6 +228,8 @@ def _go(req: RunRequest, config: GatewayConfig, args: argparse.Namespace) -> int
     out = _stderr if progress == "json" else print
     sink = make_sink(progress, args.progress_every)
     with observing.logging_for(args):
+        import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
+
         return asyncio.run(observing.run_observed(req, args, lambda r: run_job(r, config, sink, out=out)))
 
 
@@ -251,6 +255,8 @@ def _resume(args: argparse.Namespace) -> int:
             await store.close()
 
     args.store = choose_location(args.store, load_config(args.config).job.store if args.config else None)
+    import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
+
     job = asyncio.run(find())
     config_path = args.config or Path(job.config_path)
     config = load_config(config_path)

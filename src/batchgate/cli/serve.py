@@ -16,7 +16,6 @@ Registering the parsers imports nothing heavy; the server is imported by the han
 from __future__ import annotations
 
 import argparse
-import asyncio
 import functools
 import logging
 import sys
@@ -25,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from batchgate.cli.arg_types import positive_float
+from batchgate.cli.config_file import load_config
 from batchgate.cli.quota_option import add_quota_option, quota_spec
-from batchgate.config import load_config
 from batchgate.errors import JobError
 from batchgate.jobs.store.location import parse_location
 
@@ -146,6 +145,8 @@ def run_serve(args: argparse.Namespace) -> int:
             quota_store=quota_spec(args, config),
             sample_every_s=args.sample_every,
         )
+        import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
+
         asyncio.run(work)
     except OSError as exc:
         print(

@@ -12,7 +12,6 @@ failed lines, 3 the batch failed, was cancelled or expired, 2 a refusal or an un
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from typing import Any
 
 import orjson
 
-from batchgate.clock import LoopClock
 from batchgate.errors import JobError
 
 KEY_ENV = "BATCHGATE_API_KEY"
@@ -77,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         raise JobError(f"{args.input}: no such file")
     if args.output is not None and not args.follow:
         raise JobError("--output needs --follow (the results exist only once the batch has ended)")
+    import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
+
     return asyncio.run(_submit(args, key))
 
 
@@ -141,6 +141,8 @@ def _message(data: bytes, status: int) -> str:
 async def _follow(api: _Api, kind: _Kind, batch: dict[str, Any]) -> dict[str, Any]:
     """Poll the batch or job until it ends (a remote state: there is nothing to wait on but
     time), printing each change of its status or counts."""
+    from batchgate.clock import LoopClock  # noqa: PLC0415 — the clock imports asyncio: not for --help
+
     clock = LoopClock()
     delay, seen = POLL_FIRST_S, ""
     while batch[kind.status] not in kind.ended:

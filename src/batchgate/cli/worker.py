@@ -7,7 +7,6 @@ store."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import signal
 import sys
 import threading
@@ -15,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from batchgate.cli.arg_types import positive_float, positive_int
+from batchgate.cli.config_file import load_config
 from batchgate.cli.quota_option import add_quota_option, quota_spec
-from batchgate.config import load_config
 from batchgate.jobs.store.location import describe, open_store, parse_location
 
 if TYPE_CHECKING:
@@ -78,6 +77,8 @@ def _worker(args: argparse.Namespace) -> int:
         quota_store=quota_spec(args, config),
     )
     print(f"worker {options.owner}: taking submitted jobs from {describe(args.store)}", file=sys.stderr)
+    import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
+
     totals = asyncio.run(_serve(args, config, options))
     finished = f"; wrote the output of {', '.join(totals.finished)}" if totals.finished else ""
     print(
@@ -110,11 +111,15 @@ class _signals:
         )
 
     def __enter__(self) -> None:
+        import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
+
         loop = asyncio.get_running_loop()
         for sig in self._sigs:
             loop.add_signal_handler(sig, self._worker.stop)
 
     def __exit__(self, *exc: object) -> None:
+        import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
+
         loop = asyncio.get_running_loop()
         for sig in self._sigs:
             loop.remove_signal_handler(sig)

@@ -1,15 +1,14 @@
 """Configuration: the schema (frozen value objects) and reading YAML or a mapping into it, once, at
 the edge (`load_config`, `config_from_dict`). Import it from here: `from batchgate.config import ...`.
 
-May import: `batchgate.errors` and the policy value objects it holds (`batchgate.policy`,
-`batchgate.quota.limits`, `batchgate.quota.store.location`). Nothing else of batchgate; everything
-else may import this.
+May import: `batchgate.errors`, `batchgate.models` (the route modes) and the policy value objects
+it holds (`batchgate.policy`, `batchgate.quota.limits`, `batchgate.quota.store.location`). Nothing
+else of batchgate; everything else may import this.
 """
 
 from batchgate.config.load import config_from_dict, load_config
 from batchgate.config.schema import (
     EMULATOR_BASE_URL,
-    ROUTE_MODES,
     Budget,
     GatewayConfig,
     JobSettings,
@@ -18,12 +17,12 @@ from batchgate.config.schema import (
     ProviderKind,
     QuotaSettings,
     RouteConfig,
-    RouteMode,
     RouteTarget,
     Secret,
     Settings,
     TimeoutConfig,
 )
+from batchgate.models import ROUTE_MODES, RouteMode
 
 __all__ = [
     "EMULATOR_BASE_URL",

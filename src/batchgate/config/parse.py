@@ -8,7 +8,6 @@ from typing import Any, cast
 
 from batchgate.config.schema import (
     EMULATOR_BASE_URL,
-    ROUTE_MODES,
     Budget,
     GatewayConfig,
     JobSettings,
@@ -17,13 +16,13 @@ from batchgate.config.schema import (
     ProviderKind,
     QuotaSettings,
     RouteConfig,
-    RouteMode,
     RouteTarget,
     Secret,
     Settings,
     TimeoutConfig,
 )
 from batchgate.config.section import Section, type_name
+from batchgate.models import ROUTE_MODES, RouteMode
 from batchgate.policy.circuit import CircuitSettings
 from batchgate.policy.poll import PollPolicy
 from batchgate.policy.retry import RetrySettings

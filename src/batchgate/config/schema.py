@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from batchgate.models import RouteMode
 from batchgate.policy.circuit import CircuitSettings
 from batchgate.policy.poll import PollPolicy
 from batchgate.policy.retry import RetrySettings
@@ -46,8 +47,6 @@ from batchgate.quota.limits import QuotaLimits
 from batchgate.quota.store.location import StoreSpec
 
 ProviderKind = Literal["openai", "anthropic"]
-RouteMode = Literal["online", "batch-api", "auto"]
-ROUTE_MODES: tuple[str, ...] = ("online", "batch-api", "auto")
 EMULATOR_BASE_URL = "emulator"
 
 
