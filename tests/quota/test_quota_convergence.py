@@ -165,6 +165,10 @@ class _Chars:
         return None
 
 
+# Limits at which one second's allowance (the shortest window the engine paces inside) holds ten or
+# more of the largest prompts drawn (~550 units at ratio 1.5). Below that, whole requests cannot
+# fill a window: no sender, however clever, gets past ⌊allowance ÷ request⌋ of them into a
+# one-second sliding window, so "≥ 0.95 of the limit" would test arithmetic, not the engine.
 _LIMITS = {
     "tpm": st.integers(300_000, 600_000),
     "kind": st.sampled_from(["token_bucket", "sliding_window", "fixed_window"]),

@@ -16,8 +16,8 @@ another estimates from characters like we do. So the reservation for a prompt is
   the hypothesis "it charges what we count" (1 ÷ usage ratio), later ones by `raise_by` (once per
   `cooldown`, up to one step past that hypothesis — a provider charging still more is a rate
   problem, for AIMD); it relaxes back toward 1 by `relax_by` every `relax_period` without one
-  (a step of about the window log's 10 ms of jitter allowance, so a relaxation that proves wrong
-  is answered by a 429 pair only after a few steps, and that pair lifts it back to the
+  (a 1% step, so a relaxation that proves wrong overruns a window by little and is answered by a
+  429 pair only after a few steps, and that pair lifts it back to the
   hypothesis, not past).
 
 `charged(dim, reported, count)` turns a reported prompt count into what we believe was charged
@@ -52,7 +52,7 @@ class ChargeSettings:
     max_margin: float = 2.5
     cooldown: float = 1.0
     confirm: float = 5.0
-    relax_by: float = 1.01  # 1%: about the window log's jitter allowance; a wrong step costs few 429s
+    relax_by: float = 1.01  # 1%: a wrong step overruns a window by little and costs few 429s
     relax_period: float = 10.0
 
     def __post_init__(self) -> None:
