@@ -30,6 +30,7 @@ from batchgate.models import Attempt, ChatBody, Cost, ProviderResponse, RateLimi
 from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.hints import parse_retry_hint
 from batchgate.providers.classify import error_fields
+from batchgate.providers.wire import sending
 from batchgate.quota.charge import PROMPT_DIMENSIONS, binding_dimension
 from batchgate.quota.pool import Reservation
 from batchgate.racing import Leg, RaceTimeout, race
@@ -108,7 +109,9 @@ class Attempts:
         rt.recorder.requests += 1
         rt.recorder.in_flight += 1
         rt.pool.sent(reservation)
-        task = asyncio.ensure_future(rt.client.send(s.body, model=s.model))
+        # on a new connection the bytes leave only once it is made: the window counts from then
+        on_wire = sending(lambda: rt.pool.sent(reservation))
+        task = asyncio.create_task(rt.client.send(s.body, model=s.model), context=on_wire)
         task.add_done_callback(lambda _: _left(rt))
         in_flight = rt.recorder.in_flight
         return Leg(index, task, _Tag(reservation, self._clock.now(), in_flight))

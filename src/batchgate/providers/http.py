@@ -3,7 +3,8 @@
 One `ClientSession` per gateway: a `TCPConnector` with no per-host cap (the quota pool and the
 scheduler decide concurrency, not the pool), keep-alive, a DNS cache, no cookie jar (API calls are
 stateless; a jar would only cost CPU and leak state between providers), `raise_for_status` off
-(status codes are classified by `batchgate.providers.classify`) and orjson for any `json=` use.
+(status codes are classified by `batchgate.providers.classify`), orjson for any `json=` use, and
+the tracing that tells the quota pool when a request's bytes leave (`batchgate.providers.wire`).
 The clients themselves serialise with orjson to bytes and parse the bytes they read.
 
 `send` is the one place bytes go out and come back, for chat and Batch API calls alike: it turns
@@ -26,6 +27,7 @@ from multidict import CIMultiDictProxy
 
 from batchgate.config import Secret, TimeoutConfig
 from batchgate.providers.classify import error_for_exception
+from batchgate.providers.wire import trace_config
 
 KEEPALIVE_SECONDS = 30.0
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}  # a chat call's
@@ -57,6 +59,7 @@ def create_session(*, connect_timeout: float, limit: int = 0) -> aiohttp.ClientS
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
         auto_decompress=True,
         trust_env=False,
+        trace_configs=[trace_config()],
     )
 
 
