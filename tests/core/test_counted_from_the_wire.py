@@ -21,7 +21,7 @@ from batchgate.quota.limits import QuotaLimits
 from batchgate.runtime import build_runtime
 from batchgate.scheduler import Scheduler, Target
 from batchgate.slots import FairSlots
-from batchgate.tokens import char_count
+from engineutil import CharCounter, drive
 
 CONNECT = 0.3  # seconds the first request's connection takes to open
 
@@ -51,21 +51,13 @@ class _SlowToConnect:
         return RateLimitSnapshot()
 
 
-class _Chars:
-    def count_prompt(self, body: Any) -> int:
-        return char_count(body)
-
-    def observe(self, body: Any, actual: int) -> None:
-        return None
-
-
 @pytest.mark.parametrize("rpm", [60, 120])
 async def test_a_window_counts_a_request_from_when_its_bytes_left(rpm: int) -> None:
     clock = FakeClock()
     start = clock.now()
     client = _SlowToConnect(clock)
     config = ProviderConfig(name="p", kind="openai", base_url="http://x", limits=QuotaLimits(rpm=rpm))
-    rt = build_runtime(config, client, _Chars(), clock, CircuitSettings(), timeout=60.0)
+    rt = build_runtime(config, client, CharCounter(), clock, CircuitSettings(), timeout=60.0)
     sched = Scheduler(
         {"m": [Target(rt, "m")]},
         clock=clock,
@@ -78,12 +70,7 @@ async def test_a_window_counts_a_request_from_when_its_bytes_left(rpm: int) -> N
         asyncio.ensure_future(sched.run(i, {"model": "m", "messages": messages}))
         for i in range(per_window + 1)
     ]
-    while not all(t.done() for t in tasks):
-        for _ in range(4):
-            await asyncio.sleep(0)
-        deadline = clock.next_deadline()
-        if deadline is not None:
-            clock.advance(max(0.0, deadline - clock.now()))
+    await drive(clock, tasks)
     assert all(t.result().ok for t in tasks)
     # the request past one second's allowance waits for the first to leave the window: a second
     # after the first one's bytes left (at CONNECT), not a second after it was admitted (at 0)

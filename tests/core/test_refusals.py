@@ -20,7 +20,7 @@ from batchgate.quota.limits import QuotaLimits
 from batchgate.runtime import ProviderRuntime, build_runtime
 from batchgate.scheduler import Scheduler, Target
 from batchgate.slots import FairSlots
-from batchgate.tokens import char_count
+from engineutil import CharCounter, drive
 
 
 class _Refusing:
@@ -45,19 +45,11 @@ class _Refusing:
         return RateLimitSnapshot()
 
 
-class _Chars:
-    def count_prompt(self, body: Any) -> int:
-        return char_count(body)
-
-    def observe(self, body: Any, actual: int) -> None:
-        return None
-
-
 async def _run(body: dict[str, Any]) -> ProviderRuntime:
     clock = FakeClock()
     client = _Refusing(clock, body)
     config = ProviderConfig(name="p", kind="openai", base_url="http://x", limits=QuotaLimits(tpm=600_000))
-    rt = build_runtime(config, client, _Chars(), clock, CircuitSettings(), timeout=60.0)
+    rt = build_runtime(config, client, CharCounter(), clock, CircuitSettings(), timeout=60.0)
     sched = Scheduler(
         {"m": [Target(rt, "m")]},
         clock=clock,
@@ -66,12 +58,7 @@ async def _run(body: dict[str, Any]) -> ProviderRuntime:
     )
     messages = [{"role": "user", "content": "hello"}]
     tasks = [asyncio.ensure_future(sched.run(i, {"model": "m", "messages": messages})) for i in range(3)]
-    while not all(t.done() for t in tasks):
-        for _ in range(4):
-            await asyncio.sleep(0)
-        deadline = clock.next_deadline()
-        if deadline is not None:
-            clock.advance(max(0.0, deadline - clock.now()))
+    await drive(clock, tasks)
     assert all(t.result().ok for t in tasks)
     return rt
 

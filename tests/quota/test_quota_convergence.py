@@ -37,6 +37,7 @@ from batchgate.runtime import build_runtime
 from batchgate.scheduler import Scheduler, Target
 from batchgate.slots import FairSlots
 from batchgate.tokens import char_count
+from engineutil import CharCounter, drive
 
 MAX_TOKENS = 10
 
@@ -86,18 +87,6 @@ class EmulatedProvider:
         return RateLimitSnapshot()
 
 
-async def _drive(clock: FakeClock, tasks: list[asyncio.Task[Any]]) -> None:
-    """Run until every task is done, moving the fake clock from one timer to the next."""
-    while not all(t.done() for t in tasks):
-        for _ in range(4):
-            await asyncio.sleep(0)
-        deadline = clock.next_deadline()
-        if deadline is None:
-            await asyncio.sleep(0)
-            continue
-        clock.advance(max(0.0, deadline - clock.now()))
-
-
 async def _scenario(
     tpm: int, kind: str, seconds: float, ratio: float, latency: float, seed: int, *, converge: bool
 ) -> None:
@@ -106,7 +95,7 @@ async def _scenario(
     limiter = make_limiter(Enforcement(kind, seconds), tpm, clock.now())  # type: ignore[arg-type]
     client = EmulatedProvider(clock, limiter, ratio, rng, latency)
     config = ProviderConfig(name="p", kind="openai", base_url="http://x", limits=QuotaLimits(tpm=tpm))
-    runtime = build_runtime(config, client, _Chars(), clock, CircuitSettings(), seed=seed, timeout=600.0)
+    runtime = build_runtime(config, client, CharCounter(), clock, CircuitSettings(), seed=seed, timeout=600.0)
     client.backlog = runtime.pool.busy
     sched = Scheduler(
         {"m": [Target(runtime, "m")]},
@@ -124,7 +113,7 @@ async def _scenario(
             {"model": "m", "max_tokens": MAX_TOKENS, "messages": [{"role": "user", "content": words}]}
         )
     tasks = [asyncio.ensure_future(sched.run(i, b)) for i, b in enumerate(bodies)]
-    await _drive(clock, tasks)
+    await drive(clock, tasks)
     assert all(t.result().ok for t in tasks), [t.result().error for t in tasks if not t.result().ok][:3]
 
     assert client.first_answer is not None
@@ -155,14 +144,6 @@ async def _scenario(
         span = admitted[-1].at - admitted[0].at
         used = sum(s.charge for s in admitted[:-1])
         assert used >= 0.95 * per_second * span, (used / (per_second * span), kind, seconds, ratio)
-
-
-class _Chars:
-    def count_prompt(self, body: Any) -> int:
-        return char_count(body)
-
-    def observe(self, body: Any, actual: int) -> None:
-        return None
 
 
 # Limits at which one second's allowance (the shortest window the engine paces inside) holds ten or
