@@ -1,13 +1,18 @@
 """Helpers for tests that run the real engine against a scripted provider on a FakeClock: the
-prompt counter those providers' runtimes take, and the loop that moves the clock from one timer
-to the next until every task is done."""
+prompt counter those providers' runtimes take, a scheduler with one target, and the loop that
+moves the clock from one timer to the next until every task is done."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any
 
 from batchgate.clock import FakeClock
+from batchgate.policy.retry import RetryPolicy, RetrySettings
+from batchgate.runtime import ProviderRuntime
+from batchgate.scheduler import Scheduler, Target
+from batchgate.slots import FairSlots
 from batchgate.tokens import char_count
 
 
@@ -29,3 +34,13 @@ async def drive(clock: FakeClock, tasks: list[asyncio.Task[Any]]) -> None:
         deadline = clock.next_deadline()
         if deadline is not None:
             clock.advance(max(0.0, deadline - clock.now()))
+
+
+def one_target_scheduler(rt: ProviderRuntime, clock: FakeClock, *, max_attempts: int) -> Scheduler:
+    """A scheduler sending model "m" to `rt` alone, with quick seeded retries and 100 fair slots."""
+    retry = RetryPolicy(
+        RetrySettings(max_attempts=max_attempts, base_delay=0.01, max_delay=0.1), random.Random(0)
+    )
+    return Scheduler(
+        {"m": [Target(rt, "m")]}, clock=clock, retry=retry, global_slots=FairSlots(100, [rt.name], clock)
+    )

@@ -6,7 +6,6 @@ window until a second after that (the engine against a provider on a FakeClock t
 from __future__ import annotations
 
 import asyncio
-import random
 from typing import Any
 
 import pytest
@@ -15,13 +14,10 @@ from batchgate.clock import FakeClock
 from batchgate.config import ProviderConfig
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.policy.circuit import CircuitSettings
-from batchgate.policy.retry import RetryPolicy, RetrySettings
 from batchgate.providers.wire import ON_WIRE
 from batchgate.quota.limits import QuotaLimits
 from batchgate.runtime import build_runtime
-from batchgate.scheduler import Scheduler, Target
-from batchgate.slots import FairSlots
-from engineutil import CharCounter, drive
+from engineutil import CharCounter, drive, one_target_scheduler
 
 CONNECT = 0.3  # seconds the first request's connection takes to open
 
@@ -58,12 +54,7 @@ async def test_a_window_counts_a_request_from_when_its_bytes_left(rpm: int) -> N
     client = _SlowToConnect(clock)
     config = ProviderConfig(name="p", kind="openai", base_url="http://x", limits=QuotaLimits(rpm=rpm))
     rt = build_runtime(config, client, CharCounter(), clock, CircuitSettings(), timeout=60.0)
-    sched = Scheduler(
-        {"m": [Target(rt, "m")]},
-        clock=clock,
-        retry=RetryPolicy(RetrySettings(max_attempts=3, base_delay=0.01, max_delay=0.1), random.Random(0)),
-        global_slots=FairSlots(100, ["p"], clock),
-    )
+    sched = one_target_scheduler(rt, clock, max_attempts=3)
     per_window = rpm // 60  # what one second holds
     messages = [{"role": "user", "content": "hello"}]
     tasks = [

@@ -5,7 +5,6 @@ without headers or a retry hint (the engine against a scripted provider on a Fak
 from __future__ import annotations
 
 import asyncio
-import random
 from typing import Any
 
 import pytest
@@ -15,12 +14,9 @@ from batchgate.config import ProviderConfig
 from batchgate.errors import RateLimitError
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.policy.circuit import CircuitSettings
-from batchgate.policy.retry import RetryPolicy, RetrySettings
 from batchgate.quota.limits import QuotaLimits
 from batchgate.runtime import ProviderRuntime, build_runtime
-from batchgate.scheduler import Scheduler, Target
-from batchgate.slots import FairSlots
-from engineutil import CharCounter, drive
+from engineutil import CharCounter, drive, one_target_scheduler
 
 
 class _Refusing:
@@ -50,12 +46,7 @@ async def _run(body: dict[str, Any]) -> ProviderRuntime:
     client = _Refusing(clock, body)
     config = ProviderConfig(name="p", kind="openai", base_url="http://x", limits=QuotaLimits(tpm=600_000))
     rt = build_runtime(config, client, CharCounter(), clock, CircuitSettings(), timeout=60.0)
-    sched = Scheduler(
-        {"m": [Target(rt, "m")]},
-        clock=clock,
-        retry=RetryPolicy(RetrySettings(max_attempts=5, base_delay=0.01, max_delay=0.1), random.Random(0)),
-        global_slots=FairSlots(100, ["p"], clock),
-    )
+    sched = one_target_scheduler(rt, clock, max_attempts=5)
     messages = [{"role": "user", "content": "hello"}]
     tasks = [asyncio.ensure_future(sched.run(i, {"model": "m", "messages": messages})) for i in range(3)]
     await drive(clock, tasks)

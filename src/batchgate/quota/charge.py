@@ -17,8 +17,7 @@ another estimates from characters like we do. So the reservation for a prompt is
   `cooldown`, up to one step past that hypothesis — a provider charging still more is a rate
   problem, for AIMD); it relaxes back toward 1 by `relax_by` every `relax_period` without one
   (a 1% step, so a relaxation that proves wrong overruns a window by little and is answered by a
-  429 pair only after a few steps, and that pair lifts it back to the
-  hypothesis, not past).
+  429 pair only after a few steps, and that pair lifts it back to the hypothesis, not past).
 
 `charged(dim, reported, count)` turns a reported prompt count into what we believe was charged
 (our count's reservation, while a margin says the provider charges by a count like ours), so a
