@@ -100,3 +100,43 @@ async def test_a_cancelled_urgent_waiter_leaves_its_lane_and_the_ordinary_head_g
     assert list(gate.waiting()) == ["b"]
     clock.advance(1.0)
     assert await b == "b@1"
+
+
+async def test_drained_returns_at_once_when_nobody_waits_and_else_when_the_last_one_leaves() -> None:
+    clock = FakeClock(start=0.0)
+    gate = gate_at(clock, {"a": 1.0, "b": 2.0, "c": 9.0}, [])
+    idle = gate.drained()
+    with pytest.raises(StopIteration):  # nobody waits: it returns without suspending
+        idle.send(None)
+    a = asyncio.create_task(gate.wait("a"))
+    b = asyncio.create_task(gate.wait("b"))
+    await asyncio.sleep(0)
+    drained = asyncio.create_task(gate.drained())
+    await asyncio.sleep(0)
+    assert clock.pending_timers() == 1  # the head's timer only: drained() arms none of its own
+    clock.advance(1.0)
+    assert await a == "a@1"
+    await asyncio.sleep(0)
+    assert not drained.done()  # b still waits
+    clock.advance(1.0)
+    assert await b == "b@2"
+    await asyncio.sleep(0)
+    assert drained.done()
+    # a waiter that gives up drains the queue too, and so does closing it
+    c = asyncio.create_task(gate.wait("c"))
+    await asyncio.sleep(0)
+    after_cancel = asyncio.create_task(gate.drained())
+    await asyncio.sleep(0)
+    assert not after_cancel.done()
+    c.cancel()
+    await asyncio.gather(c, return_exceptions=True)
+    await asyncio.sleep(0)
+    assert after_cancel.done()
+    d = asyncio.create_task(gate.wait("c"))
+    await asyncio.sleep(0)
+    after_close = asyncio.create_task(gate.drained())
+    await asyncio.sleep(0)
+    gate.close()
+    await asyncio.sleep(0)
+    assert after_close.done()
+    assert d.cancelled()

@@ -9,7 +9,8 @@ A request still unanswered after `hedge_after` runs far past what its provider u
 worth sending again (first answer wins). Far past, not merely slow: a hedge spends quota and money
 twice, and batch work gains from it only where a request would hold the job — a hang, or the last
 straggler — so the threshold sits at twice P95 (about P99.95 of a provider whose latencies spread
-like a log-normal of σ 0.4), above the latency tail a healthy provider draws. Until `min_samples`
+like a log-normal of σ 0.4), above the latency tail a healthy provider draws (and the attempt
+sends the hedge only once nobody queues at the pool: `batchgate.attempt`). Until `min_samples`
 answers are in, the configured maximum holds, and a request is hedged after `cold_factor` × the
 slowest answer so far plus the margin (or after `cold_hedge` seconds before any answer): a hang
 among the first requests must not hold a job for the whole configured maximum. A request that

@@ -132,8 +132,7 @@ class QuotaPool:
             res.repriced[name] = res.repriced.get(name, 0.0) + short
 
     def paces(self) -> dict[str, Pace]:
-        """Each dimension's pace now (for a shared quota store: the same rate, burst, slack and
-        window allowance)."""
+        """Each dimension's pace now (rate, burst, slack, window allowance) for a shared store."""
         return {n: d.shared_pace() for n, d in self._dims.items()}
 
     def limited(self) -> bool:
@@ -143,6 +142,10 @@ class QuotaPool:
     def busy(self) -> bool:
         """Whether requests are queued here (a newcomer could not be admitted at once)."""
         return self._gate.busy()
+
+    async def drained(self) -> None:
+        """Return once no request is queued here (at once if none is)."""
+        await self._gate.drained()
 
     def try_acquire(self, cost: Cost, *, count: int | None = None) -> Reservation | None:
         """Reserve `cost` (priced from `count`, as in `acquire`) now if nobody is queued and it
@@ -207,8 +210,7 @@ class QuotaPool:
         return True
 
     def sent(self, res: Reservation) -> None:
-        """`res`'s request leaves now (it may have waited for a place): its window counts from now,
-        here and in a shared store."""
+        """`res`'s request leaves now (it may have waited): its window counts from now, here and shared."""
         for name, entry in res.logged.items():
             self._dims[name].window.restamp(entry, self._clock.now())
         if self.shared is not None:
@@ -244,9 +246,8 @@ class QuotaPool:
         self._dispatch()
 
     def on_rate_limited(self, res: Reservation | None = None, *, rate_at_fault: bool = True) -> bool:
-        """A 429: refund `res` if given, empty the buckets (one average request into debt), cut
-        the rates (damped; not when the 429 is otherwise explained, e.g. by the charge model; the
-        AIMD is told when `res` was admitted). True if cut."""
+        """A 429: refund `res` if given, empty the buckets (one average request into debt), cut the
+        rates (damped; not when otherwise explained, e.g. by charges; from `res`'s admission). True if cut."""
         now = self._clock.now()
         if res is not None and self._open(res):
             self._give_back(res)
@@ -275,9 +276,8 @@ class QuotaPool:
     def calibrate(self, snapshot: RateLimitSnapshot) -> bool:
         """Follow a provider's rate-limit headers; True if a limit or level changed.
 
-        A reported limit below the declared one is adopted (× safety) — and the AIMD cuts it
-        explains are undone; a later higher report restores up to the declared limit, never past
-        it — unless it is below a tenth of the declared one: then it is not a per-minute limit.
+        A reported limit below the declared one (but above a tenth of it) is adopted × safety,
+        undoing the AIMD cuts it explains; a later higher one restores up to the declared limit.
         What `remaining` means depends on the provider's header style (`header_style`).
         """
         now = self._clock.now()

@@ -7,6 +7,8 @@ too. The head — the first urgent waiter, else the first ordinary one — is ad
 the head's deadline; the owner calls `wake()` whenever the answer may have changed earlier
 (capacity given back, limits changed). A cancelled waiter leaves the queue and the next one is
 examined; a waiter admitted in the same instant it was cancelled has its admission released again.
+`drained()` waits, without a timer, until nobody is left waiting (a hedge spends only what the
+queue leaves idle).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class FifoGate(Generic[T, R]):
         self._lanes: Lanes[Held[T, R]] = Lanes()
         self._timer: TimerHandle | None = None
         self._timer_when = math.inf
+        self._drained: list[asyncio.Future[None]] = []  # woken once nobody is waiting
 
     def busy(self) -> bool:
         """Whether anybody is waiting (a newcomer must queue behind them)."""
@@ -51,6 +54,20 @@ class FifoGate(Generic[T, R]):
 
     def __len__(self) -> int:
         return self._lanes.pending()
+
+    async def drained(self) -> None:
+        """Return once nobody is waiting (at once if nobody is)."""
+        if not self.busy():
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._drained.append(future)
+        await future
+
+    def _signal_drained(self) -> None:
+        drained, self._drained = self._drained, []
+        for future in drained:
+            if not future.done():
+                future.set_result(None)
 
     async def wait(self, item: T, *, urgent: bool = False) -> R:
         """Queue `item` (in the urgent lane: ahead of every ordinary waiter, behind earlier urgent
@@ -90,7 +107,11 @@ class FifoGate(Generic[T, R]):
                 break
             self._lanes.popleft()
             head.future.set_result(self._admit(head.item, now))
-        if self._lanes.head() is None or math.isinf(wait):
+        if self._lanes.head() is None:
+            self._cancel_timer()
+            self._signal_drained()
+            return
+        if math.isinf(wait):
             self._cancel_timer()
             return
         when = now + wait
@@ -105,6 +126,7 @@ class FifoGate(Generic[T, R]):
         self._cancel_timer()
         for waiter in self._lanes.clear():
             waiter.future.cancel()
+        self._signal_drained()
 
     def _on_timer(self) -> None:
         self._timer = None
