@@ -4,15 +4,15 @@ The call runs under the provider's learned in-flight limit and the global fair s
 provider's adaptive timeout; a straggler is hedged (`batchgate.racing`: sent again with quota
 reserved at the head of the pool's queue, first answer wins, the loser cancelled and its charge
 counted as duplicate spend) — but only with quota nobody queues for: while requests wait at the
-pool, a hedge would take the place of one of them, and the adaptive timeout ends a hang at no
-cost to the job, so the hedge waits until the queue drains (the job's tail). Every answer feeds
-the provider's models: success → the charge model (usage against our count), header calibration,
-AIMD, the latency model, the in-flight limit and the breaker; failure → 429s to the charge model
-(by the dimension the provider names) or to the in-flight limit (a refusal that names no exhausted
-dimension), breaker failures by `counts_as_failure` (so a 200 with a malformed body counts too).
-What changes a provider's state is logged as an event (`batchgate.logs`): a limit learned from
-headers, an AIMD cut, a pause from a retry hint, a learned in-flight cap, the circuit opening or
-closing, a hedge fired.
+pool, a hedge would take the place of one of them, and the adaptive timeout ends a hang at no cost
+to the job, so the hedge waits until the queue drains (the job's tail; a live request's hedge does
+not wait: its latency is the point). Every answer feeds the provider's models: success → the charge
+model (usage against our count), header calibration, AIMD, the latency model, the in-flight limit
+and the breaker; failure → 429s to the charge model (by the dimension the provider names) or to the
+in-flight limit (a refusal that names no exhausted dimension), breaker failures by
+`counts_as_failure` (so a 200 with a malformed body counts too). What changes a provider's state is
+logged as an event (`batchgate.logs`): a limit learned from headers, an AIMD cut, a pause from a
+retry hint, a learned in-flight cap, the circuit opening or closing, a hedge fired.
 """
 
 from __future__ import annotations
@@ -129,7 +129,8 @@ class Attempts:
         if self.stopping or not s.rt.breaker.available(self._clock.now()):
             return None
         pool = s.rt.pool
-        await pool.drained()  # while others queue, the quota is theirs: the timeout ends a hang
+        if not s.urgent:  # while others queue the quota is theirs; a live request's latency is not
+            await pool.drained()
         reservation = await pool.acquire(s.cost, count=s.count, urgent=True)
         if pool.shared is not None:
             try:

@@ -8,12 +8,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from batchgate.clock import FakeClock
 from batchgate.config import ProviderConfig
-from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
+from batchgate.models import ProviderResponse, RateLimitSnapshot, Result, Usage
 from batchgate.policy.circuit import CircuitSettings
 from batchgate.quota.limits import QuotaLimits
 from batchgate.runtime import build_runtime
+from batchgate.scheduler import Scheduler
 from engineutil import CharCounter, drive, one_target_scheduler
 
 RPM = 600  # ten a second: 40 requests queue for about four seconds
@@ -41,7 +44,19 @@ class _OneHangs:
         return RateLimitSnapshot()
 
 
-async def test_a_straggler_is_hedged_only_once_nobody_queues_for_the_quota() -> None:
+def _run(sched: Scheduler, prompts: list[str], urgent_hang: bool) -> list[asyncio.Task[Result]]:
+    def body(p: str) -> dict[str, Any]:
+        return {"model": "m", "messages": [{"role": "user", "content": p}]}
+
+    return [
+        asyncio.create_task(sched.run(i, body(p), urgent=urgent_hang and p == "hang"))
+        for i, p in enumerate(prompts)
+    ]
+
+
+@pytest.mark.parametrize("urgent", [False, True])
+async def test_a_straggler_is_hedged_only_once_nobody_queues_for_the_quota(urgent: bool) -> None:
+    """A live (urgent) request's hedge does not wait: its latency is the point."""
     clock = FakeClock()
     client = _OneHangs(clock)
     config = ProviderConfig(name="p", kind="openai", base_url="http://x", limits=QuotaLimits(rpm=RPM))
@@ -49,16 +64,15 @@ async def test_a_straggler_is_hedged_only_once_nobody_queues_for_the_quota() -> 
     sched = one_target_scheduler(rt, clock, max_attempts=3)
     prompts = [f"item {i}" for i in range(40)]
     prompts[3] = "hang"
-    tasks = [
-        asyncio.ensure_future(sched.run(i, {"model": "m", "messages": [{"role": "user", "content": p}]}))
-        for i, p in enumerate(prompts)
-    ]
+    tasks = _run(sched, prompts, urgent)
     await drive(clock, tasks)
     assert all(t.result().ok for t in tasks)
     hang_calls = [t for t, p in client.calls if p == "hang"]
     others = [t for t, p in client.calls if p != "hang"]
     assert len(hang_calls) == 2  # sent once more, as a hedge
     assert rt.recorder.hedged == 1
-    # the hedge (due about a second in, by the cold rule) waited for the last queued request
-    assert hang_calls[1] >= max(others)
-    assert max(others) - min(others) > 3.0  # the queue really lasted past the hedge's due time
+    assert max(others) - min(others) > 3.0  # the queue lasted past the hedge's due time
+    if urgent:  # sent when due (about a second in, by the cold rule), ahead of the queue
+        assert hang_calls[1] < max(others) - 1.0
+    else:  # it waited for the last queued request
+        assert hang_calls[1] >= max(others)
