@@ -228,8 +228,8 @@ faults row makespan ≤ 1.5 × bound and 0 failed.
 On a one-second sliding window no client that sends smoothly (it cannot know the enforcement, so
 it may not burst) reaches a pace of 1.0: whole requests leave part of every second unused, and the
 allowance for network jitter lengthens each window. `python bench/pace_ceiling.py` computes the
-best such a client can do per cell: 0.982 (exact) and 0.977 (chars) on one provider, 0.966 and
-0.952 on the three-provider cells, with batchgate's 10 ms of jitter allowance (0.991, 0.984,
+best such a client can do per cell: 0.987 (exact) and 0.981 (chars) on one provider, 0.971 and
+0.957 on the three-provider cells, with batchgate's 5 ms of jitter allowance (0.991, 0.984,
 0.975 and 0.962 with none).
 The three systems run at the same time, each in its own child process against its own emulator
 process playing the cell's providers (the same seed: the same faults in the same order).

@@ -153,3 +153,34 @@ def test_429s_before_any_usage_are_judged_again_once_usage_is_in() -> None:
     assert not exact.on_rate_limited("tokens", 0.5, reserved=1.0)
     exact.observe_usage(100, 100, now=1.0)  # it charges what we count: the rate was at fault
     assert not exact.explains_blind()
+
+
+def test_usage_noise_around_a_raised_margin_moves_neither_way_the_factor_it_confirmed() -> None:
+    model = ChargeModel(ChargeSettings(memory=10.0))
+    for _ in range(50):
+        model.observe_usage(100, 80, now=0.0)
+    model.on_rate_limited("tokens", 1.0)
+    assert model.on_rate_limited("tokens", 2.0)
+    confirmed = model.factor("tokens")
+    assert confirmed == pytest.approx(1.0)  # "it charges what we count"
+    for reported in (90, 90, 70, 70, 70, 85, 75):  # the report wanders up and back down
+        model.observe_usage(100, reported, now=3.0)
+        assert model.factor("tokens") == pytest.approx(confirmed)
+
+
+def test_a_relaxation_step_refuted_by_one_429_is_undone_and_the_next_waits_twice_as_long() -> None:
+    model = ChargeModel(ChargeSettings(relax_by=1.004, relax_period=10.0))
+    for _ in range(50):
+        model.observe_usage(100, 80, now=0.0)
+    model.on_rate_limited("tokens", 1.0)
+    assert model.on_rate_limited("tokens", 2.0)
+    lifted = model.margin("tokens")
+    model.observe_usage(100, 80, now=12.0)  # a clean period: one step down
+    assert model.margin("tokens") == pytest.approx(lifted / 1.004)
+    assert not model.on_rate_limited("tokens", 13.0, admitted_at=11.5)  # sent before the step: lone
+    assert model.on_rate_limited("tokens", 14.0, admitted_at=12.5)  # after it, within its period
+    assert model.margin("tokens") == pytest.approx(lifted)  # undone at once, by one 429
+    model.observe_usage(100, 80, now=30.0)  # 16 s clean: no step, the period is 20 s now
+    assert model.margin("tokens") == pytest.approx(lifted)
+    model.observe_usage(100, 80, now=35.0)
+    assert model.margin("tokens") == pytest.approx(lifted / 1.004)

@@ -15,9 +15,11 @@ another estimates from characters like we do. So the reservation for a prompt is
   one follows within `confirm` seconds (a lone 429 is noise): the first confirmed pair lifts it to
   the hypothesis "it charges what we count" (1 ÷ usage ratio), later ones by `raise_by` (once per
   `cooldown`, up to one step past that hypothesis — a provider charging still more is a rate
-  problem, for AIMD); it relaxes back toward 1 by `relax_by` every `relax_period` without one
-  (a 1% step, so a relaxation that proves wrong overruns a window by little and is answered by a
-  429 pair only after a few steps, and that pair lifts it back to the hypothesis, not past).
+  problem, for AIMD); it relaxes back toward 1 by `relax_by` every `relax_period` without one.
+  A relaxation is a probe: a step of 0.4%, less than the half-percent of jitter allowance the
+  window log keeps, so a wrong first step overruns no window; a 429 on that dimension for a
+  request admitted after a step, within its period, refutes it alone — the step is undone at
+  once and that margin's period doubles — and a 429 pair lifts it back to the hypothesis, not past.
 
 `charged(dim, reported, count)` turns a reported prompt count into what we believe was charged
 (our count's reservation, while a margin says the provider charges by a count like ours), so a
@@ -51,8 +53,8 @@ class ChargeSettings:
     max_margin: float = 2.5
     cooldown: float = 1.0
     confirm: float = 5.0
-    relax_by: float = 1.01  # 1%: a wrong step overruns a window by little and costs few 429s
-    relax_period: float = 10.0
+    relax_by: float = 1.004  # below the window log's 0.5% jitter allowance: a wrong step costs no 429
+    relax_period: float = 10.0  # doubles for a margin each time a step is refuted
 
     def __post_init__(self) -> None:
         if self.memory < 1 or self.raise_by < 1 or self.max_margin < 1 or self.relax_by < 1:
@@ -62,14 +64,16 @@ class ChargeSettings:
 
 
 class _Margin:
-    __slots__ = ("last_429", "last_event", "last_raise", "ratio_at_raise", "value")
+    __slots__ = ("before_relax", "last_429", "last_event", "last_raise", "period", "ratio_at_raise", "value")
 
-    def __init__(self) -> None:
+    def __init__(self, period: float) -> None:
         self.value = 1.0
         self.ratio_at_raise = 1.0  # the usage ratio when the margin was last raised
         self.last_raise = -math.inf
         self.last_event = -math.inf
         self.last_429 = -math.inf
+        self.period = period  # seconds without a 429 before the next relaxation
+        self.before_relax: tuple[float, float] | None = None  # (when, value) of the last step
 
 
 class ChargeModel:
@@ -79,7 +83,7 @@ class ChargeModel:
         self.settings = settings or ChargeSettings()
         self._counted = 0.0  # decayed Σ our counts
         self._reported = 0.0  # decayed Σ reported prompt tokens
-        self._margins = {d: _Margin() for d in PROMPT_DIMENSIONS}
+        self._margins = {d: _Margin(self.settings.relax_period) for d in PROMPT_DIMENSIONS}
         self.samples = 0
         self.raises = 0
         self._blind: dict[str, float] = {}  # dim -> lowest reservation of a 429 before any usage
@@ -133,10 +137,13 @@ class ChargeModel:
         self.samples += 1
         ratio = self.usage_ratio
         for m in self._margins.values():
-            if m.value > 1.0 and ratio > m.ratio_at_raise:  # usage now explains part of the margin
-                m.value = max(1.0, m.value * m.ratio_at_raise / ratio)
+            if m.value > 1.0 and ratio != m.ratio_at_raise:  # the factor learned holds, not the margin:
+                # usage that rises explains part of it, and usage that falls back (its noise) must
+                # not ratchet it down — the factor moves only by 429s and relaxations
+                m.value = min(self.settings.max_margin, max(1.0, m.value * m.ratio_at_raise / ratio))
                 m.ratio_at_raise = ratio
-            if m.value > 1.0 and now - max(m.last_event, m.last_raise) >= self.settings.relax_period:
+            if m.value > 1.0 and now - max(m.last_event, m.last_raise) >= m.period:
+                m.before_relax = (now, m.value)
                 m.value = max(1.0, m.value / self.settings.relax_by)
                 m.last_event = now
 
@@ -161,6 +168,11 @@ class ChargeModel:
             return False  # no usage yet to weigh a charge against: the rate's AIMD, for now
         previous, m.last_429, m.last_event = m.last_429, now, now
         if admitted_at < m.last_raise:
+            return True
+        step = m.before_relax
+        if step is not None and admitted_at >= step[0] and now - step[0] < m.period:
+            m.value, m.before_relax = max(m.value, step[1]), None  # the probe was wrong: undone
+            m.period *= 2.0
             return True
         if now - previous > s.confirm or now - m.last_raise < s.cooldown:
             return False

@@ -28,7 +28,7 @@ from batchgate.quota.store.protocol import Pace
 from batchgate.quota.window import Entry, WindowLog
 
 MIN_WINDOW = 1.0  # seconds: the shortest enforcement window the pace stays inside
-JITTER = 0.01  # seconds by which the network may bring two arrivals closer than they were sent
+JITTER = 0.005  # seconds by which the network may bring two arrivals closer than they were sent
 COLD_JITTER = 0.02  # the same before any answer (new connections; counted from when they were made)
 TIMER_SLACK = 0.005  # seconds of rate a late timer may carry over (timers here run ~1 ms late)
 _REFRESH = 16  # admissions between two updates of the average cost
