@@ -140,3 +140,18 @@ async def test_drained_returns_at_once_when_nobody_waits_and_else_when_the_last_
     await asyncio.sleep(0)
     assert after_close.done()
     assert d.cancelled()
+
+
+async def test_a_drained_wait_given_up_leaves_nothing_behind_in_a_queue_that_stays_busy() -> None:
+    clock = FakeClock(start=0.0)
+    gate = gate_at(clock, {"a": 100.0}, [])
+    a = asyncio.create_task(gate.wait("a"))
+    await asyncio.sleep(0)
+    for _ in range(3):  # hedges that were due, then not needed: their primaries answered
+        waiter = asyncio.create_task(gate.drained())
+        await asyncio.sleep(0)
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+    assert gate._drained == []
+    gate.close()
+    await asyncio.gather(a, return_exceptions=True)

@@ -61,7 +61,11 @@ class FifoGate(Generic[T, R]):
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._drained.append(future)
-        await future
+        try:
+            await future
+        finally:
+            if future.cancelled():  # given up (its hedge was not needed): a busy queue keeps no trace
+                self._drained = [f for f in self._drained if f is not future]
 
     def _signal_drained(self) -> None:
         drained, self._drained = self._drained, []
