@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 
@@ -123,23 +125,26 @@ async def test_drained_returns_at_once_when_nobody_waits_and_else_when_the_last_
     await asyncio.sleep(0)
     assert drained.done()
     # a waiter that gives up drains the queue too, and so does closing it
-    c = asyncio.create_task(gate.wait("c"))
-    await asyncio.sleep(0)
-    after_cancel = asyncio.create_task(gate.drained())
-    await asyncio.sleep(0)
+    c, after_cancel = await _started(gate.wait("c"), gate.drained())
     assert not after_cancel.done()
     c.cancel()
     await asyncio.gather(c, return_exceptions=True)
     await asyncio.sleep(0)
     assert after_cancel.done()
-    d = asyncio.create_task(gate.wait("c"))
-    await asyncio.sleep(0)
-    after_close = asyncio.create_task(gate.drained())
-    await asyncio.sleep(0)
+    d, after_close = await _started(gate.wait("c"), gate.drained())
     gate.close()
     await asyncio.sleep(0)
     assert after_close.done()
     assert d.cancelled()
+
+
+async def _started(*steps: Coroutine[Any, Any, Any]) -> list[asyncio.Task[Any]]:
+    """Each step as a task, started in order (each one a tick after the one before)."""
+    tasks = []
+    for step in steps:
+        tasks.append(asyncio.create_task(step))
+        await asyncio.sleep(0)
+    return tasks
 
 
 async def test_a_drained_wait_given_up_leaves_nothing_behind_in_a_queue_that_stays_busy() -> None:
