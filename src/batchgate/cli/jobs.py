@@ -4,6 +4,8 @@ terminal, while they run or after they stopped (the store is read, never written
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -160,6 +162,8 @@ def _report(args: argparse.Namespace) -> int:
         store = await _open(args.store)
         try:
             job = await find_job(store, args.job)
+            if args.output is not None:
+                guard_report(args.output, "report", job, args.store)
             report = await stored_report(store, job)
             report["state"] = _state(store, job)
             return report
@@ -184,10 +188,35 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def guard_report(path: Path, what: str, job: JobRecord, store: StoreLocation) -> None:
+    """Refuse a report path that is a file of the job: its input, config, output, errors file,
+    the store, or (for a page) its JSON report — the same inode, whatever the path says."""
+    from batchgate.jobs.io.same_file import refuse_overwrite  # noqa: PLC0415 — start-up: not for `--help`
+
+    output = Path(job.output_path)
+    errors = job.options.get("errors_path")
+    reads = {
+        "job's input": Path(job.input_path),
+        "job's config": Path(job.config_path),
+        "job's output": output,
+        "job's errors file": Path(errors) if isinstance(errors, str) else None,
+        "job's report": output.with_name(output.name + ".report.json") if what == "page" else None,
+        "job store": store if isinstance(store, Path) else None,
+    }
+    refuse_overwrite({what: path}, reads)
+
+
 def write_text(path: Path, text: str) -> None:
+    """Write `text` atomically, owner-only (0600) like every other artefact."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.write_text(text, encoding="utf-8")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
         raise JobError(f"{path}: cannot write the report ({exc.strerror})") from None
 
 
@@ -199,6 +228,7 @@ def _report_html(args: argparse.Namespace) -> int:
         store = await _open(args.store)
         try:
             job = await find_job(store, args.job)
+            guard_report(args.html, "page", job, args.store)
             await write_report_page(store, job, _state(store, job), args.html)
         finally:
             await store.close()

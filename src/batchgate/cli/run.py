@@ -176,6 +176,8 @@ def _request(args: argparse.Namespace, input_path: Path, config: Path, output: P
         deadline_hours=args.deadline,
         retry_failed=args.retry_failed,
         quiet=args.quiet,
+        extra_reads=(("pipeline file", args.pipeline),) if getattr(args, "pipeline", None) else (),
+        extra_writes=(("log file", args.log_file),) if args.log_file is not None else (),
     )
 
 
@@ -221,8 +223,10 @@ def _progress_mode(args: argparse.Namespace) -> str:
 
 def _go(req: RunRequest, config: GatewayConfig, args: argparse.Namespace) -> int:
     from batchgate.jobs.io.progress import make_sink  # noqa: PLC0415 — start-up: only to run
+    from batchgate.jobs.job_setup import guard_paths  # noqa: PLC0415 — start-up: only to run
     from batchgate.jobs.runner import run_job  # noqa: PLC0415 — start-up: the engine and HTTP stack only to run
 
+    guard_paths(req)  # before the log file is opened: it must not be a file the run reads
     progress = _progress_mode(args)
     # In JSON-lines mode stdout carries only events; the human lines go to stderr.
     out = _stderr if progress == "json" else print

@@ -25,6 +25,7 @@ from batchgate.jobs.graph.inputs import validate_items
 from batchgate.jobs.graph.setup import graph_options, input_items
 from batchgate.jobs.graph.spec import Graph
 from batchgate.jobs.io.input import ValidationReport, file_sha256, read_tasks, validate_input
+from batchgate.jobs.io.same_file import refuse_overwrite
 from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
@@ -56,6 +57,10 @@ class RunRequest:
     on_engine: Callable[[JobEngine], None] | None = field(default=None, compare=False)
     handle_signals: bool = True
     timeline_s: float = DEFAULT_EVERY_S  # how often the run samples its timeline (clock seconds)
+    # Other files the run reads (the pipeline file) and writes (a log file), by what they are:
+    # none of them may be written over (see `guard_paths`).
+    extra_reads: tuple[tuple[str, Path], ...] = ()
+    extra_writes: tuple[tuple[str, Path], ...] = ()
 
     @property
     def errors_file(self) -> Path:
@@ -240,6 +245,21 @@ def job_config(config: GatewayConfig, job: JobRecord) -> GatewayConfig:
         mode if mode in ("online", "batch-api", "auto") else None,
         float(hours) if isinstance(hours, int | float) else None,
     )
+
+
+def guard_paths(req: RunRequest) -> None:
+    """Refuse (before anything is written) a file the run writes that is one it reads: the
+    output, errors file, report or store being the input, the config or the pipeline file."""
+    store = req.store_path if isinstance(req.store_path, Path) else None
+    writes = {
+        "--output": req.output_path,
+        "errors file": req.errors_file,
+        "report": req.report_file,
+        "job store": store,
+        **dict(req.extra_writes),
+    }
+    reads = {"input": req.input_path, "config": req.config_path, "job store": store, **dict(req.extra_reads)}
+    refuse_overwrite(writes, reads)
 
 
 def check_output_writable(path: Path) -> None:

@@ -45,6 +45,7 @@ from batchgate.jobs.job_setup import (
     RunRequest,
     check_input,
     check_output_writable,
+    guard_paths,
     job_config,
     job_id_for,
     open_job_store,
@@ -90,6 +91,7 @@ async def run_job(
     sink = sink or QuietSink()
     clock = clock or LoopClock()
     OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)  # fail early
+    guard_paths(req)
     check_output_writable(req.output_path)
     check_output_writable(req.errors_file)
     check_output_writable(req.report_file)

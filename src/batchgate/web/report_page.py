@@ -71,7 +71,9 @@ async def write_report_page(store: JobStore, job: JobRecord, state: str, path: P
     page = render_page(await page_data(store, job, state))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(page, encoding="utf-8")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # owner-only, like every artefact
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):

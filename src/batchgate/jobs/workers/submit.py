@@ -14,6 +14,7 @@ from batchgate.jobs.job_setup import (
     RunRequest,
     check_input,
     check_output_writable,
+    guard_paths,
     job_id_for,
     prepare_job,
     unchanged_job_input,
@@ -35,6 +36,7 @@ async def submit_job(
             "--submit-only sends live: workers do not use provider Batch APIs yet (use --mode online)"
         )
     OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)  # fail early
+    guard_paths(req)  # workers will write OUT: never over the input or the config
     for path in (req.output_path, req.errors_file, req.report_file):
         check_output_writable(path)
     job_id = job_id_for(req.input_path, req.output_path)
