@@ -92,12 +92,12 @@ def test_resume_and_report_refuse_the_jobs_own_files(cli: Cli, emu: EmulatorThre
         done = cli.run(*args)
         assert done.returncode != 0
         assert "would overwrite the" in one_error_line(done.stderr)
-    for flag, path in (
+    for flag, page in (
         ("--html", str(_alias(src, "hardlink"))),
         ("-o", "./out.jsonl"),
         ("--html", str(cli.store)),
     ):
-        done = cli.run("report", flag, path)
+        done = cli.run("report", flag, page)
         assert done.returncode != 0
         assert "would overwrite the job" in one_error_line(done.stderr)
     for path, data in kept.items():
