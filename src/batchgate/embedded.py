@@ -9,14 +9,45 @@ from typing import TYPE_CHECKING
 
 from batchgate.clock import Clock
 from batchgate.config import GatewayConfig
+from batchgate.errors import ConfigError
 
 if TYPE_CHECKING:
-    from batchgate.emulator import Emulator
+    from batchgate.emulator import Emulator, EmulatorConfig
 
 
 def embeds_emulator(config: GatewayConfig) -> bool:
     """Whether the config asks for an embedded emulator that one of its providers uses."""
     return config.emulator is not None and any(p.emulated for p in config.providers)
+
+
+def check_embedded(config: GatewayConfig) -> EmulatorConfig | None:
+    """The config's `emulator:` section read and checked (None when it has none), with every
+    provider whose base_url is `emulator` served by it in the same API family: a `ConfigError`
+    naming the key, raised before a job or a gateway exists."""
+    if config.emulator is None:
+        return None
+    # start-up: the emulator's modules load only for a config with an emulator section
+    from batchgate.emulator import emulator_config_from_dict  # noqa: PLC0415 — see above
+
+    emulated = emulator_config_from_dict(config.emulator, source=f"{config.source}: emulator")
+    served = {p.name: p.family for p in emulated.providers}
+    for i, p in enumerate(config.providers):
+        if not p.emulated:
+            continue
+        if p.name not in served:
+            raise ConfigError(
+                config.source,
+                f"providers[{i}].base_url",
+                f"is 'emulator' but the emulator section has no provider {p.name!r} "
+                f"(it has: {', '.join(sorted(served))})",
+            )
+        if served[p.name] != p.kind:
+            raise ConfigError(
+                config.source,
+                f"providers[{i}].kind",
+                f"is {p.kind!r} but the emulator serves {p.name!r} as {served[p.name]!r}",
+            )
+    return emulated
 
 
 def load_embedded(config: GatewayConfig) -> None:
@@ -29,13 +60,14 @@ def load_embedded(config: GatewayConfig) -> None:
 async def start_embedded(config: GatewayConfig, clock: Clock | None = None) -> Emulator | None:
     """Start the config's embedded emulator (None when it has none or no provider uses it); the
     caller stops it with `await emulator.__aexit__(None, None, None)`."""
-    if not embeds_emulator(config):
+    emulated = check_embedded(config)
+    if emulated is None or not embeds_emulator(config):
         return None
 
     # start-up: aiohttp.web and the emulator load only for a config that embeds one
-    from batchgate.emulator import Emulator, emulator_config_from_dict  # noqa: PLC0415 — see above
+    from batchgate.emulator import Emulator  # noqa: PLC0415 — see above
 
-    emu = Emulator(emulator_config_from_dict(config.emulator, source=f"{config.source}: emulator"))
+    emu = Emulator(emulated)
     await emu.__aenter__()
     return emu
 

@@ -280,10 +280,12 @@ def _resume(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     import orjson  # noqa: PLC0415 — start-up: only `plan` needs it
 
+    from batchgate.embedded import check_embedded  # noqa: PLC0415 — start-up: only `plan` needs it here
     from batchgate.jobs.job_setup import RunRequest, check_input, with_job_overrides  # noqa: PLC0415 — as above
     from batchgate.jobs.plan import make_plan, render_plan  # noqa: PLC0415 — start-up: only `plan` needs it
 
     config = with_job_overrides(load_config(args.config), args.mode, args.deadline)
+    check_embedded(config)  # the whole config, as `run` checks it
     req = RunRequest(
         input_path=args.input, config_path=args.config, output_path=Path("-"), skip_invalid=args.skip_invalid
     )

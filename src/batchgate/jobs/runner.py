@@ -23,6 +23,7 @@ import orjson
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
+from batchgate.embedded import check_embedded
 from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
 from batchgate.jobs.finish import Finished, finish_job
@@ -92,6 +93,7 @@ async def run_job(
     clock = clock or LoopClock()
     OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)  # fail early
     guard_paths(req)
+    check_embedded(config)  # the whole config, emulator section included, before a job exists
     check_output_writable(req.output_path)
     check_output_writable(req.errors_file)
     check_output_writable(req.report_file)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
+from batchgate.embedded import check_embedded
 from batchgate.errors import JobError
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.job_setup import (
@@ -37,6 +38,7 @@ async def submit_job(
         )
     OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)  # fail early
     guard_paths(req)  # workers will write OUT: never over the input or the config
+    check_embedded(config)  # the whole config, emulator section included, before a job exists
     for path in (req.output_path, req.errors_file, req.report_file):
         check_output_writable(path)
     job_id = job_id_for(req.input_path, req.output_path)
