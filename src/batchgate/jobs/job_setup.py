@@ -14,7 +14,7 @@ from typing import Any
 
 from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, RouteMode
-from batchgate.embedded import load_embedded
+from batchgate.embedded import check_embedded, load_embedded
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.gateway import Gateway
 from batchgate.jobs.engine import EngineOptions, JobEngine, ResultHook
@@ -245,6 +245,13 @@ def job_config(config: GatewayConfig, job: JobRecord) -> GatewayConfig:
         mode if mode in ("online", "batch-api", "auto") else None,
         float(hours) if isinstance(hours, int | float) else None,
     )
+
+
+def check_request(req: RunRequest, config: GatewayConfig) -> None:
+    """What must hold before a job exists: no output over a file the run reads, and the whole
+    config valid (its `emulator:` section included)."""
+    guard_paths(req)
+    check_embedded(config)
 
 
 def guard_paths(req: RunRequest) -> None:

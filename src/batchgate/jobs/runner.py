@@ -23,7 +23,6 @@ import orjson
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
-from batchgate.embedded import check_embedded
 from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
 from batchgate.jobs.finish import Finished, finish_job
@@ -46,7 +45,7 @@ from batchgate.jobs.job_setup import (
     RunRequest,
     check_input,
     check_output_writable,
-    guard_paths,
+    check_request,
     job_config,
     job_id_for,
     open_job_store,
@@ -92,8 +91,7 @@ async def run_job(
     sink = sink or QuietSink()
     clock = clock or LoopClock()
     OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)  # fail early
-    guard_paths(req)
-    check_embedded(config)  # the whole config, emulator section included, before a job exists
+    check_request(req, config)  # before a job exists: no output over an input, the whole config valid
     check_output_writable(req.output_path)
     check_output_writable(req.errors_file)
     check_output_writable(req.report_file)

@@ -8,14 +8,13 @@ from collections.abc import Callable
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
-from batchgate.embedded import check_embedded
 from batchgate.errors import JobError
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.job_setup import (
     RunRequest,
     check_input,
     check_output_writable,
-    guard_paths,
+    check_request,
     job_id_for,
     prepare_job,
     unchanged_job_input,
@@ -37,8 +36,7 @@ async def submit_job(
             "--submit-only sends live: workers do not use provider Batch APIs yet (use --mode online)"
         )
     OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)  # fail early
-    guard_paths(req)  # workers will write OUT: never over the input or the config
-    check_embedded(config)  # the whole config, emulator section included, before a job exists
+    check_request(req, config)  # before a job exists: no output over an input, the whole config valid
     for path in (req.output_path, req.errors_file, req.report_file):
         check_output_writable(path)
     job_id = job_id_for(req.input_path, req.output_path)
