@@ -1,16 +1,19 @@
 """The live display on a terminal (rich): overall progress over the terminal's whole width,
 elapsed time, rate and ETA, retries, 429s and errors by kind as they happen, the budget used
 against its limit, and one row per provider with its state (ok, unreachable, circuit open,
-paused), latency p50/p95, its quota in use and the requests waiting for it."""
+paused), latency p50/p95, its quota in use and the requests waiting for it. It fits any width:
+lines break between their `·` parts and the table drops its least useful columns, so nothing is
+wrapped or cut mid-word (80 columns and 200 alike)."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 from batchgate.text import plural
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, RenderableType
     from rich.live import Live
 
 
@@ -115,6 +118,73 @@ def provider_row(name: str, p: dict[str, Any]) -> list[str]:
 _STATE_STYLE = {"ok": "green", "unreachable": "bold red", "circuit open": "red", "probing": "yellow"}
 
 
+# The columns kept first when the terminal is narrow (the others go, least useful first).
+COLUMN_PRIORITY = (
+    "provider", "state", "requests", "ok", "errors", "429s", "in flight", "quota used", "cost $",
+    "waiting", "p50 ms", "retries", "p95 ms", "tokens",
+)  # fmt: skip
+GAP = 2  # the space rich puts between two columns
+SEP = "  ·  "
+
+
+def fit_columns(rows: list[list[str]], width: int) -> list[int]:
+    """The indexes of the `PROVIDER_COLUMNS` shown at `width`, in their order: taken by
+    `COLUMN_PRIORITY` while each fits whole (provider and state always)."""
+    need = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(PROVIDER_COLUMNS)]
+    chosen: list[int] = []
+    used = -GAP
+    for name in COLUMN_PRIORITY:
+        i = PROVIDER_COLUMNS.index(name)
+        if used + GAP + need[i] <= width or name in ("provider", "state"):
+            chosen.append(i)
+            used += GAP + need[i]
+    return sorted(chosen)
+
+
+def fit_line(line: str, width: int) -> list[str]:
+    """`line` as lines of at most `width`, broken between its `·` parts (a part wider than that,
+    between words); a word is never cut."""
+    out: list[str] = []
+    current = ""
+    for part in line.split(SEP):
+        joined = f"{current}{SEP}{part}" if current else part
+        if current and len(joined) > width:
+            out.append(current)
+            current = part
+        else:
+            current = joined
+    out.append(current)
+    wrap = textwrap.TextWrapper(width, break_long_words=False, break_on_hyphens=False)
+    return [piece for chunk in out for piece in (wrap.wrap(chunk) if len(chunk) > width else [chunk])]
+
+
+def render(snap: dict[str, Any], width: int) -> RenderableType:
+    """The display for one snapshot at `width` columns."""
+    from rich.console import Group  # noqa: PLC0415 — rich is the optional `cli` extra
+    from rich.progress_bar import ProgressBar  # noqa: PLC0415 — rich is the optional `cli` extra
+    from rich.table import Table  # noqa: PLC0415 — rich is the optional `cli` extra
+    from rich.text import Text  # noqa: PLC0415 — rich is the optional `cli` extra
+
+    head: list[Text] = []
+    for i, line in enumerate(head_lines(snap)):
+        style = "bold" if i == 0 else "bold red" if i >= 3 and "unreachable" in line else ""
+        head += [Text(piece, style=style, no_wrap=True) for piece in fit_line(line, width)]
+    bar = Table.grid(expand=True)  # a grid row of its own, so the table starts on the next line
+    bar.add_row(ProgressBar(total=max(1, snap["total"]), completed=snap["done"], width=max(10, width - 2)))
+    rows = [provider_row(name, p) for name, p in sorted(snap["providers"].items())]
+    shown = fit_columns(rows, width)
+    table = Table(box=None, pad_edge=False, header_style="dim", expand=True)
+    for i in shown:
+        col = PROVIDER_COLUMNS[i]
+        table.add_column(col, justify="left" if col in ("provider", "state") else "right", no_wrap=True)
+    for row in rows:
+        cells: list[Text | str] = [row[i] for i in shown]
+        state = row[1]
+        cells[1] = Text(state, style=_STATE_STYLE.get(state.split(",")[0], ""))
+        table.add_row(*cells)
+    return Group(*head, bar, table)
+
+
 class RichSink:
     """A live display on stderr, redrawn on each update, as wide as the terminal. It starts (and
     rich is imported, ~30 ms) at the first update or the first event that cannot wait, not before
@@ -165,27 +235,9 @@ class RichSink:
             )
 
     def update(self, snap: dict[str, Any]) -> None:
-        from rich.console import Group  # noqa: PLC0415 — rich is the optional `cli` extra
-        from rich.progress_bar import ProgressBar  # noqa: PLC0415 — rich is the optional `cli` extra
-        from rich.table import Table  # noqa: PLC0415 — rich is the optional `cli` extra
-        from rich.text import Text  # noqa: PLC0415 — rich is the optional `cli` extra
-
         console = self._start()
-        head = [Text(line, style="bold" if i == 0 else "") for i, line in enumerate(head_lines(snap))]
-        for line in head[3:]:
-            if "unreachable" in line.plain:
-                line.stylize("bold red")
-        width = max(20, console.width - 2)
-        bar = Table.grid(expand=True)  # a grid row of its own, so the table starts on the next line
-        bar.add_row(ProgressBar(total=max(1, snap["total"]), completed=snap["done"], width=width))
-        table = Table(box=None, pad_edge=False, header_style="dim", expand=True)
-        for col in PROVIDER_COLUMNS:
-            table.add_column(col, justify="left" if col in ("provider", "state") else "right")
-        for name, p in sorted(snap["providers"].items()):
-            name_, state, *rest = provider_row(name, p)
-            table.add_row(name_, Text(state, style=_STATE_STYLE.get(state.split(",")[0], "")), *rest)
         assert self._live is not None
-        self._live.update(Group(*head, bar, table))
+        self._live.update(render(snap, console.width))
 
     def close(self) -> None:
         if self._waiting:  # a run that ended before its first update still says what it was
