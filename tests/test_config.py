@@ -76,7 +76,21 @@ def test_renamed_target() -> None:
         ),
         (lambda d: d.update(settings={"gc_threshold": "big"}), "settings.gc_threshold", "must be an integer"),
         (lambda d: d.update(job={"validate_regex": "("}), "job.validate_regex", "invalid regular expression"),
-        (lambda d: d.update(prices={"m": {"input": 1}}), "prices.m.output", "is required"),
+        (
+            lambda d: d.update(prices={"gpt-4o-mini": {"input": 1}}),
+            "prices.gpt-4o-mini.output",
+            "is required",
+        ),
+        (  # a price no route uses: a typo that would leave the real model unpriced
+            lambda d: d.update(prices={"gpt-4o-mnii": {"input": 1, "output": 2}}),
+            "prices.gpt-4o-mnii",
+            "no route sends to this model (they send to: gpt-4o-mini)",
+        ),
+        (
+            lambda d: d.update(budget={"allow_unpriced": "yes"}),
+            "budget.allow_unpriced",
+            "must be true or false",
+        ),
     ],
 )
 def test_bad_keys_are_named(mutate: object, key: str, reason: str) -> None:

@@ -37,6 +37,14 @@ URL = "https://api.example.invalid/v1"
 SOME = TasksEstimate(100, prompt_tokens=50_000, output_tokens=10_000)
 
 
+def _prices(targets: tuple[str, ...]) -> dict[str, Any]:
+    """m's price, and m-large's where a target sends to it (a price no route uses is refused)."""
+    large = (
+        {"m-large": {"input": 5.0, "output": 15.0}} if any(t.endswith(":m-large") for t in targets) else {}
+    )
+    return {"m": {"input": 1.0, "output": 4.0}, **large}
+
+
 def cfg(
     *,
     mode: str = "auto",
@@ -57,9 +65,7 @@ def cfg(
                 },
             ],
             "routes": [{"model": "m", "targets": list(targets), "mode": mode}],
-            "prices": {"m": {"input": 1.0, "output": 4.0}, "m-large": {"input": 5.0, "output": 15.0}}
-            if prices is None
-            else prices,
+            "prices": _prices(targets) if prices is None else prices,
             "job": job or {},
         }
     )

@@ -67,6 +67,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="continue an existing job although its input file changed",
     )
+    p.add_argument(
+        "--allow-unpriced",
+        action="store_true",
+        help="run under budget.max_cost_usd although a model has no price (its spend counts as $0)",
+    )
     p.add_argument("--concurrency", type=positive_int, help="override the global concurrency")
     p.add_argument("--max-attempts", type=positive_int, help="override the attempts per item")
     p.add_argument("--timeout", type=positive_float, help="override the per-request total timeout (s)")
@@ -176,6 +181,7 @@ def _request(args: argparse.Namespace, input_path: Path, config: Path, output: P
         deadline_hours=args.deadline,
         retry_failed=args.retry_failed,
         quiet=args.quiet,
+        allow_unpriced=args.allow_unpriced,
         extra_reads=(("pipeline file", args.pipeline),) if getattr(args, "pipeline", None) else (),
         extra_writes=(("log file", args.log_file),) if args.log_file is not None else (),
     )

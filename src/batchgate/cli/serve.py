@@ -30,6 +30,7 @@ from batchgate.errors import JobError
 from batchgate.jobs.store.location import parse_location
 
 if TYPE_CHECKING:
+    from batchgate.config import GatewayConfig
     from batchgate.server.callbacks.delivery import CallbackSettings
     from batchgate.server.service import Place
 
@@ -120,6 +121,16 @@ def _place(args: argparse.Namespace) -> Place:
     return Place(store=args.store or DEFAULT_STORE, data=args.data)
 
 
+def _warn_unpriced(config: GatewayConfig) -> None:
+    """A model without a price is said at the start (an error under a money budget, unless the
+    config's `budget.allow_unpriced`), as `batchgate run` says it."""
+    from batchgate.jobs.pricing import check_prices, unpriced_warning  # noqa: PLC0415 — not for `--help`
+
+    unpriced = check_prices(config, allow_unpriced=False)
+    if unpriced:
+        print(f"batchgate: {unpriced_warning(unpriced, config)}", file=sys.stderr)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from batchgate.server.service import serve  # noqa: PLC0415 — the server only when serving
 
@@ -129,6 +140,7 @@ def run_serve(args: argparse.Namespace) -> int:
         raise JobError(f"--max-jobs must be at least 1, got {args.max_jobs}")
     callbacks = _callback_settings(args)
     config = load_config(args.config)
+    _warn_unpriced(config)
     place = _place(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     try:

@@ -59,7 +59,7 @@ _RETRY = frozenset({"max_attempts", "base_delay", "max_delay", "max_hint"})
 _TIMEOUTS = frozenset({"connect", "total", "hedge"})
 _CIRCUIT = frozenset({"failure_threshold", "open_seconds"})
 _PRICE = frozenset({"input", "output", "cached_input", "batch_discount"})
-_BUDGET = frozenset({"max_cost_usd", "max_tokens"})
+_BUDGET = frozenset({"max_cost_usd", "max_tokens", "allow_unpriced"})
 _JOB = frozenset(
     {
         "store",
@@ -102,7 +102,7 @@ def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> 
         providers=providers,
         routes=routes,
         settings=_settings(top),
-        prices=_prices(top),
+        prices=_prices(top, routes),
         budget=_budget(top),
         job=_job(top),
         quota=_quota(top, environ),
@@ -241,12 +241,15 @@ def _settings(top: Section) -> Settings:
     )
 
 
-def _prices(top: Section) -> dict[str, Price]:
+def _prices(top: Section, routes: tuple[RouteConfig, ...]) -> dict[str, Price]:
     raw = top.raw("prices") or {}
     if not isinstance(raw, Mapping):
         top.fail("prices", "must map model names to prices")
     prices: dict[str, Price] = {}
+    sent = sorted({t.model or r.model for r in routes for t in r.targets})  # the models priced
     for model, entry in raw.items():
+        if not any(m.startswith(str(model)) for m in sent):  # a typo would leave its model unpriced
+            top.fail(f"prices.{model}", f"no route sends to this model (they send to: {', '.join(sent)})")
         p = Section(entry, top.source, f"prices.{model}", _PRICE)
         inp = p.number("input", strict_min=False)
         out = p.number("output", strict_min=False)
@@ -266,7 +269,12 @@ def _prices(top: Section) -> dict[str, Price]:
 
 def _budget(top: Section) -> Budget:
     b = top.section("budget", _BUDGET)
-    return Budget(max_cost_usd=b.number("max_cost_usd"), max_tokens=b.integer("max_tokens"))
+    allow = b.raw("allow_unpriced")
+    if allow is not None and not isinstance(allow, bool):
+        b.fail("allow_unpriced", f"must be true or false, got {type_name(allow)}")
+    return Budget(
+        max_cost_usd=b.number("max_cost_usd"), max_tokens=b.integer("max_tokens"), allow_unpriced=bool(allow)
+    )
 
 
 def _job(top: Section) -> JobSettings:

@@ -138,6 +138,7 @@ class Price:
 class Budget:
     max_cost_usd: float | None = None
     max_tokens: int | None = None
+    allow_unpriced: bool = False  # run with max_cost_usd although a model has no price ($0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,10 +24,11 @@ from typing import Any
 
 import orjson
 
-from batchgate.config import Budget, GatewayConfig, RouteMode, load_config
+from batchgate.config import GatewayConfig, RouteMode, load_config
 from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.graph.expand import answer_of
 from batchgate.jobs.graph.setup import requested_graph
+from batchgate.jobs.pricing import check_prices, unpriced_warning
 from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, run_job
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
 
@@ -100,11 +102,15 @@ class Job:
         mode: RouteMode | None = None,
         deadline_hours: float | None = None,
         engine: EngineOptions | None = None,
+        allow_unpriced: bool = False,
     ) -> None:
         self.output_path = Path(output)
         self.input_path = self._input_file(input)
         base = config if isinstance(config, GatewayConfig) else load_config(config)
         self.config = _overridden(base, budget_usd, budget_tokens, validate_regex, validate_schema)
+        unpriced = check_prices(self.config, allow_unpriced)  # a money budget that cannot fire: an error now
+        if unpriced:
+            warnings.warn(unpriced_warning(unpriced, self.config), UserWarning, stacklevel=2)
         self.graph = requested_graph(self.config, list(fanout) if fanout else None,
                                      Path(pipeline) if pipeline is not None else None)  # fmt: skip
         self.request = RunRequest(
@@ -119,6 +125,7 @@ class Job:
             mode=mode,
             deadline_hours=deadline_hours,
             graph=self.graph,
+            allow_unpriced=allow_unpriced,
         )
         self.on_progress = on_progress
         self.exit_code: int | None = None
@@ -190,7 +197,8 @@ def _overridden(
     validate_schema: Mapping[str, Any] | None,
 ) -> GatewayConfig:
     """The config with the given budget and output validation (None keeps the config's)."""
-    budget = Budget(
+    budget = replace(
+        config.budget,
         max_cost_usd=budget_usd if budget_usd is not None else config.budget.max_cost_usd,
         max_tokens=budget_tokens if budget_tokens is not None else config.budget.max_tokens,
     )

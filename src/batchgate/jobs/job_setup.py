@@ -25,13 +25,17 @@ from batchgate.jobs.graph.inputs import validate_items
 from batchgate.jobs.graph.setup import graph_options, input_items
 from batchgate.jobs.graph.spec import Graph
 from batchgate.jobs.io.input import ValidationReport, file_sha256, read_tasks, validate_input
+from batchgate.jobs.io.report import PRICE_NOTES_OPTION
 from batchgate.jobs.io.same_file import refuse_overwrite
 from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
+from batchgate.jobs.pricing import check_prices, price_notes, unpriced_warning
 from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
+from batchgate.logs import WARNING, event, get_logger
 from batchgate.text import plural
 
 SHOWN_PROBLEMS = 20
+_log = get_logger("job")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,7 @@ class RunRequest:
     # none of them may be written over (see `guard_paths`).
     extra_reads: tuple[tuple[str, Path], ...] = ()
     extra_writes: tuple[tuple[str, Path], ...] = ()
+    allow_unpriced: bool = False  # --allow-unpriced: a money budget although a model has no price
 
     @property
     def errors_file(self) -> Path:
@@ -193,8 +198,9 @@ async def prepare_job(
                     "it stored, or write to a different --output to start a new job"
                 )
             await store.update_job(job_id, input_sha256=report.sha256)
-        if _remembered(req):  # --mode / --deadline given again: the job keeps the latest
-            await store.update_job(job_id, options={**job.options, **_remembered(req)})
+        remembered = _remembered(req) | _price_notes(config)
+        if any(job.options.get(k) != v for k, v in remembered.items()):  # --mode etc. again: the latest
+            await store.update_job(job_id, options={**job.options, **remembered})
             job = await store.get_job(job_id) or job
         if sum((await store.counts(job_id)).values()) < job.task_total:
             # An earlier run died while storing the tasks (killed, disk full): store the rest now
@@ -219,6 +225,7 @@ async def prepare_job(
             "errors_path": str(req.errors_file.resolve()),
             "skipped_lines": report.problem_count if req.skip_invalid else 0,
             **_remembered(req),
+            **_price_notes(config),
             **graph_options(req.graph),
             **({"served": True} if req.gateway is not None else {}),  # `batchgate cancel` must not signal
         },
@@ -226,6 +233,11 @@ async def prepare_job(
     await store.create_job(job)
     await store.add_tasks(job_id, _valid_tasks(req, config))
     return job
+
+
+def _price_notes(config: GatewayConfig) -> dict[str, Any]:
+    """The models this run prices from the built-in table, for the report to say so."""
+    return {PRICE_NOTES_OPTION: price_notes(config)}
 
 
 def _remembered(req: RunRequest) -> dict[str, Any]:
@@ -247,11 +259,16 @@ def job_config(config: GatewayConfig, job: JobRecord) -> GatewayConfig:
     )
 
 
-def check_request(req: RunRequest, config: GatewayConfig) -> None:
-    """What must hold before a job exists: no output over a file the run reads, and the whole
-    config valid (its `emulator:` section included)."""
+def check_request(req: RunRequest, config: GatewayConfig, err: Callable[[str], None]) -> None:
+    """What must hold before a job exists: no output over a file the run reads, the whole config
+    valid (its `emulator:` section included), and no unpriced model under a money budget (without
+    one, a warning says which models count as free)."""
     guard_paths(req)
     check_embedded(config)
+    unpriced = check_prices(config, req.allow_unpriced)
+    if unpriced:
+        event(_log, WARNING, "unpriced_models", models=unpriced)
+        err(unpriced_warning(unpriced, config))
 
 
 def guard_paths(req: RunRequest) -> None:

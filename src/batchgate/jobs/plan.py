@@ -18,7 +18,7 @@ from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.jobs.batch.policy import TasksEstimate, batch_target, resolve_mode
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.io.input import read_tasks
-from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.pricing import BUILTIN_NOTE, PriceTable
 from batchgate.jobs.store.protocol import TaskSpec
 from batchgate.models import Usage
 
@@ -149,6 +149,7 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
         "budget_tokens": budget.max_tokens,
         "over_budget": over_cost or over_tokens,
         "unpriced_models": planner.prices.unpriced(sorted(planner.used_models)),
+        "builtin_priced_models": sorted(m for m in planner.used_models if planner.prices.from_builtin(m)),
     }
 
 
@@ -229,6 +230,9 @@ def render_plan(plan: dict[str, Any]) -> str:
             else "the worst case is within it"
         )
         lines.append(f"  budget {' and '.join(limits)}: {verdict}")
+    if plan.get("builtin_priced_models"):
+        lines.append(f"  {BUILTIN_NOTE}: {', '.join(plan['builtin_priced_models'])}")
     if plan.get("unpriced_models"):
-        lines.append(f"  no price in the config for: {', '.join(plan['unpriced_models'])} (counted as free)")
+        unpriced = ", ".join(plan["unpriced_models"])
+        lines.append(f"  warning: no price for {unpriced}: their spend counts as $0")
     return "\n".join(lines)

@@ -91,7 +91,7 @@ async def run_job(
     sink = sink or QuietSink()
     clock = clock or LoopClock()
     OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)  # fail early
-    check_request(req, config)  # before a job exists: no output over an input, the whole config valid
+    check_request(req, config, err)  # before a job exists: no output over an input, the whole config valid
     check_output_writable(req.output_path)
     check_output_writable(req.errors_file)
     check_output_writable(req.report_file)

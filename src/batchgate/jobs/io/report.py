@@ -46,6 +46,9 @@ _ADDITIVE = (
 )
 
 
+PRICE_NOTES_OPTION = "price_notes"  # the job option: model → "price from the built-in table of DATE"
+
+
 def run_segment(
     stats: GatewayStatistics,
     elapsed_s: float,
@@ -159,6 +162,7 @@ def build_report(
         "errors_by_kind": errors_by_kind,
         "unreachable": unreachable_lines(providers),
         "skipped_invalid_lines": int(job.options.get("skipped_lines", 0)),
+        "prices": dict(job.options.get(PRICE_NOTES_OPTION) or {}),  # model → where its price came from
         "rate_limited": sum(p["rate_limited"] for p in providers.values()),
         "retries": sum(p["retries"] for p in providers.values()),
         "token_usage": {
@@ -347,6 +351,10 @@ def render_summary(report: dict[str, Any]) -> str:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report["errors_by_kind"].items()))
         lines.append(f"  errors by kind: {kinds}")
     lines += [f"  {line}" for line in report.get("unreachable", [])]
+    by_note: dict[str, list[str]] = {}
+    for model, note in sorted((report.get("prices") or {}).items()):
+        by_note.setdefault(note, []).append(model)
+    lines += [f"  {note}: {', '.join(models)}" for note, models in by_note.items()]
     if report.get("skipped_invalid_lines"):
         skipped = plural(report["skipped_invalid_lines"], "invalid input line")
         lines.append(f"  skipped {skipped} (--skip-invalid)")

@@ -36,7 +36,7 @@ async def submit_job(
             "--submit-only sends live: workers do not use provider Batch APIs yet (use --mode online)"
         )
     OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)  # fail early
-    check_request(req, config)  # before a job exists: no output over an input, the whole config valid
+    check_request(req, config, err)  # before a job exists: no output over an input, the whole config valid
     for path in (req.output_path, req.errors_file, req.report_file):
         check_output_writable(path)
     job_id = job_id_for(req.input_path, req.output_path)
