@@ -85,7 +85,7 @@ def write_config(
         ],
         "routes": [{"model": MODEL, "targets": [f"{provider}:{MODELS[provider]}"]}],
         "settings": {"concurrency": 8, "retry": {"max_attempts": 3, "base_delay": 0.05, "max_delay": 0.2}},
-        "prices": PRICES,
+        "prices": {MODELS[provider]: PRICES[MODELS[provider]]},  # a price no route uses is refused
         "job": {"batch_poll": POLL, **(job or {})},
     }
     for p in data["providers"]:

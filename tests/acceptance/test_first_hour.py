@@ -127,6 +127,7 @@ def two_route_config(path: Path, emu: EmulatorThread, down_url: str, **settings:
         {"model": DOWN_MODEL, "targets": ["down:gpt-4o-mini"]},
     ]
     data["settings"]["retry"] |= settings
+    data["prices"].pop("claude-3-5-haiku-latest")  # no route sends to it now (a price unused is refused)
     path.write_text(yaml.safe_dump(data))
     return path
 
