@@ -23,6 +23,7 @@ from aiohttp import web
 from batchgate.errors import ServiceRequestError
 from batchgate.jobs.store.protocol import TaskRecord, TaskState
 from batchgate.server.batches import ENDED, Batches
+from batchgate.server.query import query_int
 from batchgate.server.registry import BatchRecord, Registry
 from batchgate.server.request_body import json_object
 from batchgate.server.shapes import WINDOW_S
@@ -192,7 +193,7 @@ class AnthropicApi:
 
     async def list(self, request: web.Request) -> web.Response:
         q = request.query
-        limit = _limit(q.get("limit"))
+        limit = query_int(q.get("limit"), "limit", DEFAULT_LIMIT, MAX_LIMIT)
         found, more = self.registry.list_batches(
             "anthropic", self._key_of(request)[1], limit, after=q.get("after_id"), before=q.get("before_id")
         )
@@ -214,12 +215,3 @@ class AnthropicApi:
             await response.write(result_line(t, b) + b"\n")
         await response.write_eof()
         return response
-
-
-def _limit(text: str | None) -> int:
-    if text is None:
-        return DEFAULT_LIMIT
-    value = int(text) if text.isdigit() else 0
-    if not 1 <= value <= MAX_LIMIT:
-        raise ServiceRequestError(400, f"limit: expected an integer from 1 to {MAX_LIMIT}, got {text!r}")
-    return value

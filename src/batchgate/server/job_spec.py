@@ -22,6 +22,7 @@ MAX_METADATA_VALUE = 512
 MAX_NAME = 256
 MAX_URL = 2048
 MAX_INLINE = 10_000
+MAX_TIME = 7_258_118_400.0  # 2200-01-01T00:00:00Z
 _URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$", re.IGNORECASE)
 FIELDS = frozenset(
     {"input_file_id", "requests", "name", "priority", "not_before", "deadline", "callback_url",
@@ -99,21 +100,29 @@ def _number(value: object) -> float | None:
 
 
 def parse_time(value: object, name: str) -> float:
-    """Unix seconds (a number) or an RFC 3339 date-time with its offset."""
+    """Unix seconds (a number) or an RFC 3339 date-time with its offset, from 1970 to 2200 (a
+    date-time every reader can show: `9999-12-31T23:59:59-14:00` is past year 9999 in UTC)."""
     number = _number(value)
-    if number is not None:
-        if not 0 <= number < 1e11:
-            raise bad(name, "expected unix seconds from 0 to 1e11")
-        return number
-    if not isinstance(value, str):
-        raise bad(name, "expected unix seconds or an RFC 3339 date-time")
+    if number is None:
+        if not isinstance(value, str):
+            raise bad(name, "expected unix seconds or an RFC 3339 date-time")
+        number = _rfc3339(value, name)
+    if not 0 <= number < MAX_TIME:
+        raise bad(name, "expected a time from 1970-01-01T00:00:00Z to before 2200-01-01T00:00:00Z")
+    return number
+
+
+def _rfc3339(value: str, name: str) -> float:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         raise bad(name, f"not an RFC 3339 date-time: {value[:64]!r}") from None
     if parsed.tzinfo is None:
         raise bad(name, "the date-time needs an offset (such as Z or +02:00)")
-    return parsed.timestamp()
+    try:
+        return parsed.timestamp()
+    except (OverflowError, ValueError):
+        return -1.0  # out of any range: refused by the caller
 
 
 def _time(body: dict[str, Any], name: str) -> float | None:
