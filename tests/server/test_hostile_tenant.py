@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import orjson
@@ -110,3 +111,64 @@ def test_a_row_stored_with_a_far_date_never_breaks_a_listing(
     dashboard = tenant.http.get("/dashboard/jobs")
     assert dashboard.status_code == 200, dashboard.text
     assert [j["id"] for j in orjson.loads(dashboard.content)["data"]] == [made["id"]]
+
+
+# -- output checks: a tenant's schema and regex are data ----------------------------------------
+def _echo_request(custom_id: str, word: str) -> dict[str, object]:
+    """A request the emulator answers `echo: <word>` (room for the whole word)."""
+    body = {"model": ALPHA, "max_tokens": 200, "messages": [{"role": "user", "content": word}]}
+    return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
+
+
+def _refused_schema(tenant: JobsClient, schema: dict[str, object]) -> dict[str, object]:
+    r = tenant.http.post(
+        "/jobs", json={"requests": requests_for(ALPHA, 1, "ref"), "validate": {"schema": schema}}
+    )
+    assert r.status_code == 400, r.text
+    error: dict[str, object] = r.json()["error"]
+    assert error["param"] == "validate.schema"
+    assert tenant.find()["data"] == []  # refused whole: nothing stored
+    return error
+
+
+def test_a_ref_to_a_local_file_is_refused_and_the_file_never_read(tenant: JobsClient, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"type": "string", "const": "TOP-SECRET-4e1f"}', encoding="utf-8")
+    error = _refused_schema(tenant, {"$ref": secret.as_uri()})
+    assert "'#'" in str(error["message"])
+    assert "TOP-SECRET" not in str(error["message"])
+
+
+def test_a_ref_to_a_url_is_refused_and_nothing_is_fetched(tenant: JobsClient) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        _refused_schema(tenant, {"properties": {"a": {"$ref": f"http://127.0.0.1:{port}/schema.json"}}})
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+
+
+def test_a_ref_to_something_that_is_not_a_schema_is_refused_without_quoting_it(
+    server: Server, tenant: JobsClient
+) -> None:
+    schema = {"x-doc": {"secret": ["TOP-SECRET-77aa"]}, "$ref": "#/x-doc/secret"}
+    error = _refused_schema(tenant, schema)
+    assert "not a schema" in str(error["message"])
+    assert "TOP-SECRET" not in str(error["message"])
+    assert "TOP-SECRET" not in server.log.read_text(encoding="utf-8")
+
+
+def test_a_backtracking_regex_fails_its_answers_while_every_route_answers(tenant: JobsClient) -> None:
+    """`(a|aa)+$` on `echo: a…ab` backtracks for ever on Python's `re`: the check runs on an
+    engine with a time limit, in a thread, so the server answers meanwhile and the item fails."""
+    word = "a" * 64 + "b"
+    made = tenant.create(requests=[_echo_request("slow-check", word)], validate={"regex": "echo: (a|aa)+$"})
+    tenant.wait_state(made["id"], ("running", "completed", "failed"))
+    for _ in range(5):  # while the check runs (a stalled loop would time these out)
+        assert tenant.http.get("/jobs").status_code == 200
+    job = tenant.wait_state(made["id"])
+    assert job["request_counts"]["failed"] == 1
+    [line] = tenant.results(made["id"])
+    assert "output check took longer" in orjson.dumps(line["error"]).decode()

@@ -181,7 +181,8 @@ def _budget(value: object) -> float | None:
 
 
 def _validate(value: object) -> dict[str, Any]:
-    """`{"regex": ..., "schema": {...}}`: the output check each answer must pass."""
+    """`{"regex": ..., "schema": {...}}`: the output check each answer must pass, compiled here as
+    the job's run compiles it (nothing fetched, patterns on the engine with a time limit)."""
     if value is None:
         return {}
     if not isinstance(value, dict) or not value or set(value) - {"regex", "schema"}:
@@ -190,10 +191,27 @@ def _validate(value: object) -> dict[str, Any]:
     if regex is not None:
         if not isinstance(regex, str) or not regex:
             raise bad("validate.regex", "expected a non-empty regular expression")
+        from batchgate.jobs.io import safe_regex  # noqa: PLC0415 — start-up: only for a job with a regex
+
         try:
-            re.compile(regex)
-        except re.error as exc:
+            safe_regex.compile_pattern(regex)
+        except (ValueError, TypeError) as exc:
             raise bad("validate.regex", f"not a regular expression ({exc})", 422) from None
-    if schema is not None and not isinstance(schema, dict):
-        raise bad("validate.schema", "expected a JSON Schema object")
+    if schema is not None:
+        if not isinstance(schema, dict):
+            raise bad("validate.schema", "expected a JSON Schema object")
+        _compile_schema(schema)
     return {"validate_regex": regex, "validate_schema": schema}
+
+
+def _compile_schema(schema: dict[str, Any]) -> None:
+    from batchgate.jobs.io import schema_check  # noqa: PLC0415 — start-up: only for a job with a schema
+
+    try:
+        schema_check.compile_schema(schema)
+    except schema_check.SchemaInvalid as exc:
+        raise bad("validate", str(exc), exc.status) from None
+    except schema_check.SchemaRefused as exc:
+        raise bad("validate.schema", str(exc), exc.status) from None
+    except Exception as exc:  # a schema the validator library cannot even read: said by kind only
+        raise bad("validate.schema", f"not a usable JSON Schema ({type(exc).__name__})", 422) from None
