@@ -14,7 +14,7 @@ import httpx
 import orjson
 import pytest
 
-from .harness import ALPHA, Server, client, upload
+from .harness import ALPHA, Server, client, upload, wait_ended
 from .jobs_client import JobsClient, requests_for
 
 pytestmark = pytest.mark.integration
@@ -172,3 +172,20 @@ def test_a_backtracking_regex_fails_its_answers_while_every_route_answers(tenant
     assert job["request_counts"]["failed"] == 1
     [line] = tenant.results(made["id"])
     assert "output check took longer" in orjson.dumps(line["error"]).decode()
+
+
+# -- an empty batch ------------------------------------------------------------------------------
+@pytest.mark.parametrize("data", [b"", b"\n  \n\t\n"], ids=["empty", "blank-only"])
+def test_a_batch_over_an_empty_file_fails_validation_saying_so(server: Server, data: bytes) -> None:
+    c = client(server, server.keys_create())
+    file_id = c.files.create(file=("input.jsonl", data), purpose="batch").id
+    made = c.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h")
+    ended = wait_ended(c, made.id)
+    assert ended.status == "failed"
+    assert ended.errors is not None
+    assert ended.errors.data is not None
+    [error] = ended.errors.data
+    assert (error.code, error.line) == ("empty_file", None)
+    assert "empty" in (error.message or "")
+    log = server.log.read_text(encoding="utf-8").splitlines()
+    assert [line for line in log if made.id in line and "ERROR" in line] == []

@@ -27,8 +27,11 @@ class CheckTimeout(Exception):
 
 
 def compile_pattern(pattern: str) -> Any:
-    """The compiled pattern; `regex.error` (a ValueError) when the engine cannot take it."""
-    return _compiled(pattern)
+    """The compiled pattern; a `ValueError` saying why when the engine cannot take it."""
+    try:
+        return _compiled(pattern)
+    except regex.error as exc:
+        raise ValueError(str(exc)) from None
 
 
 @functools.lru_cache(maxsize=256)
