@@ -153,7 +153,7 @@ def test_a_ref_to_a_url_is_refused_and_nothing_is_fetched(tenant: JobsClient) ->
 def test_a_ref_to_something_that_is_not_a_schema_is_refused_without_quoting_it(
     server: Server, tenant: JobsClient
 ) -> None:
-    schema = {"x-doc": {"secret": ["TOP-SECRET-77aa"]}, "$ref": "#/x-doc/secret"}
+    schema: dict[str, object] = {"x-doc": {"secret": ["TOP-SECRET-77aa"]}, "$ref": "#/x-doc/secret"}
     error = _refused_schema(tenant, schema)
     assert "not a schema" in str(error["message"])
     assert "TOP-SECRET" not in str(error["message"])
