@@ -25,6 +25,11 @@ TIMED_OUT = f"the output check took longer than {CHECK_SECONDS:g} s on this answ
 CHECK_THREADS = 4  # checks have threads of their own: a slow one never holds the loop's executor
 
 
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 @functools.cache
 def _checks() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="batchgate-check")
@@ -60,15 +65,25 @@ class OutputCheck:
         return self._regex is not None or self._validator is not None
 
     async def acheck(self, text: str | None) -> str | None:
-        """`problem` in a thread, off the event loop; an answer whose check passes the time limit
-        fails it (its thread stops at its next match)."""
+        """`problem` in a thread of the checks' own pool, off the event loop. The time limit runs
+        from the moment the check starts (a check queued behind others is not failed for their
+        time); past it the answer fails its check and the thread stops at its next match."""
+        loop = asyncio.get_running_loop()
+        started: asyncio.Future[None] = loop.create_future()
         stop = threading.Event()
-        running = asyncio.get_running_loop().run_in_executor(_checks(), self.problem, text, stop)
+
+        def run() -> str | None:
+            loop.call_soon_threadsafe(_resolve, started)
+            return self.problem(text, stop)
+
+        running = loop.run_in_executor(_checks(), run)
         try:
+            await asyncio.shield(started)
             return await asyncio.wait_for(running, CHECK_SECONDS)
         except TimeoutError:
-            stop.set()
             return TIMED_OUT
+        finally:
+            stop.set()  # a no-op once the check has ended
 
     def problem(self, text: str | None, stop: threading.Event | None = None) -> str | None:
         """None when the answer is acceptable, else a one-line reason (never a traceback)."""
