@@ -12,10 +12,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import jsonschema
+import orjson
 import referencing
 import referencing.exceptions
 import referencing.jsonschema
@@ -41,8 +43,18 @@ class SchemaInvalid(SchemaRefused):
 
 
 def compile_schema(schema: Mapping[str, Any]) -> Any:
-    """A validator of `schema` that retrieves nothing and matches patterns safely."""
-    as_dict = dict(schema)
+    """A validator of `schema` that retrieves nothing and matches patterns safely; compiled once
+    per process (the server compiles a job's schema when it is made, its run finds it here)."""
+    try:
+        text = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    except TypeError as exc:  # from YAML: a key that is not a string, a number JSON cannot hold
+        raise SchemaInvalid(f"not JSON data ({exc})") from None
+    return _compiled(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(text: bytes) -> Any:
+    as_dict = orjson.loads(text)
     base = jsonschema.validators.validator_for(as_dict)
     try:
         base.check_schema(as_dict)
