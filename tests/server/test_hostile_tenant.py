@@ -189,3 +189,10 @@ def test_a_batch_over_an_empty_file_fails_validation_saying_so(server: Server, d
     assert "empty" in (error.message or "")
     log = server.log.read_text(encoding="utf-8").splitlines()
     assert [line for line in log if made.id in line and "ERROR" in line] == []
+
+
+def test_a_custom_id_with_a_trailing_newline_is_refused_by_the_anthropic_route(tenant: JobsClient) -> None:
+    params = {"model": ALPHA, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    r = tenant.http.post("/messages/batches", json={"requests": [{"custom_id": "a\n", "params": params}]})
+    assert r.status_code == 400, r.text
+    assert "custom_id" in r.text

@@ -66,7 +66,7 @@ def request_lines(body: dict[str, Any]) -> bytes:
         if not isinstance(item, dict) or not isinstance(item.get("params"), dict):
             raise ServiceRequestError(400, f"requests[{i}]: must be an object with `custom_id` and `params`")
         cid = item.get("custom_id")
-        if not isinstance(cid, str) or not CUSTOM_ID.match(cid):
+        if not isinstance(cid, str) or not CUSTOM_ID.fullmatch(cid):  # `$` would let "a\n" through
             raise ServiceRequestError(400, f"requests[{i}].custom_id: must match {CUSTOM_ID.pattern}")
         if cid in seen:
             raise ServiceRequestError(400, f"requests[{i}].custom_id: {cid!r} is used twice")
