@@ -29,6 +29,8 @@ def test_a_ref_outside_the_schema_is_a_config_error_saying_nothing_is_fetched(re
         ({"x-data": {"v": "SECRET-2"}, "$ref": "#/x-data/v"}, "points to a str, not a schema"),
         ({"$ref": "#/$defs/missing"}, "points to nothing"),
         ({"x-data": {"type": 5}, "$ref": "#/x-data"}, "points to an invalid schema"),
+        ({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, "without end"),
+        ({"allOf": [{"$ref": "#"}]}, "without end"),
     ],
 )
 def test_a_ref_must_land_on_a_valid_schema_and_is_never_quoted(schema: dict[str, object], said: str) -> None:

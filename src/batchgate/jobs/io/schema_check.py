@@ -78,7 +78,22 @@ def _compiled(text: bytes) -> Any:
         base,
         {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional},
     )
-    return safe(as_dict, registry=referencing.Registry())
+    validator = safe(as_dict, registry=referencing.Registry())
+    _probe(validator)
+    return validator
+
+
+def _probe(validator: Any) -> None:
+    """Run the check once on small values: a schema whose references lead back to themselves
+    without end (`{"$ref": "#"}`) is refused now, not found at every answer."""
+    probes: tuple[object, ...] = (None, 0, "", [], {})
+    for value in probes:
+        try:
+            next(iter(validator.iter_errors(value)), None)
+        except RecursionError:
+            raise SchemaRefused("its references lead back to themselves without end") from None
+        except Exception as exc:  # said by kind: the schema's own text is not quoted
+            raise SchemaRefused(f"it cannot check a value ({type(exc).__name__})") from None
 
 
 def _walk(
