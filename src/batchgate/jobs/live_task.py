@@ -90,7 +90,7 @@ class LiveTasks:
             calls += len(result.attempts)
             if not result.ok or not check.active:
                 return result, calls, None, (billed[0], billed[1])
-            problem = check.problem(result.text)
+            problem = await check.acheck(result.text)  # off the loop, with a time limit
             if problem is None:
                 return result, calls, None, (billed[0], billed[1])
             problem = outcome.refused_message(problem, result.text)

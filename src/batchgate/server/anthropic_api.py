@@ -23,6 +23,7 @@ from aiohttp import web
 from batchgate.errors import ServiceRequestError
 from batchgate.jobs.store.protocol import TaskRecord, TaskState
 from batchgate.server.batches import ENDED, Batches
+from batchgate.server.query import query_int
 from batchgate.server.registry import BatchRecord, Registry
 from batchgate.server.request_body import json_object
 from batchgate.server.shapes import WINDOW_S
@@ -65,7 +66,7 @@ def request_lines(body: dict[str, Any]) -> bytes:
         if not isinstance(item, dict) or not isinstance(item.get("params"), dict):
             raise ServiceRequestError(400, f"requests[{i}]: must be an object with `custom_id` and `params`")
         cid = item.get("custom_id")
-        if not isinstance(cid, str) or not CUSTOM_ID.match(cid):
+        if not isinstance(cid, str) or not CUSTOM_ID.fullmatch(cid):  # `$` would let "a\n" through
             raise ServiceRequestError(400, f"requests[{i}].custom_id: must match {CUSTOM_ID.pattern}")
         if cid in seen:
             raise ServiceRequestError(400, f"requests[{i}].custom_id: {cid!r} is used twice")
@@ -192,7 +193,7 @@ class AnthropicApi:
 
     async def list(self, request: web.Request) -> web.Response:
         q = request.query
-        limit = _limit(q.get("limit"))
+        limit = query_int(q.get("limit"), "limit", DEFAULT_LIMIT, MAX_LIMIT)
         found, more = self.registry.list_batches(
             "anthropic", self._key_of(request)[1], limit, after=q.get("after_id"), before=q.get("before_id")
         )
@@ -214,12 +215,3 @@ class AnthropicApi:
             await response.write(result_line(t, b) + b"\n")
         await response.write_eof()
         return response
-
-
-def _limit(text: str | None) -> int:
-    if text is None:
-        return DEFAULT_LIMIT
-    value = int(text) if text.isdigit() else 0
-    if not 1 <= value <= MAX_LIMIT:
-        raise ServiceRequestError(400, f"limit: expected an integer from 1 to {MAX_LIMIT}, got {text!r}")
-    return value

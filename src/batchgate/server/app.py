@@ -35,6 +35,7 @@ from batchgate.server.dashboard import Dashboard
 from batchgate.server.files import MAX_FILE_BYTES, Files
 from batchgate.server.keys import authenticate
 from batchgate.server.native import Jobs
+from batchgate.server.query import check_text, query_int
 from batchgate.server.quota_ring import QuotaRing
 from batchgate.server.registry import ApiKey, BatchRecord, FileRecord, Registry
 from batchgate.server.request_body import json_object
@@ -100,6 +101,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 def auth(registry: Registry) -> Any:
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        check_text(request)
         if request.path.startswith("/v1/") or request.path == "/v1":
             headers = request.headers
             key = authenticate(registry, headers.get("Authorization"), headers.get("x-api-key"))
@@ -219,25 +221,11 @@ class Api:
         return json(await self._batch(b))
 
     async def list_batches(self, request: web.Request) -> web.Response:
-        limit = _limit(request.query.get("limit"))
+        limit = query_int(request.query.get("limit"), "limit", DEFAULT_LIMIT, MAX_LIMIT)
         after = request.query.get("after") or None
         found, more = self.s.registry.list_batches("openai", _viewer(request), limit, after=after)
         data = [await self._batch(b) for b in found]
         return json(page(data, more))
-
-
-def _limit(text: str | None) -> int:
-    if text is None:
-        return DEFAULT_LIMIT
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_LIMIT:
-        raise ServiceRequestError(
-            400, f"Invalid 'limit': {text!r}; expected an integer from 1 to {MAX_LIMIT}.", param="limit"
-        )
-    return value
 
 
 async def _chunks(part: BodyPartReader) -> AsyncIterator[bytes]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from batchgate.config import GatewayConfig
+from batchgate.errors import InputError
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.io.input import validate_input
 
@@ -23,6 +24,10 @@ def line_problems(config: GatewayConfig, path: Path) -> list[dict[str, Any]]:
 
 
 def problems(config: GatewayConfig, path: Path) -> list[dict[str, Any]]:
-    """Why `path` cannot run: its bad lines, or that it holds no request at all."""
-    found = line_problems(config, path)
-    return found or [{"code": "empty_file", "message": "The input file has no requests.", "line": None}]
+    """Why `path` cannot run: its bad lines, or that it holds no request at all (an empty or
+    blank-only file fails validation, as OpenAI's does)."""
+    try:
+        found = line_problems(config, path)
+    except InputError:  # empty, or nothing but blank lines
+        found = []
+    return found or [{"code": "empty_file", "message": "The batch input file is empty.", "line": None}]

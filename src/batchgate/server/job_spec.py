@@ -22,6 +22,7 @@ MAX_METADATA_VALUE = 512
 MAX_NAME = 256
 MAX_URL = 2048
 MAX_INLINE = 10_000
+MAX_TIME = 7_258_118_400.0  # 2200-01-01T00:00:00Z
 _URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$", re.IGNORECASE)
 FIELDS = frozenset(
     {"input_file_id", "requests", "name", "priority", "not_before", "deadline", "callback_url",
@@ -99,21 +100,29 @@ def _number(value: object) -> float | None:
 
 
 def parse_time(value: object, name: str) -> float:
-    """Unix seconds (a number) or an RFC 3339 date-time with its offset."""
+    """Unix seconds (a number) or an RFC 3339 date-time with its offset, from 1970 to 2200 (a
+    date-time every reader can show: `9999-12-31T23:59:59-14:00` is past year 9999 in UTC)."""
     number = _number(value)
-    if number is not None:
-        if not 0 <= number < 1e11:
-            raise bad(name, "expected unix seconds from 0 to 1e11")
-        return number
-    if not isinstance(value, str):
-        raise bad(name, "expected unix seconds or an RFC 3339 date-time")
+    if number is None:
+        if not isinstance(value, str):
+            raise bad(name, "expected unix seconds or an RFC 3339 date-time")
+        number = _rfc3339(value, name)
+    if not 0 <= number < MAX_TIME:
+        raise bad(name, "expected a time from 1970-01-01T00:00:00Z to before 2200-01-01T00:00:00Z")
+    return number
+
+
+def _rfc3339(value: str, name: str) -> float:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         raise bad(name, f"not an RFC 3339 date-time: {value[:64]!r}") from None
     if parsed.tzinfo is None:
         raise bad(name, "the date-time needs an offset (such as Z or +02:00)")
-    return parsed.timestamp()
+    try:
+        return parsed.timestamp()
+    except (OverflowError, ValueError):
+        return -1.0  # out of any range: refused by the caller
 
 
 def _time(body: dict[str, Any], name: str) -> float | None:
@@ -172,7 +181,8 @@ def _budget(value: object) -> float | None:
 
 
 def _validate(value: object) -> dict[str, Any]:
-    """`{"regex": ..., "schema": {...}}`: the output check each answer must pass."""
+    """`{"regex": ..., "schema": {...}}`: the output check each answer must pass, compiled here as
+    the job's run compiles it (nothing fetched, patterns on the engine with a time limit)."""
     if value is None:
         return {}
     if not isinstance(value, dict) or not value or set(value) - {"regex", "schema"}:
@@ -181,10 +191,27 @@ def _validate(value: object) -> dict[str, Any]:
     if regex is not None:
         if not isinstance(regex, str) or not regex:
             raise bad("validate.regex", "expected a non-empty regular expression")
+        from batchgate.jobs.io import safe_regex  # noqa: PLC0415 — start-up: only for a job with a regex
+
         try:
-            re.compile(regex)
-        except re.error as exc:
+            safe_regex.compile_pattern(regex)
+        except (ValueError, TypeError) as exc:
             raise bad("validate.regex", f"not a regular expression ({exc})", 422) from None
-    if schema is not None and not isinstance(schema, dict):
-        raise bad("validate.schema", "expected a JSON Schema object")
+    if schema is not None:
+        if not isinstance(schema, dict):
+            raise bad("validate.schema", "expected a JSON Schema object")
+        _compile_schema(schema)
     return {"validate_regex": regex, "validate_schema": schema}
+
+
+def _compile_schema(schema: dict[str, Any]) -> None:
+    from batchgate.jobs.io import schema_check  # noqa: PLC0415 — start-up: only for a job with a schema
+
+    try:
+        schema_check.compile_schema(schema)
+    except schema_check.SchemaInvalid as exc:
+        raise bad("validate", str(exc), exc.status) from None
+    except schema_check.SchemaRefused as exc:
+        raise bad("validate.schema", str(exc), exc.status) from None
+    except Exception as exc:  # a schema the validator library cannot even read: said by kind only
+        raise bad("validate.schema", f"not a usable JSON Schema ({type(exc).__name__})", 422) from None

@@ -20,7 +20,14 @@ FINISHED = (TaskState.SUCCEEDED, TaskState.FAILED)
 
 
 def rfc3339(at: float | None) -> str | None:
-    return None if at is None else datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z")
+    """`at` as an RFC 3339 date-time; a time no date-time can show (a row stored before times were
+    range-checked) stays a number, so one old row never breaks a listing."""
+    if at is None:
+        return None
+    try:
+        return datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return str(at)
 
 
 def job_object(b: BatchRecord, spec: JobSpec, counts: dict[str, int]) -> dict[str, Any]:

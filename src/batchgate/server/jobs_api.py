@@ -17,11 +17,11 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from batchgate.errors import ServiceRequestError
 from batchgate.server.job_spec import PRIORITIES, JobSpec, bad, metadata
 from batchgate.server.job_table import STATES, JobFilter, status_of
 from batchgate.server.job_view import FINISHED, ProviderFigures, figures, job_counts, job_object, result_line
 from batchgate.server.native import Jobs, conflict
+from batchgate.server.query import query_int
 from batchgate.server.registry import BatchRecord
 from batchgate.server.request_body import json_object
 
@@ -127,18 +127,4 @@ def _query(request: web.Request, owner: str | None) -> tuple[JobFilter, int, str
         pairs.append((key, value))
     metadata(dict(pairs))  # the same bounds as a job's own metadata
     f = JobFilter(owner, tuple(status_of(s) for s in states), q.get("name"), priority, tuple(pairs))
-    return f, _limit(q.get("limit")), q.get("after") or None
-
-
-def _limit(text: str | None) -> int:
-    if text is None:
-        return DEFAULT_LIMIT
-    try:
-        value = int(text) if text.isascii() else 0
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_LIMIT:
-        raise ServiceRequestError(
-            400, f"'limit': expected an integer from 1 to {MAX_LIMIT}; got {text!r}", param="limit"
-        )
-    return value
+    return f, query_int(q.get("limit"), "limit", DEFAULT_LIMIT, MAX_LIMIT), q.get("after") or None

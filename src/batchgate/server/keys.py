@@ -36,4 +36,6 @@ def authenticate(
         token = authorization[len("Bearer ") :].strip()
     elif x_api_key:
         token = x_api_key.strip()
-    return registry.key_by_hash(digest(token)) if token else None
+    if not token or not token.isascii() or not token.isprintable():
+        return None  # a token is printable ASCII: any other byte names no key (a 401, never a 500)
+    return registry.key_by_hash(digest(token))

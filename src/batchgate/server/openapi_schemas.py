@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchgate.server.job_spec import MODES, PRIORITIES
+from batchgate.server.job_spec import (
+    MAX_METADATA_KEY,
+    MAX_METADATA_KEYS,
+    MAX_METADATA_VALUE,
+    MAX_TIME,
+    MODES,
+    PRIORITIES,
+)
 from batchgate.server.job_table import STATES
 from batchgate.server.shapes import TIME_FIELDS
 
@@ -30,6 +37,12 @@ def nullable(schema: Schema) -> Schema:
 
 STR, INT, NUM = {"type": "string"}, {"type": "integer"}, {"type": "number"}
 STRINGS: Schema = {"type": "object", "additionalProperties": STR}
+METADATA: Schema = {  # OpenAI's limits, checked at the door (`job_spec.metadata`)
+    "type": "object",
+    "maxProperties": MAX_METADATA_KEYS,
+    "propertyNames": {"minLength": 1, "maxLength": MAX_METADATA_KEY},
+    "additionalProperties": {"type": "string", "maxLength": MAX_METADATA_VALUE},
+}
 
 
 def page_of(item: str) -> Schema:
@@ -61,7 +74,7 @@ BATCH = obj({
         "input_tokens": INT, "input_tokens_details": obj({"cached_tokens": INT}), "output_tokens": INT,
         "output_tokens_details": obj({"reasoning_tokens": INT}), "total_tokens": INT,
     }),
-    "metadata": nullable(STRINGS),
+    "metadata": nullable(METADATA),
 })  # fmt: skip
 
 BATCH_CREATE = obj(
@@ -70,10 +83,15 @@ BATCH_CREATE = obj(
         "endpoint": {"const": "/v1/chat/completions"},
         "completion_window": {"const": "24h"},
     },
-    {"metadata": nullable(STRINGS)},
+    {"metadata": nullable(METADATA)},
 )
 
-TIME: Schema = {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "number", "minimum": 0}]}
+TIME: Schema = {
+    "anyOf": [
+        {"type": "string", "format": "date-time"},
+        {"type": "number", "minimum": 0, "exclusiveMaximum": MAX_TIME},
+    ]
+}
 VALIDATE = {
     "type": "object",
     "properties": {"regex": STR, "schema": {"type": "object"}},
@@ -93,7 +111,7 @@ JOB_CREATE: Schema = {
         "not_before": TIME,
         "deadline": {"anyOf": [TIME, obj({"hours": {"type": "number", "exclusiveMinimum": 0}})]},
         "callback_url": {"type": "string", "format": "uri"},
-        "metadata": {"type": "object", "maxProperties": 16, "additionalProperties": STR},
+        "metadata": METADATA,
         "budget": {"type": "number", "exclusiveMinimum": 0},
         "mode": {"enum": list(MODES)},
         "validate": VALIDATE,

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from batchgate.errors import ServiceRequestError
+from batchgate.server.job_spec import metadata as checked_metadata
 from batchgate.server.registry import BatchRecord, FileRecord
 
 ENDPOINT = "/v1/chat/completions"
@@ -141,8 +142,4 @@ def create_fields(body: dict[str, Any]) -> tuple[str, dict[str, str] | None]:
                 code="invalid_value",
             )
     metadata = body.get("metadata")
-    if metadata is not None and (
-        not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values())
-    ):
-        raise ServiceRequestError(400, "Invalid 'metadata': expected an object of strings.", param="metadata")
-    return file_id, metadata
+    return file_id, None if metadata is None else checked_metadata(metadata)  # OpenAI's limits

@@ -309,8 +309,8 @@ class BatchModeRunner:
                 outcomes, leftovers = failed_batch_outcomes(batch.specs, status.raw, ctx)
             else:
                 results = await client.results(record.handle)
-                outcomes, leftovers, rejected = sort_results(
-                    batch.specs, results, ctx, self._prices, self._check
+                outcomes, leftovers, rejected = await asyncio.to_thread(  # the output check, off the loop
+                    sort_results, batch.specs, results, ctx, self._prices, self._check
                 )
                 for refused in rejected:
                     self.events.rejected(refused)

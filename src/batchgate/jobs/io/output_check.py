@@ -1,18 +1,38 @@
 """Checks a model's answer against the job's expectation (a regular expression or a JSON Schema).
 
 An answer that fails is retried up to a limit, then marked invalid and listed for review — never
-written as a plain success.
+written as a plain success. The expectation is the job owner's data (a tenant's, under `batchgate
+serve`): it is compiled once, when the job is made (`schema_check`: no `$ref` outside the schema,
+nothing fetched; `safe_regex`: patterns on an engine with a time limit), and `acheck` runs each
+answer's check in a thread, given up after `CHECK_SECONDS` — a check that takes longer fails.
 """
 
 from __future__ import annotations
 
-import re
+import asyncio
+import functools
+import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
 
 from batchgate.errors import ConfigError
+
+CHECK_SECONDS = 2.0  # the most one answer's check may take; past it the answer fails its check
+TIMED_OUT = f"the output check took longer than {CHECK_SECONDS:g} s on this answer"
+CHECK_THREADS = 4  # checks have threads of their own: a slow one never holds the loop's executor
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+@functools.cache
+def _checks() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="batchgate-check")
 
 
 class OutputCheck:
@@ -20,34 +40,74 @@ class OutputCheck:
         self, regex: str | None = None, schema: Mapping[str, Any] | None = None, *, source: str = "<config>"
     ) -> None:
         """A bad regex or schema raises `ConfigError` naming `source` and the `job.` key."""
-        try:
-            self._regex = re.compile(regex) if regex else None
-        except re.error as exc:
-            raise ConfigError(source, "job.validate_regex", f"invalid regular expression: {exc}") from None
+        self._regex: Any = None
         self._validator: Any = None
-        if schema is not None:
-            import jsonschema  # noqa: PLC0415 — start-up: loaded only for a job with an output schema
+        self.pattern = regex
+        if regex:
+            from batchgate.jobs.io import safe_regex  # noqa: PLC0415 — start-up: only for a job with a regex
 
-            as_dict = dict(schema)
-            cls = jsonschema.validators.validator_for(as_dict)
             try:
-                cls.check_schema(as_dict)
-            except jsonschema.SchemaError as exc:
-                where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
-                reason = f"not a valid JSON Schema at {where}: {exc.message[:200]}"
-                raise ConfigError(source, "job.validate_schema", reason) from None
-            self._validator = cls(as_dict)
+                self._regex = safe_regex.compile_pattern(regex)
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(
+                    source, "job.validate_regex", f"invalid regular expression: {exc}"
+                ) from None
+        if schema is not None:
+            from batchgate.jobs.io import schema_check  # noqa: PLC0415 — start-up: only for a job with a schema
+
+            try:
+                self._validator = schema_check.compile_schema(schema)
+            except schema_check.SchemaRefused as exc:
+                raise ConfigError(source, "job.validate_schema", str(exc)) from None
 
     @property
     def active(self) -> bool:
         return self._regex is not None or self._validator is not None
 
-    def problem(self, text: str | None) -> str | None:
-        """None when the answer is acceptable, else a one-line reason."""
+    async def acheck(self, text: str | None) -> str | None:
+        """`problem` in a thread of the checks' own pool, off the event loop. The time limit runs
+        from the moment the check starts (a check queued behind others is not failed for their
+        time); past it the answer fails its check and the thread stops at its next match."""
+        loop = asyncio.get_running_loop()
+        started: asyncio.Future[None] = loop.create_future()
+        stop = threading.Event()
+
+        def run() -> str | None:
+            loop.call_soon_threadsafe(_resolve, started)
+            return self.problem(text, stop)
+
+        running = loop.run_in_executor(_checks(), run)
+        try:
+            await asyncio.shield(started)
+            return await asyncio.wait_for(running, CHECK_SECONDS)
+        except TimeoutError:
+            return TIMED_OUT
+        finally:
+            stop.set()  # a no-op once the check has ended
+
+    def problem(self, text: str | None, stop: threading.Event | None = None) -> str | None:
+        """None when the answer is acceptable, else a one-line reason (never a traceback)."""
         if text is None:
             return "the answer has no text"
-        if self._regex is not None and not self._regex.fullmatch(text.strip()):
-            return f"the answer does not match {self._regex.pattern!r}"
+        if not self.active:
+            return None
+        from batchgate.jobs.io import safe_regex  # noqa: PLC0415 — start-up: only for a job with a check
+
+        token = safe_regex.stopping(stop)
+        try:
+            return self._problem(text)
+        except safe_regex.CheckTimeout:
+            return TIMED_OUT
+        except Exception as exc:  # the validator failed on this answer: said by kind, no document
+            return f"the output check could not run on this answer ({type(exc).__name__})"
+        finally:
+            safe_regex.reset(token)
+
+    def _problem(self, text: str) -> str | None:
+        from batchgate.jobs.io import safe_regex  # noqa: PLC0415 — start-up: only for a job with a check
+
+        if self._regex is not None and not safe_regex.fullmatch(self._regex, text.strip()):
+            return f"the answer does not match {self.pattern!r}"
         if self._validator is not None:
             try:
                 value = orjson.loads(text)
