@@ -112,11 +112,12 @@ def refusal(address: Address, networks: tuple[Network, ...] = ()) -> str | None:
     if (why := _plain_refusal(address)) is not None:
         return why
     form = _form_of(address) if isinstance(address, V6) else None
-    if form is None:
+    if form is None or not isinstance(address, V6):
         return None if address.is_global else "not a public address"
-    for inner in form.embedded(address):
-        if (why := refusal(inner, networks)) is not None:
-            return f"an address of the {form.name} form reaching {inner}: {why}"
-    if form.passes or all(_allowed(inner, networks) for inner in form.embedded(address)):
+    inner = form.embedded(address)
+    for embedded in inner:
+        if (why := refusal(embedded, networks)) is not None:
+            return f"an address of the {form.name} form reaching {embedded}: {why}"
+    if form.passes or all(_allowed(embedded, networks) for embedded in inner):
         return None
     return f"an address of the {form.name} form (an IPv6 transition form, refused unless allow-listed)"
