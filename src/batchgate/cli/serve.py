@@ -30,6 +30,7 @@ from batchgate.errors import JobError
 from batchgate.jobs.store.location import parse_location
 
 if TYPE_CHECKING:
+    from batchgate.server.body_limits import BodyLimits
     from batchgate.server.callbacks.delivery import CallbackSettings
     from batchgate.server.service import Place
 
@@ -91,6 +92,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="how often the dashboard's charts sample each job and the providers' quotas (default 5)",
     )
+    serve.add_argument(
+        "--max-body",
+        action="append",
+        default=[],
+        metavar="CLASS=SIZE",
+        help="the largest request body of a class of routes (repeatable): upload (POST /v1/files,"
+        " default 200M), batch (inline requests, 64M), live (chat/messages, 8M), other (1M)",
+    )
     add_quota_option(serve)
     _place_arguments(serve)
     serve.set_defaults(handler=run_serve)
@@ -128,6 +137,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.max_jobs < 1:
         raise JobError(f"--max-jobs must be at least 1, got {args.max_jobs}")
     callbacks = _callback_settings(args)
+    limits = _body_limits(args)
     config = load_config(args.config)
     place = _place(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
@@ -144,6 +154,7 @@ def run_serve(args: argparse.Namespace) -> int:
             callbacks=callbacks,
             quota_store=quota_spec(args, config),
             sample_every_s=args.sample_every,
+            limits=limits,
         )
         import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
 
@@ -176,6 +187,15 @@ def _callback_settings(args: argparse.Namespace) -> CallbackSettings:
     except guard.CallbackRefused as exc:
         raise JobError(exc.message) from None
     return delivery.CallbackSettings(allow=allow, delays=delays)
+
+
+def _body_limits(args: argparse.Namespace) -> BodyLimits:
+    from batchgate.server.body_limits import parse_limits  # noqa: PLC0415 — the server only when serving
+
+    try:
+        return parse_limits(args.max_body)
+    except ValueError as exc:
+        raise JobError(str(exc)) from None
 
 
 def run_keys_create(args: argparse.Namespace) -> int:

@@ -29,10 +29,10 @@ from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from batchgate.errors import ServiceRequestError, StoreError
-from batchgate.server import anthropic_api, jobs_api, live, metrics_route, openapi
+from batchgate.server import anthropic_api, body_limits, jobs_api, live, metrics_route, openapi
 from batchgate.server.batches import Batches
 from batchgate.server.dashboard import Dashboard
-from batchgate.server.files import MAX_FILE_BYTES, Files
+from batchgate.server.files import Files
 from batchgate.server.keys import authenticate
 from batchgate.server.native import Jobs
 from batchgate.server.quota_ring import QuotaRing
@@ -55,6 +55,7 @@ class Service:
     files: Files
     batches: Batches
     ring: QuotaRing | None = None  # the providers page's quota samples
+    limits: body_limits.BodyLimits = body_limits.DEFAULT  # the body bound of each route class
 
 
 def json(data: dict[str, Any], status: int = 200) -> web.Response:
@@ -250,7 +251,10 @@ def _owner_and_viewer(request: web.Request) -> tuple[str, str | None]:
 
 
 def make_app(service: Service) -> web.Application:
-    app = web.Application(middlewares=[errors, auth(service.registry)], client_max_size=MAX_FILE_BYTES)
+    bounded = body_limits.middleware(service.limits)
+    app = web.Application(
+        middlewares=[errors, auth(service.registry), bounded], client_max_size=service.limits.largest
+    )
     app.add_routes(Api(service).routes())
     anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)
     app.add_routes(anthropic.routes())

@@ -18,10 +18,13 @@ MAX_FILE_BYTES = 200 * 1024 * 1024  # OpenAI's limit for a batch input file
 
 
 class Files:
-    def __init__(self, registry: Registry, folder: Path, clock: Clock) -> None:
+    def __init__(
+        self, registry: Registry, folder: Path, clock: Clock, max_bytes: int = MAX_FILE_BYTES
+    ) -> None:
         self.registry = registry
         self.folder = folder
         self.clock = clock
+        self.max_bytes = max_bytes  # an upload past it is cut off there: a 413
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def path(self, file_id: str) -> Path:
@@ -44,8 +47,13 @@ class Files:
             with os.fdopen(fd, "wb") as out:
                 async for chunk in chunks:
                     size += len(chunk)
-                    if size > MAX_FILE_BYTES:
-                        raise ServiceRequestError(413, f"The file is larger than {MAX_FILE_BYTES} bytes.")
+                    if size > self.max_bytes:
+                        raise ServiceRequestError(
+                            413,
+                            f"The file is larger than the limit of {self.max_bytes} bytes"
+                            " (the server's --max-body upload=SIZE sets it).",
+                            code="request_too_large",
+                        )
                     out.write(chunk)
             os.replace(tmp, target)
         finally:
