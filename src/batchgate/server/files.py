@@ -108,11 +108,19 @@ class FileWriter:
             self._tmp.unlink()
 
 
+def write_private(target: Path, data: bytes) -> None:
+    """`target` created owner-only (0600, whatever the umask) holding `data`."""
+    with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+        out.write(data)
+
+
 def link_or_copy(source: Path, target: Path) -> None:
-    """`target` becomes `source`'s content: a hard link where it can, else a copy."""
+    """`target` becomes `source`'s content: a hard link where it can, else an owner-only copy."""
     try:
         os.link(source, target)
     except OSError:
         with contextlib.suppress(FileNotFoundError):
             target.unlink()
-        shutil.copyfile(source, target)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(source, "rb") as src, os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)
