@@ -93,6 +93,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how often the dashboard's charts sample each job and the providers' quotas (default 5)",
     )
     serve.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="least severe message the server logs on stderr (default info)",
+    )
+    serve.add_argument(
         "--max-body",
         action="append",
         default=[],
@@ -140,7 +146,7 @@ def run_serve(args: argparse.Namespace) -> int:
     limits = _body_limits(args)
     config = load_config(args.config)
     place = _place(args)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     try:
         ready = functools.partial(print, flush=True)
         work = serve(
