@@ -6,6 +6,9 @@ Callbacks: `--callback-allow CIDR|HOST` (repeatable) lets callbacks reach addres
 refuses otherwise (loopback, private, ...); `--callback-retry-delays S,S,...` sets the waits between
 attempts (default 5,30,120,600,1800,3600; the last repeats for 72 h).
 
+Bodies: `--max-body CLASS=SIZE` (repeatable; classes upload, batch, live, other) bounds the request
+bodies of a class of routes (`server.body_limits`). `--log-level` sets what the server logs.
+
 `batchgate keys create [--admin] [--name NAME] [--store PATH] [--data DIR]`: a client key for the
 service, printed once on stdout (only its SHA-256 is kept), and its webhook secret (`whsec_…`,
 which signs the callbacks of its batches) printed once on stderr. `batchgate keys webhook-secret
@@ -52,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "serve",
         help="run the job service: an OpenAI-compatible Batch API over all your providers",
         description="Serve the OpenAI-compatible Files + Batches API; batches run as durable jobs. "
-        "GET /metrics (no key) serves Prometheus metrics (the metrics extra).",
+        "GET /metrics serves Prometheus metrics (the metrics extra; job ids only with an admin key).",
     )
     serve.add_argument("--config", required=True, type=Path, help="gateway config (providers, routes)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -92,6 +95,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="how often the dashboard's charts sample each job and the providers' quotas (default 5)",
     )
+    _limit_arguments(serve)
+    add_quota_option(serve)
+    _place_arguments(serve)
+    serve.set_defaults(handler=run_serve)
+    _register_keys(subparsers)
+
+
+def _limit_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
@@ -106,10 +117,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the largest request body of a class of routes (repeatable): upload (POST /v1/files,"
         " default 200M), batch (inline requests, 64M), live (chat/messages, 8M), other (1M)",
     )
-    add_quota_option(serve)
-    _place_arguments(serve)
-    serve.set_defaults(handler=run_serve)
-    _register_keys(subparsers)
 
 
 def _register_keys(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -146,7 +153,7 @@ def run_serve(args: argparse.Namespace) -> int:
     limits = _body_limits(args)
     config = load_config(args.config)
     place = _place(args)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    _log_to_stderr(args.log_level)
     try:
         ready = functools.partial(print, flush=True)
         work = serve(
@@ -172,6 +179,12 @@ def run_serve(args: argparse.Namespace) -> int:
         )
         return EXIT_CANNOT_LISTEN
     return 0
+
+
+def _log_to_stderr(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
+    )
 
 
 def _callback_settings(args: argparse.Namespace) -> CallbackSettings:

@@ -26,6 +26,7 @@ from batchgate.jobs.store.location import StoreLocation, open_store
 from batchgate.quota.store.location import StoreSpec
 from batchgate.server.app import Service, make_app
 from batchgate.server.batches import MAX_JOBS
+from batchgate.server.body_limits import DEFAULT as DEFAULT_LIMITS
 from batchgate.server.body_limits import BodyLimits
 from batchgate.server.callbacks.delivery import Callbacks, CallbackSettings
 from batchgate.server.files import Files
@@ -73,15 +74,12 @@ async def serve(
     callbacks: CallbackSettings | None = None,
     quota_store: StoreSpec | None = None,
     sample_every_s: float = DEFAULT_EVERY_S,
-    limits: BodyLimits | None = None,
+    limits: BodyLimits = DEFAULT_LIMITS,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (or `stop` is set); `ready(url)` hears the address once listening.
-    A batch not ended `expire_after_s` after its creation expires (OpenAI's window: 24 h); at most
-    `max_jobs` batches run at once; `callbacks`: the allow-list and retry schedule of callbacks;
-    `quota_store`: where the providers' quotas are shared with other processes (None: the config's);
-    `sample_every_s`: how often each job's timeline and the providers' quota ring are sampled;
-    `limits`: the body bound of each class of route (`body_limits`)."""
-    limits = limits or BodyLimits()
+    """Serve until SIGINT/SIGTERM (or `stop`); `ready(url)` hears the address once listening. A batch
+    not ended `expire_after_s` after creation expires (OpenAI's 24 h); at most `max_jobs` run at once;
+    `callbacks`: their allow-list and retries; `quota_store`: where quotas are shared (None: the
+    config's); `sample_every_s`: how often timelines and quotas are sampled; `limits`: body bounds."""
     stopping = stop or asyncio.Event()
     clock = LoopClock()
     registry = Registry(place.registry)
