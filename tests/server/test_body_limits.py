@@ -116,6 +116,34 @@ def test_four_190_mb_bodies_at_once_leave_memory_flat(bounded: Server) -> None:
     assert peak_rss(bounded) - before < 96 * MIB  # four bounds at most, never 4 x 190 MB
 
 
+def multipart(size: int) -> Iterator[bytes]:
+    """A `POST /v1/files` form whose file is `size` bytes, a megabyte at a time (sent chunked)."""
+    yield b'--B\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+    yield b'--B\r\nContent-Disposition: form-data; name="file"; filename="in.jsonl"\r\n\r\n'
+    for _ in range(size // MIB):
+        yield _FILLER
+    yield b"\r\n--B--\r\n"
+
+
+@pytest.mark.integration
+def test_an_upload_over_its_bound_is_a_413_and_leaves_no_file(tmp_path: Path, emu: EmulatorThread) -> None:
+    config = gateway_config(tmp_path / "gateway.yaml", emu)
+    with running(tmp_path, config, "--max-body", "upload=2M") as s:
+        headers = {
+            "Authorization": f"Bearer {s.keys_create()}",
+            "Content-Type": "multipart/form-data; boundary=B",
+        }
+        declared = {**headers, "Content-Length": str(sum(len(c) for c in multipart(3 * MIB)))}
+        for sent in (headers, declared):  # chunked: cut off while streamed; declared: before reading
+            r = httpx.post(s.url + "/v1/files", content=multipart(3 * MIB), headers=sent, timeout=60)
+            assert r.status_code == 413, r.text
+            assert "--max-body upload=SIZE" in r.json()["error"]["message"]
+        assert list((tmp_path / "files").iterdir()) == []
+        r = httpx.post(s.url + "/v1/files", content=multipart(MIB), headers=headers, timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["bytes"] == MIB
+
+
 @pytest.mark.integration
 def test_max_body_sets_a_route_class_bound(tmp_path: Path, emu: EmulatorThread) -> None:
     with running(tmp_path, gateway_config(tmp_path / "gateway.yaml", emu), "--max-body", "other=1k") as s:
