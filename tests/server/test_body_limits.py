@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,6 +95,25 @@ def test_a_190_mb_chat_body_is_a_413_and_never_held(bounded: Server, declared: b
         bounded.url + "/v1/chat/completions", json=small, headers={"Authorization": f"Bearer {key}"}
     )
     assert ok.status_code == 200, ok.text  # the route still serves what fits
+
+
+def gzipped(chunks: Iterator[bytes]) -> bytes:
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: the gzip container
+    return b"".join(packer.compress(c) for c in chunks) + packer.flush()
+
+
+@pytest.mark.integration
+def test_a_small_gzip_body_inflating_to_190_mb_is_a_413_and_never_held(bounded: Server) -> None:
+    body = gzipped(chat_body(HUGE))
+    assert len(body) < MIB
+    headers = {"Authorization": f"Bearer {bounded.keys_create()}", "Content-Type": "application/json"}
+    before = peak_rss(bounded)
+    r = httpx.post(
+        bounded.url + "/v1/chat/completions", content=body, headers={**headers, "Content-Encoding": "gzip"}
+    )
+    assert r.status_code == 413, r.text
+    assert "limit of 8 MiB" in r.json()["error"]["message"]
+    assert peak_rss(bounded) - before < 32 * MIB  # inflated a chunk at a time, never bound-sized ones
 
 
 @pytest.mark.integration
