@@ -8,10 +8,11 @@ auth, every refusal in OpenAI's error shape `{"error": {"message", "type", "para
     GET  /v1/batches/{id}           POST /v1/batches/{id}/cancel
     /  /static/...  /v1/dashboard/  the web dashboard (`dashboard`): page public, its data keyed
     /v1/messages/batches/...        Anthropic's Message Batches (`anthropic_api`), its error shape
-    GET  /metrics                   Prometheus metrics (`metrics_route`), without a key
+    GET  /metrics                   Prometheus metrics (`metrics_route`): no key; job ids for an admin key
     POST /v1/chat/completions       POST /v1/messages (Anthropic's error shape): the live proxy (`live`)
 
 Keys come as `Authorization: Bearer <token>` or (the anthropic SDK) `x-api-key: <token>`.
+Every body is bounded by its route's class (`body_limits`: a 413 naming the bound, before reading).
 A key sees only its own files and batches (another key's are a 404, as unknown ids are); an admin
 key sees all. An unexpected failure is a 500 with a generic message: no traceback, no secret; a
 job store failure (`StoreError`) is a 500 saying so, in the same JSON shape, its file named in the log only.
