@@ -175,6 +175,12 @@ def test_max_body_sets_a_route_class_bound(tmp_path: Path, emu: EmulatorThread) 
         assert "limit of 1024 bytes" in r.json()["error"]["message"]
         small = {"model": ALPHA, "max_tokens": 5, "messages": [{"role": "user", "content": "hi" * 2000}]}
         assert httpx.post(s.url + "/v1/chat/completions", json=small, headers=headers).status_code == 200
+        for size, expected in ((1024, 400), (1025, 413)):  # the bound is taken; one byte more is not
+            padded = b'{"input_file_id": "' + b"x" * (size - 21) + b'"}'
+            assert len(padded) == size
+            for content in (padded, iter([padded[:500], padded[500:]])):  # declared, then chunked
+                r = httpx.post(s.url + "/v1/batches", content=content, headers=headers)
+                assert r.status_code == expected, (size, r.text)
 
 
 def test_a_bad_max_body_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
