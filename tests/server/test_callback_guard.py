@@ -9,6 +9,7 @@ import ipaddress
 import openai
 import pytest
 
+from batchgate.config.schema import Secret
 from batchgate.server.callbacks import guard, signing
 from batchgate.server.callbacks.sender import send
 
@@ -90,7 +91,8 @@ async def _send(receiver: Receiver, host: str, lookup: guard.Lookup) -> str:
     body = signing.event_body("evt_1", "batch.completed", 1, "batch_1")
     url = f"http://{host}:{receiver.port}/hook"
     allow = guard.parse_allow(["127.0.0.1"])
-    attempt = await send(url, "evt_1", body, signing.new_secret(), 1, allow=allow, timeout_s=5, lookup=lookup)
+    secret = Secret(signing.new_secret())
+    attempt = await send(url, "evt_1", body, secret, 1, allow=allow, timeout_s=5, lookup=lookup)
     return attempt.outcome if attempt.reason is None else f"{attempt.outcome}: {attempt.reason}"
 
 

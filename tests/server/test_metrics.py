@@ -1,7 +1,8 @@
 """`/metrics` on `batchgate serve`, over real sockets and parsed with `prometheus_client`'s text
 parser: scraped while a job runs and after, its counters agree with the job's detail; two jobs at
 once add up (the shared gateway's provider counters are counted once, not per job); nothing secret
-or per client is in it; and without the `metrics` extra the route says so while the server runs."""
+or per client is in it; the job families (tenants' job ids) only for a scrape with an admin key;
+and without the `metrics` extra the route says so while the server runs."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ def watched(tmp_path_factory: pytest.TempPathFactory, emu: EmulatorThread) -> It
                       "claude-3-5-haiku-latest": {"input": 0.80, "output": 4.0}}  # fmt: skip
     config.write_text(yaml.safe_dump(data))
     with running(root, config, "--callback-allow", "127.0.0.1", "--callback-retry-delays", "0.3") as s:
+        ADMIN[s.url] = s.keys_create(admin=True)
         yield s
 
 
@@ -51,9 +53,14 @@ def jobs(watched: Server) -> Iterator[JobsClient]:
         c.close()
 
 
-def scrape(server: Server) -> list[Sample]:
-    """`GET /metrics` without a key, as Prometheus does; every sample."""
-    r = httpx.get(server.url + "/metrics", timeout=30)
+ADMIN: dict[str, str] = {}  # the module server's admin key, by `watched`
+
+
+def scrape(server: Server, key: str | None = "admin") -> list[Sample]:
+    """`GET /metrics` as Prometheus does, with the admin key (a bearer token) unless `key` is None
+    (no key) or a client key; every sample."""
+    headers = {"Authorization": f"Bearer {ADMIN[server.url] if key == 'admin' else key}"} if key else {}
+    r = httpx.get(server.url + "/metrics", timeout=30, headers=headers)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/plain")
     return [s for family in text_string_to_metric_families(r.text) for s in family.samples]
@@ -168,16 +175,40 @@ def test_no_secret_or_client_detail_is_in_metrics(watched: Server) -> None:
             assert wait_settled(watched.root, made["id"]).state == "delivered"
     finally:
         jobs.close()
-    text = httpx.get(watched.url + "/metrics", timeout=30).text
-    after = [s for f in text_string_to_metric_families(text) for s in f.samples]
-    assert delta(before, after, "batchgate_callback_deliveries_total", outcome="delivered") == 1
-    assert value(after, "batchgate_callbacks_pending") == 0
-    assert job_task(after, made["id"], "succeeded") == 3
-    for secret_text in (PROVIDER_KEY, token, secret, secret.removeprefix("whsec_")):
-        for variant in {secret_text, secret_text[-12:]}:
-            assert variant not in text
-    for detail in (key_id, "secret-req-0", "Say hi", "receiver-own-token", "nm-x", "127.0.0.1"):
-        assert detail not in text  # no key id, custom_id, prompt, callback URL or job name
+    admin = {"Authorization": f"Bearer {ADMIN[watched.url]}"}
+    for headers in ({}, admin):
+        text = httpx.get(watched.url + "/metrics", timeout=30, headers=headers).text
+        after = [s for f in text_string_to_metric_families(text) for s in f.samples]
+        assert delta(before, after, "batchgate_callback_deliveries_total", outcome="delivered") == 1
+        assert value(after, "batchgate_callbacks_pending") == 0
+        for secret_text in (PROVIDER_KEY, token, secret, secret.removeprefix("whsec_"), ADMIN[watched.url]):
+            for variant in {secret_text, secret_text[-12:]}:
+                assert variant not in text
+        for detail in (key_id, "secret-req-0", "Say hi", "receiver-own-token", "nm-x", "127.0.0.1"):
+            assert detail not in text  # no key id, custom_id, prompt, callback URL or job name
+    assert job_task(after, made["id"], "succeeded") == 3  # the admin's scrape shows the job
+
+
+def test_without_the_admin_key_metrics_carry_no_tenant_ids(watched: Server, jobs: JobsClient) -> None:
+    """A keyless scrape (and a client key's) has the providers' and callbacks' families but no job
+    family, no `job_id` label and no job id in its text; a key that is none of the server's is a
+    401; the admin key's scrape shows the job."""
+    made = jobs.create(requests=requests_for(ALPHA, 2, "tenant"), name="tenant-job")["id"]
+    assert jobs.wait_state(made)["state"] == "completed"
+    client_key = jobs.http.headers["Authorization"].removeprefix("Bearer ")
+    for key in (None, client_key):
+        samples = scrape(watched, key)
+        text = httpx.get(
+            watched.url + "/metrics", timeout=30, headers={"Authorization": f"Bearer {key}"} if key else {}
+        ).text
+        assert made not in text
+        assert "job_id" not in text
+        assert not any(s.name.startswith("batchgate_job_") for s in samples)
+        assert value(samples, "batchgate_requests_sent_total") >= 2  # the providers' figures stay
+    assert job_task(scrape(watched), made, "succeeded") == 2
+    wrong = httpx.get(watched.url + "/metrics", timeout=30, headers={"Authorization": "Bearer sk-not-a-key"})
+    assert wrong.status_code == 401, wrong.text
+    assert made not in wrong.text
 
 
 def test_without_the_metrics_extra_the_route_says_so_and_the_server_runs(

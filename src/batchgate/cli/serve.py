@@ -6,6 +6,9 @@ Callbacks: `--callback-allow CIDR|HOST` (repeatable) lets callbacks reach addres
 refuses otherwise (loopback, private, ...); `--callback-retry-delays S,S,...` sets the waits between
 attempts (default 5,30,120,600,1800,3600; the last repeats for 72 h).
 
+Bodies: `--max-body CLASS=SIZE` (repeatable; classes upload, batch, live, other) bounds the request
+bodies of a class of routes (`server.body_limits`). `--log-level` sets what the server logs.
+
 `batchgate keys create [--admin] [--name NAME] [--store PATH] [--data DIR]`: a client key for the
 service, printed once on stdout (only its SHA-256 is kept), and its webhook secret (`whsec_…`,
 which signs the callbacks of its batches) printed once on stderr. `batchgate keys webhook-secret
@@ -31,6 +34,7 @@ from batchgate.jobs.store.location import parse_location
 
 if TYPE_CHECKING:
     from batchgate.config import GatewayConfig
+    from batchgate.server.body_limits import BodyLimits
     from batchgate.server.callbacks.delivery import CallbackSettings
     from batchgate.server.service import Place
 
@@ -52,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "serve",
         help="run the job service: an OpenAI-compatible Batch API over all your providers",
         description="Serve the OpenAI-compatible Files + Batches API; batches run as durable jobs. "
-        "GET /metrics (no key) serves Prometheus metrics (the metrics extra).",
+        "GET /metrics serves Prometheus metrics (the metrics extra; job ids only with an admin key).",
     )
     serve.add_argument("--config", required=True, type=Path, help="gateway config (providers, routes)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -92,10 +96,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="how often the dashboard's charts sample each job and the providers' quotas (default 5)",
     )
+    _limit_arguments(serve)
     add_quota_option(serve)
     _place_arguments(serve)
     serve.set_defaults(handler=run_serve)
     _register_keys(subparsers)
+
+
+def _limit_arguments(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="least severe message the server logs on stderr (default info)",
+    )
+    serve.add_argument(
+        "--max-body",
+        action="append",
+        default=[],
+        metavar="CLASS=SIZE",
+        help="the largest request body of a class of routes (repeatable): upload (POST /v1/files,"
+        " default 200M), batch (inline requests, 64M), live (chat/messages, 8M), other (1M)",
+    )
 
 
 def _register_keys(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -139,10 +161,11 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.max_jobs < 1:
         raise JobError(f"--max-jobs must be at least 1, got {args.max_jobs}")
     callbacks = _callback_settings(args)
+    limits = _body_limits(args)
     config = load_config(args.config)
     _warn_unpriced(config)
     place = _place(args)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    _log_to_stderr(args.log_level)
     try:
         ready = functools.partial(print, flush=True)
         work = serve(
@@ -156,6 +179,7 @@ def run_serve(args: argparse.Namespace) -> int:
             callbacks=callbacks,
             quota_store=quota_spec(args, config),
             sample_every_s=args.sample_every,
+            limits=limits,
         )
         import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
 
@@ -167,6 +191,12 @@ def run_serve(args: argparse.Namespace) -> int:
         )
         return EXIT_CANNOT_LISTEN
     return 0
+
+
+def _log_to_stderr(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
+    )
 
 
 def _callback_settings(args: argparse.Namespace) -> CallbackSettings:
@@ -188,6 +218,15 @@ def _callback_settings(args: argparse.Namespace) -> CallbackSettings:
     except guard.CallbackRefused as exc:
         raise JobError(exc.message) from None
     return delivery.CallbackSettings(allow=allow, delays=delays)
+
+
+def _body_limits(args: argparse.Namespace) -> BodyLimits:
+    from batchgate.server.body_limits import parse_limits  # noqa: PLC0415 — the server only when serving
+
+    try:
+        return parse_limits(args.max_body)
+    except ValueError as exc:
+        raise JobError(str(exc)) from None
 
 
 def run_keys_create(args: argparse.Namespace) -> int:

@@ -8,10 +8,11 @@ auth, every refusal in OpenAI's error shape `{"error": {"message", "type", "para
     GET  /v1/batches/{id}           POST /v1/batches/{id}/cancel
     /  /static/...  /v1/dashboard/  the web dashboard (`dashboard`): page public, its data keyed
     /v1/messages/batches/...        Anthropic's Message Batches (`anthropic_api`), its error shape
-    GET  /metrics                   Prometheus metrics (`metrics_route`), without a key
+    GET  /metrics                   Prometheus metrics (`metrics_route`): no key; job ids for an admin key
     POST /v1/chat/completions       POST /v1/messages (Anthropic's error shape): the live proxy (`live`)
 
 Keys come as `Authorization: Bearer <token>` or (the anthropic SDK) `x-api-key: <token>`.
+Every body is bounded by its route's class (`body_limits`: a 413 naming the bound, before reading).
 A key sees only its own files and batches (another key's are a 404, as unknown ids are); an admin
 key sees all. An unexpected failure is a 500 with a generic message: no traceback, no secret; a
 job store failure (`StoreError`) is a 500 saying so, in the same JSON shape, its file named in the log only.
@@ -29,10 +30,10 @@ from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from batchgate.errors import ServiceRequestError, StoreError
-from batchgate.server import anthropic_api, jobs_api, live, metrics_route, openapi
+from batchgate.server import anthropic_api, body_limits, jobs_api, live, metrics_route, openapi
 from batchgate.server.batches import Batches
 from batchgate.server.dashboard import Dashboard
-from batchgate.server.files import MAX_FILE_BYTES, Files
+from batchgate.server.files import Files
 from batchgate.server.keys import authenticate
 from batchgate.server.native import Jobs
 from batchgate.server.query import check_text, query_int
@@ -56,6 +57,7 @@ class Service:
     files: Files
     batches: Batches
     ring: QuotaRing | None = None  # the providers page's quota samples
+    limits: body_limits.BodyLimits = body_limits.DEFAULT  # the body bound of each route class
 
 
 def json(data: dict[str, Any], status: int = 200) -> web.Response:
@@ -238,7 +240,10 @@ def _owner_and_viewer(request: web.Request) -> tuple[str, str | None]:
 
 
 def make_app(service: Service) -> web.Application:
-    app = web.Application(middlewares=[errors, auth(service.registry)], client_max_size=MAX_FILE_BYTES)
+    bounded = body_limits.middleware(service.limits)
+    app = web.Application(
+        middlewares=[errors, auth(service.registry), bounded], client_max_size=service.limits.largest
+    )
     app.add_routes(Api(service).routes())
     anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)
     app.add_routes(anthropic.routes())

@@ -29,7 +29,7 @@ from batchgate.jobs.runner import RunRequest, job_id_for, run_job
 from batchgate.jobs.store.location import StoreLocation
 from batchgate.jobs.store.protocol import JobStore, TaskState
 from batchgate.server.callbacks.delivery import Callbacks
-from batchgate.server.files import Files, link_or_copy
+from batchgate.server.files import Files, link_or_copy, write_private
 from batchgate.server.input_problems import line_problems, problems
 from batchgate.server.registry import BatchRecord, Registry
 from batchgate.server.shapes import (
@@ -112,7 +112,7 @@ class Batches:
     def create_inline(self, owner: str, kind: str, data: bytes) -> BatchRecord:
         """A new batch of inline requests (`data`: its input JSONL), refused with a 400 naming the
         first bad request before anything is created (Anthropic's API checks at once)."""
-        record = self._open(owner, kind, lambda target: target.write_bytes(data), check=True)
+        record = self._open(owner, kind, functools.partial(write_private, data=data), check=True)
         record.requests = data.count(b"\n")
         self.registry.save_batch(record)
         return record

@@ -18,10 +18,13 @@ MAX_FILE_BYTES = 200 * 1024 * 1024  # OpenAI's limit for a batch input file
 
 
 class Files:
-    def __init__(self, registry: Registry, folder: Path, clock: Clock) -> None:
+    def __init__(
+        self, registry: Registry, folder: Path, clock: Clock, max_bytes: int = MAX_FILE_BYTES
+    ) -> None:
         self.registry = registry
         self.folder = folder
         self.clock = clock
+        self.max_bytes = max_bytes  # an upload past it is cut off there: a 413
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def path(self, file_id: str) -> Path:
@@ -44,8 +47,13 @@ class Files:
             with os.fdopen(fd, "wb") as out:
                 async for chunk in chunks:
                     size += len(chunk)
-                    if size > MAX_FILE_BYTES:
-                        raise ServiceRequestError(413, f"The file is larger than {MAX_FILE_BYTES} bytes.")
+                    if size > self.max_bytes:
+                        raise ServiceRequestError(
+                            413,
+                            f"The file is larger than the limit of {self.max_bytes} bytes"
+                            " (the server's --max-body upload=SIZE sets it).",
+                            code="request_too_large",
+                        )
                     out.write(chunk)
             os.replace(tmp, target)
         finally:
@@ -100,11 +108,19 @@ class FileWriter:
             self._tmp.unlink()
 
 
+def write_private(target: Path, data: bytes) -> None:
+    """`target` created owner-only (0600, whatever the umask) holding `data`."""
+    with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+        out.write(data)
+
+
 def link_or_copy(source: Path, target: Path) -> None:
-    """`target` becomes `source`'s content: a hard link where it can, else a copy."""
+    """`target` becomes `source`'s content: a hard link where it can, else an owner-only copy."""
     try:
         os.link(source, target)
     except OSError:
         with contextlib.suppress(FileNotFoundError):
             target.unlink()
-        shutil.copyfile(source, target)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(source, "rb") as src, os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)

@@ -28,7 +28,7 @@ from batchgate.errors import InputError, ServiceRequestError
 from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.runner import RunRequest, job_id_for
 from batchgate.server.batches import Batches
-from batchgate.server.files import link_or_copy
+from batchgate.server.files import link_or_copy, write_private
 from batchgate.server.input_problems import line_problems
 from batchgate.server.job_spec import MAX_INLINE, JobSpec, bad, parse_spec
 from batchgate.server.job_table import KIND, JobTable, state
@@ -117,7 +117,7 @@ class Jobs(Batches):
             if not isinstance(item, dict):
                 raise bad(f"requests[{i}]", "expected a request object")
         data = b"".join(orjson.dumps(item) + b"\n" for item in requests)
-        return (lambda target: target.write_bytes(data)), "", True
+        return functools.partial(write_private, data=data), "", True
 
     def _check_lines(self, path: Path, inline: bool) -> None:
         """Refuse the job (422, naming the first bad request) before anything is created."""

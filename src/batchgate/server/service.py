@@ -26,6 +26,8 @@ from batchgate.jobs.store.location import StoreLocation, open_store
 from batchgate.quota.store.location import StoreSpec
 from batchgate.server.app import Service, make_app
 from batchgate.server.batches import MAX_JOBS
+from batchgate.server.body_limits import DEFAULT as DEFAULT_LIMITS
+from batchgate.server.body_limits import BodyLimits
 from batchgate.server.callbacks.delivery import Callbacks, CallbackSettings
 from batchgate.server.files import Files
 from batchgate.server.job_table import JobTable
@@ -72,12 +74,12 @@ async def serve(
     callbacks: CallbackSettings | None = None,
     quota_store: StoreSpec | None = None,
     sample_every_s: float = DEFAULT_EVERY_S,
+    limits: BodyLimits = DEFAULT_LIMITS,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (or `stop` is set); `ready(url)` hears the address once listening.
-    A batch not ended `expire_after_s` after its creation expires (OpenAI's window: 24 h); at most
-    `max_jobs` batches run at once; `callbacks`: the allow-list and retry schedule of callbacks;
-    `quota_store`: where the providers' quotas are shared with other processes (None: the config's);
-    `sample_every_s`: how often each job's timeline and the providers' quota ring are sampled."""
+    """Serve until SIGINT/SIGTERM (or `stop`); `ready(url)` hears the address once listening. A batch
+    not ended `expire_after_s` after creation expires (OpenAI's 24 h); at most `max_jobs` run at once;
+    `callbacks`: their allow-list and retries; `quota_store`: where quotas are shared (None: the
+    config's); `sample_every_s`: how often timelines and quotas are sampled; `limits`: body bounds."""
     stopping = stop or asyncio.Event()
     clock = LoopClock()
     registry = Registry(place.registry)
@@ -86,7 +88,7 @@ async def serve(
         store = await open_store(place.store, create=True)
         try:
             async with Gateway(config, clock=clock, quota_store=quota_store) as gateway:
-                files = Files(registry, place.folder / "files", clock)
+                files = Files(registry, place.folder / "files", clock, limits.upload)
                 hooks = Callbacks(registry, clock, callbacks)
                 batches = Jobs(
                     registry,
@@ -108,7 +110,8 @@ async def serve(
                 hooks.start()  # the events a stopped server left pending
                 ring.start()
                 try:
-                    await _listen(Service(registry, files, batches, ring), host, port, stopping, ready)
+                    service = Service(registry, files, batches, ring, limits)
+                    await _listen(service, host, port, stopping, ready)
                 finally:
                     ring.close()
                     await batches.close()

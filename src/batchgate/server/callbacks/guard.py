@@ -4,7 +4,8 @@ that changes between the check and the connect (rebinding) cannot reach anything
 
 Refused unless the allow-list permits them: loopback, private (RFC 1918, fc00::/7), link-local
 (169.254/16, fe80::/10), CGNAT (100.64/10), unspecified, multicast, the cloud metadata addresses
-(169.254.169.254, fd00:ec2::254) and any other address that is not globally routable. A name
+(169.254.169.254, fd00:ec2::254) and any other address that is not globally routable; an IPv6
+address embedding an IPv4 one (NAT64, 6to4, Teredo, ...) by what it reaches (`addresses`). A name
 resolving to several addresses is refused if any one is. The allow-list (`--callback-allow`) holds
 networks (`127.0.0.1`, `10.0.0.0/8`, `::1`) an address may be in, and host names whose every
 address is accepted. Redirects are never followed (`sender`).
@@ -23,29 +24,10 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from batchgate.errors import BatchgateError
+from batchgate.server.callbacks import addresses
+from batchgate.server.callbacks.addresses import Address, Network
 
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Lookup = Callable[[str, int], Awaitable[list[str]]]
-
-_REFUSED: tuple[tuple[str, str], ...] = (
-    ("169.254.169.254/32", "a cloud metadata address"),
-    ("fd00:ec2::254/128", "a cloud metadata address"),
-    ("0.0.0.0/8", "an unspecified address"),
-    ("::/128", "an unspecified address"),
-    ("127.0.0.0/8", "a loopback address"),
-    ("::1/128", "a loopback address"),
-    ("10.0.0.0/8", "a private address"),
-    ("172.16.0.0/12", "a private address"),
-    ("192.168.0.0/16", "a private address"),
-    ("fc00::/7", "a private address"),
-    ("169.254.0.0/16", "a link-local address"),
-    ("fe80::/10", "a link-local address"),
-    ("100.64.0.0/10", "a CGNAT address"),
-    ("224.0.0.0/4", "a multicast address"),
-    ("ff00::/8", "a multicast address"),
-)
-_NETWORKS = tuple((ipaddress.ip_network(net), why) for net, why in _REFUSED)
 
 
 class CallbackRefused(BatchgateError):
@@ -75,21 +57,9 @@ def parse_allow(entries: Iterable[str]) -> AllowList:
     return AllowList(tuple(networks), frozenset(hosts))
 
 
-def _plain(address: Address) -> Address:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address
-
-
 def refusal(address: Address, allow: AllowList) -> str | None:
-    """Why a callback may not connect to `address`, or None when it may."""
-    address = _plain(address)
-    if any(address in net for net in allow.networks):
-        return None
-    for net, why in _NETWORKS:
-        if address in net:
-            return why
-    return None if address.is_global else "not a public address"
+    """Why a callback may not connect to `address`, or None when it may (`addresses.refusal`)."""
+    return addresses.refusal(address, allow.networks)
 
 
 def parse_url(url: str) -> URL:

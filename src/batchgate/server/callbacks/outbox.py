@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from batchgate.config.schema import Secret
 from batchgate.server.registry import Registry
 
 SCHEMA = """
@@ -130,7 +131,9 @@ class Outbox:
             )
             return done.rowcount > 0
 
-    def secret(self, key_id: str) -> str | None:
+    def secret(self, key_id: str) -> Secret | None:
+        """The key's webhook secret, as a `Secret` (its repr and str say `***`, so no log line,
+        error or traceback can show it); None when the key has none."""
         with self.registry.transaction() as c:
             row = c.execute("SELECT secret FROM webhook_secrets WHERE key_id = ?", (key_id,)).fetchone()
-        return None if row is None else str(row[0])
+        return None if row is None else Secret(str(row[0]))

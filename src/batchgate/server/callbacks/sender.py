@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import aiohttp
 from yarl import URL
 
+from batchgate.config.schema import Secret
 from batchgate.server.callbacks import guard, signing
 
 ANSWER_BYTES = 1 << 16  # what is read of a receiver's answer
@@ -33,7 +34,7 @@ async def send(
     url: str,
     event_id: str,
     body: bytes,
-    secret: str,
+    secret: Secret,
     timestamp: int,
     *,
     allow: guard.AllowList,

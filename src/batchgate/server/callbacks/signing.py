@@ -12,6 +12,8 @@ import secrets
 
 import orjson
 
+from batchgate.config.schema import Secret
+
 SECRET_PREFIX = "whsec_"
 EVENT_PREFIX = "evt_"
 EVENT_TYPES = {
@@ -43,14 +45,14 @@ def event_body(event_id: str, event_type: str, created_at: int, object_id: str) 
     )
 
 
-def signature(secret: str, event_id: str, timestamp: int, body: bytes) -> str:
-    """The `webhook-signature` header's value for this attempt."""
-    key = base64.b64decode(secret.removeprefix(SECRET_PREFIX))
+def signature(secret: Secret, event_id: str, timestamp: int, body: bytes) -> str:
+    """The `webhook-signature` header's value for this attempt (the secret revealed only here)."""
+    key = base64.b64decode(secret.reveal().removeprefix(SECRET_PREFIX))
     signed = f"{event_id}.{timestamp}.".encode() + body
     return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode("ascii")
 
 
-def headers(secret: str, event_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+def headers(secret: Secret, event_id: str, timestamp: int, body: bytes) -> dict[str, str]:
     return {
         "webhook-id": event_id,
         "webhook-timestamp": str(timestamp),
