@@ -17,14 +17,22 @@ from batchgate.config import GatewayConfig, RouteMode
 from batchgate.embedded import load_embedded
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.gateway import Gateway
+from batchgate.jobs.commit import Committed
 from batchgate.jobs.engine import EngineOptions, JobEngine, ResultHook
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.graph.expand import GraphTasks
-from batchgate.jobs.graph.inputs import validate_items
+from batchgate.jobs.graph.inputs import read_items, validate_items
 from batchgate.jobs.graph.setup import graph_options, input_items
 from batchgate.jobs.graph.spec import Graph
-from batchgate.jobs.io.input import ValidationReport, file_sha256, read_tasks, validate_input
+from batchgate.jobs.io.input import (
+    InputProblem,
+    ValidationReport,
+    file_sha256,
+    read_tasks,
+    validate_input,
+)
+from batchgate.jobs.io.skipped import SKIPPED_BLOB, listed, skipped_lines
 from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
@@ -50,6 +58,7 @@ class RunRequest:
     quiet: bool = False  # -q: no summary table at the end
     graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
     on_result: ResultHook | None = field(default=None, compare=False)  # each outcome as it is stored
+    on_commit: Committed | None = field(default=None, compare=False)  # each batch once committed
     # `batchgate serve`: many jobs in one process share one started gateway (one quota pool per
     # provider); the server hears each run's engine (to cancel it) and owns the signals itself.
     gateway: Gateway | None = field(default=None, compare=False)
@@ -70,6 +79,11 @@ class RunRequest:
     @property
     def files(self) -> OutputFiles:
         return OutputFiles(self.output_path, self.errors_file, self.ordered)
+
+
+def appends(req: RunRequest) -> bool:
+    """Whether the run appends OUT as it goes (not `--ordered`, not a fan-out or pipeline)."""
+    return not req.ordered and req.graph is None
 
 
 def with_job_overrides(
@@ -213,14 +227,29 @@ async def prepare_job(
             "skip_invalid": req.skip_invalid,
             "errors_path": str(req.errors_file.resolve()),
             "skipped_lines": report.problem_count if req.skip_invalid else 0,
+            "skipped_first": listed(report.problems) if req.skip_invalid else [],
             **_remembered(req),
             **graph_options(req.graph),
             **({"served": True} if req.gateway is not None else {}),  # `batchgate cancel` must not signal
         },
     )
     await store.create_job(job)
+    if req.skip_invalid and report.problem_count:  # each skipped line, for the errors file
+        lines = skipped_lines(req.input_path, _all_problems(req, config, report))
+        await store.put_blob(job_id, SKIPPED_BLOB, lines)
     await store.add_tasks(job_id, _valid_tasks(req, config))
     return job
+
+
+def _all_problems(req: RunRequest, config: GatewayConfig, report: ValidationReport) -> Iterator[InputProblem]:
+    """Every problem of the input in line order (the report keeps only the first ones)."""
+    if len(report.problems) == report.problem_count:
+        return iter(report.problems)
+    if req.graph is not None:
+        items: Iterator[object] = read_items(req.input_path, req.graph)
+    else:
+        items = read_tasks(req.input_path, known_models=config.route_models(), check=RouteFit(config).problem)
+    return (p for p in items if isinstance(p, InputProblem))
 
 
 def _remembered(req: RunRequest) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from batchgate.jobs.finish import Finished, finish_job
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import render_graph_summary
 from batchgate.jobs.graph.setup import job_graph, restore, step_checks
+from batchgate.jobs.io.live_output import LiveOutput
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
 from batchgate.jobs.io.report import (
@@ -43,6 +44,7 @@ from batchgate.jobs.io.report import (
 from batchgate.jobs.io.timeline import TIMELINE_BLOB, Timeline, load_timeline
 from batchgate.jobs.job_setup import (
     RunRequest,
+    appends,
     check_input,
     check_output_writable,
     job_config,
@@ -57,16 +59,8 @@ from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger
 from batchgate.text import plural
 
-__all__ = [
-    "DEFAULT_STORE",
-    "LIVE_BLOB",
-    "RunRequest",
-    "check_input",
-    "job_config",
-    "job_id_for",
-    "run_job",
-    "with_job_overrides",
-]
+__all__ = ["DEFAULT_STORE", "LIVE_BLOB", "RunRequest", "check_input", "job_config", "job_id_for", "run_job",
+           "with_job_overrides"]  # fmt: skip
 
 EXIT_OK = 0  # every item succeeded
 EXIT_STOPPED = 3  # stopped by a guard (budget, error rate, an exhausted account)
@@ -111,9 +105,14 @@ async def run_job(
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
             await store.update_job(job_id, status="running", stop_reason="")  # "" clears an old stop
             deadline = job_deadline(config, job.created_at)
+            live = await LiveOutput.open(store, job_id, req.output_path) if appends(req) else None
+            req = replace(req, on_commit=live.committed if live is not None else None)
             run = functools.partial(_run_engine, store, job_id, config, req, sink, segments, deadline, clock)
-            outcome, graph = await _run_all(store, job_id, req, run)
-            return await _finish(store, job, outcome, req, segments, sink, out, err, graph)
+            try:
+                outcome, graph = await _run_all(store, job_id, req, run)
+            finally:
+                appended = live.close() if live is not None else None
+            return await _finish(store, job, outcome, req, segments, sink, out, err, graph, appended)
     finally:
         sink.close()
         await store.close()
@@ -175,6 +174,7 @@ async def _run_engine(
         on_result=req.on_result,
         step_checks=step_checks(graph.graph, config) if graph is not None else None,
         gateway=req.gateway,
+        on_commit=req.on_commit,
     )
     if req.on_engine is not None:
         req.on_engine(engine)
@@ -318,6 +318,7 @@ async def _finish(
     out: Callable[[str], None],
     err: Callable[[str], None],
     graph: GraphTasks | None = None,
+    appended: int | None = None,
 ) -> int:
     job_id = job.job_id
     files = req.files
@@ -329,6 +330,7 @@ async def _finish(
         stop_reason=outcome.stop_reason,
         emulator_stats=outcome.emulator_stats,
         graph=graph,
+        appended=appended,
     )
     status, reason, unfinished = done.status, done.reason, done.unfinished
     written, failed = done.written, done.failed
