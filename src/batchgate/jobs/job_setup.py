@@ -39,6 +39,7 @@ from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
 from batchgate.text import plural
 
 SHOWN_PROBLEMS = 20
+SHOWN_IN_ERROR = 3  # reasons a Python caller's error carries in its message (all 20 in `.problems`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,7 @@ class RunRequest:
     on_engine: Callable[[JobEngine], None] | None = field(default=None, compare=False)
     handle_signals: bool = True
     timeline_s: float = DEFAULT_EVERY_S  # how often the run samples its timeline (clock seconds)
+    python: bool = False  # `batchgate.Job`: messages speak Python (`skip_invalid=True`)
 
     @property
     def errors_file(self) -> Path:
@@ -117,19 +119,29 @@ def check_input(req: RunRequest, config: GatewayConfig, err: Callable[[str], Non
     if report.problem_count:
         _show_problems(req, report, err)
         if not req.skip_invalid:
-            first = report.problems[0]
-            in_all = f"{plural(report.problem_count, 'invalid line')} in all; nothing was sent"
-            if report.problem_count == 1:  # one bad line, one line: the error names it
-                reason = f"{first.reason} ({in_all}; fix it or pass --skip-invalid)"
-                raise InputError(str(req.input_path), first.line_no, reason)
-            raise InputError(
-                str(req.input_path),
-                None,
-                f"{in_all} (the first on line {first.line_no}); fix them or pass --skip-invalid",
-            )
+            raise _invalid_input(req, report)
         if report.task_count == 0:
             raise InputError(str(req.input_path), None, "no valid tasks left after skipping invalid lines")
     return report
+
+
+def _invalid_input(req: RunRequest, report: ValidationReport) -> InputError:
+    """The error of an input with bad lines; from Python it names `skip_invalid=True` and carries
+    the first reasons (the CLI printed them above it)."""
+    first = report.problems[0]
+    hint = "skip_invalid=True" if req.python else "--skip-invalid"
+    in_all = f"{plural(report.problem_count, 'invalid line')} in all; nothing was sent"
+    problems = [(p.line_no, p.reason) for p in report.problems[:SHOWN_PROBLEMS]]
+    if report.problem_count == 1:  # one bad line, one line: the error names it
+        reason = f"{first.reason} ({in_all}; fix it or pass {hint})"
+        return InputError(str(req.input_path), first.line_no, reason, problems=problems)
+    listed = ""
+    if req.python:
+        shown = "; ".join(f"line {n}: {why}" for n, why in problems[:SHOWN_IN_ERROR])
+        more = " ..." if report.problem_count > SHOWN_IN_ERROR else ""
+        listed = f": {shown}{more}"
+    reason = f"{in_all} (the first on line {first.line_no}){listed}; fix them or pass {hint}"
+    return InputError(str(req.input_path), None, reason, problems=problems)
 
 
 def _show_problems(req: RunRequest, report: ValidationReport, err: Callable[[str], None]) -> None:
@@ -143,7 +155,8 @@ def _show_problems(req: RunRequest, report: ValidationReport, err: Callable[[str
     if more > 0:
         err(f"... and {plural(more, 'more invalid line')}")
     if req.skip_invalid:
-        err(f"skipping {plural(report.problem_count, 'invalid line')} (--skip-invalid)")
+        hint = "skip_invalid=True" if req.python else "--skip-invalid"
+        err(f"skipping {plural(report.problem_count, 'invalid line')} ({hint})")
 
 
 def _valid_tasks(req: RunRequest, config: GatewayConfig) -> Iterator[TaskSpec]:
