@@ -95,16 +95,14 @@ class JobEngine:
         gateway: Gateway | None = None,
         on_commit: Committed | None = None,
     ) -> None:
-        """`spent_extra_tokens`: tokens earlier runs were billed beyond the stored answers (rejected
-        answers), counted against the token budget. `deadline`: the job's deadline in wall seconds
-        (`batch_policy.job_deadline`). `on_event(name, fields)` hears the batch events. `follow`
-        names the tasks a committed outcome makes ready (stored, then claimed like any other);
-        `on_result` hears each live outcome once accepted for commit, `on_commit` each batch of
-        outcomes (live or batch mode) once committed; `step_checks` replace the
-        job's output check for the tasks of the named steps. `gateway`: a started gateway shared
-        with other jobs (`batchgate serve`: one quota pool per provider for all of them); the
-        engine neither starts nor closes it, and its stop leaves the other jobs' requests alone
-        (this job's requests still waiting for quota end with the grace period)."""
+        """`spent_extra_tokens`: tokens earlier runs were billed beyond the stored answers (rejected answers),
+        counted against the token budget. `deadline`: the job's deadline in wall seconds
+        (`batch_policy.job_deadline`). `on_event(name, fields)` hears the batch events. `follow` names the
+        tasks a committed outcome makes ready (stored, then claimed like any other); `on_result` hears each
+        live outcome once accepted for commit, `on_commit` each group (live or batch mode) once committed;
+        `step_checks` replace the job's output check for the named steps' tasks. `gateway`: a started
+        gateway shared with other jobs (`batchgate serve`: one quota pool per provider for all of them); the
+        engine neither starts nor closes it, and its stop leaves the other jobs' requests alone."""
         self.config = config
         self.store = store
         self.job_id = job_id
@@ -116,8 +114,7 @@ class JobEngine:
         self._deadline = deadline
         self._on_event = on_event
         self._follow = follow
-        self._on_result = on_result
-        self._on_commit = on_commit
+        self._on_result, self._on_commit = on_result, on_commit
         self._step_checks = step_checks or {}
         self._more = False  # follow-up tasks were stored since the last claim found none
         self.budget = BudgetGuard(config.budget)

@@ -109,6 +109,22 @@ async def finish_job(
     return Finished(status, reason, unfinished, written, failed, report)
 
 
+async def earlier_segments(store: JobStore, job_id: str) -> list[dict[str, Any]]:
+    """The report segments of earlier runs, with the figures of a run that was killed folded in."""
+    segments = load_segments(await store.get_blob(job_id, REPORT_BLOB))
+    if fold_open_segment(segments, await store.get_blob(job_id, OPEN_SEGMENT_BLOB)):
+        await store.put_blob(job_id, REPORT_BLOB, dump_segments(segments))
+    await store.put_blob(job_id, OPEN_SEGMENT_BLOB, b"")
+    return segments
+
+
+def refused_tokens(segments: list[dict[str, Any]]) -> int:
+    """Tokens earlier runs were billed for answers the output check refused (not in the store)."""
+    return sum(
+        int(p.get("validation_tokens", 0)) for seg in segments for p in seg.get("providers", {}).values()
+    )
+
+
 def _without_series(stats: dict[str, Any]) -> dict[str, Any]:
     providers = {
         name: {k: v for k, v in p.items() if k != "series"} for name, p in stats.get("providers", {}).items()

@@ -25,7 +25,7 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
-from batchgate.jobs.finish import Finished, finish_job
+from batchgate.jobs.finish import Finished, earlier_segments, finish_job, refused_tokens
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import render_graph_summary
 from batchgate.jobs.graph.setup import job_graph, restore, step_checks
@@ -34,10 +34,6 @@ from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
 from batchgate.jobs.io.report import (
     OPEN_SEGMENT_BLOB,
-    REPORT_BLOB,
-    dump_segments,
-    fold_open_segment,
-    load_segments,
     render_summary,
     run_segment,
 )
@@ -101,7 +97,7 @@ async def run_job(
                 requeued = await store.requeue_failed(job_id)
                 err(f"re-queued {plural(requeued, 'failed item')} of job {job_id}")
             config = job_config(config, job)
-            segments = await _load_segments(store, job_id)
+            segments = await earlier_segments(store, job_id)
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
             await store.update_job(job_id, status="running", stop_reason="")  # "" clears an old stop
             deadline = job_deadline(config, job.created_at)
@@ -130,15 +126,6 @@ async def _run_all(
     return outcome, graph
 
 
-async def _load_segments(store: JobStore, job_id: str) -> list[dict[str, Any]]:
-    """The report segments of earlier runs, with the figures of a run that was killed folded in."""
-    segments = load_segments(await store.get_blob(job_id, REPORT_BLOB))
-    if fold_open_segment(segments, await store.get_blob(job_id, OPEN_SEGMENT_BLOB)):
-        await store.put_blob(job_id, REPORT_BLOB, dump_segments(segments))
-    await store.put_blob(job_id, OPEN_SEGMENT_BLOB, b"")
-    return segments
-
-
 async def _run_engine(
     store: JobStore,
     job_id: str,
@@ -150,9 +137,7 @@ async def _run_engine(
     clock: Clock,
     graph: GraphTasks | None = None,
 ) -> EngineOutcome:
-    extra = sum(
-        int(p.get("validation_tokens", 0)) for seg in segments for p in seg.get("providers", {}).values()
-    )
+    extra = refused_tokens(segments)
     ticker: _Ticker | None = None
 
     def on_event(name: str, fields: dict[str, Any]) -> None:
