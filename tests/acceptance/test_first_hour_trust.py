@@ -9,13 +9,15 @@ emulated providers, one test per row of the issue's table:
 - a typo in the `emulator:` section: refused before any job exists;
 - `--skip-invalid`: each skipped line, with its number and reason, in the errors file;
 - kill -9 mid-run: OUT already holds whole lines (it can be tailed); a resume continues it;
-- the library: `Gateway` refuses what `run` refuses, `Job` errors speak Python, `results()`;
+- the library: `Gateway` refuses what `run` refuses, `Job` errors speak Python, `results()`
+  after `run()`, and the README's `Job` snippet as written;
 - `report --html`: owner-only, like every other artefact.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -44,6 +46,7 @@ from .harness import (
     wait_for,
     write_input,
 )
+from .test_readme_snippets import readme_blocks
 
 pytestmark = pytest.mark.acceptance
 ROOT = Path(__file__).resolve().parents[2]
@@ -323,3 +326,16 @@ def test_the_library_is_held_to_the_clis_rules(cli: VenvCli, emu: EmulatorThread
     assert seen["report"] == n
     assert sorted(seen["results"]) == sorted(expected_ids(n))  # results() after run() yields them
     assert provider_totals(emu)["admitted"] == n
+
+
+def test_the_readmes_job_snippet_runs_as_written(cli: VenvCli) -> None:
+    (code,) = [block for block in readme_blocks() if "Job(" in block]
+    shutil.copytree(ROOT / "examples", cli.cwd / "examples")
+    (cli.cwd / "snippet.py").write_text(code, encoding="utf-8")
+    done = subprocess.run(
+        [str(cli.python), "snippet.py"],
+        cwd=cli.cwd, env=cli._env(), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "completed 6 results in" in done.stdout, done.stdout
+    assert len([line for line in done.stdout.splitlines() if line.startswith("review-")]) == 6

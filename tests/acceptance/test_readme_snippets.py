@@ -24,7 +24,7 @@ NEEDS = {
 }
 
 
-def _blocks() -> list[str]:
+def readme_blocks() -> list[str]:
     return BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8"))
 
 
@@ -33,16 +33,16 @@ def _needs(code: str) -> str | None:
 
 
 def test_the_readme_has_python_snippets_and_each_compiles() -> None:
-    blocks = _blocks()
+    blocks = readme_blocks()
     assert len(blocks) >= 3
     for i, code in enumerate(blocks):
         compile(code, f"README.md python block {i + 1}", "exec")  # no top-level `async for`, say
     assert set(filter(None, map(_needs, blocks))) == set(NEEDS.values())  # none stale
 
 
-@pytest.mark.parametrize("index", [i for i, code in enumerate(_blocks()) if _needs(code) is None])
+@pytest.mark.parametrize("index", [i for i, code in enumerate(readme_blocks()) if _needs(code) is None])
 def test_a_readme_snippet_runs_as_written(index: int, tmp_path: Path) -> None:
-    code = _blocks()[index]
+    code = readme_blocks()[index]
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     script = tmp_path / "snippet.py"
     script.write_text(code, encoding="utf-8")
