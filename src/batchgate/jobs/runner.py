@@ -55,8 +55,16 @@ from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger
 from batchgate.text import plural
 
-__all__ = ["DEFAULT_STORE", "LIVE_BLOB", "RunRequest", "check_input", "job_config", "job_id_for", "run_job",
-           "with_job_overrides"]  # fmt: skip
+__all__ = [
+    "DEFAULT_STORE",
+    "LIVE_BLOB",
+    "RunRequest",
+    "check_input",
+    "job_config",
+    "job_id_for",
+    "run_job",
+    "with_job_overrides",
+]
 
 EXIT_OK = 0  # every item succeeded
 EXIT_STOPPED = 3  # stopped by a guard (budget, error rate, an exhausted account)
