@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+import batchgate
 from batchgate.emulator import EmulatorThread
 
 from .harness import (
@@ -115,3 +116,20 @@ def test_ordered_output_is_written_at_the_end_by_atomic_rename(cli: Cli, emu: Em
     assert [r["custom_id"] for r in _whole_rows(out)] == sorted(expected_ids(n))
     assert out.stat().st_ino != inode  # a new file moved over the old one, never rewritten in place
     assert not list(leftovers(cli.cwd))
+
+
+def test_every_skipped_line_is_kept_beyond_the_first_thousand(tmp_path: Path, emu: EmulatorThread) -> None:
+    bad = 1_005  # more than the validation pass keeps (MAX_REPORTED_PROBLEMS)
+    rows = [b"not json %d" % i for i in range(bad)] + [orjson.dumps(input_line(i)) for i in range(2)]
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(rows) + b"\n")
+    cfg = gateway_config(tmp_path / "gw.yaml", emu)
+    job = batchgate.Job(
+        src, config=cfg, output=tmp_path / "out.jsonl", store=tmp_path / "jobs.db", skip_invalid=True
+    )
+    report = job.run()
+    assert report["skipped_invalid_lines"] == bad
+    assert len(report["skipped_lines"]) == 20  # the report names the first; the errors file has all
+    errors = read_jsonl(tmp_path / "out.jsonl.errors.jsonl")
+    assert [e["error"]["line"] for e in errors] == list(range(1, bad + 1))
+    assert errors[-1]["input"] == f"not json {bad - 1}"
