@@ -4,6 +4,7 @@
     ├── ConfigError              a config file is wrong (file, key, reason)
     ├── InputError               an input line is wrong (file, line, reason)
     ├── RoutingError             a request names no known route / no usable target
+    ├── InvalidRequestError      a request body `batchgate run` would refuse (a field's type); not sent
     ├── NeverFitsError           a request costs more than a provider's whole per-minute quota
     ├── DispatchStopped          the gateway stopped sending (a job is stopping); nothing was sent
     ├── QuotaStoreUnavailable    the shared quota store (Redis, the machine's ledger) cannot be reached
@@ -37,7 +38,7 @@ Every class's docstring doubles as its default message. Errors never carry API k
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -67,16 +68,24 @@ class ConfigError(BatchgateError):
 
 
 class InputError(BatchgateError):
-    """An input line is invalid."""
+    """An input line is invalid. `problems`: the first bad lines as `(line, reason)`, when the
+    error is about many."""
 
-    def __init__(self, file: str, line: int | None, reason: str) -> None:
+    def __init__(
+        self, file: str, line: int | None, reason: str, *, problems: Sequence[tuple[int, str]] = ()
+    ) -> None:
         self.file, self.line, self.reason = file, line, reason
+        self.problems = list(problems)
         where = f"{file}:{line}" if line is not None else file
         super().__init__(f"{where}: {reason}")
 
 
 class RoutingError(BatchgateError):
     """The request's model names no configured route."""
+
+
+class InvalidRequestError(BatchgateError):
+    """The request body is invalid (checked as `batchgate run` checks an input line); it was not sent."""
 
 
 class NeverFitsError(BatchgateError):
@@ -233,4 +242,5 @@ _KIND: dict[type[BaseException], str] = {
     QuotaStoreUnavailable: "quota_store",
     InternalError: "internal_error",
     RoutingError: "routing",
+    InvalidRequestError: "invalid_request",
 }

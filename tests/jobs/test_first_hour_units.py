@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from batchgate.body_types import field_type_problem
 from batchgate.config import config_from_dict
 from batchgate.jobs.fits import RouteFit, prompt_upper_bound
-from batchgate.jobs.io.body_types import field_type_problem
 from batchgate.jobs.io.live_display import budget_text, fmt_duration, head_lines, provider_row, quota_text
 from batchgate.jobs.io.progress_lines import LineSink
 from batchgate.jobs.io.shapes import ShapeError, normalise

@@ -4,10 +4,11 @@ validation, fan-out, pipelines, report — as an object beside `Gateway`.
 `Job(...)` names a job exactly as the CLI does (the same input and output paths are the same
 job, so running it again resumes it, and a job started by the CLI can be finished from Python and
 the other way round). `await job.arun()` / `job.run()` run it to the end and return the report —
-the same JSON the CLI writes. `async for r in job.results()` runs it and yields each result as it
-is stored. An iterable input is first written to `OUTPUT.input.jsonl` (rewritten only when it
-differs) so the job can resume from it. `run()` works in a notebook: where an event loop already
-runs in this thread, it runs the job on a fresh loop in a worker thread, as `Gateway.batch` does.
+the same JSON the CLI writes. `async for r in job.results()` yields every result of the job: those
+earlier runs stored first (all of them, after `run()`), then this run's as each is stored. An
+iterable input is first written to `OUTPUT.input.jsonl` (rewritten only when it differs) so the
+job can resume from it. `run()` works in a notebook: where an event loop already runs in this
+thread, it runs the job on a fresh loop in a worker thread, as `Gateway.batch` does.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.graph.expand import answer_of
 from batchgate.jobs.graph.setup import requested_graph
 from batchgate.jobs.pricing import check_prices, unpriced_warning
-from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, run_job
-from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
+from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, job_id_for, run_job
+from batchgate.jobs.store.location import open_store, store_exists
+from batchgate.jobs.store.protocol import TaskOutcome, TaskRecord, TaskSpec, TaskState
 
 __all__ = ["Job", "JobResult"]
 
@@ -60,6 +62,21 @@ class JobResult:
             step=spec.step,
             route=spec.route,
             line=orjson.loads(outcome.output_line) if outcome.output_line else {},
+        )
+
+    @classmethod
+    def of_record(cls, record: TaskRecord) -> JobResult:
+        """A result an earlier run stored."""
+        ok = record.state is TaskState.SUCCEEDED
+        line = record.output_line
+        return cls(
+            custom_id=record.custom_id,
+            ok=ok,
+            answer=answer_of(line) if ok and line else None,
+            error=record.error,
+            step=record.step,
+            route=record.route,
+            line=orjson.loads(line) if line else {},
         )
 
 
@@ -126,6 +143,7 @@ class Job:
             deadline_hours=deadline_hours,
             graph=self.graph,
             allow_unpriced=allow_unpriced,
+            python=True,
         )
         self.on_progress = on_progress
         self.exit_code: int | None = None
@@ -155,7 +173,11 @@ class Job:
             return pool.submit(asyncio.run, self.arun()).result()
 
     async def results(self) -> AsyncIterator[JobResult]:
-        """Run the job, yielding each result of this run as it is stored; errors are raised after."""
+        """Every result of the job: those stored by earlier runs (input order), then this run's as
+        each is stored (a finished job yields all of its results and sends nothing); errors are
+        raised after."""
+        async for earlier in self._stored():
+            yield earlier
         queue: asyncio.Queue[JobResult | None] = asyncio.Queue()
         task = asyncio.ensure_future(self._run(lambda spec, out: queue.put_nowait(JobResult.of(spec, out))))
         task.add_done_callback(lambda _: queue.put_nowait(None))
@@ -168,6 +190,21 @@ class Job:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+    async def _stored(self) -> AsyncIterator[JobResult]:
+        where = self.request.store_path
+        if not store_exists(where):
+            return
+        store = await open_store(where, create=False)
+        try:
+            job_id = job_id_for(self.input_path, self.output_path)
+            if await store.get_job(job_id) is None:
+                return
+            done = (TaskState.SUCCEEDED, TaskState.FAILED)
+            async for record in store.iter_results(job_id, ordered=True, states=done):
+                yield JobResult.of_record(record)
+        finally:
+            await store.close()
 
     async def _run(self, hook: Callable[[TaskSpec, TaskOutcome], None] | None) -> int:
         sink = _CallbackSink(self.on_progress) if self.on_progress is not None else None

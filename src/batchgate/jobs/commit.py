@@ -7,7 +7,8 @@ failed write keeps its outcomes buffered and re-raises its error on the next `ad
 `close` (once), so a broken store is never silently ignored.
 
 By default it writes with `JobStore.complete_tasks`; a worker passes `write` (its chunk's fenced
-`commit_chunk`), so a lost lease surfaces as the `LeaseLostError` of that write.
+`commit_chunk`), so a lost lease surfaces as the `LeaseLostError` of that write. `after` hears each
+batch once it is written (a run appends its lines to OUT).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from batchgate.clock import Clock, TimerHandle
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome
 
 Write = Callable[[Sequence[TaskOutcome]], Awaitable[None]]
+Committed = Callable[[Sequence[TaskOutcome]], None]  # outcomes the store has just committed
 
 
 class GroupCommitter:
@@ -33,6 +35,7 @@ class GroupCommitter:
         max_delay: float = 0.05,
         *,
         write: Write | None = None,
+        after: Committed | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
@@ -41,6 +44,7 @@ class GroupCommitter:
         self._job_id = job_id
         self._write_batch: Write = write or (lambda batch: store.complete_tasks(job_id, batch))
         self._clock = clock
+        self._after = after
         self._max_batch = max_batch
         self._max_delay = max_delay
         self._buffer: list[TaskOutcome] = []
@@ -124,6 +128,8 @@ class GroupCommitter:
                 raise
             self.committed += len(batch)
             self.transactions += 1
+            if self._after is not None:
+                self._after(batch)
         if self._buffer and self._timer is None:
             self._timer = self._clock.call_at(self._clock.now() + self._max_delay, self._on_timer)
 

@@ -27,7 +27,7 @@ from batchgate.gateway import Gateway
 from batchgate.inflight import InflightLimit
 from batchgate.jobs.batch.driver import BatchDriver, EventSink
 from batchgate.jobs.budget_gate import BudgetGate
-from batchgate.jobs.commit import GroupCommitter
+from batchgate.jobs.commit import Committed, GroupCommitter
 from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Progress
@@ -93,16 +93,16 @@ class JobEngine:
         on_result: ResultHook | None = None,
         step_checks: dict[str, OutputCheck] | None = None,
         gateway: Gateway | None = None,
+        on_commit: Committed | None = None,
     ) -> None:
-        """`spent_extra_tokens`: tokens earlier runs were billed beyond the stored answers (rejected
-        answers), counted against the token budget. `deadline`: the job's deadline in wall seconds
-        (`batch_policy.job_deadline`). `on_event(name, fields)` hears the batch events. `follow`
-        names the tasks a committed outcome makes ready (stored, then claimed like any other);
-        `on_result` hears each live outcome once accepted for commit; `step_checks` replace the
-        job's output check for the tasks of the named steps. `gateway`: a started gateway shared
-        with other jobs (`batchgate serve`: one quota pool per provider for all of them); the
-        engine neither starts nor closes it, and its stop leaves the other jobs' requests alone
-        (this job's requests still waiting for quota end with the grace period)."""
+        """`spent_extra_tokens`: tokens earlier runs were billed beyond the stored answers (rejected answers),
+        counted against the token budget. `deadline`: the job's deadline in wall seconds
+        (`batch_policy.job_deadline`). `on_event(name, fields)` hears the batch events. `follow` names the
+        tasks a committed outcome makes ready (stored, then claimed like any other); `on_result` hears each
+        live outcome once accepted for commit, `on_commit` each group (live or batch mode) once committed;
+        `step_checks` replace the job's output check for the named steps' tasks. `gateway`: a started
+        gateway shared with other jobs (`batchgate serve`: one quota pool per provider for all of them); the
+        engine neither starts nor closes it, and its stop leaves the other jobs' requests alone."""
         self.config = config
         self.store = store
         self.job_id = job_id
@@ -114,7 +114,7 @@ class JobEngine:
         self._deadline = deadline
         self._on_event = on_event
         self._follow = follow
-        self._on_result = on_result
+        self._on_result, self._on_commit = on_result, on_commit
         self._step_checks = step_checks or {}
         self._more = False  # follow-up tasks were stored since the last claim found none
         self.budget = BudgetGuard(config.budget)
@@ -190,7 +190,7 @@ class JobEngine:
             timeout=opts.timeout,
             quota_store=opts.quota_store,
         )
-        committer = GroupCommitter(self.store, self.job_id, self.clock)
+        committer = GroupCommitter(self.store, self.job_id, self.clock, after=self._on_commit)
         started = self.clock.now()
         async with contextlib.nullcontext(gateway) if self._shared is not None else gateway:
             self.gateway = gateway
@@ -212,6 +212,7 @@ class JobEngine:
                 deadline=self._deadline,
                 on_event=self._on_event,
                 check=self.check,
+                on_commit=self._on_commit,
             )
             try:
                 await self.batches.start(gateway)

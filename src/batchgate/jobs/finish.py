@@ -72,9 +72,12 @@ async def finish_job(
     stop_reason: str | None,
     emulator_stats: dict[str, Any] | None = None,
     graph: GraphTasks | None = None,
+    appended: int | None = None,
 ) -> Finished:
     """Store the job's status and report segments, then write OUT, errors and the report. A
-    fan-out or pipeline job (`graph`) writes one joined line per input and a `graph` report section."""
+    fan-out or pipeline job (`graph`) writes one joined line per input and a `graph` report section.
+    `appended`: the lines a run appended to OUT as it went; when that is one per finished task, OUT
+    is complete and is left as it is (else, and for `--ordered`, it is rewritten from the store)."""
     counts = await store.counts(job_id)
     unfinished = counts[TaskState.PENDING] + counts[TaskState.RUNNING]
     status = "completed" if unfinished == 0 else "stopped"
@@ -89,9 +92,10 @@ async def finish_job(
     if graph is not None:
         written, failed, section = await write_joined(store, job_id, graph, files.output, files.errors)
     else:
-        written, failed = await write_outputs(
-            store, job_id, files.output, files.errors, ordered=files.ordered
-        )
+        whole = appended == counts[TaskState.SUCCEEDED] + counts[TaskState.FAILED] and not files.ordered
+        out = None if whole else files.output
+        written, failed = await write_outputs(store, job_id, out, files.errors, ordered=files.ordered)
+        written = appended if whole and appended is not None else written
     job_now = await store.get_job(job_id)
     assert job_now is not None
     invalid = await load_invalid(store, job_id)
@@ -103,6 +107,22 @@ async def finish_job(
         report["emulator"] = _without_series(emulator_stats)
     write_report(files.report, report)
     return Finished(status, reason, unfinished, written, failed, report)
+
+
+async def earlier_segments(store: JobStore, job_id: str) -> list[dict[str, Any]]:
+    """The report segments of earlier runs, with the figures of a run that was killed folded in."""
+    segments = load_segments(await store.get_blob(job_id, REPORT_BLOB))
+    if fold_open_segment(segments, await store.get_blob(job_id, OPEN_SEGMENT_BLOB)):
+        await store.put_blob(job_id, REPORT_BLOB, dump_segments(segments))
+    await store.put_blob(job_id, OPEN_SEGMENT_BLOB, b"")
+    return segments
+
+
+def refused_tokens(segments: list[dict[str, Any]]) -> int:
+    """Tokens earlier runs were billed for answers the output check refused (not in the store)."""
+    return sum(
+        int(p.get("validation_tokens", 0)) for seg in segments for p in seg.get("providers", {}).values()
+    )
 
 
 def _without_series(stats: dict[str, Any]) -> dict[str, Any]:

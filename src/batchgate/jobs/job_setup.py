@@ -17,16 +17,24 @@ from batchgate.config import GatewayConfig, RouteMode
 from batchgate.embedded import check_embedded, load_embedded
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.gateway import Gateway
+from batchgate.jobs.commit import Committed
 from batchgate.jobs.engine import EngineOptions, JobEngine, ResultHook
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.graph.expand import GraphTasks
-from batchgate.jobs.graph.inputs import validate_items
+from batchgate.jobs.graph.inputs import read_items, validate_items
 from batchgate.jobs.graph.setup import graph_options, input_items
 from batchgate.jobs.graph.spec import Graph
-from batchgate.jobs.io.input import ValidationReport, file_sha256, read_tasks, validate_input
+from batchgate.jobs.io.input import (
+    InputProblem,
+    ValidationReport,
+    file_sha256,
+    read_tasks,
+    validate_input,
+)
 from batchgate.jobs.io.report import PRICE_NOTES_OPTION
 from batchgate.jobs.io.same_file import refuse_overwrite
+from batchgate.jobs.io.skipped import SKIPPED_BLOB, listed, skipped_lines
 from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.pricing import check_prices, price_notes, unpriced_warning
 from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store
@@ -36,6 +44,7 @@ from batchgate.text import plural
 
 SHOWN_PROBLEMS = 20
 _log = get_logger("job")
+SHOWN_IN_ERROR = 3  # reasons a Python caller's error carries in its message (all 20 in `.problems`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +64,7 @@ class RunRequest:
     quiet: bool = False  # -q: no summary table at the end
     graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
     on_result: ResultHook | None = field(default=None, compare=False)  # each outcome as it is stored
+    on_commit: Committed | None = field(default=None, compare=False)  # each batch once committed
     # `batchgate serve`: many jobs in one process share one started gateway (one quota pool per
     # provider); the server hears each run's engine (to cancel it) and owns the signals itself.
     gateway: Gateway | None = field(default=None, compare=False)
@@ -66,6 +76,7 @@ class RunRequest:
     extra_reads: tuple[tuple[str, Path], ...] = ()
     extra_writes: tuple[tuple[str, Path], ...] = ()
     allow_unpriced: bool = False  # --allow-unpriced: a money budget although a model has no price
+    python: bool = False  # `batchgate.Job`: messages speak Python (`skip_invalid=True`)
 
     @property
     def errors_file(self) -> Path:
@@ -80,6 +91,11 @@ class RunRequest:
     @property
     def files(self) -> OutputFiles:
         return OutputFiles(self.output_path, self.errors_file, self.ordered)
+
+
+def appends(req: RunRequest) -> bool:
+    """Whether the run appends OUT as it goes (not `--ordered`, not a fan-out or pipeline)."""
+    return not req.ordered and req.graph is None
 
 
 def with_job_overrides(
@@ -113,19 +129,29 @@ def check_input(req: RunRequest, config: GatewayConfig, err: Callable[[str], Non
     if report.problem_count:
         _show_problems(req, report, err)
         if not req.skip_invalid:
-            first = report.problems[0]
-            in_all = f"{plural(report.problem_count, 'invalid line')} in all; nothing was sent"
-            if report.problem_count == 1:  # one bad line, one line: the error names it
-                reason = f"{first.reason} ({in_all}; fix it or pass --skip-invalid)"
-                raise InputError(str(req.input_path), first.line_no, reason)
-            raise InputError(
-                str(req.input_path),
-                None,
-                f"{in_all} (the first on line {first.line_no}); fix them or pass --skip-invalid",
-            )
+            raise _invalid_input(req, report)
         if report.task_count == 0:
             raise InputError(str(req.input_path), None, "no valid tasks left after skipping invalid lines")
     return report
+
+
+def _invalid_input(req: RunRequest, report: ValidationReport) -> InputError:
+    """The error of an input with bad lines; from Python it names `skip_invalid=True` and carries
+    the first reasons (the CLI printed them above it)."""
+    first = report.problems[0]
+    hint = "skip_invalid=True" if req.python else "--skip-invalid"
+    in_all = f"{plural(report.problem_count, 'invalid line')} in all; nothing was sent"
+    problems = [(p.line_no, p.reason) for p in report.problems[:SHOWN_PROBLEMS]]
+    if report.problem_count == 1:  # one bad line, one line: the error names it
+        reason = f"{first.reason} ({in_all}; fix it or pass {hint})"
+        return InputError(str(req.input_path), first.line_no, reason, problems=problems)
+    listed = ""
+    if req.python:
+        shown = "; ".join(f"line {n}: {why}" for n, why in problems[:SHOWN_IN_ERROR])
+        more = " ..." if report.problem_count > SHOWN_IN_ERROR else ""
+        listed = f": {shown}{more}"
+    reason = f"{in_all} (the first on line {first.line_no}){listed}; fix them or pass {hint}"
+    return InputError(str(req.input_path), None, reason, problems=problems)
 
 
 def _show_problems(req: RunRequest, report: ValidationReport, err: Callable[[str], None]) -> None:
@@ -139,7 +165,8 @@ def _show_problems(req: RunRequest, report: ValidationReport, err: Callable[[str
     if more > 0:
         err(f"... and {plural(more, 'more invalid line')}")
     if req.skip_invalid:
-        err(f"skipping {plural(report.problem_count, 'invalid line')} (--skip-invalid)")
+        hint = "skip_invalid=True" if req.python else "--skip-invalid"
+        err(f"skipping {plural(report.problem_count, 'invalid line')} ({hint})")
 
 
 def _valid_tasks(req: RunRequest, config: GatewayConfig) -> Iterator[TaskSpec]:
@@ -224,6 +251,7 @@ async def prepare_job(
             "skip_invalid": req.skip_invalid,
             "errors_path": str(req.errors_file.resolve()),
             "skipped_lines": report.problem_count if req.skip_invalid else 0,
+            "skipped_first": listed(report.problems) if req.skip_invalid else [],
             **_remembered(req),
             **_price_notes(config),
             **graph_options(req.graph),
@@ -231,6 +259,9 @@ async def prepare_job(
         },
     )
     await store.create_job(job)
+    if req.skip_invalid and report.problem_count:  # each skipped line, for the errors file
+        lines = skipped_lines(req.input_path, _all_problems(req, config, report))
+        await store.put_blob(job_id, SKIPPED_BLOB, lines)
     await store.add_tasks(job_id, _valid_tasks(req, config))
     return job
 
@@ -238,6 +269,17 @@ async def prepare_job(
 def _price_notes(config: GatewayConfig) -> dict[str, Any]:
     """The models this run prices from the built-in table, for the report to say so."""
     return {PRICE_NOTES_OPTION: price_notes(config)}
+
+
+def _all_problems(req: RunRequest, config: GatewayConfig, report: ValidationReport) -> Iterator[InputProblem]:
+    """Every problem of the input in line order (the report keeps only the first ones)."""
+    if len(report.problems) == report.problem_count:
+        return iter(report.problems)
+    if req.graph is not None:
+        items: Iterator[object] = read_items(req.input_path, req.graph)
+    else:
+        items = read_tasks(req.input_path, known_models=config.route_models(), check=RouteFit(config).problem)
+    return (p for p in items if isinstance(p, InputProblem))
 
 
 def _remembered(req: RunRequest) -> dict[str, Any]:

@@ -25,24 +25,22 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
-from batchgate.jobs.finish import Finished, finish_job
+from batchgate.jobs.finish import Finished, earlier_segments, finish_job, refused_tokens
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import render_graph_summary
 from batchgate.jobs.graph.setup import job_graph, restore, step_checks
+from batchgate.jobs.io.live_output import LiveOutput
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
 from batchgate.jobs.io.report import (
     OPEN_SEGMENT_BLOB,
-    REPORT_BLOB,
-    dump_segments,
-    fold_open_segment,
-    load_segments,
     render_summary,
     run_segment,
 )
 from batchgate.jobs.io.timeline import TIMELINE_BLOB, Timeline, load_timeline
 from batchgate.jobs.job_setup import (
     RunRequest,
+    appends,
     check_input,
     check_output_writable,
     check_request,
@@ -109,13 +107,18 @@ async def run_job(
                 requeued = await store.requeue_failed(job_id)
                 err(f"re-queued {plural(requeued, 'failed item')} of job {job_id}")
             config = job_config(config, job)
-            segments = await _load_segments(store, job_id)
+            segments = await earlier_segments(store, job_id)
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
             await store.update_job(job_id, status="running", stop_reason="")  # "" clears an old stop
             deadline = job_deadline(config, job.created_at)
+            live = await LiveOutput.open(store, job_id, req.output_path) if appends(req) else None
+            req = replace(req, on_commit=live.committed if live is not None else None)
             run = functools.partial(_run_engine, store, job_id, config, req, sink, segments, deadline, clock)
-            outcome, graph = await _run_all(store, job_id, req, run)
-            return await _finish(store, job, outcome, req, segments, sink, out, err, graph)
+            try:
+                outcome, graph = await _run_all(store, job_id, req, run)
+            finally:
+                appended = live.close() if live is not None else None
+            return await _finish(store, job, outcome, req, segments, sink, out, err, graph, appended)
     finally:
         sink.close()
         await store.close()
@@ -133,15 +136,6 @@ async def _run_all(
     return outcome, graph
 
 
-async def _load_segments(store: JobStore, job_id: str) -> list[dict[str, Any]]:
-    """The report segments of earlier runs, with the figures of a run that was killed folded in."""
-    segments = load_segments(await store.get_blob(job_id, REPORT_BLOB))
-    if fold_open_segment(segments, await store.get_blob(job_id, OPEN_SEGMENT_BLOB)):
-        await store.put_blob(job_id, REPORT_BLOB, dump_segments(segments))
-    await store.put_blob(job_id, OPEN_SEGMENT_BLOB, b"")
-    return segments
-
-
 async def _run_engine(
     store: JobStore,
     job_id: str,
@@ -153,9 +147,7 @@ async def _run_engine(
     clock: Clock,
     graph: GraphTasks | None = None,
 ) -> EngineOutcome:
-    extra = sum(
-        int(p.get("validation_tokens", 0)) for seg in segments for p in seg.get("providers", {}).values()
-    )
+    extra = refused_tokens(segments)
     ticker: _Ticker | None = None
 
     def on_event(name: str, fields: dict[str, Any]) -> None:
@@ -177,6 +169,7 @@ async def _run_engine(
         on_result=req.on_result,
         step_checks=step_checks(graph.graph, config) if graph is not None else None,
         gateway=req.gateway,
+        on_commit=req.on_commit,
     )
     if req.on_engine is not None:
         req.on_engine(engine)
@@ -320,6 +313,7 @@ async def _finish(
     out: Callable[[str], None],
     err: Callable[[str], None],
     graph: GraphTasks | None = None,
+    appended: int | None = None,
 ) -> int:
     job_id = job.job_id
     files = req.files
@@ -331,6 +325,7 @@ async def _finish(
         stop_reason=outcome.stop_reason,
         emulator_stats=outcome.emulator_stats,
         graph=graph,
+        appended=appended,
     )
     status, reason, unfinished = done.status, done.reason, done.unfinished
     written, failed = done.written, done.failed

@@ -28,6 +28,7 @@ from batchgate.jobs.batch.mode import BatchModeRunner
 from batchgate.jobs.batch.outcomes import Rejected
 from batchgate.jobs.batch.policy import batch_target, may_batch
 from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate
+from batchgate.jobs.commit import Committed
 from batchgate.jobs.guards import ErrorRateWindow
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Progress
@@ -58,8 +59,10 @@ class BatchDriver:
         deadline: float | None = None,
         on_event: EventSink | None = None,
         check: OutputCheck | None = None,
+        on_commit: Committed | None = None,
     ) -> None:
         self.config = config
+        self._on_commit = on_commit
         self.store = store
         self.job_id = job_id
         self.runner: BatchModeRunner | None = None
@@ -199,6 +202,8 @@ class BatchDriver:
         self._refused_tokens[refused.seq] = refused.tokens
 
     def outcome(self, outcome: TaskOutcome) -> None:
+        if self._on_commit is not None:
+            self._on_commit((outcome,))
         p = self._progress
         tokens = outcome.prompt_tokens + outcome.completion_tokens + self._refused_tokens.pop(outcome.seq, 0)
         self._budget.settle(self._reserved.pop(outcome.seq, FREE), (outcome.cost_usd, tokens))

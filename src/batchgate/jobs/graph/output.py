@@ -18,6 +18,7 @@ from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.join import Joiner, StepFigures
 from batchgate.jobs.graph.spec import FANOUT
 from batchgate.jobs.io.output import _commit, _open_temp
+from batchgate.jobs.io.skipped import SKIPPED_BLOB
 from batchgate.jobs.store.protocol import JobStore, TaskRecord
 from batchgate.stats import percentile
 
@@ -42,6 +43,7 @@ async def write_joined(
                 group.append(rec)
             if group:
                 written += _emit(joiner, group, tasks.width, out)
+            errs.write(await store.get_blob(job_id, SKIPPED_BLOB) or b"")  # --skip-invalid's lines
             for line in joiner.failed_lines:
                 errs.write(line + b"\n")
         except OSError as exc:

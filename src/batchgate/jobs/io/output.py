@@ -19,6 +19,7 @@ from typing import IO, Any
 import orjson
 
 from batchgate.errors import JobError
+from batchgate.jobs.io.skipped import SKIPPED_BLOB
 from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
 from batchgate.models import Usage
 
@@ -123,41 +124,32 @@ def _error_of(record: TaskRecord) -> dict[str, Any]:
 async def write_outputs(
     store: JobStore,
     job_id: str,
-    out_path: str | Path,
+    out_path: str | Path | None,
     errors_path: str | Path | None,
     *,
     ordered: bool,
 ) -> tuple[int, int]:
-    """Write OUT (every finished task) and the errors file (failed tasks); returns their line counts.
+    """Write OUT (every finished task) and the errors file (the lines `--skip-invalid` left out,
+    then the failed tasks); returns their line counts (None: that file is not written, OUT's
+    count is then 0).
 
     Both files appear whole or not at all. A path that cannot be written raises `JobError` naming it
     before either file is touched.
     """
-    targets = [Path(out_path)] + ([Path(errors_path)] if errors_path is not None else [])
+    paths = [Path(p) if p is not None else None for p in (out_path, errors_path)]
     temps: list[tuple[Path, str, IO[bytes]]] = []
     try:
-        for target in targets:
-            temps.append((target, *_open_temp(target)))
-        out = temps[0][2]
-        errs = temps[1][2] if len(temps) > 1 else None
-        written = failed = 0
-        terminal = (TaskState.SUCCEEDED, TaskState.FAILED)
+        for target in paths:
+            if target is not None:
+                temps.append((target, *_open_temp(target)))
+        files = iter(f for _, _, f in temps)
+        out, errs = (next(files) if p is not None else None for p in paths)
         try:
-            async for record in store.iter_results(job_id, ordered=ordered, states=terminal):
-                if record.output_line is not None:
-                    out.write(record.output_line + b"\n")
-                    written += 1
-                failed += record.state is TaskState.FAILED
+            written, failed = await _write_out(store, job_id, out, ordered)
             if errs is not None:
-                failures = store.iter_results(
-                    job_id, ordered=ordered, states=[TaskState.FAILED], with_bodies=True
-                )
-                async for record in failures:
-                    if record.body is not None:
-                        line = format_errors_file_line(record.body, record.custom_id, _error_of(record))
-                        errs.write(line + b"\n")
+                await _write_errors(store, job_id, errs, ordered)
         except OSError as exc:
-            raise JobError(f"{targets[0]}: cannot write the output files ({exc.strerror})") from None
+            raise JobError(f"{temps[0][0]}: cannot write the output files ({exc.strerror})") from None
         await asyncio.to_thread(_commit, temps)
     finally:
         for _, temp, f in temps:
@@ -168,6 +160,29 @@ async def write_outputs(
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp)
     return written, failed
+
+
+async def _write_out(store: JobStore, job_id: str, out: IO[bytes] | None, ordered: bool) -> tuple[int, int]:
+    """OUT's lines (when `out` is given) and the count of failed tasks."""
+    if out is None:
+        counts = await store.counts(job_id)
+        return 0, counts[TaskState.FAILED]
+    written = failed = 0
+    terminal = (TaskState.SUCCEEDED, TaskState.FAILED)
+    async for record in store.iter_results(job_id, ordered=ordered, states=terminal):
+        if record.output_line is not None:
+            out.write(record.output_line + b"\n")
+            written += 1
+        failed += record.state is TaskState.FAILED
+    return written, failed
+
+
+async def _write_errors(store: JobStore, job_id: str, errs: IO[bytes], ordered: bool) -> None:
+    errs.write(await store.get_blob(job_id, SKIPPED_BLOB) or b"")  # --skip-invalid's lines
+    failures = store.iter_results(job_id, ordered=ordered, states=[TaskState.FAILED], with_bodies=True)
+    async for record in failures:
+        if record.body is not None:
+            errs.write(format_errors_file_line(record.body, record.custom_id, _error_of(record)) + b"\n")
 
 
 def _open_temp(target: Path) -> tuple[str, IO[bytes]]:

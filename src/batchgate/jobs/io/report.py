@@ -163,6 +163,8 @@ def build_report(
         "unreachable": unreachable_lines(providers),
         "skipped_invalid_lines": int(job.options.get("skipped_lines", 0)),
         "prices": dict(job.options.get(PRICE_NOTES_OPTION) or {}),  # model → where its price came from
+        "skipped_lines": list(job.options.get("skipped_first", [])),  # the first; all in the errors file
+        "errors_file": job.options.get("errors_path"),
         "rate_limited": sum(p["rate_limited"] for p in providers.values()),
         "retries": sum(p["retries"] for p in providers.values()),
         "token_usage": {
@@ -357,7 +359,11 @@ def render_summary(report: dict[str, Any]) -> str:
     lines += [f"  {note}: {', '.join(models)}" for note, models in by_note.items()]
     if report.get("skipped_invalid_lines"):
         skipped = plural(report["skipped_invalid_lines"], "invalid input line")
-        lines.append(f"  skipped {skipped} (--skip-invalid)")
+        numbers = ", ".join(str(s["line"]) for s in report.get("skipped_lines", [])[:10])
+        more = " ..." if report["skipped_invalid_lines"] > 10 else ""
+        lines.append(
+            f"  skipped {skipped} (lines {numbers}{more}), each with its reason in {report['errors_file']}"
+        )
     if report.get("invalid_outputs"):
         ids = [item["custom_id"] for item in report["invalid_outputs"]]
         lines.append(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchgate.jobs.io.body_types import field_type_problem
+from batchgate.body_types import body_problem
 from batchgate.request_fields import OWN_FIELDS
 
 IGNORED_KEYS = frozenset({"error", "batchgate"})
@@ -149,14 +149,8 @@ def _check_body(body: dict[str, Any]) -> None:
         raise ShapeError("missing model")
     if not isinstance(model, str) or not model:
         raise ShapeError("model must be a non-empty string")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise ShapeError("messages must be a non-empty list")
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise ShapeError(f"messages[{i}] must be an object with a string role")
     if body.get("stream"):
         raise ShapeError("stream is not supported in batch input")
-    problem = field_type_problem(body)
+    problem = body_problem(body)  # the same check the Gateway makes before sending
     if problem is not None:
         raise ShapeError(problem)

@@ -110,3 +110,16 @@ def field_type_problem(body: Mapping[str, Any]) -> str | None:
             shown = repr(value) if isinstance(value, str | int | float) else _json_type(value)
             return f"{name} must be {expected}, got {_json_type(value)} ({shown})"
     return None
+
+
+def body_problem(body: Mapping[str, Any]) -> str | None:
+    """What `batchgate run` refuses in a chat body besides its model: messages that are not a
+    non-empty list of objects with a role, or a field of the wrong type or range. The `Gateway`
+    refuses the same before sending, with the same one-line reason (None: fine)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages must be a non-empty list"
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            return f"messages[{i}] must be an object with a string role"
+    return field_type_problem(body)
