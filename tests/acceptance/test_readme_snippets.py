@@ -17,7 +17,7 @@ pytestmark = pytest.mark.acceptance
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
-# Compiled only: each needs something a test cannot start as the snippet names it.
+# Compiled only: a block that imports one of these needs something a test cannot start as it names it.
 NEEDS = {
     "from batchgate.integrations.ray import": "a Ray cluster, a Dataset `ds` and Redis at 10.0.0.5",
     "from openai import OpenAI": "`batchgate serve` on port 8500 and a key made by `keys create`",
@@ -29,7 +29,7 @@ def readme_blocks() -> list[str]:
 
 
 def _needs(code: str) -> str | None:
-    return next((why for start, why in NEEDS.items() if code.startswith(start)), None)
+    return next((why for start, why in NEEDS.items() if start in code), None)
 
 
 def test_the_readme_has_python_snippets_and_each_compiles() -> None:
