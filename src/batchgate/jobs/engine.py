@@ -38,8 +38,7 @@ from batchgate.quota.store.location import StoreSpec
 
 __all__ = ["CANCEL_BLOB", "CANCEL_REASON", "EngineOptions", "EngineOutcome", "JobEngine", "Progress"]
 
-CLAIM_CHUNK = 512
-START_SLICE = 32  # tasks started in one turn of the event loop
+CLAIM_CHUNK, START_SLICE = 512, 32  # tasks claimed at once; started in one turn of the event loop
 CANCEL_BLOB = "cancel_requested"  # written by `batchgate cancel` for the run that holds the job
 CANCEL_REASON = "cancelled"
 CANCEL_WAIT_S = 120.0  # at most this long cancelling batches at the providers before stopping
@@ -172,13 +171,11 @@ class JobEngine:
     async def _read_before(self) -> None:
         """What earlier runs of the job left: counted in the progress and spent from the budget."""
         counts = await self.store.counts(self.job_id)
-        self.progress.total = sum(counts.values())
-        self.progress.done_before = counts[TaskState.SUCCEEDED] + counts[TaskState.FAILED]
+        ok, failed = counts[TaskState.SUCCEEDED], counts[TaskState.FAILED]
+        self.progress.total, self.progress.done_before = sum(counts.values()), ok + failed
         totals = await self.store.totals(self.job_id)
         prompt, completion = int(totals.get("prompt_tokens", 0)), int(totals.get("completion_tokens", 0))
-        self.progress.before = Before(
-            counts[TaskState.SUCCEEDED], counts[TaskState.FAILED], prompt, completion
-        )
+        self.progress.before = Before(ok, failed, prompt, completion)
         self.budget.spent_cost = float(totals.get("cost_usd", 0.0))
         self.budget.spent_tokens = prompt + completion + self._spent_extra_tokens
 
@@ -270,9 +267,8 @@ class JobEngine:
         task.add_done_callback(self._on_done)
 
     async def _start_all(self, gateway: Gateway, specs: list[TaskSpec], committer: GroupCommitter) -> None:
-        """Start `specs`, at most `START_SLICE` in one turn of the event loop: a task's first step
-        (routing, quota, slots) runs in the turn after its start, so a whole claimed chunk started
-        at once would hold the loop — and a server's other routes — for all of their first steps."""
+        """Start `specs`, `START_SLICE` a turn of the loop: a whole chunk's first steps (routing,
+        quota) in one turn would hold the loop, and a server's other routes, that long."""
         for i, spec in enumerate(specs):
             if i and i % START_SLICE == 0:
                 await asyncio.sleep(0)
