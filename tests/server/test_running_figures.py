@@ -23,7 +23,7 @@ from batchgate.server.job_table import JobTable
 from batchgate.server.native import Jobs
 from batchgate.server.registry import REGISTRY_FILE, BatchRecord, Registry
 
-from .harness import LAG, PROVIDER_KEY, batch_line, gateway_config
+from .harness import ALPHA, LAG, PROVIDER_KEY, batch_line, gateway_config
 
 pytestmark = pytest.mark.integration
 BOUND_S = 30.0  # a bound on a wait, never a timing assertion
@@ -62,6 +62,32 @@ async def _in_progress(jobs: Jobs, batch_id: str) -> BatchRecord:
     raise AssertionError(f"batch {batch_id} never ran")
 
 
+@contextlib.asynccontextmanager
+async def store_held(store: SqliteJobStore) -> AsyncIterator[None]:
+    """The job store's one thread busy (as under a job's writes) until the block ends."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        held.set()
+        release.wait(BOUND_S)
+
+    busy = asyncio.get_running_loop().run_in_executor(store._executor, hold)
+    await asyncio.to_thread(held.wait, BOUND_S)
+    try:
+        yield
+    finally:
+        release.set()
+        await busy
+
+
+async def _figures(jobs: Jobs, b: BatchRecord) -> tuple[dict[str, int], tuple[int, int]] | None:
+    """The batch's request counts and tokens, or None if they waited for the store (bounded)."""
+    try:
+        return await asyncio.wait_for(jobs.counts(b), BOUND_S), await asyncio.wait_for(jobs.usage(b), BOUND_S)
+    except TimeoutError:
+        return None
+
+
 async def test_running_batch_figures_answer_while_the_store_is_busy(
     tmp_path: Path, emu: EmulatorThread, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -70,24 +96,29 @@ async def test_running_batch_figures_answer_while_the_store_is_busy(
         requests = [batch_line(i, LAG) for i in range(3)]
         b, _ = await jobs.create_job("key-owner", "key-owner", {"requests": requests})
         b = await _in_progress(jobs, b.id)
-        held, release = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            held.set()
-            release.wait(BOUND_S)
-
-        busy = asyncio.get_running_loop().run_in_executor(store._executor, hold)  # the store's one thread
-        await asyncio.to_thread(held.wait, BOUND_S)
-        try:
-            counts = await asyncio.wait_for(jobs.counts(b), BOUND_S)
-            usage = await asyncio.wait_for(jobs.usage(b), BOUND_S)
-            stalled = False
-        except TimeoutError:
-            stalled = True
-        finally:
-            release.set()
-            await busy
-        assert not stalled, "a running batch's figures waited for the job store"
+        async with store_held(store):
+            figures = await _figures(jobs, b)
+        assert figures is not None, "a running batch's figures waited for the job store"
+        counts, usage = figures
         assert counts["total"] == 3
         assert counts["completed"] + counts["failed"] <= 3
         assert min(usage) >= 0
+
+
+async def test_an_ended_batch_keeps_its_figures(
+    tmp_path: Path, emu: EmulatorThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EMU_KEY", PROVIDER_KEY)
+    async with service(tmp_path, emu) as (jobs, store):
+        b, _ = await jobs.create_job("key-owner", "key-owner", {"requests": [batch_line(0, ALPHA)]})
+        await asyncio.wait_for(jobs._tasks[b.id], BOUND_S)  # the run and its finalizing
+        ended = jobs.registry.get_batch(b.id)
+        assert ended is not None
+        assert ended.status == "completed"
+        async with store_held(store):
+            figures = await _figures(jobs, ended)
+        assert figures is not None, "an ended batch's figures waited for the job store"
+        counts, (prompt, completion) = figures
+        assert counts == {"total": 1, "completed": 1, "failed": 0}
+        assert prompt > 0
+        assert completion > 0

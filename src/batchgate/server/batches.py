@@ -161,8 +161,7 @@ class Batches:
         return progress if progress is not None and progress.before is not None else None
 
     async def counts(self, b: BatchRecord) -> dict[str, int]:
-        """`request_counts`: frozen at the end, the running job's own while it runs here, else read
-        from the job store."""
+        """`request_counts`: frozen at the end, the running job's while it runs here, else the store's."""
         if b.counts is not None:
             return b.counts
         if (p := self.running(b.id)) is not None and p.before is not None:
@@ -179,7 +178,9 @@ class Batches:
         }
 
     async def usage(self, b: BatchRecord) -> tuple[int, int]:
-        """The prompt and completion tokens of the batch's kept answers so far."""
+        """The prompt and completion tokens of the batch's kept answers so far (frozen at the end)."""
+        if b.usage is not None:
+            return b.usage[0], b.usage[1]
         if (p := self.running(b.id)) is not None and p.before is not None:
             return p.before.prompt_tokens + p.prompt_tokens, p.before.completion_tokens + p.completion_tokens
         if await self.store.get_job(b.job_id) is None:
@@ -357,7 +358,7 @@ class Batches:
         job = await self.store.get_job(b.job_id)
         if job is not None and b.kind == "openai":  # Anthropic's results are read when asked for
             await self._write_files(b)
-        b.counts = await self.counts(b)
+        b.counts, b.usage = await self.counts(b), list(await self.usage(b))
         timer = self._timers.pop(b.id, None)
         if timer is not None:
             timer.cancel()

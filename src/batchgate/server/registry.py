@@ -72,6 +72,7 @@ class BatchRecord:
     error_file_id: str | None = None
     times: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] | None = None  # request_counts, frozen once the batch has ended
+    usage: list[int] | None = None  # prompt and completion tokens, frozen with `counts`
     cancel_asked: bool = False
     kind: str = "openai"
     requests: int = 0  # inline requests (Anthropic's API): known before the job exists
