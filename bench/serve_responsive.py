@@ -6,9 +6,10 @@
 One emulated provider (`batchgate emulate`, its own process) and one `batchgate serve` (a
 subprocess) in front of it, the bench's client in a third process:
 
-(a) `GET /v1/batches` latency, `--calls` calls one after another: first on an idle server, then
-    while a batch of `--lines` requests (uploaded with the Files API, created with the Batches
-    API) runs on the provider at up to `--rpm`;
+(a) `GET /v1/batches` latency (a page of 20: `--finished` small batches that have ended, and the
+    big one), `--calls` calls one after another: first on an idle server, then while a batch of
+    `--lines` requests (uploaded with the Files API, created with the Batches API) runs on the
+    provider at up to `--rpm`;
 (b) `--live` concurrent chat completions, sent straight to the emulator and through the server's
     proxy (`/v1/chat/completions`), alternating for `--rounds` rounds on an idle server: the
     proxy's added latency is the difference of the two.
@@ -169,7 +170,7 @@ async def _profiled(args: argparse.Namespace, pid: int, phase: str) -> AsyncIter
         return
     out = Path(args.profile) / f"{phase}.txt"
     argv = ["py-spy", "record", "-p", str(pid), "-o", str(out), "-f", "raw", "-r", "200", "--nonblocking"]
-    spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: ASYNC220 — starts at once
     try:
         yield
     finally:
@@ -177,10 +178,19 @@ async def _profiled(args: argparse.Namespace, pid: int, phase: str) -> AsyncIter
         await asyncio.to_thread(spy.wait, 30)
 
 
+async def _finished(http: aiohttp.ClientSession, url: str, n: int) -> None:
+    """`n` small batches, each run to its end: the rest of a tenant's page."""
+    made = [await _create_batch(http, url, 10) for _ in range(n)]
+    for batch_id in made:
+        while (await _status(http, url, batch_id))["status"] not in ENDED:  # noqa: ASYNC110 — polling the server
+            await asyncio.sleep(0.1)
+
+
 async def bench(server: Served, emu_url: str, args: argparse.Namespace) -> None:
     server_url, key, pid = server.url, server.key, server.process.pid
     auth = {"Authorization": f"Bearer {key}"}
     async with aiohttp.ClientSession(headers=auth) as http:
+        await _finished(http, server_url, args.finished)
         await _listing(http, server_url, 20, None)  # warm-up
         idle = await _listing(http, server_url, args.calls, None)
         print(f"(a) GET /v1/batches, idle:           {_q(idle)}")
@@ -204,6 +214,7 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=20000, help="requests in the batch")
     parser.add_argument("--rpm", type=int, default=60000, help="the provider's limit (requests/minute)")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="the provider's answer latency")
+    parser.add_argument("--finished", type=int, default=19, help="ended batches on the listed page")
     parser.add_argument("--calls", type=int, default=300, help="GET /v1/batches calls per phase")
     parser.add_argument("--live", type=int, default=200, help="concurrent live requests")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of live requests per side")
