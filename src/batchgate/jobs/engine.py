@@ -30,7 +30,7 @@ from batchgate.jobs.budget_gate import BudgetGate
 from batchgate.jobs.commit import Committed, GroupCommitter
 from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
 from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.progress import Progress
+from batchgate.jobs.io.progress import Before, Progress
 from batchgate.jobs.live_task import Abandoned, LiveTasks
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.logs import WARNING, bind, event, get_logger
@@ -38,7 +38,7 @@ from batchgate.quota.store.location import StoreSpec
 
 __all__ = ["CANCEL_BLOB", "CANCEL_REASON", "EngineOptions", "EngineOutcome", "JobEngine", "Progress"]
 
-CLAIM_CHUNK = 512
+CLAIM_CHUNK, START_SLICE = 512, 32  # tasks claimed at once; started in one turn of the event loop
 CANCEL_BLOB = "cancel_requested"  # written by `batchgate cancel` for the run that holds the job
 CANCEL_REASON = "cancelled"
 CANCEL_WAIT_S = 120.0  # at most this long cancelling batches at the providers before stopping
@@ -168,17 +168,20 @@ class JobEngine:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
+    async def _read_before(self) -> None:
+        """What earlier runs of the job left: counted in the progress and spent from the budget."""
+        counts = await self.store.counts(self.job_id)
+        ok, failed = counts[TaskState.SUCCEEDED], counts[TaskState.FAILED]
+        self.progress.total, self.progress.done_before = sum(counts.values()), ok + failed
+        totals = await self.store.totals(self.job_id)
+        prompt, completion = int(totals.get("prompt_tokens", 0)), int(totals.get("completion_tokens", 0))
+        self.progress.before = Before(ok, failed, prompt, completion)
+        self.budget.spent_cost = float(totals.get("cost_usd", 0.0))
+        self.budget.spent_tokens = prompt + completion + self._spent_extra_tokens
+
     async def run(self) -> EngineOutcome:
         bind(job=self.job_id)
-        counts = await self.store.counts(self.job_id)
-        self.progress.total = sum(counts.values())
-        self.progress.done_before = counts[TaskState.SUCCEEDED] + counts[TaskState.FAILED]
-        totals = await self.store.totals(self.job_id)
-        self.budget.spent_cost = float(totals.get("cost_usd", 0.0))
-        self.budget.spent_tokens = (
-            int(totals.get("prompt_tokens", 0) + totals.get("completion_tokens", 0))
-            + self._spent_extra_tokens
-        )
+        await self._read_before()
         await self.store.requeue_running(self.job_id)
         opts = self.options
         gateway = self._shared or Gateway(
@@ -264,6 +267,14 @@ class JobEngine:
         self._inflight.add(task)
         task.add_done_callback(self._on_done)
 
+    async def _start_all(self, gateway: Gateway, specs: list[TaskSpec], committer: GroupCommitter) -> None:
+        """Start `specs`, `START_SLICE` a turn of the loop: a whole chunk's first steps (routing,
+        quota) in one turn would hold the loop, and a server's other routes, that long."""
+        for i, spec in enumerate(specs):
+            if i and i % START_SLICE == 0:
+                await asyncio.sleep(0)
+            self._start(gateway, spec, committer)
+
     async def _dispatch(self, gateway: Gateway, committer: GroupCommitter) -> None:
         window = self._window()
         exhausted = False
@@ -274,15 +285,13 @@ class JobEngine:
                 if self._more:
                     exhausted, self._more = False, False
                 handed, self._handed = self._handed, []
-                for spec in handed:
-                    self._start(gateway, spec, committer)
+                await self._start_all(gateway, handed, committer)
                 if not exhausted and len(self._inflight) < window:
                     claimed = await self.store.claim_tasks(
                         self.job_id, min(CLAIM_CHUNK, window - len(self._inflight))
                     )
                     exhausted = not claimed
-                    for spec in claimed:
-                        self._start(gateway, spec, committer)
+                    await self._start_all(gateway, claimed, committer)
                     if claimed and len(self._inflight) < window:
                         continue  # keep filling the window
                 if not self._inflight and exhausted and not self._handed and not batches.busy:

@@ -24,6 +24,7 @@ from batchgate.config import GatewayConfig
 from batchgate.errors import BatchgateError, InputError, ServiceRequestError
 from batchgate.gateway import Gateway
 from batchgate.jobs.engine import EngineOptions, JobEngine
+from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.runner import RunRequest, job_id_for, run_job
 from batchgate.jobs.store.location import StoreLocation
@@ -152,10 +153,20 @@ class Batches:
         self._arm_expiry(record)
         return record
 
+    def running(self, batch_id: str) -> Progress | None:
+        """The batch's job's progress while it runs here (once it has read what earlier runs left):
+        figures from memory, not from a store whose thread is busy with the job's writes."""
+        engine = self._engines.get(batch_id)
+        progress = engine.progress if engine is not None else None
+        return progress if progress is not None and progress.before is not None else None
+
     async def counts(self, b: BatchRecord) -> dict[str, int]:
-        """`request_counts`: frozen at the end, read from the job store while it runs."""
+        """`request_counts`: frozen at the end, the running job's while it runs here, else the store's."""
         if b.counts is not None:
             return b.counts
+        if (p := self.running(b.id)) is not None and p.before is not None:
+            succeeded, failed = p.before.succeeded + p.succeeded, p.before.failed + p.failed
+            return {"total": p.total, "completed": succeeded, "failed": failed}
         job = await self.store.get_job(b.job_id)
         if job is None:
             return {"total": 0, "completed": 0, "failed": 0}
@@ -167,7 +178,11 @@ class Batches:
         }
 
     async def usage(self, b: BatchRecord) -> tuple[int, int]:
-        """The prompt and completion tokens of the batch's kept answers so far."""
+        """The prompt and completion tokens of the batch's kept answers so far (frozen at the end)."""
+        if b.usage is not None:
+            return b.usage[0], b.usage[1]
+        if (p := self.running(b.id)) is not None and p.before is not None:
+            return p.before.prompt_tokens + p.prompt_tokens, p.before.completion_tokens + p.completion_tokens
         if await self.store.get_job(b.job_id) is None:
             return 0, 0
         totals = await self.store.totals(b.job_id)
@@ -343,7 +358,7 @@ class Batches:
         job = await self.store.get_job(b.job_id)
         if job is not None and b.kind == "openai":  # Anthropic's results are read when asked for
             await self._write_files(b)
-        b.counts = await self.counts(b)
+        b.counts, b.usage = await self.counts(b), list(await self.usage(b))
         timer = self._timers.pop(b.id, None)
         if timer is not None:
             timer.cancel()

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from batchgate.jobs.engine import JobEngine
+from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
 from batchgate.server.job_spec import JobSpec
 from batchgate.server.job_table import state
@@ -55,8 +56,17 @@ def job_object(b: BatchRecord, spec: JobSpec, counts: dict[str, int]) -> dict[st
     }
 
 
-async def job_counts(store: JobStore, b: BatchRecord) -> dict[str, int]:
-    """total, succeeded, failed and pending (not yet ended) items, from the store."""
+async def job_counts(store: JobStore, b: BatchRecord, running: Progress | None = None) -> dict[str, int]:
+    """total, succeeded, failed and pending (not yet ended) items: the `running` job's progress
+    (`Batches.running`) while it runs here, else from the store."""
+    if running is not None and running.before is not None:
+        ok, failed = running.before.succeeded + running.succeeded, running.before.failed + running.failed
+        return {
+            "total": running.total,
+            "succeeded": ok,
+            "failed": failed,
+            "pending": running.total - ok - failed,
+        }
     job = await store.get_job(b.job_id)
     if job is None:
         return {"total": b.requests, "succeeded": 0, "failed": 0, "pending": b.requests}

@@ -74,7 +74,8 @@ class JobsApi:
     async def list(self, request: web.Request) -> web.Response:
         f, limit, after = _query(request, self._key_of(request)[1])
         found, more = self.jobs.table.page(f, limit, after)
-        data = [job_object(b, spec, await job_counts(self.jobs.store, b)) for b, spec in found]
+        counts = [await job_counts(self.jobs.store, b, self.jobs.running(b.id)) for b, _ in found]
+        data = [job_object(b, spec, c) for (b, spec), c in zip(found, counts, strict=True)]
         return _json({
             "object": "list", "data": data, "has_more": more,
             "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None,

@@ -216,7 +216,7 @@ class Jobs(Batches):
         requeued = await self.store.requeue_failed(b.job_id)
         if requeued == 0:
             raise ServiceRequestError(409, f"Job '{b.id}' has no failed items.", code="conflict")
-        b.status, b.counts, b.errors = "validating", None, None
+        b.status, b.counts, b.usage, b.errors = "validating", None, None, None
         for key in _ENDED_AT:
             b.times.pop(key, None)
         self.registry.save_batch(b)

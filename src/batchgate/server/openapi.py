@@ -209,6 +209,38 @@ def _example(model: str | None) -> dict[str, Any]:
     return {"requests": [line], "name": "example", "priority": "normal", "metadata": {"source": "openapi"}}
 
 
+# What each created object's id leads to: OpenAPI links, so a client (and schemathesis's stateful
+# phase) can chain create → get / cancel / results with the id the server answered.
+_LINKS = {
+    ("/v1/jobs", "post", "201"): (
+        "getJob", "cancelJob", "pauseJob", "resumeJob", "retryJob", "getJobResults",
+    ),
+    ("/v1/files", "post", "200"): ("getFile", "getFileContent", "deleteFile"),
+    ("/v1/batches", "post", "200"): ("getBatch", "cancelBatch"),
+    ("/v1/messages/batches", "post", "200"): (
+        "getMessageBatch", "cancelMessageBatch", "getMessageBatchResults",
+    ),
+}  # fmt: skip
+_BODY_LINKS = {  # an uploaded file's id as the input of a batch or a job
+    ("/v1/files", "post", "200"): {
+        "createBatch": {"input_file_id": "$response.body#/id", "endpoint": "/v1/chat/completions",
+                        "completion_window": "24h"},
+        "createJob": {"input_file_id": "$response.body#/id"},
+    },
+}  # fmt: skip
+
+
+def _link(paths: dict[str, Any]) -> None:
+    for (path, method, status), targets in _LINKS.items():
+        links = paths[path][method]["responses"][status].setdefault("links", {})
+        for target in targets:
+            links[target] = {"operationId": target, "parameters": {"id": "$response.body#/id"}}
+    for (path, method, status), bodies in _BODY_LINKS.items():
+        links = paths[path][method]["responses"][status].setdefault("links", {})
+        for target, body in bodies.items():
+            links[target] = {"operationId": target, "requestBody": body}
+
+
 def document(model: str | None = None) -> dict[str, Any]:
     """The document; `model` (one of the server's routes) makes the create example runnable."""
     jobs, live, anthropic = _jobs(), _live(), _message_batches()
@@ -219,12 +251,14 @@ def document(model: str | None = None) -> dict[str, Any]:
             live[path]["post"]["requestBody"]["content"][_JSON]["example"] = hello
         batch = {"requests": [{"custom_id": "example-1", "params": hello}]}
         anthropic["/v1/messages/batches"]["post"]["requestBody"]["content"][_JSON]["example"] = batch
+    paths = {**jobs, **_files(), **_batches(), **live, **anthropic}
+    _link(paths)
     return {
         "openapi": "3.1.0",
         "info": {"title": "batchgate serve", "version": "1"},
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
-        "paths": {**jobs, **_files(), **_batches(), **live, **anthropic},
+        "paths": paths,
         "components": {
             "schemas": SCHEMAS,
             "securitySchemes": {

@@ -21,6 +21,7 @@ from batchgate.server.sqlite_file import SqliteFile
 
 REGISTRY_FILE = "server.db"
 UNFINISHED = ("validating", "in_progress", "finalizing", "cancelling")
+_KNOWN_KEYS = 4096  # keys remembered by their hash
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -71,6 +72,7 @@ class BatchRecord:
     error_file_id: str | None = None
     times: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] | None = None  # request_counts, frozen once the batch has ended
+    usage: list[int] | None = None  # prompt and completion tokens, frozen with `counts`
     cancel_asked: bool = False
     kind: str = "openai"
     requests: int = 0  # inline requests (Anthropic's API): known before the job exists
@@ -94,6 +96,7 @@ class Registry(SqliteFile):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path, _SCHEMA, "service registry")
+        self._known_keys: dict[str, ApiKey] = {}
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -120,9 +123,20 @@ class Registry(SqliteFile):
             )
 
     def key_by_hash(self, digest: str) -> ApiKey | None:
+        """The key whose token hashes to `digest`. Keys are never changed or removed, so the ones
+        found are kept (up to `_KNOWN_KEYS`): a request's auth is then no query on the loop. An
+        unknown digest is asked each time (a key made by `batchgate keys create` later is found)."""
+        found = self._known_keys.get(digest)
+        if found is not None:
+            return found
         with self._sql() as c:
             row = c.execute("SELECT id, admin, name FROM api_keys WHERE hash = ?", (digest,)).fetchone()
-        return None if row is None else ApiKey(row[0], bool(row[1]), row[2])
+        if row is None:
+            return None
+        if len(self._known_keys) >= _KNOWN_KEYS:
+            self._known_keys.clear()
+        found = self._known_keys[digest] = ApiKey(row[0], bool(row[1]), row[2])
+        return found
 
     # -- files -----------------------------------------------------------------------------------
     def add_file(self, f: FileRecord) -> None:

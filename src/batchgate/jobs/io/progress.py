@@ -44,6 +44,16 @@ class ProviderTally:
     errors_by_kind: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Before:
+    """What a run found in the store when it started: its job's finished tasks and kept tokens."""
+
+    succeeded: int
+    failed: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
 @dataclass(slots=True)
 class Progress:
     """Live figures of one run (one process), kept by the engine and read by the displays.
@@ -59,6 +69,7 @@ class Progress:
     started: float
     total: int
     done_before: int = 0  # terminal tasks from earlier runs
+    before: Before | None = None  # what earlier runs left in the store, once the run has read it
     succeeded: int = 0
     failed: int = 0
     invalid: int = 0
