@@ -268,8 +268,7 @@ class JobEngine:
         task.add_done_callback(self._on_done)
 
     async def _start_all(self, gateway: Gateway, specs: list[TaskSpec], committer: GroupCommitter) -> None:
-        """Start `specs`, `START_SLICE` a turn of the loop: a whole chunk's first steps (routing,
-        quota) in one turn would hold the loop, and a server's other routes, that long."""
+        """Start `specs`, `START_SLICE` a loop turn (a chunk's first steps at once hold the loop)."""
         for i, spec in enumerate(specs):
             if i and i % START_SLICE == 0:
                 await asyncio.sleep(0)
