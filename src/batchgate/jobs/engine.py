@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
-from batchgate.errors import DispatchStopped, QuotaExhaustedError, QuotaStoreUnavailable
+from batchgate.errors import DispatchStopped, NoTargetLeft, QuotaExhaustedError, QuotaStoreUnavailable
 from batchgate.gateway import Gateway
 from batchgate.inflight import InflightLimit
 from batchgate.jobs.batch.driver import BatchDriver, EventSink
@@ -73,6 +73,7 @@ class EngineOutcome:
     statistics: Any  # GatewayStatistics of this run
     progress: Progress
     emulator_stats: dict[str, Any] | None
+    no_target: bool = False  # stopped because a route had no target left (a key refused, unreachable)
 
 
 class JobEngine:
@@ -122,6 +123,7 @@ class JobEngine:
         self.check = OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)
         self.progress = Progress(started=self.clock.wall(), total=0, shared_gateway=gateway is not None)
         self.stop_reason: str | None = None
+        self.no_target = False  # the stop came from a route with no target left
         self.cancel_requested = False
         self._stop = asyncio.Event()
         self._hurry = asyncio.Event()
@@ -226,7 +228,9 @@ class JobEngine:
             emu = gateway.emulator.stats() if gateway.emulator is not None else None
         self.gateway = None
         status = "stopped" if self.stop_reason is not None else "completed"
-        return EngineOutcome(status, self.stop_reason, self.clock.now() - started, stats, self.progress, emu)
+        elapsed = self.clock.now() - started
+        no_target = self.no_target and status == "stopped"
+        return EngineOutcome(status, self.stop_reason, elapsed, stats, self.progress, emu, no_target)
 
     async def cancel_asked(self) -> bool:
         """Whether `batchgate cancel` asked (through the store) for this job to be cancelled."""
@@ -353,6 +357,11 @@ class JobEngine:
             # and leave this task uncommitted (requeued when the run ends) to be sent again after
             # the user tops up, instead of recording a failure that is not the item's fault.
             self.request_stop(f"provider {result.provider} refused: {result.error.message}")
+            return
+        if isinstance(result.error, NoTargetLeft):
+            # its route has no target left (key refused, unreachable): pending, for a resume
+            self.no_target = self.no_target or self.stop_reason is None
+            self.request_stop(result.error.message)
             return
         if isinstance(result.error, QuotaStoreUnavailable):
             self.request_stop(result.error.message)  # left uncommitted: sent when the store is back

@@ -88,7 +88,7 @@ def state_text(p: dict[str, Any]) -> str:
     """Its state, with the circuit breaker's where that says more (`unreachable, circuit open`)."""
     state = str(p.get("state", "ok"))
     circuit = p.get("circuit", "closed")
-    if circuit != "closed" and state not in ("circuit open", "probing"):
+    if circuit != "closed" and state not in ("circuit open", "probing", "taken out"):
         return f"{state}, circuit {circuit.replace('_', '-')}"
     return state
 
@@ -112,7 +112,13 @@ def provider_row(name: str, p: dict[str, Any]) -> list[str]:
     ]
 
 
-_STATE_STYLE = {"ok": "green", "unreachable": "bold red", "circuit open": "red", "probing": "yellow"}
+_STATE_STYLE = {
+    "ok": "green",
+    "unreachable": "bold red",
+    "taken out": "bold red",
+    "circuit open": "red",
+    "probing": "yellow",
+}
 
 
 class RichSink:

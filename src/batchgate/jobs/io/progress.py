@@ -181,7 +181,9 @@ def provider_entry(p: ProviderStatistics, progress: Progress) -> dict[str, Any]:
     """One provider's row: traffic, errors by kind, latency, its quota in use, its state."""
     quota = p.quota
     used = quota.in_use() if quota is not None else {}
-    if p.unreachable:
+    if p.circuit == "out":
+        state = "taken out"
+    elif p.unreachable:
         state = "unreachable"
     elif quota is not None and quota.paused_until is not None:
         state = "paused"
