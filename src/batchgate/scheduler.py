@@ -214,18 +214,21 @@ class Scheduler:
         """After a failed attempt: the targets still worth trying and how long to wait first;
         raises the error when the request is given up (`NoTargetLeft` when its route has no
         target left). A key refused or a target unreachable counts toward taking the target out
-        (`policy.takeout`); once out, the request fails over at once."""
+        (`policy.takeout`); once out, the request fails over at once. A 401/403 is retried only
+        from a target that never answered (then it says the key is wrong, not the request)."""
         if rt.breaker.takeout.record(error, self._clock.now()):
             self._take_out(rt, task)
-        if fatal_cause(error) is not None:
+        if rt.breaker.out:
             left = [c for c in candidates if not c[0].runtime.breaker.out]
             if not left:
                 raise _no_target_left(model, candidates)
-            if rt.breaker.out:
-                return left, 0.0  # fail over at once: bounded by the route's targets
+            return left, 0.0  # fail over at once: bounded by the route's targets
+        if fatal_cause(error) is not None and not rt.breaker.takeout.answered:
+            # the key refused (or nowhere to connect) before the target ever answered: the
+            # target, not this request, is in doubt; try again until it is known (taken out)
             if attempt_no >= self._retry.settings.max_attempts:
                 raise error
-            return left, self._retry.backoff(max(1, min(attempt_no, rt.breaker.takeout.streak)))
+            return candidates, self._retry.backoff(max(1, min(attempt_no, rt.breaker.takeout.streak)))
         streak = rt.breaker.consecutive_failures if counts_as_failure(error) else None
         decision = self._retry.decide(error, attempt_no, self._clock.wall(), streak=streak)
         if not decision.retry:
