@@ -35,7 +35,6 @@ from batchgate.models import Attempt, ChatBody, Cost, Result, requested_output_t
 from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.retry import RetryPolicy
 from batchgate.policy.routing import choose_target
-from batchgate.policy.takeout import fatal_cause
 from batchgate.quota.pool import QuotaPool, Reservation
 from batchgate.runtime import ProviderRuntime
 from batchgate.slots import FairSlots
@@ -223,9 +222,7 @@ class Scheduler:
             if not left:
                 raise _no_target_left(model, candidates)
             return left, 0.0  # fail over at once: bounded by the route's targets
-        if fatal_cause(error) is not None and not rt.breaker.takeout.answered:
-            # the key refused (or nowhere to connect) before the target ever answered: the
-            # target, not this request, is in doubt; try again until it is known (taken out)
+        if rt.breaker.takeout.in_doubt(error):  # tried again until the target is known
             if attempt_no >= self._retry.settings.max_attempts:
                 raise error
             return candidates, self._retry.backoff(max(1, min(attempt_no, rt.breaker.takeout.streak)))

@@ -54,6 +54,14 @@ class TakeOut:
     def out(self) -> bool:
         return self.reason is not None
 
+    def in_doubt(self, error: BaseException) -> bool:
+        """Whether `error` puts the target, not the request, in question: a refused key or no
+        connection before the target ever answered. Such a request is tried again (the run of
+        failures decides); once the target has answered, a 401/403 is the request's own."""
+        if self.settings.after == 0 or self.out or self.answered:
+            return False
+        return fatal_cause(error) is not None
+
     def record_answer(self) -> None:
         """The target answered (a success, or an HTTP status that is not 401/403)."""
         self.answered = True
