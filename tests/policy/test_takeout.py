@@ -108,3 +108,13 @@ def test_a_success_in_the_breaker_resets_the_count() -> None:
     assert not b.takeout.record(KEY, 0.2)
     assert not b.takeout.record(KEY, 0.3)  # it answered before: the grace period runs
     assert b.takeout.record(KEY, 5.2)
+
+
+def test_a_refusal_is_in_doubt_only_before_the_target_answered() -> None:
+    t = TakeOut(TakeOutSettings(after=3))
+    assert t.in_doubt(KEY)
+    assert t.in_doubt(REFUSED)
+    assert not t.in_doubt(ServerError("500", status=500))
+    t.record_answer()
+    assert not t.in_doubt(KEY)  # the key worked: this 401 is the request's own
+    assert not TakeOut(TakeOutSettings(after=0)).in_doubt(KEY)  # never taken out: nothing to decide
