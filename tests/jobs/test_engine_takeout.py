@@ -8,8 +8,11 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+import pytest
+
 from batchgate.config import GatewayConfig, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
+from batchgate.errors import ConfigError
 from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskSpec, TaskState
@@ -123,3 +126,39 @@ async def test_a_route_with_one_bad_key_finishes_on_its_other_target() -> None:
     assert outcome.statistics.providers["alpha"].circuit == "out"
     assert stats["beta"]["completed"] == 200
     assert stats["alpha"]["rejected"]["auth"] < 40
+
+
+async def test_the_default_error_budget_stops_a_run_where_almost_nothing_succeeds() -> None:
+    provider = {"name": "beta", "family": "openai", "limits": {"rpm": 60_000, "tpm": 10**8}}
+    provider |= {"latency": {"ttft_p50_ms": 2, "ttft_sigma": 0.1}, "faults": {"server_error": 1.0}}
+    async with Emulator(emulator_config_from_dict({"seed": 5, "providers": [provider]})) as emu:
+        store = await _store(400)
+        data: dict[str, Any] = {
+            "providers": [{"name": "beta", "kind": "openai", "base_url": "http://127.0.0.1:9/v1"}],
+            "routes": [{"model": MODEL, "targets": ["beta:gpt-4o-mini"]}],
+            "settings": {"concurrency": 8, "retry": {"max_attempts": 1}},
+        }
+        config = config_from_dict(data, source="test.yaml")  # no `job:` section: the defaults
+        assert config.job.error_rate_threshold == 0.9
+        outcome = await _engine(store, config, {"beta": emu.base_url("beta")}).run()
+    assert outcome.status == "stopped"
+    assert not outcome.no_target  # the target answers (500s): an error budget, not a take-out
+    assert (outcome.stop_reason or "").startswith("error rate 100% over the last 200 items")
+    counts = await store.counts("job1")
+    assert 200 <= counts[TaskState.FAILED] < 400
+    assert counts[TaskState.PENDING] == 400 - counts[TaskState.FAILED]
+
+
+def test_take_out_is_configured_under_circuit() -> None:
+    base: dict[str, Any] = {
+        "providers": [{"name": "alpha", "kind": "openai", "base_url": "http://127.0.0.1:9/v1"}],
+        "routes": [{"model": MODEL, "targets": ["alpha"]}],
+    }
+    default = config_from_dict(base, source="gw.yaml").settings.circuit.take_out
+    assert (default.after, default.grace_seconds) == (3, 30.0)
+    off = {**base, "settings": {"circuit": {"take_out_after": 0, "take_out_grace": 0}}}
+    take_out = config_from_dict(off, source="gw.yaml").settings.circuit.take_out
+    assert (take_out.after, take_out.grace_seconds) == (0, 0.0)
+    bad = {**base, "settings": {"circuit": {"take_out_after": -1}}}
+    with pytest.raises(ConfigError, match=r"gw.yaml: settings.circuit.take_out_after: must be >= 0"):
+        config_from_dict(bad, source="gw.yaml")
