@@ -61,6 +61,8 @@ class FollowUps(Protocol):
 
     def after(self, spec: TaskSpec, outcome: TaskOutcome) -> list[TaskSpec]: ...
 
+    def step_sizes(self) -> dict[str, int]: ...  # the most tasks each step can hold (for the ETA)
+
 
 ResultHook = Callable[[TaskSpec, TaskOutcome], None]  # hears each live outcome as it is committed
 
@@ -174,6 +176,7 @@ class JobEngine:
         bind(job=self.job_id)
         counts = await self.store.counts(self.job_id)
         self.progress.total = sum(counts.values())
+        self.progress.step_sizes = self._follow.step_sizes() if self._follow is not None else {}
         self.progress.done_before = counts[TaskState.SUCCEEDED] + counts[TaskState.FAILED]
         totals = await self.store.totals(self.job_id)
         self.budget.spent_cost = float(totals.get("cost_usd", 0.0))
@@ -358,13 +361,10 @@ class JobEngine:
             # the user tops up, instead of recording a failure that is not the item's fault.
             self.request_stop(f"provider {result.provider} refused: {result.error.message}")
             return
-        if isinstance(result.error, NoTargetLeft):
-            # its route has no target left (key refused, unreachable): pending, for a resume
-            self.no_target = self.no_target or self.stop_reason is None
+        if isinstance(result.error, NoTargetLeft | QuotaStoreUnavailable):  # pending, for a resume
+            # no target left (key refused, unreachable), or the quota store is gone
+            self.no_target |= self.stop_reason is None and isinstance(result.error, NoTargetLeft)
             self.request_stop(result.error.message)
-            return
-        if isinstance(result.error, QuotaStoreUnavailable):
-            self.request_stop(result.error.message)  # left uncommitted: sent when the store is back
             return
         done = live.outcome(spec, result, attempts, invalid, billed)
         committer.add(done)

@@ -26,6 +26,19 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
+def eta_text(snap: dict[str, Any]) -> str:
+    """`3m07s`, with the step that binds a pipeline (`3m07s (summary)`), or `stalled 45s`."""
+    if snap.get("stalled_s") is not None:
+        return f"stalled {fmt_duration(snap['stalled_s'])}"
+    step = snap.get("eta_step")
+    return fmt_duration(snap["eta_s"]) + (f" ({step})" if step else "")
+
+
+def total_text(snap: dict[str, Any]) -> str:
+    """The total, `1200+` while a pipeline's later steps are still being added."""
+    return f"{snap['total']}+" if snap.get("total_growing") else str(snap["total"])
+
+
 def budget_text(budget: dict[str, Any] | None) -> str:
     """`budget $0.0213 of $1.00 (2%)`, with tokens where they are limited; "" without a budget."""
     if not budget:
@@ -56,9 +69,9 @@ def head_lines(snap: dict[str, Any]) -> list[str]:
     """The lines above the bar (plain text; the rich sink styles them)."""
     waiting_for = ", ".join(f"{n} {k}" for n, k in sorted(snap.get("waiting_for", {}).items()))
     first = (
-        f"{snap['done']}/{snap['total']} done  ok {snap['succeeded']}  failed {snap['failed']}  "
+        f"{snap['done']}/{total_text(snap)} done  ok {snap['succeeded']}  failed {snap['failed']}  "
         f"pending {snap['pending']}  ·  elapsed {fmt_duration(snap['elapsed_s'])}  ·  "
-        f"{snap['rate_per_s']:.1f}/s  ETA {fmt_duration(snap['eta_s'])}"
+        f"{snap['rate_per_s']:.1f}/s  ETA {eta_text(snap)}"
     )
     second = (
         f"in flight {snap['in_flight']}  ·  waiting for quota {snap.get('waiting', 0)}"
