@@ -302,14 +302,12 @@ class Scheduler:
     async def _acquire_once(
         self, candidates: list[Candidate], urgent: bool = False
     ) -> tuple[Candidate, Reservation] | None:
-        """Reserve quota at whichever healthy target admits the request first (None: the waits
-        were at targets taken out meanwhile).
-
-        The request waits in every candidate's queue at once and takes the first admission (the
-        others are withdrawn, and refunded if they were admitted in the same instant). Binding a
-        request to a target only when quota is really there keeps every target busy until the
-        route's work runs out, so a route's throughput approaches the sum of its targets' quotas.
-        """
+        """Reserve quota at whichever healthy target admits the request first (None: its waits
+        were at targets taken out meanwhile). The request waits in every candidate's queue at
+        once and takes the first admission (the others are withdrawn, and refunded if they were
+        admitted in the same instant). Binding a request to a target only when quota is really
+        there keeps every target busy until the route's work runs out, so a route's throughput
+        approaches the sum of its targets' quotas."""
         if self._stopping:
             raise DispatchStopped()
         now = self._clock.now()

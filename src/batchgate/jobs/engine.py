@@ -79,6 +79,8 @@ class EngineOutcome:
 
 
 class JobEngine:
+    no_target = False  # the stop came from a route with no target left (set on the instance)
+
     def __init__(
         self,
         config: GatewayConfig,
@@ -125,7 +127,6 @@ class JobEngine:
         self.check = OutputCheck(config.job.validate_regex, config.job.validate_schema, source=config.source)
         self.progress = Progress(started=self.clock.wall(), total=0, shared_gateway=gateway is not None)
         self.stop_reason: str | None = None
-        self.no_target = False  # the stop came from a route with no target left
         self.cancel_requested = False
         self._stop = asyncio.Event()
         self._hurry = asyncio.Event()
@@ -176,7 +177,6 @@ class JobEngine:
         bind(job=self.job_id)
         counts = await self.store.counts(self.job_id)
         self.progress.total = sum(counts.values())
-        self.progress.step_sizes = self._follow.step_sizes() if self._follow is not None else {}
         self.progress.done_before = counts[TaskState.SUCCEEDED] + counts[TaskState.FAILED]
         totals = await self.store.totals(self.job_id)
         self.budget.spent_cost = float(totals.get("cost_usd", 0.0))
@@ -232,8 +232,7 @@ class JobEngine:
         self.gateway = None
         status = "stopped" if self.stop_reason is not None else "completed"
         elapsed = self.clock.now() - started
-        no_target = self.no_target and status == "stopped"
-        return EngineOutcome(status, self.stop_reason, elapsed, stats, self.progress, emu, no_target)
+        return EngineOutcome(status, self.stop_reason, elapsed, stats, self.progress, emu, self.no_target)
 
     async def cancel_asked(self) -> bool:
         """Whether `batchgate cancel` asked (through the store) for this job to be cancelled."""
@@ -271,6 +270,7 @@ class JobEngine:
         task.add_done_callback(self._on_done)
 
     async def _dispatch(self, gateway: Gateway, committer: GroupCommitter) -> None:
+        self.progress.step_sizes = self._follow.step_sizes() if self._follow is not None else {}  # ETA
         window = self._window()
         exhausted = False
         batches = self.batches
