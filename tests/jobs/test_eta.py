@@ -99,3 +99,13 @@ def test_the_snapshot_and_the_displays_say_stalled_and_growing() -> None:
     assert snap["stalled_s"] is None
     assert snap["eta_step"] == "b"
     assert eta_text(snap).endswith(" (b)")
+
+
+def test_a_run_of_slow_requests_is_not_called_stalled_between_its_ends() -> None:
+    eta = Eta(window_s=600.0, stall_after_s=30.0)
+    eta.observe(0.0, {"": 0}, {"": 10})
+    eta.observe(40.0, {"": 1}, {"": 9})  # one answer every 40 s
+    eta.observe(80.0, {"": 2}, {"": 8})
+    assert eta.observe(119.0, {"": 2}, {"": 8}).stalled_s is None  # 39 s: its usual wait
+    assert eta.observe(199.0, {"": 2}, {"": 8}).stalled_s is None  # under 3 x 40 s
+    assert eta.observe(201.0, {"": 2}, {"": 8}).stalled_s == 121.0

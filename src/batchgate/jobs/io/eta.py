@@ -6,8 +6,9 @@ nothing ends keeps showing its last estimate. Here each key (a pipeline's or fan
 plain job has one) is paced by the tasks it ended in the last `window_s` seconds, and what it has
 left over that pace is its time; the run's ETA is the largest of these — the step that binds —
 and names it. A key with work left and no pace of its own yet takes the run's recent pace. When
-no task has ended for `stall_after_s` while work is left, there is no ETA: the run is `stalled`,
-for that long. Pure: the caller passes in the time (the run's injected clock) and the counts.
+no task has ended for `stall_after_s` (or three times the longest wait between two ends seen so
+far, for runs of slow requests) while work is left, there is no ETA: the run is `stalled`, for
+that long. Pure: the caller passes in the time (the run's injected clock) and the counts.
 """
 
 from __future__ import annotations
@@ -36,12 +37,16 @@ class Eta:
         self._samples: deque[tuple[float, dict[str, int]]] = deque()
         self._moved_at: float | None = None
         self._ended = -1
+        self._longest_gap = 0.0  # between two ends (the first counted from the first sample)
 
     def observe(self, now: float, ended: Mapping[str, int], left: Mapping[str, int]) -> EtaView:
         """`ended`: tasks each key ended so far in this run (they only grow); `left`: what each
         key has still to do."""
         total = sum(ended.values())
-        if total != self._ended or self._moved_at is None:
+        if self._moved_at is None:
+            self._ended, self._moved_at = total, now
+        elif total != self._ended:
+            self._longest_gap = max(self._longest_gap, now - self._moved_at)
             self._ended, self._moved_at = total, now
         self._samples.append((now, dict(ended)))
         while len(self._samples) > 2 and self._samples[1][0] <= now - self.window_s:
@@ -49,7 +54,7 @@ class Eta:
         if sum(left.values()) <= 0:
             return EtaView(0.0, None, None)
         idle = now - self._moved_at
-        if idle >= self.stall_after_s:
+        if idle >= max(self.stall_after_s, 3 * self._longest_gap):
             return EtaView(None, None, idle)
         return self._estimate(now, ended, left)
 
