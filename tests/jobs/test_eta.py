@@ -4,10 +4,16 @@ times are passed in; nothing sleeps)."""
 
 from __future__ import annotations
 
+from batchgate.config import config_from_dict
+from batchgate.emulator import Emulator, emulator_config_from_dict
+from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.io.eta import Eta
 from batchgate.jobs.io.live_display import eta_text, total_text
 from batchgate.jobs.io.progress import Progress, snapshot
-from batchgate.jobs.store.protocol import TaskOutcome, TaskState
+from batchgate.jobs.store.memory import MemoryJobStore
+from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
+
+from .factories import job
 
 
 def _ended(progress: Progress, step: str | None, n: int) -> None:
@@ -109,3 +115,34 @@ def test_a_run_of_slow_requests_is_not_called_stalled_between_its_ends() -> None
     assert eta.observe(119.0, {"": 2}, {"": 8}).stalled_s is None  # 39 s: its usual wait
     assert eta.observe(199.0, {"": 2}, {"": 8}).stalled_s is None  # under 3 x 40 s
     assert eta.observe(201.0, {"": 2}, {"": 8}).stalled_s == 121.0
+
+
+class _Steps:
+    """A graph of two steps over 3 items that adds no follow-up (enough for the engine's ETA)."""
+
+    def after(self, spec: TaskSpec, outcome: TaskOutcome) -> list[TaskSpec]:
+        return []
+
+    def step_sizes(self) -> dict[str, int]:
+        return {"extract": 3, "summary": 3}
+
+
+async def test_the_engine_counts_each_step_s_ends_for_the_eta() -> None:
+    provider = {"name": "alpha", "family": "openai", "limits": {"rpm": 10**6, "tpm": 10**8}}
+    async with Emulator(emulator_config_from_dict({"seed": 5, "providers": [provider]})) as emu:
+        data = {
+            "providers": [{"name": "alpha", "kind": "openai", "base_url": emu.base_url("alpha")}],
+            "routes": [{"model": "m", "targets": ["alpha:gpt-4o-mini"]}],
+        }
+        store = MemoryJobStore()
+        await store.create_job(job(task_total=3))
+        body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+        specs = [
+            TaskSpec(seq=i, line_no=i + 1, custom_id=f"c{i}", body=body, step="extract") for i in range(3)
+        ]
+        await store.add_tasks("job1", specs)
+        engine = JobEngine(config_from_dict(data, source="t.yaml"), store, "job1", follow=_Steps())
+        outcome = await engine.run()
+    assert outcome.status == "completed"
+    assert outcome.progress.step_sizes == {"extract": 3, "summary": 3}
+    assert outcome.progress.ended_by_step == {"extract": 3}  # the summaries are what is left
