@@ -195,11 +195,24 @@ class Scheduler:
             rt.recorder.retries += 1
             last = (rt.name, error.kind)
             if delay > 0:
-                self.backing_off += 1
-                try:
-                    await self._clock.sleep(delay)
-                finally:
-                    self.backing_off -= 1
+                await self._back_off(delay)
+
+    async def _back_off(self, delay: float) -> None:
+        """Wait before the next try; a stop (`stop_sending`) ends the wait with `DispatchStopped`
+        (the next try is not sent), so a job that stops does not wait out its retries' backoff."""
+        nap = asyncio.ensure_future(self._clock.sleep(delay))
+        self._acquiring.add(nap)
+        self.backing_off += 1
+        try:
+            await asyncio.wait({nap})
+        except asyncio.CancelledError:
+            nap.cancel()
+            raise
+        finally:
+            self._acquiring.discard(nap)
+            self.backing_off -= 1
+        if nap.cancelled():
+            raise DispatchStopped()
 
     def _after_failure(
         self,
