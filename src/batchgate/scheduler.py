@@ -267,8 +267,9 @@ class Scheduler:
                 wait.cancel()
 
     def stop_sending(self) -> None:
-        """From now on no request is sent: those waiting for quota give up at once (their
-        reservations refunded) and fail with `DispatchStopped`; calls already sent finish."""
+        """From now on no request is sent: those waiting for quota or for a retry's backoff give
+        up at once (reservations refunded) and fail with `DispatchStopped`; calls already sent
+        finish."""
         self._stopping = True
         self._attempts.stopping = True
         for wait in self._acquiring:
