@@ -228,10 +228,11 @@ class Scheduler:
         target left). A key refused or a target unreachable counts toward taking the target out
         (`policy.takeout`); once out, the request fails over at once. A 401/403 is retried only
         from a target that never answered (then it says the key is wrong, not the request)."""
-        if rt.breaker.takeout.record(error, self._clock.now()):
+        now = self._clock.now()
+        if rt.breaker.takeout.record(error, now):
             self._take_out(rt, task)
-        if rt.breaker.out:
-            left = [c for c in candidates if not c[0].runtime.breaker.out]
+        if rt.breaker.is_out(now):
+            left = [c for c in candidates if not c[0].runtime.breaker.is_out(now)]
             if not left:
                 raise _no_target_left(model, candidates)
             return left, 0.0  # fail over at once: bounded by the route's targets
@@ -304,11 +305,11 @@ class Scheduler:
     ) -> tuple[Candidate, Reservation]:
         """Reserve quota at whichever target still in its route admits the request first."""
         while True:
-            left = [c for c in candidates if not c[0].runtime.breaker.out]
+            left = [c for c in candidates if not c[0].runtime.breaker.is_out(self._clock.now())]
             if not left:
                 raise _no_target_left(model, candidates)
             won = await self._acquire_once(left, urgent)
-            if won is not None and not won[0][0].runtime.breaker.out:
+            if won is not None and not won[0][0].runtime.breaker.is_out(self._clock.now()):
                 return won
             if won is not None:  # taken out while the request waited: nothing was sent
                 won[0][0].runtime.pool.refund(won[1])
@@ -380,7 +381,7 @@ def _no_target_left(model: str, candidates: list[Candidate]) -> NoTargetLeft:
     why = "; ".join(
         f"provider {c[0].runtime.name} taken out: {c[0].runtime.breaker.takeout.reason}"
         for c in candidates
-        if c[0].runtime.breaker.out
+        if c[0].runtime.breaker.takeout.out
     )
     return NoTargetLeft(f"{why}; no target left for model {model!r}")
 

@@ -155,10 +155,10 @@ def test_take_out_is_configured_under_circuit() -> None:
         "routes": [{"model": MODEL, "targets": ["alpha"]}],
     }
     default = config_from_dict(base, source="gw.yaml").settings.circuit.take_out
-    assert (default.after, default.grace_seconds) == (3, 30.0)
-    off = {**base, "settings": {"circuit": {"take_out_after": 0, "take_out_grace": 0}}}
+    assert (default.after, default.grace_seconds, default.readmit_seconds) == (3, 30.0, 300.0)
+    off = {**base, "settings": {"circuit": {"take_out_after": 0, "take_out_grace": 0, "take_out_for": 0}}}
     take_out = config_from_dict(off, source="gw.yaml").settings.circuit.take_out
-    assert (take_out.after, take_out.grace_seconds) == (0, 0.0)
+    assert (take_out.after, take_out.grace_seconds, take_out.readmit_seconds) == (0, 0.0, 0.0)
     bad = {**base, "settings": {"circuit": {"take_out_after": -1}}}
     with pytest.raises(ConfigError, match=r"gw.yaml: settings.circuit.take_out_after: must be >= 0"):
         config_from_dict(bad, source="gw.yaml")

@@ -88,11 +88,11 @@ def test_zero_never_takes_out() -> None:
         TakeOutSettings(after=-1)
 
 
-def test_an_out_target_is_never_available_again_in_the_breaker() -> None:
-    b = CircuitBreaker(CircuitSettings(take_out=TakeOutSettings(after=1)))
+def test_an_out_target_is_not_available_in_the_breaker_for_good_with_no_readmission() -> None:
+    b = CircuitBreaker(CircuitSettings(take_out=TakeOutSettings(after=1, readmit_seconds=0.0)))
     assert b.available(0.0)
     assert b.takeout.record(KEY, 0.0)
-    assert b.out
+    assert b.is_out(0.0)
     assert b.state(0.0) == "out"
     for now in (0.0, 100.0, 10_000.0):
         assert not b.available(now)
@@ -118,3 +118,17 @@ def test_a_refusal_is_in_doubt_only_before_the_target_answered() -> None:
     t.record_answer()
     assert not t.in_doubt(KEY)  # the key worked: this 401 is the request's own
     assert not TakeOut(TakeOutSettings(after=0)).in_doubt(KEY)  # never taken out: nothing to decide
+
+
+def test_a_target_out_for_its_time_is_given_its_tries_again() -> None:
+    b = CircuitBreaker(CircuitSettings(take_out=TakeOutSettings(after=2, readmit_seconds=300.0)))
+    b.takeout.record(REFUSED, 0.0)
+    assert b.takeout.record(REFUSED, 1.0)
+    assert b.state(300.0) == "out"
+    assert b.state(301.0) == "closed"  # a DNS blip at a server's start does not last its life
+    assert not b.takeout.record(REFUSED, 302.0)
+    assert b.takeout.record(REFUSED, 303.0)  # still refused: out again, for another 300 s
+    assert b.is_out(602.0)
+    never = TakeOut(TakeOutSettings(after=1, readmit_seconds=0.0))
+    assert never.record(KEY, 0.0)
+    assert never.is_out(10**9)

@@ -58,7 +58,9 @@ _ROUTE = frozenset({"model", "targets", "mode"})
 _SETTINGS = frozenset({"concurrency", "retry", "timeouts", "circuit", "seed", "gc_threshold"})
 _RETRY = frozenset({"max_attempts", "base_delay", "max_delay", "max_hint"})
 _TIMEOUTS = frozenset({"connect", "total", "hedge"})
-_CIRCUIT = frozenset({"failure_threshold", "open_seconds", "take_out_after", "take_out_grace"})
+_CIRCUIT = frozenset(
+    {"failure_threshold", "open_seconds", "take_out_after", "take_out_grace", "take_out_for"}
+)
 _PRICE = frozenset({"input", "output", "cached_input", "batch_discount"})
 _BUDGET = frozenset({"max_cost_usd", "max_tokens"})
 _JOB = frozenset(
@@ -247,9 +249,11 @@ def _take_out(c: Section, d: TakeOutSettings) -> TakeOutSettings:
     """When a target whose key is refused or that cannot be reached is taken out (0: never)."""
     after = c.integer("take_out_after", d.after, minimum=0)
     grace = c.number("take_out_grace", d.grace_seconds, strict_min=False)
+    readmit = c.number("take_out_for", d.readmit_seconds, strict_min=False)
     return TakeOutSettings(
         after=d.after if after is None else after,
         grace_seconds=d.grace_seconds if grace is None else grace,
+        readmit_seconds=d.readmit_seconds if readmit is None else readmit,
     )
 
 

@@ -6,9 +6,9 @@ again for another `open_seconds`. A probe that never reports back is presumed lo
 `open_seconds`, and another probe is allowed. Pure: the caller passes the time in and decides
 which failures count (`counts_as_failure` gives the default classification).
 
-A target that cannot serve anything (its key refused, nowhere to connect) is taken out for good:
-state `out`, never available again (`takeout.py` decides when; the caller reports each failure to
-`takeout.record`). A success anywhere resets its count like the breaker's.
+A target that cannot serve anything (its key refused, nowhere to connect) is taken out: state
+`out`, not available until it is let back in (`takeout.py` decides when; the caller reports each
+failure to `takeout.record`). A success anywhere resets its count like the breaker's.
 """
 
 from __future__ import annotations
@@ -53,13 +53,12 @@ class CircuitBreaker:
         self._probe_since: float | None = None
         self.takeout = TakeOut(self.settings.take_out)
 
-    @property
-    def out(self) -> bool:
-        """Taken out of its routes for good (`takeout.reason` says why)."""
-        return self.takeout.out
+    def is_out(self, now: float) -> bool:
+        """Taken out of its routes (`takeout.reason` says why)."""
+        return self.takeout.is_out(now)
 
     def state(self, now: float) -> CircuitState:
-        if self.takeout.out:
+        if self.takeout.is_out(now):
             return "out"
         if not self._tripped:
             return "closed"

@@ -2,8 +2,10 @@
 
 A target that refuses the API key (401/403) or cannot be reached at all (connection refused, DNS
 failure) is not down for a moment: every further request would fail the same way. After `after`
-such failures in a row, the target is out for the rest of the run — its requests fail over to the
-route's other targets, and a route with none left stops the job (`errors.NoTargetLeft`). A target
+such failures in a row, the target is out — its requests fail over to the route's other
+targets, and a route with none left stops the job (`errors.NoTargetLeft`) — until, after
+`readmit_seconds` (for a long-lived gateway: a server, a library user's), it is given its tries
+again. A target
 that has answered before is given `grace_seconds` more of failing (a restart, a DNS blip, a key
 being rotated) before it is taken out, while its circuit breaker paces the probes. Any other
 HTTP answer (a 200, a 429, a 500) shows the target reachable and the key accepted: the run of
@@ -22,12 +24,15 @@ from batchgate.errors import AuthenticationError, HTTPStatusError, UnreachableEr
 class TakeOutSettings:
     after: int = 3  # failures in a row that take a target out (0: never)
     grace_seconds: float = 30.0  # how long a target that answered before must keep failing
+    readmit_seconds: float = 300.0  # how long a target stays out before it is tried again (0: never)
 
     def __post_init__(self) -> None:
         if self.after < 0:
             raise ValueError("take_out_after must not be negative")
         if self.grace_seconds < 0:
             raise ValueError("take_out_grace must not be negative")
+        if self.readmit_seconds < 0:
+            raise ValueError("take_out_for must not be negative")
 
 
 def fatal_cause(error: BaseException) -> str | None:
@@ -49,10 +54,22 @@ class TakeOut:
         self._since: float | None = None  # when the streak began
         self._cause: str | None = None  # the streak's latest cause
         self.reason: str | None = None  # why the target is out; None while it is in
+        self._out_at = 0.0
 
     @property
     def out(self) -> bool:
+        """Out as last seen (`is_out` also lets a target back in once its time is up)."""
         return self.reason is not None
+
+    def is_out(self, now: float) -> bool:
+        """Out at `now`; after `readmit_seconds` out, the target gets its tries again."""
+        if self.reason is None:
+            return False
+        readmit = self.settings.readmit_seconds
+        if readmit and now >= self._out_at + readmit:
+            self.reason, self.streak, self._since = None, 0, None
+            return False
+        return True
 
     def in_doubt(self, error: BaseException) -> bool:
         """Whether `error` puts the target, not the request, in question: a refused key or no
@@ -75,7 +92,7 @@ class TakeOut:
             if isinstance(error, HTTPStatusError):
                 self.record_answer()
             return False
-        if self.out or self.settings.after == 0:
+        if self.is_out(now) or self.settings.after == 0:
             return False
         self.streak += 1
         self._cause = cause
@@ -85,7 +102,7 @@ class TakeOut:
             return False
         if self.answered and now - self._since < self.settings.grace_seconds:
             return False
-        self.reason = self._describe(now)
+        self.reason, self._out_at = self._describe(now), now
         return True
 
     def _describe(self, now: float) -> str:
