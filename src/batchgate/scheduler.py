@@ -200,6 +200,8 @@ class Scheduler:
     async def _back_off(self, delay: float) -> None:
         """Wait before the next try; a stop (`stop_sending`) ends the wait with `DispatchStopped`
         (the next try is not sent), so a job that stops does not wait out its retries' backoff."""
+        if self._stopping:
+            raise DispatchStopped()
         nap = asyncio.ensure_future(self._clock.sleep(delay))
         self._acquiring.add(nap)
         self.backing_off += 1
