@@ -4,6 +4,7 @@
     ├── ConfigError              a config file is wrong (file, key, reason)
     ├── InputError               an input line is wrong (file, line, reason)
     ├── RoutingError             a request names no known route / no usable target
+    │   └── NoTargetLeft         every target of its route was taken out (key refused, unreachable)
     ├── InvalidRequestError      a request body `batchgate run` would refuse (a field's type); not sent
     ├── NeverFitsError           a request costs more than a provider's whole per-minute quota
     ├── DispatchStopped          the gateway stopped sending (a job is stopping); nothing was sent
@@ -82,6 +83,11 @@ class InputError(BatchgateError):
 
 class RoutingError(BatchgateError):
     """The request's model names no configured route."""
+
+
+class NoTargetLeft(RoutingError):
+    """Every target of the request's route was taken out (its key refused, or it cannot be
+    reached): nothing more can be sent for it in this run, and the job stops."""
 
 
 class InvalidRequestError(BatchgateError):
@@ -243,4 +249,5 @@ _KIND: dict[type[BaseException], str] = {
     InternalError: "internal_error",
     RoutingError: "routing",
     InvalidRequestError: "invalid_request",
+    NoTargetLeft: "no_target",
 }

@@ -27,14 +27,17 @@ from batchgate.errors import (
     InternalError,
     InvalidRequestError,
     NeverFitsError,
+    NoTargetLeft,
+    ProviderError,
     RequestTimeout,
     RoutingError,
 )
-from batchgate.logs import DEBUG, INFO, enabled, event, get_logger
+from batchgate.logs import DEBUG, INFO, WARNING, enabled, event, get_logger
 from batchgate.models import Attempt, ChatBody, Cost, Result, requested_output_tokens
 from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.retry import RetryPolicy
 from batchgate.policy.routing import choose_target
+from batchgate.policy.takeout import stop_line
 from batchgate.quota.pool import QuotaPool, Reservation
 from batchgate.runtime import ProviderRuntime
 from batchgate.slots import FairSlots
@@ -79,6 +82,7 @@ class Scheduler:
         self.backing_off = 0  # requests sleeping before a retry (neither sent nor waiting for quota)
         self._stopping = False
         self._acquiring: set[asyncio.Future[Any]] = set()
+        self._queued: dict[asyncio.Future[Any], QuotaPool] = {}  # waits for a pool's quota
 
     def targets_for(self, model: str) -> Sequence[Target]:
         targets = self._routes.get(model)
@@ -171,7 +175,7 @@ class Scheduler:
         last: tuple[str, str] | None = None  # the previous attempt's provider and error kind
         while True:
             attempt_no += 1
-            chosen, reservation = await self._acquire_any(candidates, urgent)
+            chosen, reservation = await self._acquire_any(candidates, model, urgent)
             target, _, _, count = chosen
             rt = target.runtime
             if last is not None and last[0] != rt.name:
@@ -192,35 +196,88 @@ class Scheduler:
             if error is None:
                 return
             timeouts += isinstance(error, RequestTimeout)
-            streak = rt.breaker.consecutive_failures if counts_as_failure(error) else None
-            decision = self._retry.decide(error, attempt_no, self._clock.wall(), streak=streak)
-            if not decision.retry:
-                raise error
+            candidates, delay = self._after_failure(rt, error, attempt_no, candidates, model, task)
             rt.recorder.retries += 1
             last = (rt.name, error.kind)
-            if enabled(_req, DEBUG):
-                event(
-                    _req,
-                    DEBUG,
-                    "retry",
-                    provider=rt.name,
-                    error=error.kind,
-                    task=task,
-                    attempt=attempt_no,
-                    delay_s=round(decision.delay, 3),
-                    hinted=decision.hinted,
-                    streak=streak,
-                )
-            if decision.delay > 0 and not decision.hinted:
-                self.backing_off += 1
-                try:
-                    await self._clock.sleep(decision.delay)
-                finally:
-                    self.backing_off -= 1
+            if delay > 0:
+                await self._back_off(delay)
+
+    async def _back_off(self, delay: float) -> None:
+        """Wait before the next try; a stop (`stop_sending`) ends the wait with `DispatchStopped`
+        (the next try is not sent), so a job that stops does not wait out its retries' backoff."""
+        if self._stopping:
+            raise DispatchStopped()
+        nap = asyncio.ensure_future(self._clock.sleep(delay))
+        self._acquiring.add(nap)
+        self.backing_off += 1
+        try:
+            await asyncio.wait({nap})
+        except asyncio.CancelledError:
+            nap.cancel()
+            raise
+        finally:
+            self._acquiring.discard(nap)
+            self.backing_off -= 1
+        if nap.cancelled():
+            raise DispatchStopped()
+
+    def _after_failure(
+        self,
+        rt: ProviderRuntime,
+        error: ProviderError,
+        attempt_no: int,
+        candidates: list[Candidate],
+        model: str,
+        task: str | None,
+    ) -> tuple[list[Candidate], float]:
+        """After a failed attempt: the targets still worth trying and how long to wait first;
+        raises the error when the request is given up (`NoTargetLeft` when its route has no
+        target left). A key refused or a target unreachable counts toward taking the target out
+        (`policy.takeout`); once out, the request fails over at once. A 401/403 is retried only
+        from a target that never answered (then it says the key is wrong, not the request)."""
+        now = self._clock.now()
+        if rt.breaker.takeout.record(error, now):
+            self._take_out(rt, task)
+        if rt.breaker.is_out(now):
+            left = [c for c in candidates if not c[0].runtime.breaker.is_out(now)]
+            if not left:
+                raise _no_target_left(model, candidates)
+            return left, 0.0  # fail over at once: bounded by the route's targets
+        if rt.breaker.takeout.in_doubt(error):  # tried again until the target is known
+            if attempt_no >= self._retry.settings.max_attempts:
+                raise error
+            return candidates, self._retry.backoff(max(1, min(attempt_no, rt.breaker.takeout.streak)))
+        streak = rt.breaker.consecutive_failures if counts_as_failure(error) else None
+        decision = self._retry.decide(error, attempt_no, self._clock.wall(), streak=streak)
+        if not decision.retry:
+            raise error
+        if enabled(_req, DEBUG):
+            event(
+                _req,
+                DEBUG,
+                "retry",
+                provider=rt.name,
+                error=error.kind,
+                task=task,
+                attempt=attempt_no,
+                delay_s=round(decision.delay, 3),
+                hinted=decision.hinted,
+                streak=streak,
+            )
+        return candidates, 0.0 if decision.hinted else decision.delay
+
+    def _take_out(self, rt: ProviderRuntime, task: str | None) -> None:
+        """`rt` was just taken out: say so, and wake the requests queued for its quota (they go
+        to the route's other targets, or end with `NoTargetLeft`)."""
+        event(_log, WARNING, "target_out", provider=rt.name, reason=rt.breaker.takeout.reason, task=task)
+        for wait, pool in list(self._queued.items()):
+            if pool is rt.pool:
+                wait.cancel()
 
     def stop_sending(self) -> None:
-        """From now on no request is sent: those waiting for quota give up at once (their
-        reservations refunded) and fail with `DispatchStopped`; calls already sent finish."""
+        """From now on no request is sent: those waiting for quota or for a retry's backoff give
+        up at once (reservations refunded) and fail with `DispatchStopped`; calls already sent
+        finish."""
         self._stopping = True
         self._attempts.stopping = True
         for wait in self._acquiring:
@@ -251,15 +308,28 @@ class Scheduler:
             raise failure
 
     async def _acquire_any(
-        self, candidates: list[Candidate], urgent: bool = False
+        self, candidates: list[Candidate], model: str, urgent: bool = False
     ) -> tuple[Candidate, Reservation]:
-        """Reserve quota at whichever healthy target admits the request first.
+        """Reserve quota at whichever target still in its route admits the request first."""
+        while True:
+            left = [c for c in candidates if not c[0].runtime.breaker.is_out(self._clock.now())]
+            if not left:
+                raise _no_target_left(model, candidates)
+            won = await self._acquire_once(left, urgent)
+            if won is not None and not won[0][0].runtime.breaker.is_out(self._clock.now()):
+                return won
+            if won is not None:  # taken out while the request waited: nothing was sent
+                won[0][0].runtime.pool.refund(won[1])
 
-        The request waits in every candidate's queue at once and takes the first admission (the
-        others are withdrawn, and refunded if they were admitted in the same instant). Binding a
-        request to a target only when quota is really there keeps every target busy until the
-        route's work runs out, so a route's throughput approaches the sum of its targets' quotas.
-        """
+    async def _acquire_once(
+        self, candidates: list[Candidate], urgent: bool = False
+    ) -> tuple[Candidate, Reservation] | None:
+        """Reserve quota at whichever healthy target admits the request first (None: its waits
+        were at targets taken out meanwhile). The request waits in every candidate's queue at
+        once and takes the first admission (the others are withdrawn, and refunded if they were
+        admitted in the same instant). Binding a request to a target only when quota is really
+        there keeps every target busy until the route's work runs out, so a route's throughput
+        approaches the sum of its targets' quotas."""
         if self._stopping:
             raise DispatchStopped()
         now = self._clock.now()
@@ -274,6 +344,7 @@ class Scheduler:
             asyncio.ensure_future(c[0].runtime.pool.acquire(c[1], count=c[3], urgent=urgent)): c for c in live
         }
         self._acquiring.update(waits)
+        self._queued.update((w, c[0].runtime.pool) for w, c in waits.items())
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
@@ -283,6 +354,8 @@ class Scheduler:
             raise
         finally:
             self._acquiring.difference_update(waits)
+            for w in waits:
+                self._queued.pop(w, None)
             pending = [w for w in waits if not w.done()]
             for w in pending:
                 w.cancel()
@@ -303,10 +376,17 @@ class Scheduler:
         if winner is None:
             if self._stopping:
                 raise DispatchStopped()
-            assert failure is not None
-            raise failure
+            if failure is not None:
+                raise failure
+            return None  # every wait was cancelled by a take-out (`_take_out`)
         winner[0][0].runtime.breaker.allow(self._clock.now())
         return winner
+
+
+def _no_target_left(model: str, candidates: list[Candidate]) -> NoTargetLeft:
+    return NoTargetLeft(
+        stop_line(model, [(c[0].runtime.name, c[0].runtime.breaker.takeout) for c in candidates])
+    )
 
 
 def _soonest(live: list[Candidate]) -> Candidate | None:

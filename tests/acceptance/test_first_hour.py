@@ -118,9 +118,11 @@ def test_custom_id_is_never_sent_and_comes_back_on_the_result(cli: Cli) -> None:
 
 
 def two_route_config(path: Path, emu: EmulatorThread, down_url: str, **settings: Any) -> Path:
-    """MODEL goes to the emulator's alpha; DOWN_MODEL to provider `down` at `down_url`."""
+    """MODEL goes to the emulator's alpha; DOWN_MODEL to provider `down` at `down_url`, which is
+    never taken out (`take_out_after: 0`): its items fail one by one, as these tests want."""
     gateway_config(path, emu)
     data = yaml.safe_load(path.read_text())
+    data["settings"]["circuit"] = {"take_out_after": 0}
     data["providers"].append({"name": "down", "kind": "openai", "base_url": down_url})
     data["routes"] = [
         {"model": MODEL, "targets": ["alpha:gpt-4o-mini"]},

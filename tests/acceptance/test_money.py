@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from batchgate.emulator import EmulatorThread
-from batchgate.jobs.price_list import BUILTIN_DATE
+from batchgate.jobs.pricing import BUILTIN_DATE
 
 from .harness import Cli, gateway_config, one_error_line, provider_totals, write_input
 

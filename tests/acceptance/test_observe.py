@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from acceptance.harness import Cli, read_jsonl, wait_for
@@ -79,6 +80,9 @@ def _job(cli: Cli, emu: EmulatorThread, routes: list[dict[str, Any]], providers:
         max_attempts=4,
         extra={"prices": PRICES},
     )
+    data = yaml.safe_load(cfg.read_text())  # the locked provider's items fail one by one, each
+    data["settings"]["circuit"] = {"take_out_after": 0}  # with its 401 (it is never taken out)
+    cfg.write_text(yaml.safe_dump(data))
     cli.env = {"BG_OBSERVE_KEY": WRONG_KEY}
     src = cli.cwd / "in.jsonl"
     write_input(cli.cwd / "a.jsonl", 30)

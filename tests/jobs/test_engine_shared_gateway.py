@@ -13,7 +13,8 @@ import pytest
 from batchgate.config import GatewayConfig, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.gateway import Gateway
-from batchgate.jobs.engine import EngineOptions, JobEngine
+from batchgate.jobs.engine import JobEngine
+from batchgate.jobs.engine_types import EngineOptions
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskSpec, TaskState
 

@@ -13,8 +13,7 @@ from batchgate import Job
 from batchgate.cli.serve import _warn_unpriced
 from batchgate.config import GatewayConfig, Price, config_from_dict
 from batchgate.errors import ConfigError
-from batchgate.jobs.price_list import BUILTIN_DATE
-from batchgate.jobs.pricing import PriceTable, price_notes
+from batchgate.jobs.pricing import BUILTIN_DATE, PriceTable, price_notes
 from batchgate.models import Usage
 
 URL = "http://127.0.0.1:9/v1"

@@ -24,10 +24,10 @@ pytestmark = pytest.mark.integration
 MODEL = "m-test"
 
 
-def _config(emu: Emulator) -> GatewayConfig:
+def _config(emu: Emulator, **provider: Any) -> GatewayConfig:
     return config_from_dict(
         {
-            "providers": [{"name": "alpha", "kind": "openai", "base_url": emu.base_url("alpha")}],
+            "providers": [{"name": "alpha", "kind": "openai", "base_url": emu.base_url("alpha"), **provider}],
             "routes": [{"model": MODEL, "targets": ["alpha:gpt-4o-mini"]}],
             "settings": {
                 "concurrency": 8,
@@ -134,3 +134,22 @@ async def test_a_worker_whose_lease_was_taken_over_writes_nothing(slow: Emulator
     counts = await store.counts("job1")
     assert (counts[TaskState.SUCCEEDED], counts[TaskState.RUNNING]) == (0, 5)  # still B's
     assert worker.totals.finished == []
+
+
+async def test_a_worker_whose_key_is_refused_stops_and_leaves_every_task_pending(tmp_path: Path) -> None:
+    provider = {
+        "name": "alpha",
+        "family": "openai",
+        "limits": {"rpm": 10**6, "tpm": 10**8},
+        "api_key": "sk-a",
+    }
+    async with Emulator(emulator_config_from_dict({"seed": 5, "providers": [provider]})) as emu:
+        store = await _store(40, tmp_path, ManualWall())
+        config = _config(emu, api_key="sk-wrong")
+        worker = Worker(config, store, WorkerOptions(chunk_size=8, lanes=2, idle_min_s=0.01, idle_max_s=0.05))
+        totals = await worker.run()  # ends by itself: no exit_when_idle needed
+        refused = _stats(emu)["rejected"]["auth"]
+    assert totals.committed == 0  # no task failed for good: not the tasks' fault
+    assert 3 <= refused < 20
+    counts = await store.counts("job1")
+    assert (counts[TaskState.PENDING], counts[TaskState.FAILED]) == (40, 0)

@@ -18,8 +18,8 @@ from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.errors import (
     AuthenticationError,
     BadRequestError,
-    ConnectError,
     MalformedResponse,
+    NoTargetLeft,
     OverloadedError,
     QuotaExhaustedError,
     RequestTimeout,
@@ -226,8 +226,7 @@ async def test_exhausted_quota_or_spend_limit_is_never_retried(emulator: Any, fa
 
 @pytest.mark.parametrize(
     ("status", "cls"),
-    [(400, BadRequestError), (404, BadRequestError), (413, BadRequestError), (422, BadRequestError),
-     (401, AuthenticationError), (403, AuthenticationError)],
+    [(400, BadRequestError), (404, BadRequestError), (413, BadRequestError), (422, BadRequestError)],
 )  # fmt: skip
 async def test_other_4xx_is_never_retried(scripted: Any, status: int, cls: type[Exception]) -> None:
     server = await scripted(lambda i, b: Answer(status, error_body("invalid_request_error", "no")))
@@ -237,17 +236,44 @@ async def test_other_4xx_is_never_retried(scripted: Any, status: int, cls: type[
     assert [a.status for a in result.attempts] == [status]
 
 
+@pytest.mark.parametrize("status", [401, 403])
+async def test_a_key_refused_from_the_start_takes_the_target_out(scripted: Any, status: int) -> None:
+    server = await scripted(lambda i, b: Answer(status, error_body("authentication_error", "no")))
+    (result,) = await run_all(config(server.base_url, max_attempts=8), [chat("hi")])
+    assert isinstance(result.error, NoTargetLeft)
+    assert f"provider p taken out: API key refused (HTTP {status}), 3 times" in result.error.message
+    assert len(server.arrivals) == 3  # the target was in doubt until then, not 8 tries
+    assert [a.status for a in result.attempts] == [status] * 3
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_a_key_refused_by_a_target_that_answered_is_never_retried(scripted: Any, status: int) -> None:
+    server = await scripted(
+        lambda i, b: Answer() if i == 0 else Answer(status, error_body("authentication_error", "no"))
+    )
+    async with Gateway(config(server.base_url)) as gw:
+        first = await gw.arun(chat("a"))
+        second = await gw.arun(chat("b"))
+    assert first.ok, first.error
+    assert isinstance(second.error, AuthenticationError)
+    assert len(server.arrivals) == 2
+
+
 async def test_an_error_body_echoing_the_key_is_scrubbed(scripted: Any) -> None:
     key = "sk-echo-canary-7f3a9c"
 
     def script(i: int, body: dict[str, Any]) -> Answer:
+        if i == 0:
+            return Answer()  # it answered once: its 401 is this request's, the error kept whole
         echoed = server.arrivals[i].authorization
         return Answer(401, error_body("invalid_request_error", f"bad key {echoed}"), {"x-echo": echoed})
 
     server = await scripted(script)
-    (result,) = await run_all(config(server.base_url, api_key=key), [chat("hi")])
+    async with Gateway(config(server.base_url, api_key=key)) as gw:
+        assert (await gw.arun(chat("first"))).ok
+        result = await gw.arun(chat("hi"))
     assert isinstance(result.error, AuthenticationError)
-    assert server.arrivals[0].authorization == f"Bearer {key}"
+    assert server.arrivals[1].authorization == f"Bearer {key}"
     texts = [str(result.error), repr(result.error), *(a.error_message or "" for a in result.attempts)]
     texts += [str(v) for v in result.error.headers.values()] + [repr(result.error.body)]
     assert not [t for t in texts if key in t]
@@ -321,13 +347,15 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize("where", ["refused", "dns"])
-async def test_unreachable_provider_is_retried_then_failed(where: str) -> None:
+async def test_unreachable_provider_is_taken_out_after_a_few_tries(where: str) -> None:
     url = f"http://127.0.0.1:{_closed_port()}/v1" if where == "refused" else "http://nonexistent.invalid/v1"
-    results = await run_all(config(url, max_attempts=3), [chat("a"), chat("b")])
+    results = await run_all(config(url, max_attempts=8), [chat("a"), chat("b")])
+    cause = "connection refused" if where == "refused" else "DNS failure"
     for result in results:
-        assert isinstance(result.error, ConnectError)  # UnreachableError is one
-        assert len(result.attempts) == 3
+        assert isinstance(result.error, NoTargetLeft)
+        assert f"provider p taken out: {cause}, 3 times in a row" in result.error.message
         assert set(kinds(result)) <= {"connect", "unreachable"}, kinds(result)
+    assert 3 <= sum(len(r.attempts) for r in results) <= 4  # the third took it out; one was in flight
 
 
 async def test_reset_mid_response_is_retried(scripted: Any) -> None:

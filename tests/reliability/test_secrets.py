@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from acceptance.harness import Cli, read_jsonl, wait_for
 
@@ -83,6 +84,9 @@ def test_no_key_in_any_artifact_after_auth_failures_a_crash_and_a_resume(cli: Cl
                 {"model": "m-echo", "targets": ["echo"]},
             ]
             cfg = write_config(cli.cwd / "gw.yaml", providers, routes, concurrency=4)
+            data = yaml.safe_load(cfg.read_text())  # the wrong-key items fail one by one, each
+            data["settings"]["circuit"] = {"take_out_after": 0}  # 401 on record (not taken out)
+            cfg.write_text(yaml.safe_dump(data))
             cli.env = {"BG_GOOD_KEY": RIGHT_KEY, "BG_BAD_KEY": WRONG_KEY}
             src = cli.cwd / "in.jsonl"
             write_input(cli.cwd / "a.jsonl", 150, model="m-good")

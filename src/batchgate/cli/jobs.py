@@ -129,7 +129,7 @@ def _status(args: argparse.Namespace) -> int:
     live = info["live"]
     if live:
         print(
-            f"  {live['rate_per_s']}/s, ETA {live['eta_s']} s, {live['rate_limited']} x 429, "
+            f"  {live['rate_per_s']}/s, {_eta(live)}, {live['rate_limited']} x 429, "
             f"{live['in_flight']} in flight, ${live['cost_usd']:.4f}"
         )
         batches = live.get("batches")
@@ -238,3 +238,9 @@ def _report_html(args: argparse.Namespace) -> int:
     asyncio.run(go())
     print(f"wrote {args.html}")
     return 0
+
+
+def _eta(live: dict[str, Any]) -> str:
+    """`ETA 42.0 s`, or `stalled for 45.0 s` when nothing has ended for a while."""
+    stalled = live.get("stalled_s")
+    return f"stalled for {stalled} s" if stalled is not None else f"ETA {live['eta_s']} s"

@@ -28,7 +28,7 @@ from batchgate.models import ROUTE_MODES
 
 if TYPE_CHECKING:
     from batchgate.config import GatewayConfig
-    from batchgate.jobs.engine import EngineOptions
+    from batchgate.jobs.engine_types import EngineOptions
     from batchgate.jobs.job_setup import RunRequest
 
 
@@ -153,7 +153,7 @@ def register(sub: Any) -> None:
 
 
 def _engine_options(args: argparse.Namespace) -> EngineOptions:
-    from batchgate.jobs.engine import EngineOptions  # noqa: PLC0415 — start-up: the engine only to run
+    from batchgate.jobs.engine_types import EngineOptions  # noqa: PLC0415 — start-up: only to run
 
     return EngineOptions(
         concurrency=args.concurrency,

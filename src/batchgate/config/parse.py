@@ -26,6 +26,7 @@ from batchgate.models import ROUTE_MODES, RouteMode
 from batchgate.policy.circuit import CircuitSettings
 from batchgate.policy.poll import PollPolicy
 from batchgate.policy.retry import RetrySettings
+from batchgate.policy.takeout import TakeOutSettings
 from batchgate.quota.limits import QuotaLimits
 from batchgate.quota.store.location import resolve
 
@@ -57,7 +58,9 @@ _ROUTE = frozenset({"model", "targets", "mode"})
 _SETTINGS = frozenset({"concurrency", "retry", "timeouts", "circuit", "seed", "gc_threshold"})
 _RETRY = frozenset({"max_attempts", "base_delay", "max_delay", "max_hint"})
 _TIMEOUTS = frozenset({"connect", "total", "hedge"})
-_CIRCUIT = frozenset({"failure_threshold", "open_seconds"})
+_CIRCUIT = frozenset(
+    {"failure_threshold", "open_seconds", "take_out_after", "take_out_grace", "take_out_for"}
+)
 _PRICE = frozenset({"input", "output", "cached_input", "batch_discount"})
 _BUDGET = frozenset({"max_cost_usd", "max_tokens", "allow_unpriced"})
 _JOB = frozenset(
@@ -235,9 +238,22 @@ def _settings(top: Section) -> Settings:
         circuit=CircuitSettings(
             failure_threshold=c.integer("failure_threshold", d_circ.failure_threshold) or 1,
             open_seconds=c.number("open_seconds", d_circ.open_seconds) or d_circ.open_seconds,
+            take_out=_take_out(c, d_circ.take_out),
         ),
         seed=seed,
         gc_threshold=s.integer("gc_threshold", Settings().gc_threshold, minimum=0) or 0,
+    )
+
+
+def _take_out(c: Section, d: TakeOutSettings) -> TakeOutSettings:
+    """When a target whose key is refused or that cannot be reached is taken out (0: never)."""
+    after = c.integer("take_out_after", d.after, minimum=0)
+    grace = c.number("take_out_grace", d.grace_seconds, strict_min=False)
+    readmit = c.number("take_out_for", d.readmit_seconds, strict_min=False)
+    return TakeOutSettings(
+        after=d.after if after is None else after,
+        grace_seconds=d.grace_seconds if grace is None else grace,
+        readmit_seconds=d.readmit_seconds if readmit is None else readmit,
     )
 
 
@@ -279,7 +295,7 @@ def _budget(top: Section) -> Budget:
 
 def _job(top: Section) -> JobSettings:
     j = top.section("job", _JOB)
-    threshold = j.number("error_rate_threshold")
+    threshold = j.number("error_rate_threshold", JobSettings().error_rate_threshold)
     if threshold is not None and threshold > 1:
         j.fail("error_rate_threshold", "must be a fraction between 0 and 1")
     regex = j.string("validate_regex")

@@ -141,9 +141,14 @@ class Budget:
     allow_unpriced: bool = False  # run with max_cost_usd although a model has no price ($0)
 
 
+DEFAULT_ERROR_RATE = 0.9  # the default error budget: more than 90% of the last 200 items failed
+
+
 @dataclass(frozen=True, slots=True)
 class JobSettings:
-    error_rate_threshold: float | None = None  # stop when failures / window passes this
+    # stop when failures / window passes this (the default catches a run where almost nothing
+    # succeeds; 1 never stops)
+    error_rate_threshold: float | None = DEFAULT_ERROR_RATE
     error_rate_window: int = 200
     validate_regex: str | None = None
     validate_schema: Mapping[str, Any] | None = None

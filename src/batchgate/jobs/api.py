@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from batchgate.config import GatewayConfig, RouteMode, load_config
-from batchgate.jobs.engine import EngineOptions
+from batchgate.jobs.engine_types import EngineOptions
 from batchgate.jobs.graph.expand import answer_of
 from batchgate.jobs.graph.setup import requested_graph
 from batchgate.jobs.pricing import check_prices, unpriced_warning

@@ -17,26 +17,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
-from batchgate.errors import DispatchStopped, QuotaExhaustedError, QuotaStoreUnavailable
+from batchgate.errors import DispatchStopped, NoTargetLeft, QuotaExhaustedError, QuotaStoreUnavailable
 from batchgate.gateway import Gateway
 from batchgate.inflight import InflightLimit
 from batchgate.jobs.batch.driver import BatchDriver, EventSink
 from batchgate.jobs.budget_gate import BudgetGate
 from batchgate.jobs.commit import Committed, GroupCommitter
+from batchgate.jobs.engine_types import EngineOptions, EngineOutcome, FollowUps, ResultHook
 from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Before, Progress
 from batchgate.jobs.live_task import Abandoned, LiveTasks
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.logs import WARNING, bind, event, get_logger
-from batchgate.quota.store.location import StoreSpec
 
-__all__ = ["CANCEL_BLOB", "CANCEL_REASON", "EngineOptions", "EngineOutcome", "JobEngine", "Progress"]
+__all__ = ["CANCEL_BLOB", "CANCEL_REASON", "JobEngine"]
 
 CLAIM_CHUNK, START_SLICE = 512, 32  # tasks claimed at once; started in one turn of the event loop
 CANCEL_BLOB = "cancel_requested"  # written by `batchgate cancel` for the run that holds the job
@@ -46,36 +45,9 @@ CANCEL_WAIT_S = 120.0  # at most this long cancelling batches at the providers b
 _log = get_logger("task")
 
 
-@dataclass(frozen=True, slots=True)
-class EngineOptions:
-    concurrency: int | None = None
-    max_attempts: int | None = None
-    timeout: float | None = None
-    grace_seconds: float = 10.0
-    window: int | None = None  # tasks alive at once; default 4 x concurrency (>= 1024)
-    quota_store: StoreSpec | None = None  # where provider quotas are shared; None: the config's
-
-
-class FollowUps(Protocol):
-    """Tasks that become ready when another ends (a pipeline's later steps); see `jobs.graph`."""
-
-    def after(self, spec: TaskSpec, outcome: TaskOutcome) -> list[TaskSpec]: ...
-
-
-ResultHook = Callable[[TaskSpec, TaskOutcome], None]  # hears each live outcome as it is committed
-
-
-@dataclass(frozen=True, slots=True)
-class EngineOutcome:
-    status: str  # completed | stopped
-    stop_reason: str | None
-    elapsed_s: float
-    statistics: Any  # GatewayStatistics of this run
-    progress: Progress
-    emulator_stats: dict[str, Any] | None
-
-
 class JobEngine:
+    no_target = False  # the stop came from a route with no target left (set on the instance)
+
     def __init__(
         self,
         config: GatewayConfig,
@@ -230,7 +202,8 @@ class JobEngine:
             emu = gateway.emulator.stats() if gateway.emulator is not None else None
         self.gateway = None
         status = "stopped" if self.stop_reason is not None else "completed"
-        return EngineOutcome(status, self.stop_reason, self.clock.now() - started, stats, self.progress, emu)
+        elapsed = self.clock.now() - started
+        return EngineOutcome(status, self.stop_reason, elapsed, stats, self.progress, emu, self.no_target)
 
     async def cancel_asked(self) -> bool:
         """Whether `batchgate cancel` asked (through the store) for this job to be cancelled."""
@@ -275,6 +248,7 @@ class JobEngine:
             self._start(gateway, spec, committer)
 
     async def _dispatch(self, gateway: Gateway, committer: GroupCommitter) -> None:
+        self.progress.step_sizes = self._follow.step_sizes() if self._follow is not None else {}  # ETA
         window = self._window()
         exhausted = False
         batches = self.batches
@@ -363,8 +337,10 @@ class JobEngine:
             # the user tops up, instead of recording a failure that is not the item's fault.
             self.request_stop(f"provider {result.provider} refused: {result.error.message}")
             return
-        if isinstance(result.error, QuotaStoreUnavailable):
-            self.request_stop(result.error.message)  # left uncommitted: sent when the store is back
+        if isinstance(result.error, NoTargetLeft | QuotaStoreUnavailable):  # pending, for a resume
+            # no target left (key refused, unreachable), or the quota store is gone
+            self.no_target |= self.stop_reason is None and isinstance(result.error, NoTargetLeft)
+            self.request_stop(result.error.message)
             return
         done = live.outcome(spec, result, attempts, invalid, billed)
         committer.add(done)

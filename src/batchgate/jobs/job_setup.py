@@ -18,7 +18,8 @@ from batchgate.embedded import check_embedded, load_embedded
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.gateway import Gateway
 from batchgate.jobs.commit import Committed
-from batchgate.jobs.engine import EngineOptions, JobEngine, ResultHook
+from batchgate.jobs.engine import JobEngine
+from batchgate.jobs.engine_types import EngineOptions, ResultHook
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.graph.expand import GraphTasks

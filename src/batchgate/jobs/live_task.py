@@ -153,5 +153,5 @@ class LiveTasks:
                 latency_ms=latency,
                 cost=cost,
             )
-        self.progress.record(done)
+        self.progress.record(done, spec.step)
         return done

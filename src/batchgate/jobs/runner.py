@@ -24,7 +24,8 @@ import orjson
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_deadline
-from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, EngineOutcome, JobEngine
+from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, JobEngine
+from batchgate.jobs.engine_types import EngineOutcome
 from batchgate.jobs.finish import Finished, earlier_segments, finish_job, refused_tokens
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import render_graph_summary
@@ -70,6 +71,7 @@ __all__ = [
 EXIT_OK = 0  # every item succeeded
 EXIT_STOPPED = 3  # stopped by a guard (budget, error rate, an exhausted account)
 EXIT_FAILED_ITEMS = 4  # finished, but some items failed (retry them with --retry-failed)
+EXIT_NO_TARGET = 5  # stopped: a route had no target left (its key refused, or it cannot be reached)
 EXIT_INTERRUPTED = 130
 REFRESH_S = 0.5  # the live display's refresh
 STORE_EVERY = 4  # refreshes between stored snapshots
@@ -331,7 +333,7 @@ async def _finish(
     written, failed = done.written, done.failed
     resume = f"batchgate resume {job_id}{resume_hint(req.store_path)}"
     interrupted = bool(reason and (reason.startswith("interrupted") or reason == CANCEL_REASON))
-    code = _exit_code(status, interrupted, failed)
+    code = _exit_code(status, interrupted, failed, outcome.no_target)
     ended = "job_finished" if status == "completed" else "job_stopped"
     ended = "job_cancelled" if reason == CANCEL_REASON else ended
     level = INFO if status == "completed" else WARNING
@@ -388,7 +390,9 @@ def _tell_outcome(
         )
 
 
-def _exit_code(status: str, interrupted: bool, failed: int) -> int:
+def _exit_code(status: str, interrupted: bool, failed: int, no_target: bool = False) -> int:
     if status == "completed":
         return EXIT_FAILED_ITEMS if failed else EXIT_OK
-    return EXIT_INTERRUPTED if interrupted else EXIT_STOPPED
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_NO_TARGET if no_target else EXIT_STOPPED

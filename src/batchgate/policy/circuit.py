@@ -5,23 +5,29 @@ closed → (failure_threshold consecutive transport/5xx/529 failures) → open f
 again for another `open_seconds`. A probe that never reports back is presumed lost after
 `open_seconds`, and another probe is allowed. Pure: the caller passes the time in and decides
 which failures count (`counts_as_failure` gives the default classification).
+
+A target that cannot serve anything (its key refused, nowhere to connect) is taken out: state
+`out`, not available until it is let back in (`takeout.py` decides when; the caller reports each
+failure to `takeout.record`). A success anywhere resets its count like the breaker's.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from batchgate.errors import OverloadedError, ServerError, TransportError
+from batchgate.policy.takeout import TakeOut, TakeOutSettings
 
-CircuitState = Literal["closed", "open", "half_open"]
+CircuitState = Literal["closed", "open", "half_open", "out"]
 
 
 @dataclass(frozen=True, slots=True)
 class CircuitSettings:
     failure_threshold: int = 5  # consecutive transport/5xx/529 failures that open the circuit
     open_seconds: float = 10.0
+    take_out: TakeOutSettings = field(default_factory=TakeOutSettings)
 
     def __post_init__(self) -> None:
         if self.failure_threshold < 1:
@@ -45,8 +51,15 @@ class CircuitBreaker:
         self._open_until = -math.inf
         self._tripped = False  # open or half-open
         self._probe_since: float | None = None
+        self.takeout = TakeOut(self.settings.take_out)
+
+    def is_out(self, now: float) -> bool:
+        """Taken out of its routes (`takeout.reason` says why)."""
+        return self.takeout.is_out(now)
 
     def state(self, now: float) -> CircuitState:
+        if self.takeout.is_out(now):
+            return "out"
         if not self._tripped:
             return "closed"
         return "open" if now < self._open_until else "half_open"
@@ -56,7 +69,7 @@ class CircuitBreaker:
         state = self.state(now)
         if state == "closed":
             return True
-        if state == "open":
+        if state in ("open", "out"):
             return False
         if self._probe_since is not None and now - self._probe_since < self.settings.open_seconds:
             return False
@@ -71,6 +84,7 @@ class CircuitBreaker:
         return state == "closed"
 
     def record_success(self, now: float) -> None:
+        self.takeout.record_answer()
         self.consecutive_failures = 0
         self._tripped = False
         self._probe_since = None

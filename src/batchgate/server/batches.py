@@ -23,7 +23,8 @@ from batchgate.clock import Clock, TimerHandle
 from batchgate.config import GatewayConfig
 from batchgate.errors import BatchgateError, InputError, ServiceRequestError
 from batchgate.gateway import Gateway
-from batchgate.jobs.engine import EngineOptions, JobEngine
+from batchgate.jobs.engine import JobEngine
+from batchgate.jobs.engine_types import EngineOptions
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.runner import RunRequest, job_id_for, run_job
@@ -154,8 +155,7 @@ class Batches:
         return record
 
     def running(self, batch_id: str) -> Progress | None:
-        """The batch's job's progress while it runs here (once it has read what earlier runs left):
-        figures from memory, not from a store whose thread is busy with the job's writes."""
+        """The running job's progress (from memory, not a store busy with its writes), if read."""
         engine = self._engines.get(batch_id)
         progress = engine.progress if engine is not None else None
         return progress if progress is not None and progress.before is not None else None

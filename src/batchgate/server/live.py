@@ -27,6 +27,7 @@ from batchgate.errors import (
     BatchgateError,
     DispatchStopped,
     NeverFitsError,
+    NoTargetLeft,
     QuotaExhaustedError,
     QuotaStoreUnavailable,
     RateLimitError,
@@ -100,6 +101,9 @@ def refusal(error: BatchgateError | None) -> ServiceRequestError:
     kind = error.kind if error is not None else "error"
     if isinstance(error, NeverFitsError | BadRequestError) and not isinstance(error, QuotaExhaustedError):
         return ServiceRequestError(400, message, code=kind)
+    if isinstance(error, NoTargetLeft):  # the gateway's providers, not the client's request
+        message = "No provider of this model can be used (its credentials refused, or unreachable)"
+        return ServiceRequestError(502, f"{message}; the server's operator must fix them.", type=_SERVER)
     if isinstance(error, RoutingError):
         return ServiceRequestError(404, message, code="model_not_found", param="model")
     if isinstance(error, RateLimitError | QuotaExhaustedError):

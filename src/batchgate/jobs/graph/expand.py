@@ -45,6 +45,10 @@ class GraphTasks:
         self._templates = {s.name: (Template.parse(s.prompt) if s.prompt else None) for s in graph.steps}
         self._systems = {s.name: (Template.parse(s.system) if s.system else None) for s in graph.steps}
 
+    def step_sizes(self) -> dict[str, int]:
+        """The most tasks each step can hold: one per input item (fewer where a condition skips)."""
+        return {s.name: len(self.items) for s in self.graph.steps}
+
     def locate(self, seq: int) -> tuple[InputItem, Step]:
         return self.items[seq // self.width], self.graph.steps[seq % self.width]
 

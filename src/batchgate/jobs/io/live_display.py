@@ -29,6 +29,19 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
+def eta_text(snap: dict[str, Any]) -> str:
+    """`3m07s`, with the step that binds a pipeline (`3m07s (summary)`), or `stalled 45s`."""
+    if snap.get("stalled_s") is not None:
+        return f"stalled {fmt_duration(snap['stalled_s'])}"
+    step = snap.get("eta_step")
+    return fmt_duration(snap["eta_s"]) + (f" ({step})" if step else "")
+
+
+def total_text(snap: dict[str, Any]) -> str:
+    """The total, `1200+` while a pipeline's later steps are still being added."""
+    return f"{snap['total']}+" if snap.get("total_growing") else str(snap["total"])
+
+
 def budget_text(budget: dict[str, Any] | None) -> str:
     """`budget $0.0213 of $1.00 (2%)`, with tokens where they are limited; "" without a budget."""
     if not budget:
@@ -59,9 +72,9 @@ def head_lines(snap: dict[str, Any]) -> list[str]:
     """The lines above the bar (plain text; the rich sink styles them)."""
     waiting_for = ", ".join(f"{n} {k}" for n, k in sorted(snap.get("waiting_for", {}).items()))
     first = (
-        f"{snap['done']}/{snap['total']} done  ok {snap['succeeded']}  failed {snap['failed']}  "
+        f"{snap['done']}/{total_text(snap)} done  ok {snap['succeeded']}  failed {snap['failed']}  "
         f"pending {snap['pending']}  ·  elapsed {fmt_duration(snap['elapsed_s'])}  ·  "
-        f"{snap['rate_per_s']:.1f}/s  ETA {fmt_duration(snap['eta_s'])}"
+        f"{snap['rate_per_s']:.1f}/s  ETA {eta_text(snap)}"
     )
     second = (
         f"in flight {snap['in_flight']}  ·  waiting for quota {snap.get('waiting', 0)}"
@@ -91,7 +104,7 @@ def state_text(p: dict[str, Any]) -> str:
     """Its state, with the circuit breaker's where that says more (`unreachable, circuit open`)."""
     state = str(p.get("state", "ok"))
     circuit = p.get("circuit", "closed")
-    if circuit != "closed" and state not in ("circuit open", "probing"):
+    if circuit != "closed" and state not in ("circuit open", "probing", "taken out"):
         return f"{state}, circuit {circuit.replace('_', '-')}"
     return state
 
@@ -115,7 +128,13 @@ def provider_row(name: str, p: dict[str, Any]) -> list[str]:
     ]
 
 
-_STATE_STYLE = {"ok": "green", "unreachable": "bold red", "circuit open": "red", "probing": "yellow"}
+_STATE_STYLE = {
+    "ok": "green",
+    "unreachable": "bold red",
+    "taken out": "bold red",
+    "circuit open": "red",
+    "probing": "yellow",
+}
 
 
 # The columns kept first when the terminal is narrow (the others go, least useful first).

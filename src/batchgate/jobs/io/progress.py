@@ -15,6 +15,7 @@ from typing import IO, Any, Protocol
 import orjson
 
 from batchgate.errors import JobError
+from batchgate.jobs.io.eta import Eta, EtaView
 from batchgate.jobs.store.protocol import TaskOutcome, TaskState
 from batchgate.stats import GatewayStatistics, ProviderStatistics
 from batchgate.text import plural
@@ -87,6 +88,9 @@ class Progress:
     tallies: dict[str, ProviderTally] = field(default_factory=dict)  # this job's live attempts
     batch_view: Callable[[], dict[str, Any]] | None = None
     shared_gateway: bool = False  # the gateway runs other jobs too (a server): its counters are not ours
+    step_sizes: dict[str, int] = field(default_factory=dict)  # a graph job: tasks each step may hold
+    ended_by_step: dict[str, int] = field(default_factory=dict)  # this run's ends per step ("" plain)
+    eta: Eta = field(default_factory=Eta)
 
     def batches(self) -> dict[str, Any]:
         """The batch view (empty when the run has no batch mode)."""
@@ -96,8 +100,25 @@ class Progress:
     def done(self) -> int:
         return self.done_before + self.succeeded + self.failed
 
-    def record(self, outcome: TaskOutcome) -> None:
-        """A task's outcome, live or batch: counted done, and the kept answer's tokens."""
+    @property
+    def total_growing(self) -> bool:
+        """A fan-out or pipeline job whose later steps' tasks are still being added."""
+        return bool(self.step_sizes) and self.total < sum(self.step_sizes.values())
+
+    def eta_view(self, now: float) -> EtaView:
+        """The ETA at `now` (the run's clock): from the step that binds, or `stalled`. Tasks
+        ended by earlier runs of a graph job are shared evenly between its steps."""
+        ended = self.ended_by_step
+        if not self.step_sizes:
+            return self.eta.observe(now, ended, {"": max(0, self.total - self.done)})
+        before = self.done_before // len(self.step_sizes)
+        left = {k: max(0, n - before - ended.get(k, 0)) for k, n in self.step_sizes.items()}
+        return self.eta.observe(now, ended, left)
+
+    def record(self, outcome: TaskOutcome, step: str | None = None) -> None:
+        """A task's outcome, live or batch: counted done (for its step), and the kept answer's tokens."""
+        key = step or ""
+        self.ended_by_step[key] = self.ended_by_step.get(key, 0) + 1
         if outcome.state is TaskState.SUCCEEDED:
             self.succeeded += 1
             self.prompt_tokens += outcome.prompt_tokens
@@ -148,6 +169,7 @@ def snapshot(
     used against its limits (`BudgetGuard.view`), None without one."""
     done_now = progress.succeeded + progress.failed
     rate = done_now / elapsed_s if elapsed_s > 0 else 0.0
+    eta = progress.eta_view(elapsed_s)
     pending = max(0, progress.total - progress.done)
     providers = {n: provider_entry(p, progress) for n, p in (stats.providers if stats else {}).items()}
     sending = sum(p["in_flight"] for p in providers.values())  # at the providers right now
@@ -167,7 +189,10 @@ def snapshot(
         "backing_off": backing_off,
         "waiting_for": {n: p["waiting"] for n, p in providers.items() if p["waiting"]},
         "rate_per_s": round(rate, 2),
-        "eta_s": round(pending / rate, 1) if rate > 0 else None,
+        "eta_s": None if eta.seconds is None else round(eta.seconds, 1),
+        "eta_step": eta.binding,  # the step that binds a fan-out or pipeline
+        "stalled_s": None if eta.stalled_s is None else round(eta.stalled_s, 1),
+        "total_growing": progress.total_growing,
         "rate_limited": sum(p["rate_limited"] for p in providers.values()),
         "retries": sum(p["retries"] for p in providers.values()),
         "errors_by_kind": _sum_kinds(providers.values()),
@@ -192,7 +217,9 @@ def provider_entry(p: ProviderStatistics, progress: Progress) -> dict[str, Any]:
     """One provider's row: traffic, errors by kind, latency, its quota in use, its state."""
     quota = p.quota
     used = quota.in_use() if quota is not None else {}
-    if p.unreachable:
+    if p.circuit == "out":
+        state = "taken out"
+    elif p.unreachable:
         state = "unreachable"
     elif quota is not None and quota.paused_until is not None:
         state = "paused"

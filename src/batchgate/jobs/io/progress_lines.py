@@ -11,16 +11,16 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
-from batchgate.jobs.io.live_display import budget_text, fmt_duration, kinds_text
+from batchgate.jobs.io.live_display import budget_text, eta_text, fmt_duration, kinds_text, total_text
 from batchgate.text import plural
 
 
 def progress_line(snap: dict[str, Any]) -> str:
     waiting_for = ", ".join(f"{n} {k}" for n, k in sorted(snap.get("waiting_for", {}).items()))
     parts = [
-        f"batchgate: {fmt_duration(snap['elapsed_s'])}: {snap['done']}/{snap['total']} done "
+        f"batchgate: {fmt_duration(snap['elapsed_s'])}: {snap['done']}/{total_text(snap)} done "
         f"(ok {snap['succeeded']}, failed {snap['failed']}), {snap['pending']} pending, "
-        f"{snap['rate_per_s']:.1f}/s, ETA {fmt_duration(snap['eta_s'])}",
+        f"{snap['rate_per_s']:.1f}/s, ETA {eta_text(snap)}",
         f"{snap['in_flight']} in flight, {snap.get('waiting', 0)} waiting for quota"
         + (f" (queued at {waiting_for})" if waiting_for else "")
         + f", {snap.get('backing_off', 0)} in retry backoff",

@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
-from batchgate.errors import DispatchStopped, JobLockedError, LeaseLostError, QuotaExhaustedError
+from batchgate.errors import (
+    DispatchStopped,
+    JobLockedError,
+    LeaseLostError,
+    NoTargetLeft,
+    QuotaExhaustedError,
+)
 from batchgate.gateway import Gateway
 from batchgate.jobs.budget_gate import BudgetGate
 from batchgate.jobs.commit import GroupCommitter
@@ -199,6 +205,9 @@ class Worker:
             return  # stopping: left for the release to put back
         if isinstance(result.error, DispatchStopped | QuotaExhaustedError):
             return  # never sent, or the account is out: back to the queue, not a failure
+        if isinstance(result.error, NoTargetLeft):
+            self.stop()  # this worker's key is refused (or its provider unreachable): it stops,
+            return  # and leaves the task to the workers that can send it
         done = live.outcome(spec, result, attempts, invalid, billed)
         with contextlib.suppress(LeaseLostError):  # the chunk's end reports the loss
             committer.add(done)

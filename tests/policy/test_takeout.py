@@ -1,0 +1,134 @@
+"""Taking a target out: a refused key or nowhere to connect, a few times in a row, and the target
+is out for good; any other answer starts the count again; a target that answered before is given
+a grace period. Pure: times are passed in, nothing sleeps."""
+
+from __future__ import annotations
+
+import pytest
+
+from batchgate.errors import (
+    AuthenticationError,
+    BadRequestError,
+    RateLimitError,
+    RequestTimeout,
+    ServerError,
+    UnreachableError,
+)
+from batchgate.policy.circuit import CircuitBreaker, CircuitSettings
+from batchgate.policy.takeout import TakeOut, TakeOutSettings, fatal_cause
+
+KEY = AuthenticationError("alpha: HTTP 401", provider="alpha", status=401)
+REFUSED = UnreachableError("alpha: unreachable", provider="alpha", cause="connection refused")
+
+
+def test_a_refused_key_three_times_takes_the_target_out() -> None:
+    t = TakeOut(TakeOutSettings(after=3))
+    assert not t.record(KEY, 0.0)
+    assert not t.record(KEY, 0.1)
+    assert t.streak == 2
+    assert t.record(KEY, 0.2)
+    assert t.out
+    assert t.reason == "API key refused (HTTP 401), 3 times in a row"
+    assert not t.record(KEY, 0.3)  # it is taken out once
+    t.record_answer()
+    assert t.out  # out for good: a late answer of a request sent before does not bring it back
+
+
+def test_nowhere_to_connect_names_the_cause() -> None:
+    t = TakeOut(TakeOutSettings(after=2))
+    t.record(REFUSED, 0.0)
+    assert t.record(REFUSED, 0.0)
+    assert t.reason == "connection refused, 2 times in a row"
+
+
+def test_another_answer_starts_the_count_again() -> None:
+    t = TakeOut(TakeOutSettings(after=3))
+    t.record(KEY, 0.0)
+    t.record(KEY, 0.1)
+    assert not t.record(RateLimitError("429", status=429), 0.2)  # the server answered: key accepted
+    assert t.streak == 0
+    t.record(KEY, 0.3)
+    t.record(KEY, 0.4)
+    assert not t.out
+
+
+def test_timeouts_prove_nothing_either_way() -> None:
+    t = TakeOut(TakeOutSettings(after=2))
+    t.record(REFUSED, 0.0)
+    t.record(RequestTimeout("slow"), 0.1)
+    assert t.streak == 1
+    assert t.record(REFUSED, 0.2)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ServerError("500", status=500), BadRequestError("400", status=400), RequestTimeout("slow")],
+)
+def test_only_a_refused_key_or_no_connection_is_fatal(error: Exception) -> None:
+    assert fatal_cause(error) is None
+    assert fatal_cause(AuthenticationError("403", status=403)) == "API key refused (HTTP 403)"
+    assert fatal_cause(REFUSED) == "connection refused"
+
+
+def test_a_target_that_answered_before_gets_a_grace_period() -> None:
+    t = TakeOut(TakeOutSettings(after=3, grace_seconds=30.0))
+    t.record_answer()
+    for now in (100.0, 100.5, 101.0, 120.0):
+        assert not t.record(REFUSED, now)  # a restart, a blip: not yet
+    assert t.record(REFUSED, 130.0)
+    assert t.reason == "connection refused, 5 times in a row over 30s"
+
+
+def test_zero_never_takes_out() -> None:
+    t = TakeOut(TakeOutSettings(after=0))
+    for i in range(100):
+        assert not t.record(KEY, float(i))
+    assert not t.out
+    with pytest.raises(ValueError, match="take_out_after"):
+        TakeOutSettings(after=-1)
+
+
+def test_an_out_target_is_not_available_in_the_breaker_for_good_with_no_readmission() -> None:
+    b = CircuitBreaker(CircuitSettings(take_out=TakeOutSettings(after=1, readmit_seconds=0.0)))
+    assert b.available(0.0)
+    assert b.takeout.record(KEY, 0.0)
+    assert b.is_out(0.0)
+    assert b.state(0.0) == "out"
+    for now in (0.0, 100.0, 10_000.0):
+        assert not b.available(now)
+        assert not b.allow(now)
+    b.record_success(20_000.0)
+    assert b.state(20_000.0) == "out"
+
+
+def test_a_success_in_the_breaker_resets_the_count() -> None:
+    b = CircuitBreaker(CircuitSettings(take_out=TakeOutSettings(after=2, grace_seconds=5.0)))
+    b.takeout.record(KEY, 0.0)
+    b.record_success(0.1)
+    assert not b.takeout.record(KEY, 0.2)
+    assert not b.takeout.record(KEY, 0.3)  # it answered before: the grace period runs
+    assert b.takeout.record(KEY, 5.2)
+
+
+def test_a_refusal_is_in_doubt_only_before_the_target_answered() -> None:
+    t = TakeOut(TakeOutSettings(after=3))
+    assert t.in_doubt(KEY)
+    assert t.in_doubt(REFUSED)
+    assert not t.in_doubt(ServerError("500", status=500))
+    t.record_answer()
+    assert not t.in_doubt(KEY)  # the key worked: this 401 is the request's own
+    assert not TakeOut(TakeOutSettings(after=0)).in_doubt(KEY)  # never taken out: nothing to decide
+
+
+def test_a_target_out_for_its_time_is_given_its_tries_again() -> None:
+    b = CircuitBreaker(CircuitSettings(take_out=TakeOutSettings(after=2, readmit_seconds=300.0)))
+    b.takeout.record(REFUSED, 0.0)
+    assert b.takeout.record(REFUSED, 1.0)
+    assert b.state(300.0) == "out"
+    assert b.state(301.0) == "closed"  # a DNS blip at a server's start does not last its life
+    assert not b.takeout.record(REFUSED, 302.0)
+    assert b.takeout.record(REFUSED, 303.0)  # still refused: out again, for another 300 s
+    assert b.is_out(602.0)
+    never = TakeOut(TakeOutSettings(after=1, readmit_seconds=0.0))
+    assert never.record(KEY, 0.0)
+    assert never.is_out(10**9)
