@@ -21,8 +21,9 @@ class ShapeError(ValueError):
     """A JSON object that is not an acceptable input line; the message is the reason."""
 
 
-def normalise(obj: dict[str, Any], line_no: int) -> tuple[str, dict[str, Any]]:
-    """`(custom_id, body)` for one parsed input line."""
+def normalise(obj: dict[str, Any], line_no: int, *, any_model: bool = False) -> tuple[str, dict[str, Any]]:
+    """`(custom_id, body)` for one parsed input line; with `any_model` (a fan-out, whose routes
+    set the model) the line's model is optional and taken off."""
     if "params" in obj:
         custom_id = _custom_id(obj, required=True, line_no=line_no)
         body = _from_anthropic(obj["params"])
@@ -34,7 +35,9 @@ def normalise(obj: dict[str, Any], line_no: int) -> tuple[str, dict[str, Any]]:
         body = _from_plain(obj)
     for key in OWN_FIELDS.intersection(body):  # batchgate's own: never sent to a provider
         del body[key]
-    _check_body(body)
+    if any_model:
+        body.pop("model", None)
+    _check_body(body, any_model=any_model)
     return custom_id, body
 
 
@@ -143,11 +146,11 @@ def _part(block: Any, where: str) -> dict[str, Any]:
     raise ShapeError(f"{where}: unsupported content block type {kind!r}")
 
 
-def _check_body(body: dict[str, Any]) -> None:
+def _check_body(body: dict[str, Any], *, any_model: bool = False) -> None:
     model = body.get("model")
-    if model is None:
+    if model is None and not any_model:
         raise ShapeError("missing model")
-    if not isinstance(model, str) or not model:
+    if not any_model and (not isinstance(model, str) or not model):
         raise ShapeError("model must be a non-empty string")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
