@@ -29,7 +29,8 @@ from batchgate.jobs.engine import EngineOptions
 from batchgate.jobs.graph.expand import answer_of
 from batchgate.jobs.graph.setup import requested_graph
 from batchgate.jobs.pricing import check_prices, unpriced_warning
-from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, run_job
+from batchgate.jobs.runner import RunRequest, run_job
+from batchgate.jobs.store.location import choose_location, parse_location
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
 
 __all__ = ["Job", "JobResult"]
@@ -88,7 +89,7 @@ class Job:
         *,
         config: str | Path | GatewayConfig,
         output: str | Path,
-        store: str | Path = DEFAULT_STORE,
+        store: str | Path | None = None,
         budget_usd: float | None = None,
         budget_tokens: int | None = None,
         validate_regex: str | None = None,
@@ -113,11 +114,12 @@ class Job:
             warnings.warn(unpriced_warning(unpriced, self.config), UserWarning, stacklevel=2)
         self.graph = requested_graph(self.config, list(fanout) if fanout else None,
                                      Path(pipeline) if pipeline is not None else None)  # fmt: skip
+        given_store = None if store is None else parse_location(store)  # a path or a postgresql:// URL
         self.request = RunRequest(
             input_path=self.input_path,
             config_path=Path(self.config.source),
             output_path=self.output_path,
-            store_path=Path(store),
+            store_path=choose_location(given_store, self.config.job.store),  # as the CLI does
             ordered=ordered,
             skip_invalid=skip_invalid,
             allow_changed_input=allow_changed_input,
