@@ -51,7 +51,7 @@ class RunRequest:
     engine: EngineOptions = field(default_factory=EngineOptions)
     mode: RouteMode | None = None  # --mode: overrides job.mode (and is remembered by the job)
     deadline_hours: float | None = None  # --deadline: overrides job.deadline_hours (remembered)
-    retry_failed: bool = False  # --retry-failed / `batchgate retry`: failed items run again
+    retry_failed: int = 0  # --retry-failed N / `batchgate retry`: rounds of failed items run again
     quiet: bool = False  # -q: no summary table at the end
     graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
     on_result: ResultHook | None = field(default=None, compare=False)  # each outcome as it is stored

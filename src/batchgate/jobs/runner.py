@@ -53,6 +53,7 @@ from batchgate.jobs.job_setup import (
     unchanged_job_input,
     with_job_overrides,
 )
+from batchgate.jobs.rounds import run_in_rounds
 from batchgate.jobs.store.location import DEFAULT_STORE, resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger
@@ -105,16 +106,14 @@ async def run_job(
             if report is None:
                 report = await unchanged_job_input(store, job_id, req) or check_input(req, config, err)
             job = await prepare_job(store, job_id, req, report, config, clock)
-            if req.retry_failed:
-                requeued = await store.requeue_failed(job_id)
-                err(f"re-queued {plural(requeued, 'failed item')} of job {job_id}")
             config = job_config(config, job)
             segments = await _load_segments(store, job_id)
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
             await store.update_job(job_id, status="running", stop_reason="")  # "" clears an old stop
             deadline = job_deadline(config, job.created_at)
             run = functools.partial(_run_engine, store, job_id, config, req, sink, segments, deadline, clock)
-            outcome, graph = await _run_all(store, job_id, req, run)
+            again = functools.partial(_run_all, store, job_id, req, run)  # --retry-failed N: in rounds
+            outcome, graph = await run_in_rounds(store, job_id, req.retry_failed, again, segments, err)
             return await _finish(store, job, outcome, req, segments, sink, out, err, graph)
     finally:
         sink.close()

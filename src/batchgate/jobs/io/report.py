@@ -129,6 +129,9 @@ def merge_segments(segments: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]
     return elapsed, merged
 
 
+RETRY_ROUND = "retry_round"  # on a run segment: the run that ended a --retry-failed round (its number)
+
+
 def build_report(
     job: JobRecord,
     counts: dict[TaskState, int],
@@ -158,6 +161,7 @@ def build_report(
         "invalid_outputs": invalid[1],
         "total_elapsed_ms": elapsed,
         "runs": len(segments),
+        "retry_rounds": sum(1 for seg in segments if seg.get(RETRY_ROUND)),  # see jobs/rounds.py
         "providers": providers,
         "errors_by_kind": errors_by_kind,
         "unreachable": unreachable_lines(providers),
@@ -355,6 +359,8 @@ def render_summary(report: dict[str, Any]) -> str:
     for model, note in sorted((report.get("prices") or {}).items()):
         by_note.setdefault(note, []).append(model)
     lines += [f"  {note}: {', '.join(models)}" for note, models in by_note.items()]
+    if report.get("retry_rounds"):
+        lines.append(f"  failed items re-run in {plural(report['retry_rounds'], 'round')} (--retry-failed)")
     if report.get("skipped_invalid_lines"):
         skipped = plural(report["skipped_invalid_lines"], "invalid input line")
         lines.append(f"  skipped {skipped} (--skip-invalid)")
