@@ -32,6 +32,7 @@ from batchgate.jobs.pricing import check_prices, unpriced_warning
 from batchgate.jobs.runner import RunRequest, run_job
 from batchgate.jobs.store.location import choose_location, parse_location
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
+from batchgate.request_fields import task_metadata
 
 __all__ = ["Job", "JobResult"]
 
@@ -49,6 +50,7 @@ class JobResult:
     step: str | None  # fan-out: the route; pipeline: the step; None for a plain job
     route: str | None
     line: dict[str, Any]  # the OUT line of this task (OpenAI Batch output shape)
+    metadata: dict[str, Any]  # the input line's metadata (fields that are not request fields)
 
     @classmethod
     def of(cls, spec: TaskSpec, outcome: TaskOutcome) -> JobResult:
@@ -61,6 +63,7 @@ class JobResult:
             step=spec.step,
             route=spec.route,
             line=orjson.loads(outcome.output_line) if outcome.output_line else {},
+            metadata=task_metadata(spec.body),
         )
 
 

@@ -23,6 +23,7 @@ from batchgate.jobs.io.provider_figures import (
     shared_state,
 )
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+from batchgate.request_fields import out_line_metadata
 from batchgate.stats import GatewayStatistics
 from batchgate.text import plural
 
@@ -266,26 +267,30 @@ async def load_invalid(
     count = 0
     found: list[dict[str, Any]] = []
     async for record in store.iter_results(job_id, ordered=True, states=[TaskState.FAILED]):
-        error = _line_error(record.output_line)
+        error, meta = _line_error(record.output_line)
         if error.get("code") != INVALID_CODE:
             continue
         count += 1
         if len(found) < limit:
             found.append(
                 {"custom_id": record.custom_id, "line": record.line_no, "problem": error.get("message")}
+                | ({"metadata": meta} if meta else {})  # the input line's metadata, as its OUT line has it
             )
     return count, found
 
 
-def _line_error(line: bytes | None) -> dict[str, Any]:
+def _line_error(line: bytes | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An OUT line's `error` object and the task metadata it carries."""
     if not line:
-        return {}
+        return {}, {}
     try:
         parsed = orjson.loads(line)
     except orjson.JSONDecodeError:
-        return {}
-    error = parsed.get("error") if isinstance(parsed, dict) else None
-    return error if isinstance(error, dict) else {}
+        return {}, {}
+    if not isinstance(parsed, dict):
+        return {}, {}
+    error = parsed.get("error")
+    return (error if isinstance(error, dict) else {}), out_line_metadata(parsed)
 
 
 def load_segments(blob: bytes | None) -> list[dict[str, Any]]:
