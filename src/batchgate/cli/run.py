@@ -101,6 +101,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no live display and no summary table: only what was written, and errors",
     )
+    _add_retry_option(p)
+    observing.add_options(p)
+
+
+def _add_retry_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--retry-failed",
         nargs="?",
@@ -110,7 +115,6 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         help="run the job's failed items again, in the same job and output: at most N rounds "
         "(default 1), each re-running those that failed again",
     )
-    observing.add_options(p)
 
 
 def register(sub: Any) -> None:

@@ -50,10 +50,10 @@ from batchgate.jobs.job_setup import (
     job_id_for,
     open_job_store,
     prepare_job,
+    run_in_rounds,
     unchanged_job_input,
     with_job_overrides,
 )
-from batchgate.jobs.rounds import run_in_rounds
 from batchgate.jobs.store.location import DEFAULT_STORE, resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger

@@ -162,7 +162,7 @@ def build_report(
         "invalid_outputs": invalid[1],
         "total_elapsed_ms": elapsed,
         "runs": len(segments),
-        "retry_rounds": sum(1 for seg in segments if seg.get(RETRY_ROUND)),  # see jobs/rounds.py
+        "retry_rounds": sum(1 for seg in segments if seg.get(RETRY_ROUND)),  # see job_setup.run_in_rounds
         "providers": providers,
         "errors_by_kind": errors_by_kind,
         "unreachable": unreachable_lines(providers),
