@@ -17,6 +17,7 @@ from batchgate.web.job_page import failures
 
 from .graph_harness import ROUTES, graph_config
 from .harness import Cli, gateway_config, input_line, read_jsonl
+from .test_batch_api import write_config
 
 pytestmark = pytest.mark.acceptance
 REFUSED = ["metadata", "bizObjectId", "tags", "user"]
@@ -24,13 +25,14 @@ REFUSED = ["metadata", "bizObjectId", "tags", "user"]
 
 @pytest.fixture
 def strict() -> Iterator[EmulatorThread]:
+    """Both providers refuse the metadata fields, live and in their Batch APIs."""
     latency = {"ttft_p50_ms": 20, "ttft_sigma": 0.1, "per_token_ms": 0}
     providers = [
         {"name": "alpha", "family": "openai", "limits": {"rpm": 10**6, "tpm": 10**8}},
         {"name": "gamma", "family": "anthropic", "limits": {"rpm": 10**6, "itpm": 10**8, "otpm": 10**8}},
     ]
     for p in providers:
-        p |= {"latency": latency, "reject_fields": REFUSED}
+        p |= {"latency": latency, "reject_fields": REFUSED, "batch": {"processing_seconds": 0.5}}
     emu = EmulatorThread(emulator_config_from_dict({"seed": 1, "providers": providers}))
     emu.start()
     try:
@@ -89,6 +91,19 @@ async def test_metadata_is_kept_written_back_and_never_sent(cli: Cli, strict: Em
     finally:
         await store.close()
     assert shown[0]["metadata"] == {"bizObjectId": "biz-3", "tags": ["a", 3]}
+
+
+def test_batch_api_mode_keeps_metadata_off_the_batch_file(cli: Cli, strict: EmulatorThread) -> None:
+    n = 6
+    src = cli.cwd / "in.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(_with_metadata(i)) + b"\n" for i in range(n)))
+    cfg = write_config(cli.cwd / "gw.yaml", strict)
+    done = cli.run("run", str(src), "--config", str(cfg), "--output", "o.jsonl", "--mode", "batch-api", "-q")
+    assert done.returncode == 0, done.stderr
+    assert strict.stats()["providers"]["alpha"]["batches"]["requests_succeeded"] == n  # none refused
+    for row in read_jsonl(cli.cwd / "o.jsonl"):
+        i = int(row["custom_id"][5:])
+        assert {k: row[k] for k in _expected(i)} == _expected(i), row
 
 
 def test_a_fanout_line_keeps_its_metadata(cli: Cli, strict: EmulatorThread) -> None:
