@@ -13,6 +13,7 @@ import pytest
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 from batchgate.jobs.store.sqlite import SqliteJobStore
+from batchgate.request_fields import TASK_METADATA
 from batchgate.web.job_page import failures
 
 from .graph_harness import ROUTES, graph_config
@@ -20,7 +21,7 @@ from .harness import Cli, gateway_config, input_line, read_jsonl
 from .test_batch_api import write_config
 
 pytestmark = pytest.mark.acceptance
-REFUSED = ["metadata", "bizObjectId", "tags", "user"]
+REFUSED = ["metadata", "bizObjectId", "tags", "user", TASK_METADATA]  # nothing of the metadata is sent
 
 
 @pytest.fixture
