@@ -15,7 +15,7 @@ from batchgate.jobs.job_setup import job_id_for
 from batchgate.jobs.store.postgres import PgJobStore
 from pgutil import fresh_schema
 
-from .harness import Cli, cli_under, gateway_config, provider_totals, write_input
+from .harness import Cli, cli_under, finish, gateway_config, provider_totals, wait_for, write_input
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.postgres]
 SECRET = "pg-s3cret-pw"  # trust auth ignores it; it must never be printed
@@ -54,6 +54,25 @@ async def test_cancel_works_on_a_postgres_store(pg_cli: Cli, emu: EmulatorThread
     assert (status["state"], status["stop_reason"], status["pending"]) == ("stopped", "cancelled", n)
     assert provider_totals(emu)["admitted"] == 0
     assert not (cli.cwd / ".batchgate").exists()  # nothing went to a SQLite file
+    assert all(SECRET not in text for text in cli.transcript)
+
+
+def test_cancel_stops_a_run_holding_the_job_on_postgres(pg_cli: Cli, emu: EmulatorThread) -> None:
+    cli, n = pg_cli, 400
+    src = write_input(cli.cwd / "in.jsonl", n)
+    cfg = gateway_config(cli.cwd / "gw.yaml", emu, concurrency=2, hedge=False)
+    proc = cli.start("run", str(src), "--config", str(cfg), "--output", "out.jsonl", "--progress", "quiet")
+    wait_for(lambda: provider_totals(emu)["completed"] >= 5, "the run to be under way")
+    job = cli.status()["job"]
+    done = cli.run("cancel", job, "--wait", "60")  # no pid to signal: the run reads the request
+    assert done.returncode == 0, done.stderr
+    assert "asked it (through the store) to cancel" in done.stderr
+    code, _, stderr = finish(proc)
+    assert code == 130, stderr
+    status = cli.status(job)
+    assert (status["state"], status["stop_reason"]) == ("stopped", "cancelled")
+    assert 0 < status["succeeded"] < n
+    assert status["succeeded"] + status["pending"] == n
     assert all(SECRET not in text for text in cli.transcript)
 
 

@@ -7,8 +7,9 @@ run holds it (another process), a cancel request is stored for that run to notic
 batches before stopping) and the run is sent SIGTERM; once it has let the job go, the same steps as
 above make sure nothing is left running. A later `batchgate run` or `resume` finishes the rest.
 The store is a SQLite file or a Postgres URL; on Postgres the holder's pid is not known (its lock is
-an advisory lock, perhaps on another host), so the run is not signalled: it reads the request when
-it stops, and cancel waits for it to let the job go.
+an advisory lock, perhaps on another host), so the run is not signalled: it reads the request from
+the store (every few seconds while it runs, and when it stops), and cancel waits for it to let the
+job go.
 """
 
 from __future__ import annotations
@@ -142,8 +143,8 @@ def _cancel_segment(batches: dict[str, Any], elapsed_s: float, wall: float) -> d
 def _running_message(job_id: str, pid: int | None, location: StoreLocation, wait_s: float) -> str:
     if pid is None and isinstance(location, str):  # an advisory lock names no process, maybe no host
         return (
-            f"job {job_id} is running in another process: asked it to cancel when it stops; stop that "
-            f"run (Ctrl-C or SIGTERM) to cancel it now; waiting up to {wait_s:g} s"
+            f"job {job_id} is running in another process: asked it (through the store) to cancel; "
+            f"waiting up to {wait_s:g} s"
         )
     return f"job {job_id} is running (pid {pid or '?'}): asked it to cancel; waiting up to {wait_s:g} s"
 

@@ -298,6 +298,8 @@ class _Ticker:
                 if stats is not None:
                     seg = run_segment(stats, elapsed, engine.progress, run_id=self._run_id, finished=False)
                     await self._store.put_blob(engine.job_id, OPEN_SEGMENT_BLOB, orjson.dumps(seg))
+                if not engine.stopping and await engine.cancel_asked():  # a cancel on Postgres: no signal
+                    engine.request_cancel()
 
     async def sample(self, *, force: bool = False) -> None:
         """A timeline sample when one is due (`force`: now), stored at once."""
