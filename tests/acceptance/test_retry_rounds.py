@@ -57,6 +57,7 @@ def _refused(emu: EmulatorThread) -> int:
     return sum(emu.stats()["providers"]["alpha"]["rejected"].values())
 
 
+@pytest.mark.slow  # eight CLI runs
 def test_resume_and_retry_rerun_failed_tasks_at_most_n_rounds(cli: Cli, strict: EmulatorThread) -> None:
     n, bad = 6, 2  # lines 3 and 5
     src, cfg = _setup(cli, strict, n)
