@@ -2,7 +2,8 @@
 body is built (for every input shape, in the library and the CLI alike) and carried on `Result`.
 
 A strict provider refuses unknown body fields, and a field sent away is a field lost: whatever is
-listed in `OWN_FIELDS` never reaches the wire.
+listed in `OWN_FIELDS` never reaches the wire. A job task keeps its input line's metadata (the
+fields that are not request fields) in its stored body under `TASK_METADATA`, so it is one of them.
 """
 
 from __future__ import annotations
@@ -10,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-OWN_FIELDS: frozenset[str] = frozenset({"custom_id"})
+TASK_METADATA = "batchgate_metadata"  # a task's metadata: {field: value}, written back on its OUT line
+OWN_FIELDS: frozenset[str] = frozenset({"custom_id", TASK_METADATA})
+# An OUT line's own keys (jobs/io/output.py); its other keys are the task's metadata.
+OUT_LINE_KEYS = frozenset(
+    {"id", "custom_id", "response", "error", "provider", "attempts", "latency_ms", "usage"}
+)
 
 
 def split_request(request: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
@@ -21,3 +27,19 @@ def split_request(request: Mapping[str, Any]) -> tuple[str | None, dict[str, Any
     custom_id = request.get("custom_id")
     body = {k: v for k, v in request.items() if k not in OWN_FIELDS}
     return (custom_id if isinstance(custom_id, str) else None), body
+
+
+def wire_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The body as it is sent: without batchgate's own fields."""
+    return {k: v for k, v in body.items() if k not in OWN_FIELDS}
+
+
+def task_metadata(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A task's metadata, as its input line gave it ({} when it had none)."""
+    meta = body.get(TASK_METADATA)
+    return dict(meta) if isinstance(meta, dict) else {}
+
+
+def out_line_metadata(line: Mapping[str, Any]) -> dict[str, Any]:
+    """The metadata an OUT line carries: its keys that are not an OUT line's own."""
+    return {k: v for k, v in line.items() if k not in OUT_LINE_KEYS}

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from batchgate.emulator import EmulatorThread
 
 from .graph_harness import ROUTES, graph_config
-from .harness import Cli, expected_ids, ids_once, one_error_line, provider_totals, read_jsonl, write_input
+from .harness import (
+    Cli,
+    expected_ids,
+    ids_once,
+    input_line,
+    one_error_line,
+    provider_totals,
+    read_jsonl,
+    write_input,
+)
 
 pytestmark = pytest.mark.acceptance
 
@@ -69,3 +79,24 @@ def test_fanout_config_list_and_an_unknown_route(cli: Cli, emu: EmulatorThread) 
     rows = read_jsonl(cli.cwd / "o.jsonl")
     assert len(rows) == 6
     assert all(set(r["answers"]) == set(ROUTES) for r in rows)
+
+
+def test_fanout_lines_need_no_model_and_a_given_one_is_ignored(cli: Cli, emu: EmulatorThread) -> None:
+    src = cli.cwd / "in.jsonl"
+    lines = [input_line(i) for i in range(6)]  # the three input shapes, each with and without a model
+    for i, line in enumerate(lines):
+        request = line.get("body") or line.get("params") or line
+        if i < 3:
+            del request["model"]  # optional with --fanout
+        else:
+            request["model"] = "no-such-model"  # ignored: each route sets its own
+    src.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    cfg = graph_config(cli.cwd / "gw.yaml", emu)
+    done = cli.run("run", str(src), "--config", str(cfg), "--output", "o.jsonl", "--fanout", ",".join(ROUTES),
+                   "--progress", "quiet")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = read_jsonl(cli.cwd / "o.jsonl")
+    assert len(rows) == 6
+    assert all(a["status"] == "succeeded" for r in rows for a in r["answers"].values()), rows
+    stats = emu.stats()["providers"]
+    assert (stats["alpha"]["admitted"], stats["gamma"]["admitted"]) == (6, 6)

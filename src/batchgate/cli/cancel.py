@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
-from batchgate.errors import JobError
 from batchgate.jobs.store.location import DEFAULT_STORE, parse_location, resume_hint
 
 
@@ -35,8 +33,6 @@ def _cancel(args: argparse.Namespace) -> int:
     def say(text: str) -> None:
         print(text, file=sys.stderr)
 
-    if not isinstance(args.store, Path):
-        raise JobError("batchgate cancel works on SQLite job stores only (for now); stop the run with Ctrl-C")
     import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
 
     result = asyncio.run(cancel_job(args.store, args.job, wait_s=args.wait, say=say))

@@ -101,12 +101,20 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no live display and no summary table: only what was written, and errors",
     )
+    _add_retry_option(p)
+    observing.add_options(p)
+
+
+def _add_retry_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--retry-failed",
-        action="store_true",
-        help="run a finished job's failed items again, in the same job and output",
+        nargs="?",
+        const="1",
+        default=None,
+        metavar="N",
+        help="run the job's failed items again, in the same job and output: at most N rounds "
+        "(default 1), each re-running those that failed again",
     )
-    observing.add_options(p)
 
 
 def register(sub: Any) -> None:
@@ -137,11 +145,13 @@ def register(sub: Any) -> None:
     _add_run_options(resume)
     resume.set_defaults(handler=_resume)
 
-    retry = sub.add_parser("retry", help="re-queue a job's failed items and run exactly those again")
+    retry = sub.add_parser(
+        "retry", help="re-queue a job's failed items and run exactly those again (--retry-failed N: rounds)"
+    )
     retry.add_argument("job", nargs="?", help="job id or a unique prefix (default: the latest job)")
     retry.add_argument("--config", type=Path, default=None, help="config (default: the one the job used)")
     _add_run_options(retry)
-    retry.set_defaults(handler=_resume, retry_failed=True)
+    retry.set_defaults(handler=_resume, retry_failed="1")
 
     plan = sub.add_parser("plan", help="projected tokens, cost and time per provider; sends nothing")
     plan.add_argument("input", type=Path)
@@ -164,6 +174,20 @@ def _engine_options(args: argparse.Namespace) -> EngineOptions:
     )
 
 
+def retry_rounds(args: argparse.Namespace) -> int:
+    """`--retry-failed [N]` as a number of rounds (0: not given). A job id right after the flag
+    (`resume --retry-failed JOB`) is the job, with the default of one round."""
+    value = args.retry_failed
+    if value is None:
+        return 0
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    if getattr(args, "job", "") is None and not value.isdigit():
+        args.job, args.retry_failed = value, "1"
+        return 1
+    raise JobError(f"--retry-failed takes a number of rounds (1 or more), got {value!r}")
+
+
 def _request(args: argparse.Namespace, input_path: Path, config: Path, output: Path) -> RunRequest:
     from batchgate.jobs.job_setup import RunRequest  # noqa: PLC0415 — start-up: the job machinery only to run
 
@@ -179,7 +203,7 @@ def _request(args: argparse.Namespace, input_path: Path, config: Path, output: P
         engine=_engine_options(args),
         mode=args.mode,
         deadline_hours=args.deadline,
-        retry_failed=args.retry_failed,
+        retry_failed=retry_rounds(args),
         quiet=args.quiet,
         allow_unpriced=args.allow_unpriced,
         extra_reads=(("pipeline file", args.pipeline),) if getattr(args, "pipeline", None) else (),
@@ -256,6 +280,7 @@ def _import_http_stack() -> None:
 
 def _resume(args: argparse.Namespace) -> int:
     _import_http_stack()
+    retry_rounds(args)  # a job id right after --retry-failed is the job
 
     async def find() -> Any:
         store = await open_store(args.store, create=False)

@@ -30,9 +30,10 @@ from batchgate.jobs.engine_types import EngineOptions
 from batchgate.jobs.graph.expand import answer_of
 from batchgate.jobs.graph.setup import requested_graph
 from batchgate.jobs.pricing import check_prices, unpriced_warning
-from batchgate.jobs.runner import DEFAULT_STORE, RunRequest, job_id_for, run_job
-from batchgate.jobs.store.location import open_store, store_exists
+from batchgate.jobs.runner import RunRequest, job_id_for, run_job
+from batchgate.jobs.store.location import choose_location, open_store, parse_location, store_exists
 from batchgate.jobs.store.protocol import TaskOutcome, TaskRecord, TaskSpec, TaskState
+from batchgate.request_fields import out_line_metadata, task_metadata
 
 __all__ = ["Job", "JobResult"]
 
@@ -50,6 +51,7 @@ class JobResult:
     step: str | None  # fan-out: the route; pipeline: the step; None for a plain job
     route: str | None
     line: dict[str, Any]  # the OUT line of this task (OpenAI Batch output shape)
+    metadata: dict[str, Any]  # the input line's metadata (fields that are not request fields)
 
     @classmethod
     def of(cls, spec: TaskSpec, outcome: TaskOutcome) -> JobResult:
@@ -62,6 +64,7 @@ class JobResult:
             step=spec.step,
             route=spec.route,
             line=orjson.loads(outcome.output_line) if outcome.output_line else {},
+            metadata=task_metadata(spec.body),
         )
 
     @classmethod
@@ -76,7 +79,8 @@ class JobResult:
             error=record.error,
             step=record.step,
             route=record.route,
-            line=orjson.loads(line) if line else {},
+            line=(parsed := orjson.loads(line) if line else {}),
+            metadata=out_line_metadata(parsed),  # written back on its OUT line
         )
 
 
@@ -105,7 +109,7 @@ class Job:
         *,
         config: str | Path | GatewayConfig,
         output: str | Path,
-        store: str | Path = DEFAULT_STORE,
+        store: str | Path | None = None,
         budget_usd: float | None = None,
         budget_tokens: int | None = None,
         validate_regex: str | None = None,
@@ -130,11 +134,12 @@ class Job:
             warnings.warn(unpriced_warning(unpriced, self.config), UserWarning, stacklevel=2)
         self.graph = requested_graph(self.config, list(fanout) if fanout else None,
                                      Path(pipeline) if pipeline is not None else None)  # fmt: skip
+        given_store = None if store is None else parse_location(store)  # a path or a postgresql:// URL
         self.request = RunRequest(
             input_path=self.input_path,
             config_path=Path(self.config.source),
             output_path=self.output_path,
-            store_path=Path(store),
+            store_path=choose_location(given_store, self.config.job.store),  # as the CLI does
             ordered=ordered,
             skip_invalid=skip_invalid,
             allow_changed_input=allow_changed_input,

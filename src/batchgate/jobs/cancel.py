@@ -6,6 +6,10 @@ report are written from the store, and the job is marked stopped with reason "ca
 run holds it (another process), a cancel request is stored for that run to notice (it cancels its
 batches before stopping) and the run is sent SIGTERM; once it has let the job go, the same steps as
 above make sure nothing is left running. A later `batchgate run` or `resume` finishes the rest.
+The store is a SQLite file or a Postgres URL; on Postgres the holder's pid is not known (its lock is
+an advisory lock, perhaps on another host), so the run is not signalled: it reads the request from
+the store (every few seconds while it runs, and when it stops), and cancel waits for it to let the
+job go.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from batchgate.clock import Clock, LoopClock
@@ -29,9 +32,9 @@ from batchgate.jobs.find import find_job
 from batchgate.jobs.finish import Finished, OutputFiles, finish_job
 from batchgate.jobs.io.report import OPEN_SEGMENT_BLOB, REPORT_BLOB, fold_open_segment, load_segments
 from batchgate.jobs.job_setup import job_config
+from batchgate.jobs.store.location import StoreLocation, open_store
 from batchgate.jobs.store.lockfile import lock_path_for
-from batchgate.jobs.store.protocol import JobRecord
-from batchgate.jobs.store.sqlite import SqliteJobStore
+from batchgate.jobs.store.protocol import JobRecord, JobStore
 from batchgate.providers.http import create_session
 
 LOCK_RETRY_S = 0.1  # how often to look at the lock when the holder's exit cannot be awaited
@@ -46,7 +49,7 @@ class CancelResult:
 
 
 async def cancel_job(
-    store_path: Path,
+    location: StoreLocation,
     job_id: str,
     *,
     wait_s: float = 180.0,
@@ -54,9 +57,7 @@ async def cancel_job(
     clock: Clock | None = None,
 ) -> CancelResult:
     clock = clock or LoopClock()
-    if not store_path.exists():
-        raise JobError(f"no job store at {store_path} (pass --store)")
-    store = await SqliteJobStore.open(store_path)
+    store = await open_store(location, create=False)  # a SQLite file or a Postgres URL
     try:
         job = await find_job(store, job_id)  # an id or a unique prefix
         job_id = job.job_id
@@ -70,12 +71,12 @@ async def cancel_job(
             with store.lock_job(job_id):
                 return await _cancel_locked(store, job, None, clock)
         except JobLockedError:
-            pid = _holder(store_path, job_id)
+            pid = _holder(location, job_id)
         await store.put_blob(job_id, CANCEL_BLOB, b"1")  # before the signal: the run reads it at its stop
         if pid is not None and pid != os.getpid():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-        say(f"job {job_id} is running (pid {pid or '?'}): asked it to cancel; waiting up to {wait_s:g} s")
+        say(_running_message(job_id, pid, location, wait_s))
         deadline = clock.now() + wait_s
         waited: set[int] = set()  # holders whose exit was seen (a pidfd would wake at once)
         while True:
@@ -89,7 +90,7 @@ async def cancel_job(
                         f"job {job_id} is still running after {wait_s:g} s; its cancel request stays "
                         "recorded (run `batchgate cancel` again, or stop it yourself)"
                     ) from None
-                holder = _holder(store_path, job_id)
+                holder = _holder(location, job_id)
                 await _wait_exit(holder if holder not in waited else None, min(left, 5.0), clock)
                 if holder is not None:
                     waited.add(holder)
@@ -97,9 +98,7 @@ async def cancel_job(
         await store.close()
 
 
-async def _cancel_locked(
-    store: SqliteJobStore, job: JobRecord, pid: int | None, clock: Clock
-) -> CancelResult:
+async def _cancel_locked(store: JobStore, job: JobRecord, pid: int | None, clock: Clock) -> CancelResult:
     """With the job locked: cancel its open batches, requeue the rest, write the outputs."""
     job_id = job.job_id
     job = await store.get_job(job_id) or job
@@ -141,10 +140,21 @@ def _cancel_segment(batches: dict[str, Any], elapsed_s: float, wall: float) -> d
     }
 
 
-def _holder(store_path: Path, job_id: str) -> int | None:
-    """The pid the lock file records for the run holding the job."""
+def _running_message(job_id: str, pid: int | None, location: StoreLocation, wait_s: float) -> str:
+    if pid is None and isinstance(location, str):  # an advisory lock names no process, maybe no host
+        return (
+            f"job {job_id} is running in another process: asked it (through the store) to cancel; "
+            f"waiting up to {wait_s:g} s"
+        )
+    return f"job {job_id} is running (pid {pid or '?'}): asked it to cancel; waiting up to {wait_s:g} s"
+
+
+def _holder(location: StoreLocation, job_id: str) -> int | None:
+    """The pid the lock file records for the run holding the job (None on Postgres)."""
+    if isinstance(location, str):
+        return None
     try:
-        text = lock_path_for(store_path, job_id).read_text(encoding="ascii", errors="replace").strip()
+        text = lock_path_for(location, job_id).read_text(encoding="ascii", errors="replace").strip()
     except OSError:
         return None
     return int(text) if text.isdigit() else None

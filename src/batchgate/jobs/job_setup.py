@@ -1,16 +1,19 @@
 """Setting a job up before it runs: the run request, the job id its paths name, the validation
 pass over the input, the job created (or found and checked) in the store with its tasks, the
-options it remembers (--mode, --deadline), and the output and store paths checked."""
+options it remembers (--mode, --deadline), and the output and store paths checked; and the rounds
+of `--retry-failed [N]` / `batchgate retry` (`run_in_rounds`): a job's failed tasks re-queued and
+run again, at most N rounds, each re-running those that failed again; each round's last run
+segment is marked, so the report counts the rounds a job has had over all its runs."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, RouteMode
@@ -33,7 +36,7 @@ from batchgate.jobs.io.input import (
     read_tasks,
     validate_input,
 )
-from batchgate.jobs.io.report import PRICE_NOTES_OPTION
+from batchgate.jobs.io.report import PRICE_NOTES_OPTION, RETRY_ROUND
 from batchgate.jobs.io.same_file import refuse_overwrite
 from batchgate.jobs.io.skipped import SKIPPED_BLOB, listed, skipped_lines
 from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
@@ -61,7 +64,7 @@ class RunRequest:
     engine: EngineOptions = field(default_factory=EngineOptions)
     mode: RouteMode | None = None  # --mode: overrides job.mode (and is remembered by the job)
     deadline_hours: float | None = None  # --deadline: overrides job.deadline_hours (remembered)
-    retry_failed: bool = False  # --retry-failed / `batchgate retry`: failed items run again
+    retry_failed: int = 0  # --retry-failed N / `batchgate retry`: rounds of failed items run again
     quiet: bool = False  # -q: no summary table at the end
     graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
     on_result: ResultHook | None = field(default=None, compare=False)  # each outcome as it is stored
@@ -337,3 +340,46 @@ def check_output_writable(path: Path) -> None:
         raise JobError(f"{path}: cannot write output: directory {parent} is not writable")
     if path.exists() and path.is_dir():
         raise JobError(f"{path}: cannot write output: it is a directory")
+
+
+# -- --retry-failed rounds ----------------------------------------------------------------------
+
+
+class _Outcome(Protocol):
+    @property
+    def status(self) -> str: ...
+
+
+_O = TypeVar("_O", bound=_Outcome)
+_G = TypeVar("_G")
+
+
+async def run_in_rounds(
+    store: JobStore,
+    job_id: str,
+    rounds: int,
+    run: Callable[[], Awaitable[tuple[_O, _G]]],
+    segments: list[dict[str, Any]],
+    say: Callable[[str], None],
+) -> tuple[_O, _G]:
+    """Run the job (`run`), with up to `rounds` rounds of its failed tasks re-queued first."""
+    done = 0
+    if rounds:
+        done = 1
+        say(f"re-queued {plural(await store.requeue_failed(job_id), 'failed item')} of job {job_id}")
+    outcome, extra = await run()
+    _mark(segments, done)
+    while done < rounds and outcome.status == "completed":
+        requeued = await store.requeue_failed(job_id)
+        if not requeued:
+            break
+        done += 1
+        say(f"round {done} of {rounds}: re-queued {plural(requeued, 'item')} that failed again")
+        outcome, extra = await run()
+        _mark(segments, done)
+    return outcome, extra
+
+
+def _mark(segments: list[dict[str, Any]], round_no: int) -> None:
+    if round_no and segments:
+        segments[-1][RETRY_ROUND] = round_no

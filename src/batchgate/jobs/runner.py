@@ -49,6 +49,7 @@ from batchgate.jobs.job_setup import (
     job_id_for,
     open_job_store,
     prepare_job,
+    run_in_rounds,
     unchanged_job_input,
     with_job_overrides,
 )
@@ -105,9 +106,6 @@ async def run_job(
             if report is None:
                 report = await unchanged_job_input(store, job_id, req) or check_input(req, config, err)
             job = await prepare_job(store, job_id, req, report, config, clock)
-            if req.retry_failed:
-                requeued = await store.requeue_failed(job_id)
-                err(f"re-queued {plural(requeued, 'failed item')} of job {job_id}")
             config = job_config(config, job)
             segments = await earlier_segments(store, job_id)
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
@@ -116,8 +114,9 @@ async def run_job(
             live = await LiveOutput.open(store, job_id, req.output_path) if appends(req) else None
             req = replace(req, on_commit=live.committed if live is not None else None)
             run = functools.partial(_run_engine, store, job_id, config, req, sink, segments, deadline, clock)
+            again = functools.partial(_run_all, store, job_id, req, run)  # --retry-failed N: in rounds
             try:
-                outcome, graph = await _run_all(store, job_id, req, run)
+                outcome, graph = await run_in_rounds(store, job_id, req.retry_failed, again, segments, err)
             finally:
                 appended = live.close() if live is not None else None
             return await _finish(store, job, outcome, req, segments, sink, out, err, graph, appended)
@@ -294,6 +293,8 @@ class _Ticker:
                 if stats is not None:
                     seg = run_segment(stats, elapsed, engine.progress, run_id=self._run_id, finished=False)
                     await self._store.put_blob(engine.job_id, OPEN_SEGMENT_BLOB, orjson.dumps(seg))
+                if not engine.stopping and await engine.cancel_asked():  # a cancel on Postgres: no signal
+                    engine.request_cancel()
 
     async def sample(self, *, force: bool = False) -> None:
         """A timeline sample when one is due (`force`: now), stored at once."""

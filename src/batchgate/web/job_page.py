@@ -1,15 +1,19 @@
 """What a job's page shows, read from the job store: its figures, its report (`stored_report`),
 its timeline (the samples its runs stored) and its failures (how many of each kind, and the first
-ones with their custom_id and one-line error). The dashboard's job page and `report --html` show
-the same data."""
+ones with their custom_id, one-line error and input-line metadata). The dashboard's job page and
+`report --html` show the same data."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
+
+import orjson
 
 from batchgate.jobs.finish import stored_report
 from batchgate.jobs.io.timeline import TIMELINE_BLOB, load_timeline
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+from batchgate.request_fields import out_line_metadata
 
 FIRST_FAILURES = 20
 COUNTED_FAILURES = 10_000  # failures read to count kinds (a huge failed job: the first ones)
@@ -24,11 +28,21 @@ async def failures(store: JobStore, job_id: str) -> dict[str, Any]:
         code, _, message = (t.error or "error").partition(": ")
         by_kind[code] = by_kind.get(code, 0) + 1
         if len(first) < FIRST_FAILURES:
-            first.append({"custom_id": t.custom_id, "code": code, "message": message, "attempts": t.attempts})
+            item = {"custom_id": t.custom_id, "code": code, "message": message, "attempts": t.attempts}
+            first.append(item | _metadata(t.output_line))
         seen += 1
         if seen >= COUNTED_FAILURES:
             break
     return {"by_kind": dict(sorted(by_kind.items())), "first": first, "counted": seen}
+
+
+def _metadata(line: bytes | None) -> dict[str, Any]:
+    """`{"metadata": ...}`: the input line's metadata its OUT line carries ({} when none)."""
+    with contextlib.suppress(orjson.JSONDecodeError):
+        parsed = orjson.loads(line or b"null")
+        meta = out_line_metadata(parsed) if isinstance(parsed, dict) else {}
+        return {"metadata": meta} if meta else {}
+    return {}
 
 
 async def page_data(store: JobStore, job: JobRecord, state: str) -> dict[str, Any]:

@@ -60,6 +60,7 @@ from batchgate.providers.batch.common import (
     BatchRequest,
 )
 from batchgate.providers.batch.factory import make_batch_client
+from batchgate.request_fields import wire_body
 
 __all__ = ["BatchModeRunner", "BatchModeStats"]
 
@@ -227,7 +228,7 @@ class BatchModeRunner:
     ) -> None:
         """Split `specs` into batches, create each (one after the other), follow them all."""
         client = self._client(provider)
-        requests = [BatchRequest(custom_id_for(s.seq), s.body) for s in specs]
+        requests = [BatchRequest(custom_id_for(s.seq), wire_body(s.body)) for s in specs]
         try:
             parts = client.split(requests, model=model)
         except (ValueError, BadRequestError):  # an item too big for any batch, or untranslatable
@@ -250,7 +251,7 @@ class BatchModeRunner:
         self, client: BatchClient, model: str, specs: list[TaskSpec], round_no: int, live: list[TaskSpec]
     ) -> _Batch | None:
         """Create one batch and record it; None when its tasks went live, failed or were left."""
-        requests = [BatchRequest(custom_id_for(s.seq), s.body) for s in specs]
+        requests = [BatchRequest(custom_id_for(s.seq), wire_body(s.body)) for s in specs]
         metadata = {"batchgate_job": self.job_id[:500], "batchgate_round": str(round_no)}
         attempt = 0
         while True:

@@ -1,8 +1,8 @@
 """The input lines of a fan-out or pipeline job, as `InputItem`s, and their validation pass.
 
-A fan-out reads the usual chat shapes (`read_tasks`; the line's own model is replaced by each
-route). A pipeline reads one JSON object per line — any fields, `custom_id` optional (default
-`line-N`) — and checks that every input field a step's template names is present, so a bad line is
+A fan-out reads the usual chat shapes (`read_tasks`; a line's model is optional and ignored: each
+route sets its own). A pipeline reads one JSON object per line — any fields, `custom_id` optional
+(default `line-N`) — and checks that every input field a step's template names is present, so a bad line is
 reported with its number before anything is sent.
 """
 
@@ -37,7 +37,7 @@ class InputItem:
 
 def read_items(path: Path, graph: Graph) -> Iterator[InputItem | InputProblem]:
     if graph.kind == FANOUT:
-        for t in read_tasks(path):
+        for t in read_tasks(path, any_model=True):  # each route sets the model
             yield t if isinstance(t, InputProblem) else _from_spec(t)
         return
     yield from _read_objects(path, graph)

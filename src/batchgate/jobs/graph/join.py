@@ -19,6 +19,7 @@ import orjson
 from batchgate.jobs.graph.expand import GraphTasks, answer_of
 from batchgate.jobs.graph.spec import FANOUT, normalise_answer
 from batchgate.jobs.store.protocol import TaskRecord, TaskState
+from batchgate.request_fields import task_metadata
 
 LABEL_CHARS = 40
 LABEL_WORDS = 3
@@ -105,6 +106,7 @@ class Joiner:
         if self.graph.kind == FANOUT:
             line["agreement"] = agreement([a.get("answer") for a in answers.values()])
             self._compare(answers)
+            line |= {k: v for k, v in task_metadata(item.fields).items() if k not in line}  # the line's own
         return line
 
     @staticmethod

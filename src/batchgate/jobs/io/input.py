@@ -74,9 +74,10 @@ def read_tasks(
     known_models: Collection[str] | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     check: BodyCheck | None = None,
+    any_model: bool = False,
 ) -> Iterator[TaskSpec | InputProblem]:
-    """Stream the input's tasks and line problems in file order."""
-    return _read(Path(path), known_models, max_line_bytes, None, [0], check)
+    """Stream the input's tasks and line problems in file order (`any_model`: see `normalise`)."""
+    return _read(Path(path), known_models, max_line_bytes, None, [0], check, any_model)
 
 
 def validate_input(
@@ -131,6 +132,7 @@ def _read(
     hasher: _Hasher | None,
     line_count: list[int],
     check: BodyCheck | None = None,
+    any_model: bool = False,
 ) -> Iterator[TaskSpec | InputProblem]:
     known = None if known_models is None else frozenset(known_models)
     reread = _Reread(path, max_line_bytes)
@@ -147,7 +149,7 @@ def _read(
             if not raw.strip():
                 continue
             content = True
-            item = _parse(raw, line_no, known)
+            item = _parse(raw, line_no, known, any_model)
             if isinstance(item, InputProblem):
                 yield item
                 continue
@@ -167,7 +169,7 @@ def _read(
 
 
 def _parse(
-    raw: bytes, line_no: int, known: frozenset[str] | None
+    raw: bytes, line_no: int, known: frozenset[str] | None, any_model: bool = False
 ) -> tuple[str, dict[str, object]] | InputProblem:
     try:
         text = raw.decode("utf-8")
@@ -180,7 +182,7 @@ def _parse(
     if not isinstance(obj, dict):
         return InputProblem(line_no, f"expected a JSON object, got {_json_type(obj)}")
     try:
-        custom_id, body = normalise(obj, line_no)
+        custom_id, body = normalise(obj, line_no, any_model=any_model)
     except ShapeError as exc:
         return InputProblem(line_no, str(exc))
     if known is not None and body["model"] not in known:

@@ -9,6 +9,7 @@ from typing import Any
 from batchgate.jobs.io.output import format_error_line, format_success_line
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Usage
+from batchgate.request_fields import task_metadata
 
 ERROR_CHARS = 500  # the stored error text is cut here
 ANSWER_CHARS = 200  # of a refused answer, quoted in its error message
@@ -41,6 +42,7 @@ def succeeded(
         attempts=attempts,
         latency_ms=latency_ms,
         usage=usage,
+        extra=task_metadata(spec.body),  # the input line's metadata, written back as given
     )
     return TaskOutcome(
         seq=spec.seq,
@@ -75,6 +77,7 @@ def failed(
         provider=provider,
         attempts=attempts,
         latency_ms=latency_ms,
+        extra=task_metadata(spec.body),
     )
     return TaskOutcome(
         seq=spec.seq,

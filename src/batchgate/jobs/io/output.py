@@ -22,6 +22,7 @@ from batchgate.errors import JobError
 from batchgate.jobs.io.skipped import SKIPPED_BLOB
 from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
 from batchgate.models import Usage
+from batchgate.request_fields import TASK_METADATA, task_metadata
 
 _WRITE_BUFFER = 1 << 20
 
@@ -79,6 +80,7 @@ def format_error_line(
     provider: str | None,
     attempts: int,
     latency_ms: float,
+    extra: dict[str, Any] | None = None,
 ) -> bytes:
     """One OUT line (no newline) for a request that failed; `response` only if a status came back."""
     error = {"code": code, "message": message}
@@ -95,18 +97,28 @@ def format_error_line(
         "latency_ms": round(latency_ms, 1),
         "usage": None,
     }
+    if extra:
+        line.update({k: v for k, v in extra.items() if k not in line})
     return orjson.dumps(line)
 
 
 def format_errors_file_line(original_body: dict[str, Any], custom_id: str, error: dict[str, Any]) -> bytes:
-    """A plain-shape input line for a failed task, carrying its error (ignored when read back)."""
-    line: dict[str, Any] = {"custom_id": custom_id}
+    """An input line for a failed task, carrying its error (ignored when read back): the plain
+    shape, or the OpenAI Batch shape when its metadata came from a batch line's own fields (read
+    back, either gives the task the same metadata)."""
+    meta = task_metadata(original_body)
+    body: dict[str, Any] = {"custom_id": custom_id}
     for key in ("model", "messages"):
         if key in original_body:
-            line[key] = original_body[key]
+            body[key] = original_body[key]
     for key, value in original_body.items():
-        if key not in line and key not in ("custom_id", "error", "batchgate"):
-            line[key] = value
+        if key not in body and key not in ("custom_id", "error", "batchgate", TASK_METADATA):
+            body[key] = value
+    if set(meta) <= {"metadata"}:  # a plain line's own `metadata` (or none)
+        line = body | meta
+    else:
+        del body["custom_id"]
+        line = {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body} | meta
     line["error"] = error
     return orjson.dumps(line)
 

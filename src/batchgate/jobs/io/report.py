@@ -23,6 +23,7 @@ from batchgate.jobs.io.provider_figures import (
     shared_state,
 )
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+from batchgate.request_fields import out_line_metadata
 from batchgate.stats import GatewayStatistics
 from batchgate.text import plural
 
@@ -129,6 +130,9 @@ def merge_segments(segments: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]
     return elapsed, merged
 
 
+RETRY_ROUND = "retry_round"  # on a run segment: the run that ended a --retry-failed round (its number)
+
+
 def build_report(
     job: JobRecord,
     counts: dict[TaskState, int],
@@ -158,6 +162,7 @@ def build_report(
         "invalid_outputs": invalid[1],
         "total_elapsed_ms": elapsed,
         "runs": len(segments),
+        "retry_rounds": sum(1 for seg in segments if seg.get(RETRY_ROUND)),  # see job_setup.run_in_rounds
         "providers": providers,
         "errors_by_kind": errors_by_kind,
         "unreachable": unreachable_lines(providers),
@@ -264,26 +269,30 @@ async def load_invalid(
     count = 0
     found: list[dict[str, Any]] = []
     async for record in store.iter_results(job_id, ordered=True, states=[TaskState.FAILED]):
-        error = _line_error(record.output_line)
+        error, meta = _line_error(record.output_line)
         if error.get("code") != INVALID_CODE:
             continue
         count += 1
         if len(found) < limit:
             found.append(
                 {"custom_id": record.custom_id, "line": record.line_no, "problem": error.get("message")}
+                | ({"metadata": meta} if meta else {})  # the input line's metadata, as its OUT line has it
             )
     return count, found
 
 
-def _line_error(line: bytes | None) -> dict[str, Any]:
+def _line_error(line: bytes | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An OUT line's `error` object and the task metadata it carries."""
     if not line:
-        return {}
+        return {}, {}
     try:
         parsed = orjson.loads(line)
     except orjson.JSONDecodeError:
-        return {}
-    error = parsed.get("error") if isinstance(parsed, dict) else None
-    return error if isinstance(error, dict) else {}
+        return {}, {}
+    if not isinstance(parsed, dict):
+        return {}, {}
+    error = parsed.get("error")
+    return (error if isinstance(error, dict) else {}), out_line_metadata(parsed)
 
 
 def load_segments(blob: bytes | None) -> list[dict[str, Any]]:
@@ -349,6 +358,13 @@ def render_summary(report: dict[str, Any]) -> str:
             f"{batches['sent_live_items']} sent live; ${batches['cost_usd']:.4f} "
             f"(${batches['live_cost_usd']:.4f} live, saving ${batches['saving_usd']:.4f})"
         )
+    lines += _summary_notes(report)
+    return "\n".join(lines)
+
+
+def _summary_notes(report: dict[str, Any]) -> list[str]:
+    """The lines under the summary's table: errors, prices, retry rounds, skipped and invalid lines."""
+    lines: list[str] = []
     if report["errors_by_kind"]:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report["errors_by_kind"].items()))
         lines.append(f"  errors by kind: {kinds}")
@@ -357,6 +373,8 @@ def render_summary(report: dict[str, Any]) -> str:
     for model, note in sorted((report.get("prices") or {}).items()):
         by_note.setdefault(note, []).append(model)
     lines += [f"  {note}: {', '.join(models)}" for note, models in by_note.items()]
+    if report.get("retry_rounds"):
+        lines.append(f"  failed items re-run in {plural(report['retry_rounds'], 'round')} (--retry-failed)")
     if report.get("skipped_invalid_lines"):
         skipped = plural(report["skipped_invalid_lines"], "invalid input line")
         numbers = ", ".join(str(s["line"]) for s in report.get("skipped_lines", [])[:10])
@@ -370,4 +388,4 @@ def render_summary(report: dict[str, Any]) -> str:
             f"  {report['invalid_count']} invalid outputs for review (in the errors file): "
             f"{', '.join(ids[:10])}" + (" ..." if len(ids) > 10 else "")
         )
-    return "\n".join(lines)
+    return lines

@@ -4,6 +4,10 @@ Accepted: the OpenAI Batch API line (`{custom_id, method, url, body}`), the Anth
 Batches line (`{custom_id, params}`) and a plain line (`{custom_id?, model, messages | prompt, ...}`,
 the other keys being body fields). Top-level `error` and `batchgate` keys are ignored, so lines of
 an errors file can be fed back as input. Problems raise `ShapeError` with a one-line reason.
+
+Per-task metadata: a batch line's other top-level fields (`bizObjectId`, ...), and a plain line's
+`metadata`, are not request fields: they are kept with the task (under `TASK_METADATA` in its
+stored body, never sent) and written back, as given, on its OUT line.
 """
 
 from __future__ import annotations
@@ -11,9 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from batchgate.body_types import body_problem
-from batchgate.request_fields import OWN_FIELDS
+from batchgate.request_fields import OUT_LINE_KEYS, OWN_FIELDS, TASK_METADATA
 
 IGNORED_KEYS = frozenset({"error", "batchgate"})
+OPENAI_LINE_KEYS = frozenset({"custom_id", "method", "url", "body"})
+ANTHROPIC_LINE_KEYS = frozenset({"custom_id", "params"})
+PLAIN_METADATA = "metadata"  # a plain line's metadata (its other keys are body fields)
 _MAX_ID = 512
 
 
@@ -21,21 +28,37 @@ class ShapeError(ValueError):
     """A JSON object that is not an acceptable input line; the message is the reason."""
 
 
-def normalise(obj: dict[str, Any], line_no: int) -> tuple[str, dict[str, Any]]:
-    """`(custom_id, body)` for one parsed input line."""
+def normalise(obj: dict[str, Any], line_no: int, *, any_model: bool = False) -> tuple[str, dict[str, Any]]:
+    """`(custom_id, body)` for one parsed input line; with `any_model` (a fan-out, whose routes
+    set the model) the line's model is optional and taken off."""
     if "params" in obj:
         custom_id = _custom_id(obj, required=True, line_no=line_no)
         body = _from_anthropic(obj["params"])
+        meta = _line_metadata(obj, ANTHROPIC_LINE_KEYS)
     elif "body" in obj or "url" in obj or "method" in obj:
         custom_id = _custom_id(obj, required=True, line_no=line_no)
         body = _from_openai_batch(obj)
+        meta = _line_metadata(obj, OPENAI_LINE_KEYS)
     else:
         custom_id = _custom_id(obj, required=False, line_no=line_no)
         body = _from_plain(obj)
+        meta = {PLAIN_METADATA: body.pop(PLAIN_METADATA)} if PLAIN_METADATA in body else {}
     for key in OWN_FIELDS.intersection(body):  # batchgate's own: never sent to a provider
         del body[key]
-    _check_body(body)
+    if meta:
+        body[TASK_METADATA] = meta
+    if any_model:
+        body.pop("model", None)
+    _check_body(body, any_model=any_model)
     return custom_id, body
+
+
+def _line_metadata(obj: dict[str, Any], request_keys: frozenset[str]) -> dict[str, Any]:
+    """A batch line's top-level fields that are not request fields (nor ignored ones)."""
+    meta = {k: v for k, v in obj.items() if k not in request_keys and k not in IGNORED_KEYS}
+    for key in sorted(OUT_LINE_KEYS.intersection(meta)):
+        raise ShapeError(f"top-level field {key!r} would clash with the output line's own {key!r}; rename it")
+    return meta
 
 
 def live_body(obj: dict[str, Any], *, anthropic: bool) -> dict[str, Any]:
@@ -143,11 +166,11 @@ def _part(block: Any, where: str) -> dict[str, Any]:
     raise ShapeError(f"{where}: unsupported content block type {kind!r}")
 
 
-def _check_body(body: dict[str, Any]) -> None:
+def _check_body(body: dict[str, Any], *, any_model: bool = False) -> None:
     model = body.get("model")
-    if model is None:
+    if model is None and not any_model:
         raise ShapeError("missing model")
-    if not isinstance(model, str) or not model:
+    if not any_model and (not isinstance(model, str) or not model):
         raise ShapeError("model must be a non-empty string")
     if body.get("stream"):
         raise ShapeError("stream is not supported in batch input")

@@ -80,10 +80,13 @@ export function failuresPart(parent, failures) {
   parent.append(byKind);
   parent.append(el("h3", {}, "First failures"));
   const first = el("table", { id: "first-failures", "aria-label": "First failures" });
-  first.append(el("tr", {}, el("th", {}, "custom_id"), el("th", {}, "kind"), el("th", {}, "attempts"), el("th", {}, "message")));
+  const withMeta = failures.first.some((f) => f.metadata);  // the input lines' metadata, when any has some
+  first.append(el("tr", {}, el("th", {}, "custom_id"), el("th", {}, "kind"), el("th", {}, "attempts"), el("th", {}, "message"),
+    ...(withMeta ? [el("th", {}, "metadata")] : [])));
   for (const f of failures.first) {
     first.append(el("tr", {}, el("td", {}, f.custom_id), el("td", { class: "error" }, f.code),
-      el("td", {}, f.attempts), el("td", { class: "msg" }, f.message)));
+      el("td", {}, f.attempts), el("td", { class: "msg" }, f.message),
+      ...(withMeta ? [el("td", { class: "msg" }, f.metadata ? JSON.stringify(f.metadata) : "")] : [])));
   }
   parent.append(first);
 }
