@@ -132,6 +132,7 @@ def _warn_unpriced(config: GatewayConfig) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from batchgate.observe.logsetup import TextFormatter  # noqa: PLC0415 — the server only when serving
     from batchgate.server.service import serve  # noqa: PLC0415 — the server only when serving
 
     if args.expire_after <= 0:
@@ -142,7 +143,9 @@ def run_serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     _warn_unpriced(config)
     place = _place(args)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TextFormatter())  # an event's fields (job, provider, task) as `run` logs them
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     try:
         ready = functools.partial(print, flush=True)
         work = serve(

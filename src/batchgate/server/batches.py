@@ -6,7 +6,7 @@ cancelling → cancelled), and its output and error files are written from the j
 A server that stops leaves its batches in progress: they resume, from the store, when it starts
 again (`resume_all`). A cancel, or the end of the batch's window (a clock timer), stops the job
 (its in-flight calls get the grace period) and keeps what finished. At most `max_jobs` jobs run
-at once; later batches wait, `validating`, for a place.
+at once; later batches wait, `validating`, for a place (a native job of higher priority first).
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.runner import RunRequest, job_id_for, run_job
 from batchgate.jobs.store.location import StoreLocation
 from batchgate.jobs.store.protocol import JobStore, TaskState
+from batchgate.logs import INFO, event
 from batchgate.server.callbacks.delivery import Callbacks
 from batchgate.server.files import Files, link_or_copy
 from batchgate.server.input_problems import line_problems, problems
+from batchgate.server.priorities import Places
 from batchgate.server.registry import BatchRecord, Registry
 from batchgate.server.shapes import (
     ENDPOINT,
@@ -69,14 +71,15 @@ class Batches:
         callbacks: Callbacks | None = None,
     ) -> None:
         """`expire_after_s`: how long a batch may run before it expires (OpenAI's 24 h window);
-        `max_jobs`: batches whose jobs run at once (the others wait their turn, first come first);
+        `max_jobs`: batches whose jobs run at once (the others wait their turn: the highest
+        priority first, then first come first);
         `callbacks`: where a batch with `metadata.callback_url` records its end event."""
         self.registry, self.files, self.store = registry, files, store
         self.config, self.store_path, self.folder = config, store_path, folder
         self.gateway, self.clock, self.grace_s = gateway, clock, grace_s
         self.expire_after_s = expire_after_s
         self.callbacks = callbacks
-        self._places = asyncio.Semaphore(max_jobs)
+        self._places = Places(max_jobs)
         self._timers: dict[str, TimerHandle] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._waiting: set[str] = set()  # batches waiting for a place (their job has not started)
@@ -239,7 +242,7 @@ class Batches:
         `validating`, and a cancel or expiry ends it at once: `_stop_waiting`), then finalize it."""
         self._waiting.add(batch_id)
         try:
-            await self._places.acquire()
+            await self._places.acquire(self.priority(batch_id))
         finally:
             self._waiting.discard(batch_id)
         try:
@@ -303,6 +306,9 @@ class Batches:
             return  # paused (a native job): it runs again when resumed
         await self._finalize(batch_id)
 
+    def priority(self, batch_id: str) -> str:
+        return "normal"  # a native job has its own (`native.Jobs`)
+
     def _run_setup(self, batch_id: str, req: RunRequest) -> tuple[RunRequest, GatewayConfig]:
         return req, self.config  # a native job (`native.Jobs`) adds its own options
 
@@ -312,6 +318,7 @@ class Batches:
     def _engine_started(self, batch_id: str, engine: JobEngine) -> None:
         """The job passed validation and its engine is about to run."""
         self._engines[batch_id] = engine
+        event(log, INFO, "batch_started", id=batch_id, priority=self.priority(batch_id))
         b = self.registry.get_batch(batch_id)
         if b is None:
             return
