@@ -52,6 +52,7 @@ class RunRequest:
     mode: RouteMode | None = None  # --mode: overrides job.mode (and is remembered by the job)
     deadline_hours: float | None = None  # --deadline: overrides job.deadline_hours (remembered)
     retry_failed: bool = False  # --retry-failed / `batchgate retry`: failed items run again
+    priority: str | None = None  # --priority: workers take a higher one's chunks first (remembered)
     quiet: bool = False  # -q: no summary table at the end
     graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
     on_result: ResultHook | None = field(default=None, compare=False)  # each outcome as it is stored
@@ -246,6 +247,8 @@ def _remembered(req: RunRequest) -> dict[str, Any]:
         out["mode"] = req.mode
     if req.deadline_hours is not None:
         out["deadline_hours"] = req.deadline_hours
+    if req.priority is not None:
+        out["priority"] = req.priority
     return out
 
 

@@ -11,8 +11,9 @@ to the queue. The first worker to find a job with no task pending or running (it
 finds none) writes its OUT, errors file and report (`finish_job`, under the job's lock, so only
 one does; usually the one that committed the last task).
 
-Jobs are taken only when submitted for workers (`batchgate run --submit-only`, which sets the
-`workers` option). With no claimable task the lane waits on the injected clock — a bounded
+Chunks are taken from the job of the highest priority first (`run --submit-only --priority`),
+then the oldest. Jobs are taken only when submitted for workers (`batchgate run --submit-only`,
+which sets the `workers` option). With no claimable task the lane waits on the injected clock — a bounded
 back-off (`idle_min_s` doubling to `idle_max_s`) between polls of the store, the one polling wait in
 batchgate, since a remote store cannot wake it — or, with `exit_when_idle`, ends once no submitted
 job has a pending or running task.
@@ -45,6 +46,7 @@ from batchgate.quota.store.location import StoreSpec
 
 WORKERS_OPTION = "workers"  # a job's option: submitted for workers to run
 TAKEN_STATUSES = frozenset({"created", "running"})  # a submitted job in one of these is worked on
+PRIORITY_RANK = {"high": 0, "normal": 1, "low": 2}  # a job's `priority` option (`run --priority`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +146,15 @@ class Worker:
             stopper.cancel()
 
     async def _jobs(self) -> list[JobRecord]:
-        jobs = await self.store.list_jobs()
-        return [j for j in jobs if j.options.get(WORKERS_OPTION) and j.status in TAKEN_STATUSES]
+        """The submitted jobs in the order their chunks are taken: the highest priority first,
+        then the oldest (the store lists them by creation)."""
+        jobs = [j for j in await self.store.list_jobs() if j.options.get(WORKERS_OPTION)]
+        open_jobs = [j for j in jobs if j.status in TAKEN_STATUSES]
+        return sorted(open_jobs, key=lambda j: PRIORITY_RANK.get(j.options.get("priority", ""), 1))
 
     async def _claim(self) -> Chunk | None:
-        """A chunk of the oldest submitted job that has claimable tasks (None: none has). A job with
+        """A chunk of the first submitted job (by priority, then age) that has claimable tasks (None:
+        none has). A job with
         none is checked for being done only then (not after every chunk: counting is a scan)."""
         opts = self.options
         for job in await self._jobs():
