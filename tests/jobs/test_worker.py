@@ -150,8 +150,8 @@ async def test_a_worker_takes_the_higher_priority_job_s_chunks_first(fast: Emula
     for job_id, at, priority in (("old-low", 100.0, "low"), ("new-high", 200.0, "high")):
         record = job(job_id, created_at=at, task_total=3)
         out = tmp_path / job_id
-        options = {**record.options, WORKERS_OPTION: True, "priority": priority, "errors_path": f"{out}.err"}
-        await store.create_job(replace(record, output_path=f"{out}.jsonl", options=options))
+        marks = {**record.options, WORKERS_OPTION: True, "priority": priority, "errors_path": f"{out}.err"}
+        await store.create_job(replace(record, output_path=f"{out}.jsonl", options=marks))
         await store.add_tasks(job_id, [_spec(i) for i in range(3)])
     options = WorkerOptions(chunk_size=10, lanes=1, exit_when_idle=True, idle_min_s=0.01, idle_max_s=0.05)
     totals = await Worker(_config(fast), store, options).run()
