@@ -18,6 +18,7 @@ from batchgate.embedded import check_embedded, load_embedded
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.gateway import Gateway
 from batchgate.jobs.engine import EngineOptions, JobEngine, ResultHook
+from batchgate.jobs.find import API_ID_OPTION
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.graph.expand import GraphTasks
@@ -53,6 +54,7 @@ class RunRequest:
     deadline_hours: float | None = None  # --deadline: overrides job.deadline_hours (remembered)
     retry_failed: bool = False  # --retry-failed / `batchgate retry`: failed items run again
     priority: str | None = None  # --priority: workers take a higher one's chunks first (remembered)
+    api_id: str | None = None  # `batchgate serve`: the batch or job id its API gave (kept by the job)
     quiet: bool = False  # -q: no summary table at the end
     graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
     on_result: ResultHook | None = field(default=None, compare=False)  # each outcome as it is stored
@@ -229,6 +231,7 @@ async def prepare_job(
             **_price_notes(config),
             **graph_options(req.graph),
             **({"served": True} if req.gateway is not None else {}),  # `batchgate cancel` must not signal
+            **({API_ID_OPTION: req.api_id} if req.api_id else {}),  # found by it in every command
         },
     )
     await store.create_job(job)

@@ -279,6 +279,7 @@ class Batches:
             on_engine=functools.partial(self._engine_started, batch_id),
             handle_signals=False,
             timeline_s=self.timeline_s,
+            api_id=batch_id,  # `batchgate report/status/jobs/cancel` find the job by it
         )
         req, config = self._run_setup(batch_id, req)
         say = functools.partial(log.info, "%s: %s", batch_id)
