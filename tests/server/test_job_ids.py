@@ -43,16 +43,8 @@ def emu() -> Iterator[EmulatorThread]:
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "batchgate", *args, "--store", str(root / "jobs.db")]
-    env = {"EMU_KEY": PROVIDER_KEY}
-    return subprocess.run(
-        argv, capture_output=True, text=True, timeout=120, check=False, env={**_env(), **env}
-    )
-
-
-def _env() -> dict[str, str]:
-    import os  # noqa: PLC0415 — only the subprocess needs the parent's environment
-
-    return dict(os.environ)
+    env = {**os.environ, "EMU_KEY": PROVIDER_KEY}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, env=env)
 
 
 def _dashboard(url: str, key: str) -> list[dict[str, object]]:
