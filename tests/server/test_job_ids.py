@@ -68,6 +68,10 @@ def test_a_served_batch_and_job_are_found_by_their_api_ids(tmp_path: Path, emu: 
             jobs.close()
         assert wait_ended(sdk, batch.id).status == "completed"
         listed = {row["id"]: row for row in _dashboard(server.url, key)}
+        page = httpx.get(
+            f"{server.url}/v1/dashboard/jobs/{batch.id}", headers={"Authorization": f"Bearer {key}"}
+        )
+        assert page.status_code == 200, page.text  # a batch's page opens from the list too
         assert not {batch.id, job_id} & {row["id"] for row in _dashboard(server.url, other)}
     assert (listed[batch.id]["kind"], listed[job_id]["kind"]) == ("openai", "job")
     assert listed[batch.id]["cancel_path"] == f"/v1/batches/{batch.id}/cancel"
