@@ -99,7 +99,6 @@ def _status(args: argparse.Namespace) -> int:
             counts = await store.counts(job.job_id)
             live = await store.get_blob(job.job_id, LIVE_BLOB)
             state = _state(store, job)
-            running = state == "running"
             return {
                 "job": job.job_id,
                 "api_id": api_id(job),
@@ -111,7 +110,7 @@ def _status(args: argparse.Namespace) -> int:
                 "succeeded": counts[TaskState.SUCCEEDED],
                 "failed": counts[TaskState.FAILED],
                 "pending": counts[TaskState.PENDING] + counts[TaskState.RUNNING],
-                "live": orjson.loads(live) if live and running else None,
+                "live": orjson.loads(live) if live and state == "running" else None,
             }
         finally:
             await store.close()
@@ -122,8 +121,7 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
         return 0
-    reason = f" ({info['stop_reason']})" if info["stop_reason"] else ""
-    served = f" ({info['api_id']})" if info["api_id"] else ""
+    served, reason = (f" ({info[k]})" if info[k] else "" for k in ("api_id", "stop_reason"))
     print(f"job {info['job']}{served}: {info['state']}{reason}")
     print(
         f"  {info['succeeded']} succeeded, {info['failed']} failed, "

@@ -19,7 +19,7 @@ from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.jobs.batch.policy import TasksEstimate, batch_target, resolve_mode
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.io.input import read_tasks
-from batchgate.jobs.plan_limits import dimension_seconds, limits_entry, render_limits
+from batchgate.jobs.io.plan_limits import dimension_seconds, limits_entry, render_limits
 from batchgate.jobs.pricing import BUILTIN_NOTE, PriceTable
 from batchgate.jobs.store.protocol import TaskSpec
 from batchgate.models import Usage
