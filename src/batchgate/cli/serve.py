@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--max-jobs",
         type=int,
         default=64,
-        help="batches run at once; the others wait their turn (default 64)",
+        help="batches run at once; the others wait their turn, higher priority first (default 64)",
     )
     serve.add_argument(
         "--callback-allow",
