@@ -96,7 +96,9 @@ def test_with_one_place_high_starts_before_an_earlier_normal(tmp_path: Path, emu
     with running(tmp_path, config, "--max-jobs", "1") as server:
         c = JobsClient(server, server.keys_create())
         try:
-            low = c.create(requests=requests_for(LAG, 3, "low"), priority="low")["id"]  # 1 s an answer
+            low = c.create(requests=requests_for(LAG, 5, "low"), priority="low")[
+                "id"
+            ]  # 1 s an answer, 1 at once
             c.wait_state(low, ("running",))
             normal = c.create(requests=requests_for(ALPHA, 1, "normal"), priority="normal")["id"]
             high = c.create(requests=requests_for(ALPHA, 1, "high"), priority="high")["id"]
