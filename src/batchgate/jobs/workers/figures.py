@@ -44,6 +44,10 @@ class WorkerFigures:
             found = self._jobs[job_id] = _Job(progress, now, now)
         return found.progress
 
+    def forget(self, job_id: str) -> None:
+        """The job is finished: its figures are in its report."""
+        self._jobs.pop(job_id, None)
+
     def segment(self, job_id: str, stats: GatewayStatistics) -> dict[str, Any] | None:
         """This worker's segment of the job's report (None: it never claimed a chunk of it)."""
         job = self._jobs.get(job_id)
@@ -55,10 +59,11 @@ class WorkerFigures:
     def merged(
         self, segments: list[dict[str, Any]], job_id: str, stats: GatewayStatistics
     ) -> list[dict[str, Any]]:
-        """`segments` with this worker's replaced by its latest (or added)."""
+        """`segments` with this worker's replaced by its latest (or added; none known: unchanged)."""
         own = self.segment(job_id, stats)
-        others = [s for s in segments if s.get("run_id") != self.run_id]
-        return others if own is None else [*others, own]
+        if own is None:  # never claimed here, or finished and forgotten: what is stored stays
+            return segments
+        return [*(s for s in segments if s.get("run_id") != self.run_id), own]
 
     async def save(self, store: JobStore, job_id: str, stats: GatewayStatistics) -> None:
         """Put this worker's latest segment into the job's report blob (skipped while another

@@ -240,6 +240,8 @@ class Worker:
                 segments = self.figures.merged(stored, job_id, self._statistics())
                 await finish_job(self.store, job_id, OutputFiles.of_job(job), segments, stop_reason=None)
                 self.totals.finished.append(job_id)
+                self._live.pop(job_id, None)  # done: a long-lived worker keeps no figures of it
+                self.figures.forget(job_id)
         except JobLockedError:
             return  # the worker holding the lock is finishing it
 
