@@ -172,12 +172,13 @@ def test_completed_batch_gives_the_live_out_format_at_the_batch_price(
     assert report["providers"][provider]["live_cost_usd"] == pytest.approx(0.0, abs=1e-6)
     assert report["cost_usd"] == pytest.approx(b["cost_usd"], abs=1e-6)
     served = report["providers"][provider]  # the provider that served the batch shows its items
-    assert (served["request_count"], served["batch_items"], served["batch_succeeded"]) == (0, n, n)
+    assert (served["request_count"], served["batch_items"], served["batch_succeeded"]) == (n, n, n)
+    assert served["success_count"] == n  # its batches' items count as its requests
     assert served["prompt_tokens"] == sum(row["usage"]["prompt_tokens"] for row in rows)
     assert served["completion_tokens"] == sum(row["usage"]["completion_tokens"] for row in rows)
     assert all(not key.startswith("_") for p in report["providers"].values() for key in p)
     (cells,) = [line.split() for line in render_summary(report).splitlines() if line.split()[0] == provider]
-    assert (cells[1], cells[-1]) == ("0", str(n))  # requests, in batches
+    assert (cells[1], cells[-1]) == (str(n), str(n))  # requests (all of them in batches), in batches
 
 
 def test_failed_validation_fails_the_items_with_the_reason(

@@ -84,7 +84,7 @@ def _sums(plan: dict[str, Any]) -> None:
     assert sum(p["cost_usd_max"] for p in providers) == pytest.approx(plan["cost_usd_max"], abs=1e-5)
     assert sum(r["cost_usd_max"] for r in routes) == pytest.approx(plan["cost_usd_max"], abs=1e-5)
     batch_routes = sum(r["batch_api_cost_usd_max"] or 0.0 for r in routes)
-    assert sum(p["batch_api_cost_usd_max"] for p in providers) == pytest.approx(batch_routes, abs=1e-5)
+    assert sum(p["batch_api_cost_usd_max"] or 0.0 for p in providers) == pytest.approx(batch_routes, abs=1e-5)
     assert plan["batch_api_cost_usd_max"] == pytest.approx(batch_routes, abs=1e-5)
 
 

@@ -3,6 +3,7 @@ budget verdict — checked against numbers worked out by hand."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import orjson
 import pytest
 
 from batchgate.config import config_from_dict
+from batchgate.jobs.io.plan_limits import DEFAULT_P50_S
 from batchgate.jobs.plan import make_plan, render_plan
 from batchgate.jobs.pricing import PriceTable
 from batchgate.models import Usage
@@ -60,7 +62,8 @@ def test_plan_splits_by_quota_and_prices_each_model(tmp_path: Path) -> None:
     assert b["cost_usd_max"] == pytest.approx(25 * (prompt * 10.0 + 10 * 20.0) / 1e6)
     # the route's batches go to its first target with a Batch API (a), all 100 tasks at half price
     assert a["batch_api_cost_usd_max"] == pytest.approx(100 * (prompt * 1.0 + 10 * 2.0) / 1e6 / 2)
-    assert b["batch_api_cost_usd_max"] == 0.0
+    assert (a["batch_api_requests"], b["batch_api_requests"]) == (100, 0)
+    assert b["batch_api_cost_usd_max"] is None  # b would get no batch: no $0.0000 for it
     assert a["quota_seconds"] == pytest.approx(15.0)  # 75 requests at 300 a minute
     assert plan["quota_seconds"] == pytest.approx(15.0)
     assert plan["budget_usd"] is None
@@ -127,7 +130,7 @@ def _sums_agree(plan: dict[str, Any]) -> None:
     assert sum(p["cost_usd_max"] for p in providers) == pytest.approx(plan["cost_usd_max"], abs=1e-5)
     assert sum(r["cost_usd_max"] for r in routes) == pytest.approx(plan["cost_usd_max"], abs=1e-5)
     batch = [r["batch_api_cost_usd_max"] for r in routes if r["batch_api_cost_usd_max"] is not None]
-    assert sum(p["batch_api_cost_usd_max"] for p in providers) == pytest.approx(sum(batch), abs=1e-5)
+    assert sum(p["batch_api_cost_usd_max"] or 0.0 for p in providers) == pytest.approx(sum(batch), abs=1e-5)
     assert plan["batch_api_cost_usd_max"] == pytest.approx(sum(batch), abs=1e-5)
     rounding = len(providers)  # each row's tokens are rounded
     assert sum(p["prompt_tokens"] for p in providers) == pytest.approx(plan["prompt_tokens"], abs=rounding)
@@ -183,3 +186,43 @@ def test_plan_counts_each_target_with_its_own_counter(tmp_path: Path) -> None:
         one = make_token_counter(config.provider(name)).count_prompt(body)
         assert plan["providers"][name]["prompt_tokens"] == 5 * one, name
     assert plan["providers"]["a"]["prompt_tokens"] != plan["providers"]["g"]["prompt_tokens"]
+
+
+def test_plan_says_which_limit_binds_first_and_suggests_a_concurrency(tmp_path: Path) -> None:
+    lat = {"ttft_p50_ms": 800.0, "per_token_ms": 20.0}
+    data: dict[str, Any] = {
+        "providers": [
+            {"name": "emu", "kind": "openai", "base_url": "emulator", "limits": {"rpm": 600, "tpm": 3000}},
+            {"name": "far", "kind": "openai", "base_url": "http://127.0.0.1:2/v1", "limits": {"rpm": 60},
+             "batch_api": False},
+        ],
+        "routes": [{"model": "m", "targets": ["emu:cheap"]}, {"model": "n", "targets": ["far:cheap"]}],
+        "prices": {"cheap": {"input": 1.0, "output": 2.0}},
+        "emulator": {"providers": [{"name": "emu", "family": "openai", "latency": lat}]},
+    }  # fmt: skip
+    config = config_from_dict(data, source="test")
+    m, n = _input(tmp_path / "m.jsonl", 60).read_bytes(), _input(tmp_path / "n.jsonl", 30, "n").read_bytes()
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(m + n.replace(b'"custom_id":"c', b'"custom_id":"n'))  # custom_ids n0..n29
+    plan = make_plan(config, src)
+    emu, far = plan["providers"]["emu"], plan["providers"]["far"]
+    tokens = emu["prompt_tokens"] + emu["max_output_tokens"]
+    assert emu["dimension_seconds"] == {"rpm": 6.0, "tpm": pytest.approx(tokens / 3000 * 60, abs=0.05)}
+    assert emu["binding_limit"] == "tpm"  # 60 requests need 6 s, their tokens more
+    assert emu["quota_seconds"] == emu["dimension_seconds"]["tpm"]
+    assert (far["dimension_seconds"], far["binding_limit"]) == ({"rpm": 30.0}, "rpm")
+    conc = emu["suggested_concurrency"]
+    p50 = 0.8 + 0.02 * 10  # the emulator's P50 and 10 output tokens at 20 ms
+    assert (conc["p50_s"], conc["p50_source"]) == (pytest.approx(p50), "emulator")
+    assert conc["value"] == math.ceil(p50 * 600 / 60 * 1.2)  # 12
+    assert far["suggested_concurrency"]["p50_source"] == "default"
+    assert far["suggested_concurrency"]["value"] == math.ceil(DEFAULT_P50_S * 60 / 60 * 1.2)
+    assert far["batch_api_cost_usd_max"] is None  # no Batch API: no batch column figure
+    text = render_plan(plan)
+    assert "tokens/min" in text
+    assert "(binds first)" in text
+    assert "× 600 RPM / 60 + 20% = 12.0 → 12" in text
+    assert "(emulator)" in text
+    assert "(default)" in text
+    row = next(line for line in text.splitlines() if line.split()[:1] == ["far"])
+    assert "0.0000" not in row

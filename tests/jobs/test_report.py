@@ -205,6 +205,7 @@ def test_batches_merge_over_runs_with_the_cost_split_and_saving() -> None:
     p = report["providers"]["p"]
     assert (p["batch_items"], p["batch_succeeded"], p["batch_failed"]) == (4, 1, 0)
     live = _provider(4, 4, 0, [10.0] * 4)
+    assert (p["request_count"], p["success_count"]) == (4 + 4, 4 + 1)  # live and through batches
     assert (p["prompt_tokens"], p["completion_tokens"]) == (
         live["prompt_tokens"] + 7,
         live["completion_tokens"] + 3,

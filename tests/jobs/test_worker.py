@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from batchgate.config import GatewayConfig, config_from_dict
@@ -57,13 +58,15 @@ async def _store(n: int, tmp_path: Path, wall: ManualWall) -> MemoryJobStore:
     return store
 
 
-def _emulator(ttft_ms: float) -> Emulator:
-    provider = {
+def _emulator(ttft_ms: float, faults: dict[str, float] | None = None) -> Emulator:
+    provider: dict[str, Any] = {
         "name": "alpha",
         "family": "openai",
         "limits": {"rpm": 1_000_000, "tpm": 100_000_000},
         "latency": {"ttft_p50_ms": ttft_ms, "ttft_sigma": 0.1},
     }
+    if faults:
+        provider["faults"] = faults
     return Emulator(emulator_config_from_dict({"seed": 5, "providers": [provider]}))
 
 
@@ -76,6 +79,12 @@ async def fast() -> AsyncIterator[Emulator]:
 @pytest.fixture
 async def slow() -> AsyncIterator[Emulator]:
     async with _emulator(300) as server:
+        yield server
+
+
+@pytest.fixture
+async def flaky() -> AsyncIterator[Emulator]:
+    async with _emulator(10, {"server_error": 0.3}) as server:
         yield server
 
 
@@ -153,3 +162,39 @@ async def test_a_worker_whose_key_is_refused_stops_and_leaves_every_task_pending
     assert 3 <= refused < 20
     counts = await store.counts("job1")
     assert (counts[TaskState.PENDING], counts[TaskState.FAILED]) == (40, 0)
+
+
+async def test_a_worker_takes_the_higher_priority_job_s_chunks_first(fast: Emulator, tmp_path: Path) -> None:
+    store = MemoryJobStore(wall=ManualWall())
+    for job_id, at, priority in (("old-low", 100.0, "low"), ("new-high", 200.0, "high")):
+        record = job(job_id, created_at=at, task_total=3)
+        out = tmp_path / job_id
+        marks = {**record.options, WORKERS_OPTION: True, "priority": priority, "errors_path": f"{out}.err"}
+        await store.create_job(replace(record, output_path=f"{out}.jsonl", options=marks))
+        await store.add_tasks(job_id, [_spec(i) for i in range(3)])
+    options = WorkerOptions(chunk_size=10, lanes=1, exit_when_idle=True, idle_min_s=0.01, idle_max_s=0.05)
+    totals = await Worker(_config(fast), store, options).run()
+    assert totals.finished == ["new-high", "old-low"]  # the older low job waited for the high one
+
+
+async def test_a_job_finished_by_workers_gets_a_full_report(flaky: Emulator, tmp_path: Path) -> None:
+    n = 24
+    store = await _store(n, tmp_path, ManualWall())
+    config = _config(flaky)
+    config = replace(
+        config, settings=replace(config.settings, retry=replace(config.settings.retry, max_attempts=8))
+    )
+    options = WorkerOptions(chunk_size=4, lanes=2, exit_when_idle=True, idle_min_s=0.01, idle_max_s=0.05)
+    workers = [Worker(config, store, replace(options, owner=f"w{i}")) for i in range(2)]
+    await asyncio.gather(*(w.run() for w in workers))
+    report = orjson.loads((tmp_path / "out.jsonl.report.json").read_bytes())
+    assert (report["status"], report["success_count"]) == ("completed", n)
+    assert report["runs"] == 2  # one segment per worker
+    assert report["total_elapsed_ms"] > 0
+    alpha = report["providers"]["alpha"]
+    sent = _stats(flaky)
+    assert alpha["success_count"] == n
+    assert alpha["request_count"] == alpha["success_count"] + alpha["error_count"] == sent["admitted"]
+    assert alpha["errors_by_kind"] == {"server_error": alpha["error_count"]}
+    assert report["retries"] == alpha["retries"] == alpha["error_count"] > 0  # every error retried
+    assert alpha["latency_ms"]["p50"] > 0

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from batchgate.errors import JobError, JobLockedError
-from batchgate.jobs.find import find_job
+from batchgate.jobs.find import api_id, find_job
 from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store, parse_location
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 
@@ -73,8 +73,9 @@ def _jobs(args: argparse.Namespace) -> int:
                 counts = await store.counts(job.job_id)
                 state = _state(store, job)
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(job.updated_at))
+                served = f" ({api_id(job)})" if api_id(job) else ""  # a server's id for it
                 print(
-                    f"{job.job_id}  {state:<11} {counts[TaskState.SUCCEEDED]:>8} ok "
+                    f"{job.job_id}{served}  {state:<11} {counts[TaskState.SUCCEEDED]:>8} ok "
                     f"{counts[TaskState.FAILED]:>6} "
                     f"failed {counts[TaskState.PENDING] + counts[TaskState.RUNNING]:>8} left  {when}  "
                     f"{job.input_path} -> {job.output_path}"
@@ -98,9 +99,9 @@ def _status(args: argparse.Namespace) -> int:
             counts = await store.counts(job.job_id)
             live = await store.get_blob(job.job_id, LIVE_BLOB)
             state = _state(store, job)
-            running = state == "running"
             return {
                 "job": job.job_id,
+                "api_id": api_id(job),
                 "state": state,
                 "stop_reason": job.stop_reason,
                 "input": job.input_path,
@@ -109,7 +110,7 @@ def _status(args: argparse.Namespace) -> int:
                 "succeeded": counts[TaskState.SUCCEEDED],
                 "failed": counts[TaskState.FAILED],
                 "pending": counts[TaskState.PENDING] + counts[TaskState.RUNNING],
-                "live": orjson.loads(live) if live and running else None,
+                "live": orjson.loads(live) if live and state == "running" else None,
             }
         finally:
             await store.close()
@@ -120,8 +121,8 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
         return 0
-    reason = f" ({info['stop_reason']})" if info["stop_reason"] else ""
-    print(f"job {info['job']}: {info['state']}{reason}")
+    served, reason = (f" ({info[k]})" if info[k] else "" for k in ("api_id", "stop_reason"))
+    print(f"job {info['job']}{served}: {info['state']}{reason}")
     print(
         f"  {info['succeeded']} succeeded, {info['failed']} failed, "
         f"{info['pending']} pending of {info['total']}"

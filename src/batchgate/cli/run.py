@@ -129,6 +129,11 @@ def register(sub: Any) -> None:
         help="create the job in --store and exit without sending: `batchgate worker` processes run it",
     )
     run.add_argument(
+        "--priority",
+        choices=("high", "normal", "low"),
+        help="workers take this job's chunks before those of a lower priority (default: normal)",
+    )
+    run.add_argument(
         "--fanout",
         metavar="ROUTES",
         help="comma-separated routes: run every line on each, one joined output line per input",
@@ -204,6 +209,7 @@ def _request(args: argparse.Namespace, input_path: Path, config: Path, output: P
         mode=args.mode,
         deadline_hours=args.deadline,
         retry_failed=retry_rounds(args),
+        priority=getattr(args, "priority", None),
         quiet=args.quiet,
         allow_unpriced=args.allow_unpriced,
         extra_reads=(("pipeline file", args.pipeline),) if getattr(args, "pipeline", None) else (),

@@ -74,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--max-jobs",
         type=int,
         default=64,
-        help="batches run at once; the others wait their turn (default 64)",
+        help="batches run at once; the others wait their turn, higher priority first (default 64)",
     )
     serve.add_argument(
         "--callback-allow",
@@ -194,9 +194,11 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def _log_to_stderr(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
-    )
+    from batchgate.observe.logsetup import TextFormatter  # noqa: PLC0415 — the server only when serving
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TextFormatter())  # an event's fields (job, provider, task) as `run` logs them
+    logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
 def _callback_settings(args: argparse.Namespace) -> CallbackSettings:

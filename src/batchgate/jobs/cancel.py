@@ -28,7 +28,7 @@ from batchgate.embedded import provider_urls, start_embedded
 from batchgate.errors import JobError, JobLockedError
 from batchgate.jobs.batch.mode import BatchModeRunner
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON
-from batchgate.jobs.find import find_job
+from batchgate.jobs.find import api_id, find_job
 from batchgate.jobs.finish import Finished, OutputFiles, finish_job
 from batchgate.jobs.io.report import OPEN_SEGMENT_BLOB, REPORT_BLOB, fold_open_segment, load_segments
 from batchgate.jobs.job_setup import job_config
@@ -63,8 +63,8 @@ async def cancel_job(
         job_id = job.job_id
         if job.options.get("served"):  # a server's batch: its holder runs many jobs, never signal it
             raise JobError(
-                f"job {job_id} belongs to a `batchgate serve` batch: cancel the batch through the "
-                "server's API (POST /v1/batches/{id}/cancel)"
+                f"job {job_id} belongs to `batchgate serve`'s {api_id(job) or 'batch'}: cancel it through "
+                "the server's API (POST /v1/batches/{id}/cancel, or /v1/jobs/{id}/cancel for a job)"
             )
         pid: int | None = None
         try:

@@ -1,13 +1,23 @@
-"""Finding the job a command names: its id, a unique prefix of it, or (none given) the latest."""
+"""Finding the job a command names: its id, the id a server's API gave it (`batch_…`, `job_…`,
+`msgbatch_…`), a unique prefix of either, or (none given) the latest."""
 
 from __future__ import annotations
 
 from batchgate.errors import JobError
 from batchgate.jobs.store.protocol import JobRecord, JobStore
 
+API_ID_OPTION = "api_id"  # a job's option: the batch or job id `batchgate serve` gave it
+
+
+def api_id(job: JobRecord) -> str | None:
+    """The id a server's API knows the job by (None: a job made by `run` or `submit-only`)."""
+    value = job.options.get(API_ID_OPTION)
+    return value if isinstance(value, str) else None
+
 
 async def find_job(store: JobStore, job_id: str | None) -> JobRecord:
-    """The job named by `job_id` (exact, or a unique prefix), or the most recently updated one."""
+    """The job named by `job_id` (its id or API id, exact or a unique prefix), or the most
+    recently updated one."""
     if job_id is None:
         jobs = await store.list_jobs()
         if not jobs:
@@ -16,7 +26,11 @@ async def find_job(store: JobStore, job_id: str | None) -> JobRecord:
     job = await store.get_job(job_id)
     if job is not None:
         return job
-    matches = [j for j in await store.list_jobs() if j.job_id.startswith(job_id)]
+    jobs = await store.list_jobs()
+    for j in jobs:
+        if api_id(j) == job_id:
+            return j
+    matches = [j for j in jobs if j.job_id.startswith(job_id) or (api_id(j) or "").startswith(job_id)]
     if len(matches) == 1:
         return matches[0]
     if matches:

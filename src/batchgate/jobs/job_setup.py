@@ -23,6 +23,7 @@ from batchgate.gateway import Gateway
 from batchgate.jobs.commit import Committed
 from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.engine_types import EngineOptions, ResultHook
+from batchgate.jobs.find import API_ID_OPTION
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.graph.expand import GraphTasks
@@ -65,6 +66,8 @@ class RunRequest:
     mode: RouteMode | None = None  # --mode: overrides job.mode (and is remembered by the job)
     deadline_hours: float | None = None  # --deadline: overrides job.deadline_hours (remembered)
     retry_failed: int = 0  # --retry-failed N / `batchgate retry`: rounds of failed items run again
+    priority: str | None = None  # --priority: workers take a higher one's chunks first (remembered)
+    api_id: str | None = None  # `batchgate serve`: the batch or job id its API gave (kept by the job)
     quiet: bool = False  # -q: no summary table at the end
     graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
     on_result: ResultHook | None = field(default=None, compare=False)  # each outcome as it is stored
@@ -260,6 +263,7 @@ async def prepare_job(
             **_price_notes(config),
             **graph_options(req.graph),
             **({"served": True} if req.gateway is not None else {}),  # `batchgate cancel` must not signal
+            **({API_ID_OPTION: req.api_id} if req.api_id else {}),  # found by it in every command
         },
     )
     await store.create_job(job)
@@ -292,6 +296,8 @@ def _remembered(req: RunRequest) -> dict[str, Any]:
         out["mode"] = req.mode
     if req.deadline_hours is not None:
         out["deadline_hours"] = req.deadline_hours
+    if req.priority is not None:
+        out["priority"] = req.priority
     return out
 
 

@@ -1,7 +1,8 @@
 """The plan: before anything is sent, the projected requests, tokens, cost (live and at the Batch
 API discount, and the saving) and quota-bound duration per provider, for `batchgate plan` and
-`run --dry-run`; and per route the mode it would run in (`auto` decided by `choose_mode` from the
-deadline and the prices) with the cost that mode implies.
+`run --dry-run`, with per provider the time each limit alone needs, the one that binds first and
+a suggested concurrency (`plan_limits`); and per route the mode it would run in (`auto` decided
+by `choose_mode` from the deadline and the prices) with the cost that mode implies.
 
 Work on a route with several targets is split in proportion to their request quotas, as the
 router's headroom-based spreading does in the long run; a batch-mode route's batches go to its
@@ -18,6 +19,7 @@ from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.jobs.batch.policy import TasksEstimate, batch_target, resolve_mode
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.io.input import read_tasks
+from batchgate.jobs.io.plan_limits import dimension_seconds, limits_entry, render_limits
 from batchgate.jobs.pricing import BUILTIN_NOTE, PriceTable
 from batchgate.jobs.store.protocol import TaskSpec
 from batchgate.models import Usage
@@ -29,21 +31,13 @@ class ProviderPlan:
     prompt_tokens: float = 0.0
     max_output_tokens: float = 0.0
     cost_usd: float = 0.0
+    batch_requests: int = 0  # tasks whose batches would go here (a route's first Batch API target)
     batch_cost_usd: float = 0.0
 
     def quota_seconds(self, p: ProviderConfig) -> float:
-        """The least time its quotas allow for this share of work."""
-        lim = p.limits
-        bounds = [0.0]
-        if lim.rpm:
-            bounds.append(self.requests / lim.rpm * 60.0)
-        if lim.tpm:
-            bounds.append((self.prompt_tokens + self.max_output_tokens) / lim.tpm * 60.0)
-        if lim.itpm:
-            bounds.append(self.prompt_tokens / lim.itpm * 60.0)
-        if lim.otpm:
-            bounds.append(self.max_output_tokens / lim.otpm * 60.0)
-        return max(bounds)
+        """The least time its quotas allow for this share of work: its binding limit's."""
+        seconds = dimension_seconds(p, self.requests, self.prompt_tokens, self.max_output_tokens)
+        return max(seconds.values(), default=0.0)
 
 
 @dataclass(slots=True)
@@ -108,6 +102,7 @@ class _Planner:
             rp.batch_output_tokens += cost.output_tokens
             rp.batch_cost_usd += price
             self.plans[provider.name].batch_cost_usd += price
+            self.plans[provider.name].batch_requests += 1
 
 
 def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
@@ -121,11 +116,13 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
             tasks += 1
             planner.add(item.body)
     by_provider = {
-        name: _provider_entry(config, name, pl) for name, pl in planner.plans.items() if pl.requests
+        name: _provider_entry(config, name, pl)
+        for name, pl in planner.plans.items()
+        if pl.requests or pl.batch_requests
     }
     by_route = {model: _route_entry(config, model, rp) for model, rp in planner.routes.items()}
     total_cost = sum(p["cost_usd_max"] for p in by_provider.values())
-    batch_cost = sum(p["batch_api_cost_usd_max"] for p in by_provider.values())
+    batch_cost = sum(p["batch_api_cost_usd_max"] or 0.0 for p in by_provider.values())
     batch_live = sum(r["cost_usd_max"] for r in by_route.values() if r["batch_api_cost_usd_max"] is not None)
     prompt_total = sum(p["prompt_tokens"] for p in by_provider.values())
     output_total = sum(p["max_output_tokens"] for p in by_provider.values())
@@ -154,15 +151,18 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
 
 
 def _provider_entry(config: GatewayConfig, name: str, pl: ProviderPlan) -> dict[str, Any]:
-    """One provider's row: the live work it would get, and the Batch API work routed to it."""
+    """One provider's row: the live work it would get and what its limits make of it, and the
+    Batch API work routed to it (None: it would get none)."""
+    p = config.provider(name)
     return {
         "requests": round(pl.requests),
         "prompt_tokens": round(pl.prompt_tokens),
         "max_output_tokens": round(pl.max_output_tokens),
         "cost_usd_max": round(pl.cost_usd, 6),
-        "batch_api_cost_usd_max": round(pl.batch_cost_usd, 6),
-        "quota_seconds": round(pl.quota_seconds(config.provider(name)), 1),
-    }
+        "batch_api_requests": pl.batch_requests,
+        "batch_api_cost_usd_max": round(pl.batch_cost_usd, 6) if pl.batch_requests else None,
+        "quota_seconds": round(pl.quota_seconds(p), 1),
+    } | limits_entry(config, p, pl.requests, pl.prompt_tokens, pl.max_output_tokens)
 
 
 def _route_entry(config: GatewayConfig, model: str, rp: RoutePlan) -> dict[str, Any]:
@@ -190,13 +190,18 @@ def render_plan(plan: dict[str, Any]) -> str:
         f"plan for {plan['input']}: {plan['tasks']} tasks, {plan['prompt_tokens']} prompt tokens, "
         f"up to {plan['max_output_tokens']} output tokens",
         f"  {'provider':<12}{'requests':>10}{'prompt tok':>12}{'max out tok':>13}{'max cost $':>12}"
-        f"{'batch API $':>13}{'quota time':>12}",
+        f"{'batch API $':>13}{'quota time':>12}{'binds':>8}",
     ]
     for name, p in sorted(plan["providers"].items()):
+        batch = p["batch_api_cost_usd_max"]
         lines.append(
             f"  {name:<12}{p['requests']:>10}{p['prompt_tokens']:>12}{p['max_output_tokens']:>13}"
-            f"{p['cost_usd_max']:>12.4f}{p['batch_api_cost_usd_max']:>13.4f}{p['quota_seconds']:>11.0f}s"
+            f"{p['cost_usd_max']:>12.4f}{'-' if batch is None else f'{batch:.4f}':>13}"
+            f"{p['quota_seconds']:>11.0f}s{p.get('binding_limit') or '-':>8}"
         )
+    lines += render_limits(plan["providers"])
+    if any(p["batch_api_cost_usd_max"] is not None for p in plan["providers"].values()):
+        lines.append("  Batch API: a route's batches all go to its first target with a Batch API")
     lines.append(
         f"  total: at most ${plan['cost_usd_max']:.4f} live, "
         f"${plan['batch_api_cost_usd_max']:.4f} via Batch APIs "

@@ -6,7 +6,7 @@ cancelling → cancelled), and its output and error files are written from the j
 A server that stops leaves its batches in progress: they resume, from the store, when it starts
 again (`resume_all`). A cancel, or the end of the batch's window (a clock timer), stops the job
 (its in-flight calls get the grace period) and keeps what finished. At most `max_jobs` jobs run
-at once; later batches wait, `validating`, for a place.
+at once; later batches wait, `validating`, for a place (a native job of higher priority first).
 """
 
 from __future__ import annotations
@@ -30,20 +30,20 @@ from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.runner import RunRequest, job_id_for, run_job
 from batchgate.jobs.store.location import StoreLocation
 from batchgate.jobs.store.protocol import JobStore, TaskState
+from batchgate.logs import INFO, event
+from batchgate.server.batch_files import write_batch_files
 from batchgate.server.callbacks.delivery import Callbacks
 from batchgate.server.files import Files, link_or_copy, write_private
 from batchgate.server.input_problems import line_problems, problems
+from batchgate.server.priorities import Places
 from batchgate.server.registry import BatchRecord, Registry
 from batchgate.server.shapes import (
     ENDPOINT,
     WINDOW,
     WINDOW_S,
     create_fields,
-    derived_id,
     new_id,
     not_found,
-    output_line,
-    unsent_line,
 )
 
 log = logging.getLogger("batchgate.server")
@@ -71,14 +71,15 @@ class Batches:
         callbacks: Callbacks | None = None,
     ) -> None:
         """`expire_after_s`: how long a batch may run before it expires (OpenAI's 24 h window);
-        `max_jobs`: batches whose jobs run at once (the others wait their turn, first come first);
+        `max_jobs`: batches whose jobs run at once (the others wait their turn: the highest
+        priority first, then first come first);
         `callbacks`: where a batch with `metadata.callback_url` records its end event."""
         self.registry, self.files, self.store = registry, files, store
         self.config, self.store_path, self.folder = config, store_path, folder
         self.gateway, self.clock, self.grace_s = gateway, clock, grace_s
         self.expire_after_s = expire_after_s
         self.callbacks = callbacks
-        self._places = asyncio.Semaphore(max_jobs)
+        self._places = Places(max_jobs)
         self._timers: dict[str, TimerHandle] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._waiting: set[str] = set()  # batches waiting for a place (their job has not started)
@@ -254,7 +255,7 @@ class Batches:
         `validating`, and a cancel or expiry ends it at once: `_stop_waiting`), then finalize it."""
         self._waiting.add(batch_id)
         try:
-            await self._places.acquire()
+            await self._places.acquire(self.priority(batch_id))
         finally:
             self._waiting.discard(batch_id)
         try:
@@ -291,6 +292,7 @@ class Batches:
             on_engine=functools.partial(self._engine_started, batch_id),
             handle_signals=False,
             timeline_s=self.timeline_s,
+            api_id=batch_id,  # `batchgate report/status/jobs/cancel` find the job by it
         )
         req, config = self._run_setup(batch_id, req)
         say = functools.partial(log.info, "%s: %s", batch_id)
@@ -318,6 +320,9 @@ class Batches:
             return  # paused (a native job): it runs again when resumed
         await self._finalize(batch_id)
 
+    def priority(self, batch_id: str) -> str:
+        return "normal"  # a native job has its own (`native.Jobs`)
+
     def _run_setup(self, batch_id: str, req: RunRequest) -> tuple[RunRequest, GatewayConfig]:
         return req, self.config  # a native job (`native.Jobs`) adds its own options
 
@@ -327,6 +332,7 @@ class Batches:
     def _engine_started(self, batch_id: str, engine: JobEngine) -> None:
         """The job passed validation and its engine is about to run."""
         self._engines[batch_id] = engine
+        event(log, INFO, "batch_started", id=batch_id, priority=self.priority(batch_id))
         b = self.registry.get_batch(batch_id)
         if b is None:
             return
@@ -357,7 +363,7 @@ class Batches:
             self.registry.save_batch(b)
         job = await self.store.get_job(b.job_id)
         if job is not None and b.kind == "openai":  # Anthropic's results are read when asked for
-            await self._write_files(b)
+            await write_batch_files(self.store, self.files, b)
         b.counts, b.usage = await self.counts(b), list(await self.usage(b))
         timer = self._timers.pop(b.id, None)
         if timer is not None:
@@ -380,21 +386,3 @@ class Batches:
             self.registry.save_batch(b)
         else:
             self.callbacks.save_batch_end(b, url)
-
-    async def _write_files(self, b: BatchRecord) -> None:
-        """The batch's output and error files, in OpenAI's line shape, from the store."""
-        out, err = (self.files.writer(derived_id("file-", b.id, kind)) for kind in ("output", "error"))
-        try:
-            why = "cancelled" if b.cancel_asked else "expired" if b.expired else "stopped"
-            async for t in self.store.iter_results(b.job_id, ordered=True):
-                if t.state is TaskState.SUCCEEDED:
-                    out.write(output_line(t.output_line, t.custom_id, t.error))
-                elif t.state is TaskState.FAILED:
-                    err.write(output_line(t.output_line, t.custom_id, t.error))
-                else:  # never finished: OpenAI's line for a request the batch's end left out
-                    err.write(unsent_line(t.custom_id, why))
-            b.output_file_id = out.commit(b.owner, f"{b.id}_output.jsonl")
-            b.error_file_id = err.commit(b.owner, f"{b.id}_error.jsonl")
-        finally:
-            out.discard()
-            err.discard()

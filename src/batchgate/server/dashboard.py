@@ -2,11 +2,14 @@
 data), and the JSON it polls under `/v1/dashboard/` (behind the client-key auth, each key seeing
 its own jobs as in `/v1/jobs`; an admin key sees all):
 
-    GET /v1/dashboard/jobs          the native jobs with progress, priority, ETA, cost and state
+    GET /v1/dashboard/jobs          every job of the key — native jobs (`submit` too) and the batches
+                                    made with the OpenAI or Anthropic SDKs (`kind`) — with progress,
+                                    priority, ETA, cost and state
     GET /v1/dashboard/jobs/{id}     one job's page data (`web.job_page`) with its job object
     GET /v1/dashboard/providers     the shared gateway's quota samples (`quota_ring`)
 
-Cancel is the job API's `POST /v1/jobs/{id}/cancel`. No provider key is on any of them.
+Cancel is the job API's `POST /v1/jobs/{id}/cancel` (a batch's own API for a batch: each row's
+`cancel_path`). No provider key is on any of them.
 """
 
 from __future__ import annotations
@@ -18,15 +21,19 @@ import orjson
 from aiohttp import web
 
 from batchgate.jobs.store.protocol import JobStore
+from batchgate.server.job_spec import JobSpec
 from batchgate.server.job_table import JobFilter
 from batchgate.server.job_view import ProviderFigures, figures, job_counts, job_object
 from batchgate.server.native import Jobs
 from batchgate.server.quota_ring import QuotaRing
 from batchgate.server.registry import BatchRecord
+from batchgate.server.shapes import not_found
 from batchgate.web.assets import asset_names, content_type
 from batchgate.web.job_page import page_data
 
 PATH = "/v1/dashboard"
+JOBS_PATH = "/v1/jobs/{id}/cancel"
+CANCEL_PATHS = {"openai": "/v1/batches/{id}/cancel", "anthropic": "/v1/messages/batches/{id}/cancel"}
 LISTED = 100  # the newest jobs the list shows
 KeyOf = Callable[[web.Request], tuple[str, str | None]]
 _HEADERS = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
@@ -67,17 +74,29 @@ class Dashboard:
     async def list(self, request: web.Request) -> web.Response:
         viewer = self._key_of(request)[1]
         found, _ = self.jobs.table.page(JobFilter(owner=viewer), LISTED, None)
-        data = [await self._row(b, spec_object) for b, spec_object in found]
+        for kind in CANCEL_PATHS:  # the SDKs' batches are jobs of the key too
+            batches, _ = self.jobs.registry.list_batches(kind, viewer, LISTED)
+            found += [(b, batch_spec(b)) for b in batches]
+        found.sort(key=lambda row: row[0].created_at, reverse=True)  # stable: newest first
+        data = [await self._row(b, spec_object) for b, spec_object in found[:LISTED]]
         return _json({"object": "list", "data": data})
 
-    async def _row(self, b: BatchRecord, spec: Any) -> dict[str, Any]:
+    async def _row(self, b: BatchRecord, spec: JobSpec) -> dict[str, Any]:
         store: JobStore = self.jobs.store
         extra = await figures(store, b, self.jobs.engine(b.id), self.jobs.clock.wall(), _NoProviders())
         extra.pop("providers", None)
-        return {**job_object(b, spec, await job_counts(store, b)), **extra}
+        kind = {"kind": b.kind, "cancel_path": CANCEL_PATHS.get(b.kind, JOBS_PATH).format(id=b.id)}
+        return {**job_object(b, spec, await job_counts(store, b)), **extra, **kind}
+
+    def _visible(self, job_id: str, owner: str | None) -> tuple[BatchRecord, JobSpec]:
+        """A native job or a batch, if `owner` may see it (None: an admin key); a 404 otherwise."""
+        b = self.jobs.registry.get_batch(job_id)
+        if b is None or (owner is not None and b.owner != owner):
+            raise not_found("job", job_id)
+        return (b, batch_spec(b)) if b.kind in CANCEL_PATHS else self.jobs.job(job_id, owner)
 
     async def job(self, request: web.Request) -> web.Response:
-        b, spec = self.jobs.job(request.match_info["id"], self._key_of(request)[1])
+        b, spec = self._visible(request.match_info["id"], self._key_of(request)[1])
         row = await self._row(b, spec)
         record = await self.jobs.store.get_job(b.job_id)
         page = await page_data(self.jobs.store, record, row["state"]) if record is not None else None
@@ -93,3 +112,8 @@ class _NoProviders(ProviderFigures):
 
     async def of(self, store: JobStore, job_id: str, done: int) -> dict[str, dict[str, Any]]:
         return {}
+
+
+def batch_spec(b: BatchRecord) -> JobSpec:
+    """A batch seen as a job: normal priority, its metadata (a batch has no other job options)."""
+    return JobSpec(metadata=dict(b.metadata or {}))

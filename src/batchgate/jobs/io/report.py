@@ -203,13 +203,17 @@ def _provider_state(segments: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _add_batch_items(providers: dict[str, Any], by_provider: dict[str, Any]) -> None:
     """Count what each provider answered through its Batch API beside its live requests: the
-    items (`batch_items`, `batch_succeeded`, `batch_failed`), their tokens in the provider's
-    `prompt_tokens` / `completion_tokens`, and the saving."""
+    items (`batch_items`, `batch_succeeded`, `batch_failed`, and in its `request_count`,
+    `success_count` and `error_count`), their tokens in the provider's `prompt_tokens` /
+    `completion_tokens`, and the saving."""
     for name, b in by_provider.items():
         p = providers.setdefault(name, merge_segments([{"providers": {name: {}}}])[1][name])
         p["batch_items"] = b["items"]
         p["batch_succeeded"] = b["succeeded"]
         p["batch_failed"] = b["failed"]
+        p["request_count"] += b["items"]
+        p["success_count"] += b["succeeded"]
+        p["error_count"] += b["failed"]
         p["prompt_tokens"] += b["prompt_tokens"]
         p["completion_tokens"] += b["completion_tokens"]
     for name, p in providers.items():

@@ -9,10 +9,12 @@ path `batchgate run` uses, and group-commits the outcomes with the lease's fenci
 chunk's unsent tasks are dropped. At the chunk's end, `release_chunk` returns what did not finish
 to the queue. The first worker to find a job with no task pending or running (its next claim
 finds none) writes its OUT, errors file and report (`finish_job`, under the job's lock, so only
-one does; usually the one that committed the last task).
+one does; usually the one that committed the last task). Each worker keeps its figures of each
+job (its own tallies, elapsed, retries) in the job's report segments (`figures.py`).
 
-Jobs are taken only when submitted for workers (`batchgate run --submit-only`, which sets the
-`workers` option). With no claimable task the lane waits on the injected clock — a bounded
+Chunks are taken from the job of the highest priority first (`run --submit-only --priority`),
+then the oldest. Jobs are taken only when submitted for workers (`batchgate run --submit-only`,
+which sets the `workers` option). With no claimable task the lane waits on the injected clock — a bounded
 back-off (`idle_min_s` doubling to `idle_max_s`) between polls of the store, the one polling wait in
 batchgate, since a remote store cannot wake it — or, with `exit_when_idle`, ends once no submitted
 job has a pending or running task.
@@ -42,15 +44,17 @@ from batchgate.jobs.commit import GroupCommitter
 from batchgate.jobs.finish import OutputFiles, finish_job
 from batchgate.jobs.guards import BudgetGuard
 from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.io.report import REPORT_BLOB, load_segments
 from batchgate.jobs.live_task import Abandoned, LiveTasks
 from batchgate.jobs.store.protocol import Chunk, JobRecord, JobStore, TaskSpec, TaskState
+from batchgate.jobs.workers.figures import WorkerFigures
 from batchgate.jobs.workers.lease import LeaseKeeper
 from batchgate.quota.store.location import StoreSpec
+from batchgate.stats import GatewayStatistics
 
 WORKERS_OPTION = "workers"  # a job's option: submitted for workers to run
 TAKEN_STATUSES = frozenset({"created", "running"})  # a submitted job in one of these is worked on
+PRIORITY_RANK = {"high": 0, "normal": 1, "low": 2}  # a job's `priority` option (`run --priority`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +87,11 @@ class Worker:
         self.options = options
         self.clock = clock or LoopClock()
         self.totals = WorkerTotals()
-        self.progress = Progress(started=self.clock.wall(), total=0)
+        self.figures = WorkerFigures(options.owner, self.clock)  # each job's own report figures
         self._stop = asyncio.Event()
-        self._live: LiveTasks | None = None
+        self._live: dict[str, LiveTasks] = {}  # per job: its own tallies, one gateway for all
         self._gateway: Gateway | None = None
+        self._gates: tuple[BudgetGate, OutputCheck] | None = None
         self._started: set[str] = set()  # jobs this worker marked running
 
     @property
@@ -113,8 +118,7 @@ class Worker:
             self.config.job.validate_regex, self.config.job.validate_schema, source=self.config.source
         )
         async with gateway:
-            self._gateway = gateway
-            self._live = LiveTasks(self.config, gateway, budget, check, self.progress, lambda: self.stopping)
+            self._gateway, self._gates = gateway, (budget, check)
             lanes = [asyncio.ensure_future(self._lane()) for _ in range(max(1, self.options.lanes))]
             try:
                 await asyncio.gather(*lanes)
@@ -150,11 +154,15 @@ class Worker:
             stopper.cancel()
 
     async def _jobs(self) -> list[JobRecord]:
-        jobs = await self.store.list_jobs()
-        return [j for j in jobs if j.options.get(WORKERS_OPTION) and j.status in TAKEN_STATUSES]
+        """The submitted jobs in the order their chunks are taken: the highest priority first,
+        then the oldest (the store lists them by creation)."""
+        jobs = [j for j in await self.store.list_jobs() if j.options.get(WORKERS_OPTION)]
+        open_jobs = [j for j in jobs if j.status in TAKEN_STATUSES]
+        return sorted(open_jobs, key=lambda j: PRIORITY_RANK.get(j.options.get("priority", ""), 1))
 
     async def _claim(self) -> Chunk | None:
-        """A chunk of the oldest submitted job that has claimable tasks (None: none has). A job with
+        """A chunk of the first submitted job (by priority, then age) that has claimable tasks (None:
+        none has). A job with
         none is checked for being done only then (not after every chunk: counting is a scan)."""
         opts = self.options
         for job in await self._jobs():
@@ -182,12 +190,14 @@ class Worker:
         self.totals.chunks += 1
         write = functools.partial(self.store.commit_chunk, chunk.job_id, chunk.token)
         committer = GroupCommitter(self.store, chunk.job_id, self.clock, write=write)
-        tasks = [asyncio.ensure_future(self._run_task(spec, committer)) for spec in chunk.tasks]
+        live = self._live_for(chunk.job_id)
+        tasks = [asyncio.ensure_future(self._run_task(live, spec, committer)) for spec in chunk.tasks]
         lease = LeaseKeeper(
             self.store, chunk, self.options.lease_seconds, self.clock, lost=lambda: _cancel(tasks)
         )
         try:
             await asyncio.gather(*tasks, return_exceptions=True)
+            await self.figures.save(self.store, chunk.job_id, self._statistics())
             await committer.close()
             self.totals.committed += committer.committed
         except LeaseLostError:
@@ -196,9 +206,22 @@ class Worker:
             lease.stop()
             await self.store.release_chunk(chunk.job_id, chunk.token)
 
-    async def _run_task(self, spec: TaskSpec, committer: GroupCommitter) -> None:
-        live = self._live
-        assert live is not None
+    def _live_for(self, job_id: str) -> LiveTasks:
+        live = self._live.get(job_id)
+        if live is None:
+            assert self._gateway is not None
+            assert self._gates is not None
+            budget, check = self._gates
+            progress = self.figures.progress(job_id)
+            live = LiveTasks(self.config, self._gateway, budget, check, progress, lambda: self.stopping)
+            self._live[job_id] = live
+        return live
+
+    def _statistics(self) -> GatewayStatistics:
+        assert self._gateway is not None
+        return self._gateway.statistics()
+
+    async def _run_task(self, live: LiveTasks, spec: TaskSpec, committer: GroupCommitter) -> None:
         try:
             result, attempts, invalid, billed = await live.run(spec)
         except Abandoned:
@@ -222,9 +245,12 @@ class Worker:
                 job = await self.store.get_job(job_id)
                 if job is None or job.status not in TAKEN_STATUSES:
                     return  # another worker (or a `batchgate resume`) wrote it already
-                segments = load_segments(await self.store.get_blob(job_id, REPORT_BLOB))
+                stored = load_segments(await self.store.get_blob(job_id, REPORT_BLOB))
+                segments = self.figures.merged(stored, job_id, self._statistics())
                 await finish_job(self.store, job_id, OutputFiles.of_job(job), segments, stop_reason=None)
                 self.totals.finished.append(job_id)
+                self._live.pop(job_id, None)  # done: a long-lived worker keeps no figures of it
+                self.figures.forget(job_id)
         except JobLockedError:
             return  # the worker holding the lock is finishing it
 

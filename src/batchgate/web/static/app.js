@@ -36,9 +36,9 @@ async function showJobs() {
   view.replaceChildren(el("h2", {}, "Jobs"), data.length ? jobsTable(data) : el("p", { class: "muted" }, "No jobs yet."));
 }
 
-async function cancel(id, button) {
+async function cancel(job, button) {
   button.disabled = true;
-  try { await api("/v1/jobs/" + id + "/cancel", "POST"); } catch (e) { status.textContent = e.message; }
+  try { await api(job.cancel_path || "/v1/jobs/" + job.id + "/cancel", "POST"); } catch (e) { status.textContent = e.message; }
   refresh();
 }
 
@@ -46,7 +46,7 @@ async function showJob(id) {
   const { job, page } = await api("/v1/dashboard/jobs/" + encodeURIComponent(id));
   const button = el("button", { class: "danger", id: "cancel", "aria-label": "Cancel job " + (job.name || job.id) }, "Cancel");
   button.disabled = !CANCELLABLE.includes(job.state);
-  button.addEventListener("click", () => cancel(job.id, button));
+  button.addEventListener("click", () => cancel(job, button));
   const head = el("div", {}, el("h2", {}, (job.name || job.id) + " "), el("span", { id: "job-state" }, job.state), " ", button);
   const body = el("div", { id: "job" });
   view.replaceChildren(head, body);

@@ -1,0 +1,103 @@
+"""What the plan says of one provider's limits: the time each limited dimension alone needs for
+the provider's share of the work (requests a minute, tokens a minute, input and output tokens a
+minute), which of them binds first (the longest), and a suggested concurrency from Little's law
+with headroom: P50 latency × RPM / 60, plus 20 %.
+
+The P50 latency comes from the config's embedded emulator for a provider it serves (its
+`latency.ttft_p50_ms`, plus `per_token_ms` for each planned output token), else a stated default.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from batchgate.config import GatewayConfig, ProviderConfig
+
+DEFAULT_P50_S = 1.0  # a provider without a latency to read: a typical short chat answer
+HEADROOM = 0.2
+DIMENSIONS = {
+    "rpm": "requests/min",
+    "tpm": "tokens/min",
+    "itpm": "input tokens/min",
+    "otpm": "output tokens/min",
+}
+
+
+def dimension_seconds(
+    p: ProviderConfig, requests: float, prompt_tokens: float, output_tokens: float
+) -> dict[str, float]:
+    """The seconds each of the provider's limits alone needs for this work (only those it has)."""
+    lim = p.limits
+    work = {
+        "rpm": (lim.rpm, requests),
+        "tpm": (lim.tpm, prompt_tokens + output_tokens),
+        "itpm": (lim.itpm, prompt_tokens),
+        "otpm": (lim.otpm, output_tokens),
+    }
+    return {dim: round(amount / limit * 60.0, 1) for dim, (limit, amount) in work.items() if limit}
+
+
+def binding(seconds: Mapping[str, float]) -> str | None:
+    """The dimension that binds first: the one needing the longest (None: no limit)."""
+    return max(seconds, key=lambda d: seconds[d]) if seconds else None
+
+
+def p50_latency(config: GatewayConfig, p: ProviderConfig, mean_output_tokens: float) -> tuple[float, str]:
+    """The provider's P50 latency in seconds and where it comes from (`emulator` or `default`)."""
+    if p.emulated and config.emulator is not None:
+        for entry in config.emulator.get("providers") or []:
+            if isinstance(entry, dict) and entry.get("name") == p.name:
+                latency = entry.get("latency") or {}
+                ms = float(latency.get("ttft_p50_ms", 0.0)) + float(latency.get("per_token_ms", 0.0)) * (
+                    mean_output_tokens
+                )
+                return ms / 1000.0, "emulator"
+    return DEFAULT_P50_S, "default"
+
+
+def suggested_concurrency(
+    config: GatewayConfig, p: ProviderConfig, requests: float, output_tokens: float
+) -> dict[str, Any]:
+    """P50 × RPM / 60 + 20 %, rounded up, with the formula as printed (no RPM: no suggestion)."""
+    p50, source = p50_latency(config, p, output_tokens / requests if requests else 0.0)
+    rpm = p.limits.rpm
+    out: dict[str, Any] = {"p50_s": round(p50, 3), "p50_source": source, "rpm": rpm}
+    if not rpm:
+        return out | {"value": None, "formula": "no RPM limit: nothing to size it by"}
+    raw = p50 * rpm / 60.0 * (1 + HEADROOM)
+    value = max(1, math.ceil(raw))
+    formula = f"P50 {p50:.2f} s ({source}) × {rpm:g} RPM / 60 + 20% = {raw:.1f} → {value}"
+    return out | {"value": value, "formula": formula}
+
+
+def limits_entry(
+    config: GatewayConfig, p: ProviderConfig, requests: float, prompt_tokens: float, output_tokens: float
+) -> dict[str, Any]:
+    """The plan's per-provider limit figures: seconds per dimension, the binding one, concurrency."""
+    seconds = dimension_seconds(p, requests, prompt_tokens, output_tokens)
+    return {
+        "dimension_seconds": seconds,
+        "binding_limit": binding(seconds),
+        "suggested_concurrency": suggested_concurrency(config, p, requests, output_tokens),
+    }
+
+
+def render_limits(providers: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Per provider: each dimension's time (the binding one marked) and the suggested concurrency."""
+    lines = []
+    for name, p in sorted(providers.items()):
+        seconds: Mapping[str, float] = p.get("dimension_seconds") or {}
+        if seconds:
+            parts = [
+                f"{DIMENSIONS[d]} {s:.0f} s" + (" (binds first)" if d == p.get("binding_limit") else "")
+                for d, s in seconds.items()
+            ]
+            lines.append(f"  {name}: " + ", ".join(parts))
+        else:
+            lines.append(f"  {name}: no limits configured")
+        conc = p.get("suggested_concurrency") or {}
+        if conc.get("formula"):
+            lines.append(f"    suggested concurrency: {conc['formula']}")
+    return lines
