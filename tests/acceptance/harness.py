@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,15 +109,6 @@ def provider_totals(emu: EmulatorThread) -> dict[str, int]:
     stats = emu.stats()["providers"]
     keys = ("admitted", "completed", "duplicates", "in_flight")
     return {k: sum(int(p[k]) for p in stats.values()) for k in keys}
-
-
-def wait_for(condition: Callable[[], bool], what: str, limit: float = WAIT_LIMIT_S) -> None:
-    """A bounded wait for something another process does (never a timing assertion)."""
-    deadline = time.monotonic() + limit
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 @dataclass

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from server.harness import PROVIDER_KEY, WAIT_LIMIT_S, Server
+from server.harness import PROVIDER_KEY, Server
 from server.jobs_client import JobsClient
+from waiting import WAIT_LIMIT_S
 
 from .conftest import requests
 
