@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 import yaml
 
+import waiting
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 
 MODEL = "m-test"
@@ -109,6 +110,9 @@ def provider_totals(emu: EmulatorThread) -> dict[str, int]:
     stats = emu.stats()["providers"]
     keys = ("admitted", "completed", "duplicates", "in_flight")
     return {k: sum(int(p[k]) for p in stats.values()) for k in keys}
+
+
+wait_for = waiting.wait_for  # the suite's one bounded wait (tests/waiting.py), for the CLI tests
 
 
 @dataclass

@@ -17,10 +17,9 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from acceptance.harness import Cli, read_jsonl
+from acceptance.harness import Cli, read_jsonl, wait_for
 from batchgate.emulator import EmulatorThread
 from reliability.helpers import MODEL, emu_provider, gw_provider, start_emulator, write_config, write_input
-from waiting import wait_for
 
 pytestmark = pytest.mark.acceptance
 

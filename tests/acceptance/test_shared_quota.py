@@ -13,9 +13,8 @@ import yaml
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 from redisutil import PrivateRedis, fresh_namespace
-from waiting import wait_for
 
-from .harness import Cli, expected_ids, ids_once, provider_totals, read_jsonl, write_input
+from .harness import Cli, expected_ids, ids_once, provider_totals, read_jsonl, wait_for, write_input
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.redis]
 

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from acceptance.harness import Cli, read_jsonl
-from waiting import wait_for
+from acceptance.harness import Cli, read_jsonl, wait_for
 
 from .helpers import (
     check_store_consistent,
