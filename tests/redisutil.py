@@ -44,6 +44,13 @@ def require_redis() -> None:
         _skip_or_fail(reason)
 
 
+def server_time() -> float:
+    """The shared server's clock (`TIME`, seconds): the clock its quota scripts read."""
+    with redis.Redis.from_url(BASE_URL) as client:
+        seconds, micros = client.time()
+    return float(seconds) + float(micros) / 1e6
+
+
 def fresh_namespace() -> str:
     return f"bgtest:{secrets.token_hex(6)}:"
 
