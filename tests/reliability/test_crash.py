@@ -34,7 +34,7 @@ from .helpers import (
     write_input,
 )
 
-pytestmark = pytest.mark.acceptance
+pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
 
 CONCURRENCY = 4
 

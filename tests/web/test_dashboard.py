@@ -20,7 +20,7 @@ from .conftest import requests
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a server, and Chromium
 WAIT_MS = WAIT_LIMIT_S * 1000
 
 
