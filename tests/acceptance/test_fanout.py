@@ -12,6 +12,7 @@ from .harness import Cli, expected_ids, ids_once, one_error_line, provider_total
 pytestmark = pytest.mark.acceptance
 
 
+@pytest.mark.slow  # several CLI runs
 def test_fanout_writes_one_joined_line_per_input_with_one_answer_per_route(
     cli: Cli, emu: EmulatorThread
 ) -> None:
