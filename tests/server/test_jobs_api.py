@@ -194,6 +194,7 @@ def test_bad_queries_and_unknown_jobs(a: JobsClient) -> None:
     assert a.act("job_nope", "pause").status_code == 404
 
 
+@pytest.mark.slow  # 40 answers of 1 s, paused
 def test_pause_holds_the_job_and_resume_finishes_it(a: JobsClient, emu: EmulatorThread) -> None:
     made = a.create(requests=requests_for(LAG, 40, "pause"))  # 1 s an answer, 16 at a time
     running = poll(lambda: a.get(made["id"]), lambda job: job["progress"]["succeeded"] > 0, "a first answer")

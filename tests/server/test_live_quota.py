@@ -18,7 +18,7 @@ from waiting import wait_for
 
 from .harness import batch_line, client, create, running, upload, wait_ended
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a batch paced at 4 requests a second
 
 RPM = 240
 MODEL = "m-tight"

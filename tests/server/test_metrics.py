@@ -82,6 +82,7 @@ def scrape_while_running(server: Server, *job_ids: str) -> list[Sample]:
     )
 
 
+@pytest.mark.slow  # a job scraped while it runs
 def test_scraped_during_and_after_a_job_the_counters_agree_with_its_detail(
     watched: Server, jobs: JobsClient
 ) -> None:

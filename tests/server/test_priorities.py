@@ -75,6 +75,7 @@ def one_provider_config(path: Path, emu: EmulatorThread) -> Path:
     return path
 
 
+@pytest.mark.slow  # three jobs of 1 s answers
 @pytest.mark.integration
 def test_high_finishes_first_and_low_still_advances(tmp_path: Path, own_emu: EmulatorThread) -> None:
     with running(tmp_path, one_provider_config(tmp_path / "gateway.yaml", own_emu)) as server:

@@ -29,7 +29,7 @@ from .harness import (
     wait_ended,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # servers killed and started again
 LINES = 6
 
 
