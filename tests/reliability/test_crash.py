@@ -108,6 +108,7 @@ def crash_loop(cli: Cli, emu: EmulatorThread, args: list[str], kills: int, seed:
     return figures
 
 
+@pytest.mark.timeout(600)  # twenty runs killed and one to the end: over 120 s on a loaded machine
 def test_twenty_sigkills_in_a_row_lose_nothing_and_resend_no_success(cli: Cli, emu: EmulatorThread) -> None:
     n = 500
     args, out = _setup(cli, emu, n)
