@@ -11,11 +11,12 @@ import secrets
 import shutil
 import socket
 import subprocess
-import time
-from functools import cache
+from functools import cache, partial
 
 import pytest
 import redis
+
+from waiting import wait_for
 
 BASE_URL = os.environ.get("BATCHGATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 _START_LIMIT_S = 10.0
@@ -42,6 +43,22 @@ def require_redis() -> None:
     reason = _unreachable_reason()
     if reason is not None:
         _skip_or_fail(reason)
+
+
+def server_time() -> float:
+    """The shared server's clock (`TIME`, seconds): the clock its quota scripts read."""
+    with redis.Redis.from_url(BASE_URL) as client:
+        seconds, micros = client.time()
+    return float(seconds) + float(micros) / 1e6
+
+
+def _answers(port: int) -> bool:
+    try:
+        with redis.Redis(port=port, socket_connect_timeout=1) as client:
+            client.ping()
+    except redis.ConnectionError:
+        return False
+    return True
 
 
 def fresh_namespace() -> str:
@@ -87,16 +104,7 @@ class PrivateRedis:
             "no",
         ]
         self._proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + _START_LIMIT_S
-        while True:  # a bounded wait for another process to listen (never a timing assertion)
-            try:
-                with redis.Redis(port=self.port, socket_connect_timeout=1) as client:
-                    client.ping()
-                return
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise AssertionError("redis-server did not start") from None
-                time.sleep(0.05)
+        wait_for(partial(_answers, self.port), "redis-server to start", limit=_START_LIMIT_S)
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:

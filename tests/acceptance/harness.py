@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import orjson
 import yaml
 
+import waiting
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 
 MODEL = "m-test"
@@ -112,13 +112,7 @@ def provider_totals(emu: EmulatorThread) -> dict[str, int]:
     return {k: sum(int(p[k]) for p in stats.values()) for k in keys}
 
 
-def wait_for(condition: Callable[[], bool], what: str, limit: float = WAIT_LIMIT_S) -> None:
-    """A bounded wait for something another process does (never a timing assertion)."""
-    deadline = time.monotonic() + limit
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
+wait_for = waiting.wait_for  # the suite's one bounded wait (tests/waiting.py), for the CLI tests
 
 
 @dataclass

@@ -125,6 +125,7 @@ def test_bad_config(cli: Cli, emu: EmulatorThread, case: str, expected: str) -> 
     _assert_untouched(cli, emu, out)
 
 
+@pytest.mark.slow  # several CLI runs
 def test_output_that_cannot_be_written(cli: Cli, emu: EmulatorThread) -> None:
     src = write_input(cli.cwd / "in.jsonl", 3)
     cfg = gateway_config(cli.cwd / "gw.yaml", emu)
@@ -138,6 +139,7 @@ def test_output_that_cannot_be_written(cli: Cli, emu: EmulatorThread) -> None:
     assert provider_totals(emu)["admitted"] == 0
 
 
+@pytest.mark.slow  # several CLI runs
 def test_malformed_and_duplicate_lines_fail_first_unless_skipped(cli: Cli, emu: EmulatorThread) -> None:
     lines = [orjson.dumps(input_line(i)) for i in range(6)]
     lines[2] = b'{"custom_id": "broken", "model": '
@@ -159,6 +161,7 @@ def test_malformed_and_duplicate_lines_fail_first_unless_skipped(cli: Cli, emu: 
     assert ids_once(read_jsonl(out)) == {"item-00000", "item-00001", "item-00003", "item-00005"}
 
 
+@pytest.mark.slow  # several CLI runs
 def test_locked_job_status_from_another_terminal_and_sigterm(cli: Cli, emu: EmulatorThread) -> None:
     src = write_input(cli.cwd / "in.jsonl", 400)
     cfg = gateway_config(cli.cwd / "gw.yaml", emu, concurrency=2)  # ~20 items/s: long enough

@@ -122,6 +122,7 @@ def run_ok(cli: Cli, args: tuple[str, ...], code: int = 0) -> subprocess.Complet
     return done
 
 
+@pytest.mark.slow  # batch polling over several runs
 @pytest.mark.parametrize("provider", ["alpha", "gamma"])
 def test_completed_batch_gives_the_live_out_format_at_the_batch_price(
     cli: Cli, emu_factory: list[EmulatorThread], provider: str
@@ -202,6 +203,7 @@ def test_failed_validation_fails_the_items_with_the_reason(
     assert report["batches"]["items_failed"] == n
 
 
+@pytest.mark.slow  # batch polling over several runs
 def test_expired_batches_keep_partial_results_and_the_rest_finishes(
     cli: Cli, emu_factory: list[EmulatorThread]
 ) -> None:
@@ -229,6 +231,7 @@ def test_expired_batches_keep_partial_results_and_the_rest_finishes(
     )
 
 
+@pytest.mark.slow  # batch polling over several runs
 def test_creation_refused_with_429_waits_for_the_quota(cli: Cli, emu_factory: list[EmulatorThread]) -> None:
     # One batch of three fits the enqueued-token quota, two do not: the second is refused (429)
     # until the first has ended, then created.
@@ -250,6 +253,7 @@ def test_creation_refused_with_429_waits_for_the_quota(cli: Cli, emu_factory: li
     assert report["batches"]["sent_live_items"] == 0
 
 
+@pytest.mark.slow  # batch polling over several runs
 def test_oversize_input_is_split_into_several_batches(cli: Cli, emu_factory: list[EmulatorThread]) -> None:
     emu = start_emulator(emu_factory, processing_seconds=1.0, max_requests=4)  # the provider's own limit
     n = 10
@@ -262,6 +266,7 @@ def test_oversize_input_is_split_into_several_batches(cli: Cli, emu_factory: lis
     assert orjson.loads((cli.cwd / "out.jsonl.report.json").read_bytes())["batches"]["submitted"] == 3
 
 
+@pytest.mark.slow  # batch polling over several runs
 def test_cancel_keeps_partial_results_and_a_later_run_finishes(
     cli: Cli, emu_factory: list[EmulatorThread]
 ) -> None:
@@ -299,6 +304,7 @@ def test_cancel_keeps_partial_results_and_a_later_run_finishes(
     assert cli.status(job)["state"] == "completed"
 
 
+@pytest.mark.slow  # batch polling over several runs
 def test_kill_9_after_submission_resumes_polling_the_same_batch(
     cli: Cli, emu_factory: list[EmulatorThread]
 ) -> None:
@@ -334,6 +340,7 @@ def test_kill_9_after_submission_resumes_polling_the_same_batch(
     assert report["success_count"] == n
 
 
+@pytest.mark.slow  # batch polling over several runs
 def test_cancel_after_a_kill_cancels_the_recorded_batch(cli: Cli, emu_factory: list[EmulatorThread]) -> None:
     emu = start_emulator(emu_factory, processing_seconds=8.0)  # the cancel cuts it short
     n = 10

@@ -34,6 +34,7 @@ def entry(request: pytest.FixtureRequest, cli: Cli) -> Entry:
     return Entry(request.param, cli)
 
 
+@pytest.mark.slow  # a run stopped, then run again
 def test_kill_9_then_the_same_call_resumes_without_resending(entry: Entry, emu: EmulatorThread) -> None:
     n = 300
     cli = entry.cli
@@ -55,6 +56,7 @@ def test_kill_9_then_the_same_call_resumes_without_resending(entry: Entry, emu: 
     assert ids_once(read_jsonl(out)) == expected_ids(n)
 
 
+@pytest.mark.slow  # a run stopped, then run again
 def test_budget_stops_then_a_bigger_budget_finishes(entry: Entry, emu: EmulatorThread) -> None:
     n = 120
     cli = entry.cli

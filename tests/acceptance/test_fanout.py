@@ -22,6 +22,7 @@ from .harness import (
 pytestmark = pytest.mark.acceptance
 
 
+@pytest.mark.slow  # several CLI runs
 def test_fanout_writes_one_joined_line_per_input_with_one_answer_per_route(
     cli: Cli, emu: EmulatorThread
 ) -> None:

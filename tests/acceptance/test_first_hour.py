@@ -144,6 +144,7 @@ def mixed_input(path: Path, n: int) -> Path:
     return path
 
 
+@pytest.mark.slow  # several CLI runs
 def test_failed_items_exit_4_and_retry_runs_exactly_them(cli: Cli, emu: EmulatorThread) -> None:
     n = 10
     src = mixed_input(cli.cwd / "in.jsonl", n)
@@ -229,6 +230,7 @@ def test_library_example_runs_as_the_readme_shows_it() -> None:
     assert lines[-1] == "103 succeeded"
 
 
+@pytest.mark.slow  # several CLI runs
 def test_a_resumed_job_that_completes_forgets_the_old_stop(cli: Cli, emu: EmulatorThread) -> None:
     n = 300
     src = write_input(cli.cwd / "in.jsonl", n)

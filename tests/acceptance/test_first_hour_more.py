@@ -51,6 +51,7 @@ def big_line(cid: str, words: int) -> dict[str, Any]:
     return {"custom_id": cid, "model": MODEL, "max_tokens": 5, "messages": messages}
 
 
+@pytest.mark.slow  # several CLI runs
 def test_a_request_no_target_admits_is_refused_before_sending(cli: Cli, emu: EmulatorThread) -> None:
     cfg = limited_config(cli.cwd / "gw.yaml", emu)
     src = cli.cwd / "in.jsonl"
@@ -95,6 +96,7 @@ def test_plan_tables_add_up_for_the_readme_job(cli: Cli) -> None:
     _sums(orjson.loads(done.stdout))
 
 
+@pytest.mark.slow  # several CLI runs
 def test_wrong_field_types_are_refused_in_order_with_plurals(cli: Cli, emu: EmulatorThread) -> None:
     cfg = gateway_config(cli.cwd / "gw.yaml", emu)
     rows = [input_line(i) for i in range(6)]
@@ -122,6 +124,7 @@ def test_wrong_field_types_are_refused_in_order_with_plurals(cli: Cli, emu: Emul
     assert f"wrote 1 result to {out}" in done.stdout
 
 
+@pytest.mark.slow  # several CLI runs
 def test_rough_edges(cli: Cli, emu: EmulatorThread) -> None:
     version = cli.run("--version", store=False)
     assert version.returncode == 0

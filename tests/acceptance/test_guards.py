@@ -30,6 +30,7 @@ DEAR = {
 }
 
 
+@pytest.mark.slow  # several CLI runs
 def test_budget_stops_cleanly_then_a_bigger_budget_finishes(cli: Cli, emu: EmulatorThread) -> None:
     n = 120
     src = write_input(cli.cwd / "in.jsonl", n)
@@ -63,6 +64,7 @@ def test_budget_stops_cleanly_then_a_bigger_budget_finishes(cli: Cli, emu: Emula
     assert provider_totals(emu)["duplicates"] == 0
 
 
+@pytest.mark.slow  # several CLI runs
 def test_error_rate_stop(cli: Cli, tmp_path: Path) -> None:
     failing = emulator(faults={"server_error": 1.0})
     try:

@@ -91,6 +91,7 @@ def _job(cli: Cli, emu: EmulatorThread, routes: list[dict[str, Any]], providers:
     return ["run", str(src), "--config", str(cfg), "--output", str(cli.cwd / "out.jsonl")]
 
 
+@pytest.mark.slow  # a run scraped while it runs
 def test_metrics_scraped_during_and_after_the_run_agree_with_the_report(
     cli: Cli, flaky_emu: EmulatorThread
 ) -> None:

@@ -31,6 +31,7 @@ def _run(cli: Cli, src: Path, cfg: Path, pipe: Path, out: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow  # several CLI runs
 def test_a_step_runs_only_where_its_condition_holds(cli: Cli, emu: EmulatorThread) -> None:
     n = 30
     src = write_reviews(cli.cwd / "in.jsonl", n)
@@ -91,6 +92,7 @@ def test_bad_pipeline_and_input_are_one_line_errors(cli: Cli, emu: EmulatorThrea
     assert provider_totals(emu)["admitted"] == 0
 
 
+@pytest.mark.slow  # several CLI runs
 def test_pipeline_killed_5_times_then_resumed_loses_and_resends_nothing(
     cli: Cli, emu: EmulatorThread
 ) -> None:

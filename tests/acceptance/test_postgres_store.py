@@ -42,6 +42,7 @@ def pg_cli(tmp_path: Path) -> Iterator[Cli]:
         yield runner
 
 
+@pytest.mark.slow  # a run stopped, then resumed
 def test_kill_9_then_resume_on_postgres(pg_cli: Cli, emu: EmulatorThread) -> None:
     cli, n = pg_cli, 300
     src = write_input(cli.cwd / "in.jsonl", n)
@@ -71,6 +72,7 @@ def test_kill_9_then_resume_on_postgres(pg_cli: Cli, emu: EmulatorThread) -> Non
     assert SECRET not in "".join(cli.transcript)
 
 
+@pytest.mark.slow  # a run stopped, then resumed
 def test_ctrl_c_prints_a_resume_command_that_finishes_the_job(
     pg_cli: Cli, emu: EmulatorThread, tmp_path: Path
 ) -> None:

@@ -25,7 +25,7 @@ from .harness import (
     write_input,
 )
 
-pytestmark = pytest.mark.acceptance
+pytestmark = [pytest.mark.acceptance, pytest.mark.slow]  # runs interrupted, then resumed
 
 
 def test_kill_9_then_resume_sends_no_succeeded_item_twice(

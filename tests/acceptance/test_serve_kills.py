@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.acceptance]
+pytestmark = [pytest.mark.acceptance, pytest.mark.slow]  # a server killed three times
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "serve_kills.py"
 SRC = Path(__file__).resolve().parents[2] / "src"
 KILLS, ITEMS = 3, 200

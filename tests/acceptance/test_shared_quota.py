@@ -57,6 +57,7 @@ def config(path: Path, emu: EmulatorThread, quota: dict[str, Any]) -> Path:
     return path
 
 
+@pytest.mark.slow  # a Redis outage mid-run
 def test_redis_stopped_mid_run_stops_sending_and_the_job_completes_once_it_is_back(
     cli: Cli, limited: EmulatorThread, redis_server: PrivateRedis
 ) -> None:

@@ -32,7 +32,7 @@ from .harness import (
     write_input,
 )
 
-pytestmark = [pytest.mark.acceptance]
+pytestmark = [pytest.mark.acceptance, pytest.mark.slow]  # worker processes, kills
 CHUNK, LANES = 20, 2
 WORKER_ARGS = ("--chunk-size", str(CHUNK), "--lanes", str(LANES), "--idle-max", "0.2", "--exit-when-idle")
 SUMMARY = re.compile(r"(\d+) chunks, (\d+) results committed, (\d+) leases lost")

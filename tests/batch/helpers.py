@@ -3,14 +3,13 @@ lets a client's poll sleeps drive the emulator's FakeClock (so lifecycles run wi
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
 
-from batchgate.clock import Clock, FakeClock, TimerHandle
+from batchgate.clock import Clock, FakeClock
 from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.policy.poll import PollPolicy
@@ -74,25 +73,3 @@ def sentiment_requests(n: int, prefix: str = "r") -> list[BatchRequest]:
 
 def label(custom_id: str) -> str:
     return LABELS[int(custom_id.lstrip("abcdefghijklmnopqrstuvwxyz_")) % 4]
-
-
-class SteppingClock:
-    """A client clock over the emulator's FakeClock: each poll sleep moves emulator time forward."""
-
-    def __init__(self, fake: FakeClock) -> None:
-        self.fake = fake
-        self.sleeps: list[float] = []
-
-    def now(self) -> float:
-        return self.fake.now()
-
-    def wall(self) -> float:
-        return self.fake.wall()
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
-        return self.fake.call_at(when, callback)
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.fake.advance(seconds)
-        await asyncio.sleep(0)

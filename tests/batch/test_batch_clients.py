@@ -14,10 +14,10 @@ from batchgate.errors import BadRequestError, BatchgateError, RateLimitError
 from batchgate.policy.poll import PollPolicy
 from batchgate.providers import make_client
 from batchgate.providers.batch.common import BatchHandle, BatchRequest, BatchStatus
+from clocks import SteppingClock
 
 from .helpers import (
     TIMEOUTS,
-    SteppingClock,
     batch_client,
     label,
     provider,

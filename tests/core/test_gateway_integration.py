@@ -13,6 +13,7 @@ from batchgate.clock import FakeClock
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 from batchgate.errors import DispatchStopped, NeverFitsError, QuotaExhaustedError, RoutingError
 from batchgate.gateway import Gateway
+from clocks import on_fake_time
 
 from .conftest import chat, emu_provider, gateway_config
 
@@ -144,15 +145,19 @@ async def test_unknown_model_is_a_routing_error(emulator: Start) -> None:
 
 async def test_truthful_quota_is_respected_without_429s(emulator: Start) -> None:
     # 600 rpm enforced over a 1 s window (10 per second); 45 requests must pace, not collide.
+    # Gateway and emulator share a FakeClock: the pace is judged on it, not on a loaded machine.
+    clock = FakeClock()
     providers = [emu_provider("alpha", limits={"rpm": 600, "tpm": 1_000_000})]
-    emu = await emulator(providers)
+    emu = await emulator(providers, clock=clock)
     cfg = gateway_config(emu, providers, [{"model": "m", "targets": ["alpha"]}])
-    async with Gateway(cfg) as gw:
-        results = await gw.abatch([chat(f"echo {i}") for i in range(45)])
+    start = clock.now()
+    async with Gateway(cfg, clock=clock) as gw:
+        results = await on_fake_time(clock, gw.abatch([chat(f"echo {i}") for i in range(45)]))
     seen = emu.stats()["providers"]["alpha"]
     assert all(r.ok for r in results)
     assert seen["rejected"]["rate_limit"] == 0
     assert seen["admitted"] == 45
+    assert clock.now() - start < 45 / 10 * 1.1  # at the quota's pace, not below it
 
 
 async def test_hidden_lower_limit_is_found_and_everything_completes(emulator: Start) -> None:
@@ -160,15 +165,16 @@ async def test_hidden_lower_limit_is_found_and_everything_completes(emulator: St
     providers = [
         emu_provider("alpha", limits={"rpm": 1200, "tpm": 1_000_000}, enforced={"rpm": 300, "tpm": 1_000_000})
     ]
-    emu = await emulator(providers)
+    clock = FakeClock()  # shared, as above
+    emu = await emulator(providers, clock=clock)
     cfg = gateway_config(
         emu,
         providers,
         [{"model": "m", "targets": ["alpha"]}],
         settings={"retry": {"max_attempts": 20, "base_delay": 0.05, "max_delay": 0.5}},
     )
-    async with Gateway(cfg) as gw:
-        results = await gw.abatch([chat(f"echo {i}") for i in range(40)])
+    async with Gateway(cfg, clock=clock) as gw:
+        results = await on_fake_time(clock, gw.abatch([chat(f"echo {i}") for i in range(40)]))
         quota = gw.runtimes["alpha"].pool.statistics()
     assert all(r.ok for r in results), [r.error for r in results if not r.ok][:3]
     assert quota.cuts >= 1, "429s must cut the effective rate"

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from batchgate.gateway import Gateway
 
 from .conftest import chat, emu_provider, gateway_config
@@ -14,6 +16,7 @@ from .conftest import chat, emu_provider, gateway_config
 Start = Callable[..., Any]
 
 
+@pytest.mark.slow  # real timeouts on hung requests
 async def test_hung_requests_are_hedged_and_the_duplicate_spend_is_counted(emulator: Start) -> None:
     latency = {"ttft_p50_ms": 20, "ttft_sigma": 0.2, "per_token_ms": 0}
     providers = [emu_provider("alpha", latency=latency, faults={"hang": 0.1})]
@@ -30,6 +33,7 @@ async def test_hung_requests_are_hedged_and_the_duplicate_spend_is_counted(emula
     assert stats.duplicate_tokens > 0
 
 
+@pytest.mark.slow  # real timeouts on hung requests
 async def test_with_hedging_off_a_hung_request_times_out_and_is_retried_never_duplicated(
     emulator: Start,
 ) -> None:

@@ -125,6 +125,7 @@ limits = st.integers(min_value=60, max_value=60_000)
 windows = st.sampled_from([0.1, 0.5, 1.0, 2.0, 10.0])
 
 
+@pytest.mark.slow  # property: hundreds of arrival sequences
 @settings(max_examples=300, deadline=None)
 @given(arrivals=arrivals, limit=limits, window=windows)
 def test_a_sliding_window_never_admits_more_than_its_allowance_in_any_window(
@@ -138,6 +139,7 @@ def test_a_sliding_window_never_admits_more_than_its_allowance_in_any_window(
         assert sum(inside) <= max(capacity, *inside) + 1e-6
 
 
+@pytest.mark.slow  # property: hundreds of arrival sequences
 @settings(max_examples=300, deadline=None)
 @given(arrivals=arrivals, limit=limits, window=windows)
 def test_a_fixed_window_never_admits_more_than_its_allowance_in_one_window(
@@ -152,6 +154,7 @@ def test_a_fixed_window_never_admits_more_than_its_allowance_in_one_window(
         assert sum(costs) <= capacity + 1e-6 or len(costs) == 1
 
 
+@pytest.mark.slow  # property: hundreds of arrival sequences
 @settings(max_examples=200, deadline=None)
 @given(
     arrivals=arrivals,

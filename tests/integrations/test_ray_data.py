@@ -17,6 +17,7 @@ from redisutil import BASE_URL, drop_namespace, fresh_namespace, require_redis
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.redis,
+    pytest.mark.slow,  # a local Ray starts
     pytest.mark.filterwarnings("ignore::DeprecationWarning:ray"),  # Ray's own, about its own settings
 ]
 

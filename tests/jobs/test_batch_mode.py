@@ -16,7 +16,7 @@ import aiohttp
 import orjson
 import pytest
 
-from batchgate.clock import FakeClock, TimerHandle
+from batchgate.clock import FakeClock
 from batchgate.config import GatewayConfig, ProviderConfig, TimeoutConfig, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.batch.events import NoEvents
@@ -29,6 +29,7 @@ from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskS
 from batchgate.jobs.store.sqlite import SqliteJobStore
 from batchgate.providers import make_client
 from batchgate.providers.http import create_session
+from clocks import SteppingClock
 
 from .factories import job
 
@@ -38,34 +39,6 @@ Kind = Literal["openai", "anthropic"]
 REVIEWS = ("I loved it, wonderful", "terrible and boring", "it was a film", "great fun, would recommend")
 LABELS = ("positive", "negative", "neutral", "positive")
 PRICE = {"input": 2.0, "output": 8.0}
-
-
-class StepClock:
-    """The runner's clock over the emulator's FakeClock: each sleep moves emulator time forward.
-    With `gate` set, the first sleep waits for the test to open it (after `sleeping` is set)."""
-
-    def __init__(self, fake: FakeClock, *, gated: bool = False) -> None:
-        self.fake = fake
-        self.sleeps: list[float] = []
-        self.sleeping = asyncio.Event()
-        self.gate: asyncio.Event | None = asyncio.Event() if gated else None
-
-    def now(self) -> float:
-        return self.fake.now()
-
-    def wall(self) -> float:
-        return self.fake.wall()
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
-        return self.fake.call_at(when, callback)
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        if self.gate is not None and not self.gate.is_set():
-            self.sleeping.set()
-            await self.gate.wait()
-        self.fake.advance(seconds)
-        await asyncio.sleep(0)
 
 
 class Heard(NoEvents):
@@ -93,7 +66,11 @@ class Rig:
     outcomes: list[TaskOutcome]
 
     def runner(
-        self, clock: StepClock, *, deadline: float | None = None, http: aiohttp.ClientSession | None = None
+        self,
+        clock: SteppingClock,
+        *,
+        deadline: float | None = None,
+        http: aiohttp.ClientSession | None = None,
     ) -> BatchModeRunner:
         return BatchModeRunner(
             self.config,
@@ -169,7 +146,7 @@ def content(line: dict[str, Any]) -> str:
 @kinds
 async def test_completed_batch_gives_live_shaped_lines_at_the_batch_price(kind: Kind) -> None:
     async with rig(kind, batch={"processing_seconds": 5.0}) as r:
-        runner = r.runner(StepClock(r.fake))
+        runner = r.runner(SteppingClock(r.fake))
         specs = await r.store.claim_tasks("job1", 100)
         assert await runner.submit(specs) == []
         done = await lines(r.store)
@@ -219,7 +196,7 @@ async def test_completed_batch_gives_live_shaped_lines_at_the_batch_price(kind: 
 @kinds
 async def test_failed_validation_fails_the_items_with_the_reason(kind: Kind) -> None:
     async with rig(kind, batch={"fail_validation": True}, n=3) as r:
-        runner = r.runner(StepClock(r.fake))
+        runner = r.runner(SteppingClock(r.fake))
         assert await runner.submit(await r.store.claim_tasks("job1", 100)) == []
         failed = await lines(r.store, TaskState.FAILED)
         assert sorted(failed) == [0, 1, 2]
@@ -250,7 +227,7 @@ async def test_expired_keeps_partial_results_and_resubmits_the_rest(kind: Kind) 
                 runtime.config, batch=replace(runtime.config.batch, expire_after_seconds=None)
             )
 
-        runner = r.runner(StepClock(r.fake))
+        runner = r.runner(SteppingClock(r.fake))
         runner.events = Heard(r.outcomes, then=first_outcome)
         assert await runner.submit(await r.store.claim_tasks("job1", 100)) == []
         done = await lines(r.store)
@@ -270,7 +247,7 @@ async def test_expired_leftovers_go_live_when_the_deadline_is_near(kind: Kind) -
     batch = {"processing_seconds": 10.0, "expire_after_seconds": 4.0}
     extra = {"batch_turnaround_hours": 0.001}  # a batch is assumed to take 3.6 s
     async with rig(kind, batch=batch, n=10, job_extra=extra) as r:
-        clock = StepClock(r.fake)
+        clock = SteppingClock(r.fake)
         runner = r.runner(clock, deadline=r.fake.wall() + 8.0)  # room at first, not after it expires
         live = await runner.submit(await r.store.claim_tasks("job1", 100))
         assert len(live) == 6
@@ -287,7 +264,7 @@ async def test_expired_leftovers_go_live_when_the_deadline_is_near(kind: Kind) -
 @kinds
 async def test_cancel_all_in_process_keeps_partial_results(kind: Kind) -> None:
     async with rig(kind, batch={"processing_seconds": 10.0}, n=10) as r:
-        clock = StepClock(r.fake, gated=True)
+        clock = SteppingClock(r.fake, gated=True)
         runner = r.runner(clock)
         submitting = asyncio.ensure_future(runner.submit(await r.store.claim_tasks("job1", 100)))
         await clock.sleeping.wait()  # the batch is recorded and was polled once
@@ -312,7 +289,7 @@ async def test_cancel_all_in_process_keeps_partial_results(kind: Kind) -> None:
 @kinds
 async def test_cancel_after_a_kill_cancels_the_recorded_batches(kind: Kind) -> None:
     async with rig(kind, batch={"processing_seconds": 10.0}, n=10) as r:
-        clock = StepClock(r.fake, gated=True)
+        clock = SteppingClock(r.fake, gated=True)
         first = asyncio.ensure_future(r.runner(clock).submit(await r.store.claim_tasks("job1", 100)))
         await clock.sleeping.wait()
         first.cancel()  # the process dies with the batch in progress
@@ -321,7 +298,7 @@ async def test_cancel_after_a_kill_cancels_the_recorded_batches(kind: Kind) -> N
         r.fake.advance(5.0)
         async with create_session(connect_timeout=2.0) as http:  # `batchgate cancel JOB`
             await r.store.requeue_running("job1")
-            await r.runner(StepClock(r.fake), http=http).cancel_all()
+            await r.runner(SteppingClock(r.fake), http=http).cancel_all()
         assert sorted(await lines(r.store)) == [0, 1, 2, 3, 4]  # processed by t = 5 of 10 s
         assert await r.store.requeue_running("job1") == 5
         stats = r.batches()
@@ -333,7 +310,7 @@ async def test_creation_refused_with_429_waits_and_retries(kind: Kind) -> None:
     batch = {"processing_seconds": 3.0, "enqueued_token_limit": 100}
     long = "word " * 60  # ~60 prompt tokens: one batch of one fits the quota, two do not
     async with rig(kind, batch=batch, n=2, content=long, batch_max_requests=1) as r:
-        clock = StepClock(r.fake)
+        clock = SteppingClock(r.fake)
         runner = r.runner(clock)
         assert await runner.submit(await r.store.claim_tasks("job1", 100)) == []
         assert sorted(await lines(r.store)) == [0, 1]
@@ -350,7 +327,7 @@ async def test_oversize_input_is_split_into_several_batches(kind: Kind, limit: s
     value = 4 if limit == "max_requests" else 700
     provider: dict[str, Any] = {f"batch_{limit}": value}
     async with rig(kind, batch={"processing_seconds": 2.0, limit: value}, n=10, **provider) as r:
-        runner = r.runner(StepClock(r.fake))
+        runner = r.runner(SteppingClock(r.fake))
         assert await runner.submit(await r.store.claim_tasks("job1", 100)) == []
         assert sorted(await lines(r.store)) == list(range(10))
         records = await BatchLedger(r.store, "job1").records()
@@ -363,7 +340,7 @@ async def test_oversize_input_is_split_into_several_batches(kind: Kind, limit: s
 async def test_restart_resumes_the_same_batches_without_submitting_again(kind: Kind, tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
     async with rig(kind, batch={"processing_seconds": 10.0}, store=await SqliteJobStore.open(path)) as r:
-        clock = StepClock(r.fake, gated=True)
+        clock = SteppingClock(r.fake, gated=True)
         submitting = asyncio.ensure_future(r.runner(clock).submit(await r.store.claim_tasks("job1", 100)))
         await clock.sleeping.wait()  # submitted and recorded, not finished
         submitting.cancel()  # killed
@@ -375,7 +352,7 @@ async def test_restart_resumes_the_same_batches_without_submitting_again(kind: K
         r.store = await SqliteJobStore.open(path)  # a new process
         async with create_session(connect_timeout=2.0) as http:
             assert await r.store.requeue_running("job1") == 6
-            runner = r.runner(StepClock(r.fake), http=http)
+            runner = r.runner(SteppingClock(r.fake), http=http)
             assert await runner.recover() == 6
             assert await r.store.claim_tasks("job1", 100) == []  # live dispatch finds nothing to do
             assert await runner.resume() == []

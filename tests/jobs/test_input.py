@@ -314,6 +314,7 @@ def test_fuzz_bytes_never_raise_anything_but_input_error(tmp_path: Path, lines: 
     _fuzz(tmp_path, lines, 40)
 
 
+@pytest.mark.slow  # 300 fuzzed files
 @settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=_json_lines)
 def test_fuzz_json_never_raise_anything_but_input_error(tmp_path: Path, lines: list[bytes]) -> None:

@@ -5,7 +5,7 @@ the output written once; a worker whose lease was taken over mid-chunk writes no
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskSpec, TaskState
 from batchgate.jobs.workers.loop import WORKERS_OPTION, Worker, WorkerOptions
+from waiting import until
 
 from .factories import ManualWall, job
 
@@ -93,15 +94,6 @@ def _stats(emu: Emulator) -> dict[str, Any]:
     return stats
 
 
-async def _until(condition: Callable[[], bool], what: str) -> None:
-    """A bounded wait for the worker task to get somewhere (never a timing assertion)."""
-    for _ in range(1000):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"gave up waiting for {what}")
-
-
 async def test_two_workers_send_every_task_once_and_one_writes_the_output(
     fast: Emulator, tmp_path: Path
 ) -> None:
@@ -134,7 +126,7 @@ async def test_a_worker_whose_lease_was_taken_over_writes_nothing(slow: Emulator
         thief = await store.claim_chunk("job1", 5, owner="B", lease_seconds=30)  # ... and B takes them
         assert thief is not None
         assert len(thief.tasks) == 5
-        await _until(lambda: worker.totals.lost == 1, "A to find its lease lost")
+        await until(lambda: worker.totals.lost == 1, "A to find its lease lost")
     finally:
         worker.stop()
         await running

@@ -185,6 +185,7 @@ _HEADERS = st.dictionaries(
 )
 
 
+@pytest.mark.slow  # property: many runs
 @settings(max_examples=400, deadline=None)
 @given(
     error=_ERRORS,

@@ -16,6 +16,7 @@ from aiohttp import web
 from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.errors import BadRequestError, MalformedResponse
 from batchgate.providers import ProviderClient, create_session, make_client
+from loopback import serving
 
 pytestmark = pytest.mark.integration
 
@@ -67,15 +68,8 @@ async def server() -> AsyncIterator[tuple[str, Canned]]:
 
     app = web.Application()
     app.router.add_post("/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}", canned
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield url, canned
 
 
 async def call(url: str, kind: str, body: dict[str, Any] = BODY) -> Any:

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from batchgate.providers.http import JSON_HEADERS, create_session, send
 from batchgate.providers.wire import sending
+from loopback import serving
 
 pytestmark = pytest.mark.integration
 
@@ -32,14 +33,8 @@ async def _server(events: list[str]) -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_post("/", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield f"{url}/"
 
 
 async def _post(session: aiohttp.ClientSession, url: str, name: str) -> int:

@@ -160,6 +160,7 @@ _LIMITS = {
 }
 
 
+@pytest.mark.slow  # a dozen simulated runs each
 @pytest.mark.timeout(900)  # a dozen simulated runs: minutes on a loaded 2-core machine
 @settings(max_examples=12, deadline=None)
 @given(**_LIMITS)
@@ -169,6 +170,7 @@ def test_property_never_overruns_a_window(
     asyncio.run(_scenario(tpm, kind, seconds, ratio, latency, seed, converge=False))
 
 
+@pytest.mark.slow  # a dozen simulated runs each
 @pytest.mark.timeout(900)
 @settings(max_examples=12, deadline=None)
 @example(tpm=300_000, kind="token_bucket", seconds=1.0, ratio=1.5, latency=1.0, seed=0)  # once 0.94

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -125,6 +126,7 @@ async def _run(limits: QuotaLimits, ops: list[Arrive | Settle]) -> None:
                 assert admitted_sum <= bound * (1 + 1e-9) + 1e-6, (dim, start, end, admitted_sum, bound)
 
 
+@pytest.mark.slow  # property: many runs
 @settings(max_examples=150, deadline=None)
 @given(limits=_LIMITS, ops=_OPS)
 def test_property_never_admits_more_than_the_bucket_allows(
@@ -158,6 +160,7 @@ async def _balance(limits: QuotaLimits, costs: list[int], refund_mask: list[bool
     assert clock.pending_timers() == 0
 
 
+@pytest.mark.slow  # property: many runs
 @settings(max_examples=150, deadline=None)
 @given(
     limits=_LIMITS,

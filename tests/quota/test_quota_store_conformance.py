@@ -3,17 +3,18 @@ shared buckets — the providers' admission rule, refunds, charges, pauses and d
 same window logs — admissions held for their hold, per-entry corrections, restamps — and every
 handle on one store sees one bucket and one log.
 
-Waits are checked within a tolerance below the exact figure: on Redis the server's clock moves on
-between two calls — a few milliseconds, or more on a loaded machine, so the tolerance is at least
-the wall time the test has taken so far (the most the server's clock can have moved), times
-`drift`: when a bucket refilled at a higher rate than the one its take is paced at (a pace cut from
-10/s to 1/s), each second the clock moved shortens the wait by the ratio of the two (10 s).
+Waits are exact on a FakeClock (memory, SQLite). On Redis the server's clock moves on between two
+calls — a few milliseconds, or more on a loaded machine — so a wait may fall short of the exact
+figure by as much as that clock has moved since the store opened (read from the server, never
+from the test's own timer), times `drift`: when a bucket refilled at a higher rate than the one
+its take is paced at (a pace cut from 10/s to 1/s), each second the clock moved shortens the wait
+by the ratio of the two (10 s).
 """
 
 from __future__ import annotations
 
 import math
-import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -21,20 +22,22 @@ from batchgate.quota.store.protocol import Pace, QuotaStore, Restamp, Settle, Ta
 
 from .conftest import Backend
 
-TOL = 0.05  # seconds of the store's clock that may pass between two calls of one test
-_started = [0.0]  # when the running test started (wall clock, monotonic)
+EXACT = 1e-9  # floating-point room around an exact figure
+_unasked: list[Callable[[], float]] = []  # the running test's store: how far its clock moved alone
 NONE = Settle()
 REQ = {"requests": Pace(10.0, 0.0, 0.0)}  # 10 requests/s, no burst: evenly spaced
 
 
 def near(wait: float, expected: float, drift: float = 1.0) -> bool:
-    tolerance = max(TOL, time.monotonic() - _started[0]) * drift
-    return expected - tolerance < wait <= expected + 1e-9
+    tolerance = _unasked[-1]() * drift + EXACT
+    return expected - tolerance <= wait <= expected + EXACT
 
 
 @pytest.fixture(autouse=True)
-def _test_start() -> None:
-    _started[0] = time.monotonic()
+def _store_clock(backend: Backend) -> Iterator[None]:
+    _unasked.append(backend.unasked)
+    yield
+    _unasked.pop()
 
 
 _keys = iter(range(1, 1 << 62))

@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from loopback import serving
+
 
 @dataclass(frozen=True, slots=True)
 class Answer:
@@ -62,7 +64,7 @@ class ScriptedServer:
         self.script = script
         self.arrivals: list[Arrival] = []
         self.hooks: list[Callable[[Arrival, Answer], None]] = []
-        self._runner: web.AppRunner | None = None
+        self._serving = contextlib.AsyncExitStack()
         self._hangs: list[asyncio.Future[None]] = []
         self.port = 0
 
@@ -73,22 +75,15 @@ class ScriptedServer:
     async def start(self) -> ScriptedServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
+        url = await self._serving.enter_async_context(serving(app, shutdown_timeout=0.5))
+        self.port = int(url.rsplit(":", 1)[1])
         return self
 
     async def stop(self) -> None:
         for fut in self._hangs:
             if not fut.done():
                 fut.set_result(None)
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._serving.aclose()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = orjson.loads(await request.read())

@@ -112,6 +112,7 @@ def _check_input(path: Path) -> tuple[int, int]:
     return report.task_count, report.problem_count
 
 
+@pytest.mark.slow  # hundreds of fuzzed inputs
 @FUZZ_SETTINGS
 @given(lines=_LINES, sep=_SEPARATORS, bom=st.booleans())
 def test_fuzzed_jsonl_gives_tasks_or_located_problems(
@@ -184,6 +185,7 @@ def _check_config(data: Any) -> None:
     assert cfg.routes
 
 
+@pytest.mark.slow  # hundreds of fuzzed inputs
 @FUZZ_SETTINGS
 @given(data=st.one_of(_cfg_values, _near_valid))
 def test_fuzzed_config_structures_load_or_name_the_key(data: Any) -> None:
@@ -203,6 +205,7 @@ _YAML_TEXT = st.one_of(
 _LOCATED = re.compile(r"line \d+")
 
 
+@pytest.mark.slow  # hundreds of fuzzed inputs
 @FUZZ_SETTINGS
 @given(text=_YAML_TEXT)
 def test_fuzzed_yaml_text_loads_or_names_the_key_or_line(tmp_path_factory: Any, text: str) -> None:

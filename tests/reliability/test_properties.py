@@ -11,6 +11,7 @@ import asyncio
 import random
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -148,6 +149,7 @@ async def _scenario(
         assert abs(stats.levels[dim] - capacity) <= 1e-6 * max(1.0, capacity), (dim, stats)
 
 
+@pytest.mark.slow  # property: many runs
 @settings(max_examples=200, deadline=None)
 @given(
     outcomes=st.lists(_OUTCOME, max_size=12),

@@ -124,6 +124,7 @@ def kinds(result: Result) -> list[str | None]:
 # -- 429 with retry-after: waited, and the whole provider paused -------------------------------------
 
 
+@pytest.mark.slow  # waits a real Retry-After
 async def test_retry_after_pauses_every_request_to_the_provider(scripted: Any) -> None:
     hint = 1.5
     refused_at = 5

@@ -17,7 +17,7 @@ from .helpers import (
     write_input,
 )
 
-pytestmark = pytest.mark.acceptance
+pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("family", ["openai", "anthropic"])

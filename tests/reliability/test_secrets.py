@@ -32,7 +32,7 @@ from .helpers import (
 )
 from .scripted import Answer, ScriptedServer, error_body
 
-pytestmark = pytest.mark.acceptance
+pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
 
 RIGHT_KEY = "sk-right-canary-5d1e0b7c"
 WRONG_KEY = "sk-leak-canary-XXXX"

@@ -26,7 +26,7 @@ from .helpers import (
     write_input,
 )
 
-pytestmark = pytest.mark.acceptance
+pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

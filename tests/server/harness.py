@@ -24,12 +24,12 @@ from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 from batchgate.server.callbacks.delivery import create_secret
 from batchgate.server.keys import create_key
 from batchgate.server.registry import REGISTRY_FILE, Registry
+from waiting import poll
 
 PROVIDER_KEY = "sk-provider-SECRET-9f3a1c77"  # must never appear in a response, log or file
 SPREAD, ALPHA, GAMMA, SLOW, LAG = "m-spread", "m-alpha", "m-gamma", "m-slow", "m-lag"
 DENIED = "m-denied"  # its provider wants another key: every request fails with a 401
 ENDED = ("completed", "failed", "cancelled", "expired")
-WAIT_LIMIT_S = 60.0
 
 
 def emulator() -> EmulatorThread:
@@ -182,11 +182,11 @@ def client(server: Server, key: str) -> OpenAI:
 
 def wait_ended(c: OpenAI, batch_id: str) -> Batch:
     """Poll `batches.retrieve` as a user does, bounded (never a timing assertion)."""
-    deadline = time.monotonic() + WAIT_LIMIT_S
-    while (batch := c.batches.retrieve(batch_id)).status not in ENDED:
-        assert time.monotonic() < deadline, f"batch {batch_id} still {batch.status}"
-        time.sleep(0.1)
-    return batch
+    return poll(
+        lambda: c.batches.retrieve(batch_id),
+        lambda b: b.status in ENDED,
+        lambda b: f"batch {batch_id}: {b.status}",
+    )
 
 
 def lines_of(c: OpenAI, file_id: str | None) -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,8 +16,9 @@ from pathlib import Path
 
 from batchgate.server.callbacks.outbox import Event, Outbox
 from batchgate.server.registry import REGISTRY_FILE, Registry
+from waiting import WAIT_LIMIT_S, poll
 
-from .harness import WAIT_LIMIT_S, _env, _place
+from .harness import _env, _place
 
 
 @dataclass(frozen=True)
@@ -121,11 +121,10 @@ def events_of(root: Path, object_id: str) -> list[Event]:
 
 def wait_settled(root: Path, object_id: str) -> Event:
     """The batch's one event once it is no longer pending (bounded)."""
-    deadline = time.monotonic() + WAIT_LIMIT_S
-    while True:
-        events = events_of(root, object_id)
-        if events and events[0].state != "pending":
-            assert len(events) == 1, events
-            return events[0]
-        assert time.monotonic() < deadline, f"the callback of {object_id} is still pending: {events}"
-        time.sleep(0.05)
+    events = poll(
+        lambda: events_of(root, object_id),
+        lambda events: bool(events) and events[0].state != "pending",
+        lambda events: f"the callback of {object_id} to settle: {events}",
+    )
+    assert len(events) == 1, events
+    return events[0]

@@ -3,13 +3,14 @@ httpx, for the job tests."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
 import orjson
 
-from .harness import WAIT_LIMIT_S, Server, batch_line
+from waiting import poll
+
+from .harness import Server, batch_line
 
 JOB_ENDED = ("completed", "failed", "cancelled")
 
@@ -51,11 +52,11 @@ class JobsClient:
 
     def wait_state(self, job_id: str, states: tuple[str, ...] = JOB_ENDED) -> dict[str, Any]:
         """Poll the job as a user does, bounded (never a timing assertion)."""
-        deadline = time.monotonic() + WAIT_LIMIT_S
-        while (job := self.get(job_id))["state"] not in states:
-            assert time.monotonic() < deadline, f"job {job_id} still {job['state']}"
-            time.sleep(0.1)
-        return job
+        return poll(
+            lambda: self.get(job_id),
+            lambda job: job["state"] in states,
+            lambda job: f"job {job_id}: {job['state']}",
+        )
 
 
 def requests_for(model: str, n: int, prefix: str = "req") -> list[dict[str, Any]]:

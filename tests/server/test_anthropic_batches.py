@@ -4,7 +4,6 @@ inline requests, poll, read the results; requests spread over the providers thei
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anthropic
@@ -14,6 +13,7 @@ from anthropic import Anthropic
 from anthropic.types.messages import MessageBatch
 
 from batchgate.emulator import EmulatorThread
+from waiting import poll
 
 from .harness import (
     ALPHA,
@@ -21,7 +21,6 @@ from .harness import (
     GAMMA,
     SLOW,
     SPREAD,
-    WAIT_LIMIT_S,
     Server,
 )
 
@@ -38,11 +37,11 @@ def request(i: int, model: str) -> dict[str, Any]:
 
 
 def wait_ended(c: Anthropic, batch_id: str) -> MessageBatch:
-    deadline = time.monotonic() + WAIT_LIMIT_S
-    while (batch := c.messages.batches.retrieve(batch_id)).processing_status != "ended":
-        assert time.monotonic() < deadline, f"batch {batch_id} still {batch.processing_status}"
-        time.sleep(0.1)
-    return batch
+    return poll(
+        lambda: c.messages.batches.retrieve(batch_id),
+        lambda b: b.processing_status == "ended",
+        lambda b: f"batch {batch_id}: {b.processing_status}",
+    )
 
 
 def completed_by_provider(emu: EmulatorThread) -> dict[str, int]:

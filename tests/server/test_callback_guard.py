@@ -119,6 +119,7 @@ async def test_delivery_connects_to_the_address_the_guard_checked() -> None:
     )
 
 
+@pytest.mark.slow  # a `batchgate keys create` run each
 @pytest.mark.integration
 @pytest.mark.parametrize("host", ["127.0.0.1", "10.0.0.1", "169.254.169.254", "[::1]"])
 def test_the_service_refuses_a_refused_callback_url_at_creation(server: Server, host: str) -> None:

@@ -66,6 +66,7 @@ def _verified(d: Delivery, secret: str) -> tuple[str, str]:
     return event.type, event.data.id
 
 
+@pytest.mark.slow  # two `keys create` runs and a batch to its end
 def test_a_completed_batch_calls_back_and_the_openai_sdk_verifies_the_signature(
     hooked: Server, owner: tuple[str, str]
 ) -> None:
@@ -133,6 +134,7 @@ def test_a_batch_without_callback_url_records_no_event(hooked: Server, owner: tu
     assert events_of(hooked.root, batch.id) == []
 
 
+@pytest.mark.slow  # a server killed and started again
 def test_a_pending_callback_survives_a_kill_9_and_is_delivered_after_restart(
     tmp_path: Path, emu: EmulatorThread
 ) -> None:
@@ -158,6 +160,7 @@ def test_a_pending_callback_survives_a_kill_9_and_is_delivered_after_restart(
     assert event.state == "delivered"
 
 
+@pytest.mark.slow  # two `keys` CLI runs
 def test_a_new_webhook_secret_signs_the_callbacks_from_then_on(hooked: Server) -> None:
     key, key_id, old = make_key(hooked.root)
     done = keys_cli(hooked.root, "webhook-secret", key_id)

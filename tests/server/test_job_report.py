@@ -17,7 +17,7 @@ from batchgate.emulator import EmulatorThread
 from .harness import GAMMA, LAG, SPREAD, Server, gateway_config, running
 from .jobs_client import JobsClient, requests_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # two jobs at once on slow answers
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from batchgate.emulator import EmulatorThread
 from .harness import ALPHA, LAG, emulator, gateway_config, running, start_server
 from .jobs_client import JobsClient, requests_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a timed start; a restart
 AHEAD_S = 4.0
 
 

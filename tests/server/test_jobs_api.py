@@ -13,12 +13,12 @@ import orjson
 import pytest
 
 from batchgate.emulator import EmulatorThread
+from waiting import poll, wait_for
 
 from .harness import ALPHA, DENIED, GAMMA, LAG, SLOW, Server, client, jsonl
 from .jobs_client import JobsClient, requests_for
 
 pytestmark = pytest.mark.integration
-PAUSE_SETTLES_S = 2.5  # the server's grace period (2 s) and a little
 
 
 @pytest.fixture
@@ -32,6 +32,10 @@ def a(server: Server, keys: dict[str, str]) -> Iterator[JobsClient]:
 
 def sent_to(emu: EmulatorThread, provider: str) -> int:
     return int(emu.stats()["providers"][provider]["completed"])
+
+
+def in_flight_to(emu: EmulatorThread, provider: str) -> int:
+    return int(emu.stats()["providers"][provider]["in_flight"])
 
 
 def test_a_job_of_inline_requests_runs_with_its_options(a: JobsClient, emu: EmulatorThread) -> None:
@@ -190,26 +194,25 @@ def test_bad_queries_and_unknown_jobs(a: JobsClient) -> None:
     assert a.act("job_nope", "pause").status_code == 404
 
 
+@pytest.mark.slow  # 40 answers of 1 s, paused
 def test_pause_holds_the_job_and_resume_finishes_it(a: JobsClient, emu: EmulatorThread) -> None:
     made = a.create(requests=requests_for(LAG, 40, "pause"))  # 1 s an answer, 16 at a time
-    running = a.wait_state(made["id"], ("running",))
-    while running["progress"]["succeeded"] == 0:  # bounded by the job's own end: 40 answers
-        time.sleep(0.05)
-        running = a.get(made["id"])
+    running = poll(lambda: a.get(made["id"]), lambda job: job["progress"]["succeeded"] > 0, "a first answer")
+    assert running["state"] == "running", running
     assert running["progress"]["eta_s"] is not None, running
     assert running["progress"]["rate_per_s"] > 0
     paused = a.act(made["id"], "pause")
     assert (paused.status_code, paused.json()["state"]) == (200, "paused")
     assert a.act(made["id"], "pause").json()["state"] == "paused"  # idempotent
-    time.sleep(PAUSE_SETTLES_S)  # the engine's grace period for the calls in flight
-    held = a.get(made["id"])
+    # the engine's grace period lets the calls in flight end (1 s each, well inside it)
+    wait_for(lambda: in_flight_to(emu, "lag") == 0, "the paused job's calls in flight to end")
     sent = sent_to(emu, "lag")
-    time.sleep(1.5)  # two answers' worth: a job still sending would have moved
-    again = a.get(made["id"])
-    assert again["state"] == "paused"
-    assert again["progress"] == held["progress"]
+    probe = a.create(requests=requests_for(LAG, 4, "probe"))  # a second of sending to lag meanwhile
+    assert a.wait_state(probe["id"])["state"] == "completed"
+    held = a.get(made["id"])
+    assert held["state"] == "paused"
     assert held["progress"]["pending"] > 0
-    assert sent_to(emu, "lag") == sent
+    assert sent_to(emu, "lag") == sent + 4  # the probe's four: the paused job sent nothing
     resumed = a.act(made["id"], "resume")
     assert resumed.status_code == 200, resumed.text
     assert resumed.json()["state"] in ("queued", "running")

@@ -5,7 +5,7 @@ the live requests bypassed the shared pool (they would add to the batch's full p
 
 from __future__ import annotations
 
-import time
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,15 +14,17 @@ import yaml
 from openai.types.chat import ChatCompletionMessageParam
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
+from waiting import wait_for
 
 from .harness import batch_line, client, create, running, upload, wait_ended
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a batch paced at 4 requests a second
 
 RPM = 240
 MODEL = "m-tight"
 BATCH_LINES = 60
 LIVE_REQUESTS = 10
+EVERY = 4  # batch answers between two live requests: the last goes out with 20 batch lines left
 
 
 @pytest.fixture(scope="module")
@@ -49,15 +51,26 @@ def config(path: Path, emu: EmulatorThread) -> Path:
     return path
 
 
+def completed(emu: EmulatorThread) -> int:
+    return int(emu.stats()["providers"]["tight"]["completed"])
+
+
+def reached(emu: EmulatorThread, answers: int) -> bool:
+    return completed(emu) >= answers
+
+
 def test_live_and_batch_together_hold_the_providers_quota(tmp_path: Path, tight: EmulatorThread) -> None:
     gateway = config(tmp_path / "gw.yaml", tight)
     with running(tmp_path, gateway) as server, client(server, server.keys_create()) as c:
         batch = create(c, upload(c, [batch_line(i, MODEL) for i in range(BATCH_LINES)]))
-        answers = []
-        for i in range(LIVE_REQUESTS):  # about 3 a second while the batch runs at the full quota
+        answers, base = [], completed(tight)
+        for i in range(LIVE_REQUESTS):  # one each EVERY batch answers, while the batch runs at the full quota
+            wait_for(
+                functools.partial(reached, tight, base + i + (i + 1) * EVERY), f"{(i + 1) * EVERY} answers"
+            )
             messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": f"live {i}"}]
             answers.append(c.chat.completions.create(model=MODEL, messages=messages, max_tokens=5))
-            time.sleep(0.3)
+        assert completed(tight) - base - LIVE_REQUESTS < BATCH_LINES  # the batch was still running
         ended = wait_ended(c, batch.id)
     assert all(a.choices[0].message.content for a in answers)
     assert ended.status == "completed"

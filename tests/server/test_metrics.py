@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from batchgate.emulator import EmulatorThread
+from waiting import poll
 
-from .harness import ALPHA, GAMMA, LAG, PROVIDER_KEY, WAIT_LIMIT_S, Server, gateway_config, running
+from .harness import ALPHA, GAMMA, LAG, PROVIDER_KEY, Server, gateway_config, running
 from .hooks import make_key, receiving, wait_settled
 from .jobs_client import JobsClient, requests_for
 
@@ -81,15 +81,15 @@ def job_task(samples: list[Sample], job_id: str, state: str) -> float:
 
 def scrape_while_running(server: Server, *job_ids: str) -> list[Sample]:
     """Scrapes until one shows every job sending at once (bounded; never a timing assertion)."""
-    deadline = time.monotonic() + WAIT_LIMIT_S
-    while True:
-        samples = scrape(server)
-        if all(value(samples, "batchgate_job_running", job_id=j) == 1 for j in job_ids):
-            return samples
-        assert time.monotonic() < deadline, f"{job_ids} never showed running together in /metrics"
-        time.sleep(0.02)
+    return poll(
+        lambda: scrape(server),
+        lambda samples: all(value(samples, "batchgate_job_running", job_id=j) == 1 for j in job_ids),
+        f"{job_ids} to show running together in /metrics",
+        every=0.02,
+    )
 
 
+@pytest.mark.slow  # a job scraped while it runs
 def test_scraped_during_and_after_a_job_the_counters_agree_with_its_detail(
     watched: Server, jobs: JobsClient
 ) -> None:

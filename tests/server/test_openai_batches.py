@@ -199,6 +199,7 @@ def test_no_provider_key_in_responses_or_logs(server: Server, keys: dict[str, st
     assert keys["a"].encode() not in (server.root / "server.db").read_bytes()  # only its hash is kept
 
 
+@pytest.mark.slow  # waits out a completion window
 def test_a_batch_past_its_window_expires_keeping_what_finished(tmp_path: Path, emu: EmulatorThread) -> None:
     with running(tmp_path, gateway_config(tmp_path / "gateway.yaml", emu), "--expire-after", "1") as s:
         c = client(s, s.keys_create())

@@ -36,6 +36,7 @@ def test_the_document_lists_the_job_files_batches_and_live_routes(server: Server
     assert example["requests"][0]["model"] == ALPHA  # runnable here: schemathesis creates real jobs
 
 
+@pytest.mark.slow  # hundreds of generated requests
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(server: Server, tmp_path: Path) -> None:
     key = server.keys_create()  # a key of its own: what it creates stays out of the other tests' way
     argv = [

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from batchgate.errors import StoreError
 from batchgate.server.app import errors
+from loopback import serving
 
 SECRET_PATH = "/srv/secret-place/jobs.db"
 
@@ -21,21 +22,13 @@ async def test_a_store_error_is_a_json_500_with_a_one_line_message() -> None:
     app = web.Application(middlewares=[errors])
     app.router.add_get("/v1/batches/x", _broken)
     app.router.add_get("/v1/messages/batches/x", _broken)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-            for path in ("/v1/batches/x", "/v1/messages/batches/x"):
-                got = await client.get(path)
-                assert got.status_code == 500
-                assert got.headers["content-type"].startswith("application/json")
-                message = orjson.loads(got.content)["error"]["message"]
-                assert "job store" in message
-                assert "\n" not in message
-                assert SECRET_PATH not in got.text
-                assert "Traceback" not in got.text
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url, httpx.AsyncClient(base_url=url) as client:
+        for path in ("/v1/batches/x", "/v1/messages/batches/x"):
+            got = await client.get(path)
+            assert got.status_code == 500
+            assert got.headers["content-type"].startswith("application/json")
+            message = orjson.loads(got.content)["error"]["message"]
+            assert "job store" in message
+            assert "\n" not in message
+            assert SECRET_PATH not in got.text
+            assert "Traceback" not in got.text

@@ -60,6 +60,7 @@ def test_submit_with_a_wrong_key_is_a_one_line_error(server: Server, tmp_path: P
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow  # several CLI and server starts
 def test_serve_with_a_bad_config_or_a_taken_port_is_a_one_line_error(server: Server, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("providers: 3\n", encoding="utf-8")
@@ -119,6 +120,7 @@ def test_batchgate_cancel_refuses_a_server_s_job_and_never_signals_the_server(
     assert server.proc.poll() is None  # still serving
 
 
+@pytest.mark.slow  # several CLI and server starts
 def test_a_job_submitted_after_a_cli_cancel_on_the_server_s_store_runs_and_completes(
     server: Server, keys: dict[str, str], tmp_path: Path
 ) -> None:

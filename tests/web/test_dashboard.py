@@ -11,15 +11,16 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from server.harness import PROVIDER_KEY, WAIT_LIMIT_S, Server
+from server.harness import PROVIDER_KEY, Server
 from server.jobs_client import JobsClient
+from waiting import WAIT_LIMIT_S
 
 from .conftest import requests
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a server, and Chromium
 WAIT_MS = WAIT_LIMIT_S * 1000
 
 

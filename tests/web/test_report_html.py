@@ -22,7 +22,7 @@ from .conftest import requests, web_config
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a server, and Chromium
 
 
 def _main(argv: list[str]) -> int:
