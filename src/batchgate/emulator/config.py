@@ -19,9 +19,11 @@ from batchgate.emulator.modes import (
     Charge,
     Enforcement,
     HeaderStyle,
+    OutputCharge,
     read_charge,
     read_enforcement,
     read_headers,
+    read_output_charge,
 )
 from batchgate.errors import ConfigError
 
@@ -131,6 +133,7 @@ class ProviderConfig:
     enforcement: Enforcement = field(default_factory=Enforcement)
     charge: Charge = field(default_factory=Charge)
     headers: HeaderStyle = "minute"
+    output_charge: OutputCharge = "max_tokens"  # kept, or `adjusted` to the real output at the end
 
     @property
     def headers_honest(self) -> bool:
@@ -243,7 +246,7 @@ class _Reader:
         allowed = (
             "name", "family", "api_key", "models", "limits", "enforced", "limit_changes",
             "default_max_tokens", "concurrency", "latency", "faults", "batch", "reject_fields",
-            "enforcement", "charge", "headers",
+            "enforcement", "charge", "headers", "output_charge",
         )  # fmt: skip
         m = self.mapping(value, key, allowed)
         name = m.get("name")
@@ -282,6 +285,7 @@ class _Reader:
             enforcement=read_enforcement(m.get("enforcement"), self.source, f"{key}.enforcement"),
             charge=read_charge(m.get("charge"), self.source, f"{key}.charge"),
             headers=read_headers(m.get("headers"), self.source, f"{key}.headers"),
+            output_charge=read_output_charge(m.get("output_charge"), self.source, f"{key}.output_charge"),
         )
 
     def names(self, value: Any, key: str) -> tuple[str, ...]:

@@ -124,6 +124,17 @@ class Quota:
             for dim, bucket in self.declared.items():
                 bucket.charge(getattr(cost, dim), now)
 
+    def refund(self, dimensions: dict[str, float], now: float) -> None:
+        """Give back part of an admitted request's charge (`dimensions`: amount per dimension),
+        enforced and declared alike: a provider that adjusts its output charge when the answer ends."""
+        for dim, amount in dimensions.items():
+            if amount <= 0:
+                continue
+            if (bucket := self.enforced.get(dim)) is not None:
+                bucket.refund(amount, now)
+            if not self.honest and (declared := self.declared.get(dim)) is not None:
+                declared.refund(amount, now)
+
     def try_admit(self, cost: RequestCost, now: float) -> tuple[float, str | None]:
         """Charge and return (0, None) if admissible; else charge nothing and return the wait."""
         wait, binding = self.wait_time(cost, now)

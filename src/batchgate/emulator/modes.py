@@ -8,6 +8,12 @@ Real providers differ on each axis, so each is a choice:
   without seconds, the emulator's top-level `window_seconds`.
 - `charge`: what a request costs at admission — `exact` tokens of the prompt, or an estimate from
   its characters (`{chars_per_token: 4}`), plus `max_tokens × n` either way. `usage` is always exact.
+- `output_charge`: what becomes of the output part of that charge when the answer ends —
+  `max_tokens` (kept: the charge stays at `max_tokens × n`, as OpenAI's limiter is reported to
+  keep it) or `adjusted` (Anthropic's documented rule, shared/PROTOCOLS.md "How quotas are
+  charged": "OTPM is estimated from `max_tokens` when a request starts and adjusted to the real
+  output when it ends" — the unused part goes back to the output and total-token limiters).
+  Where a provider's rule is unknown, run both.
 - `headers`: `minute` (remaining on the per-minute scale, reset = time until full), `window`
   (remaining of the current short window) or `none` (no rate-limit headers at all; a quota 429
   still carries `retry-after`, a retry hint rather than a rate-limit header).
@@ -23,8 +29,10 @@ from batchgate.errors import ConfigError
 
 EnforcementKind = Literal["token_bucket", "sliding_window", "fixed_window"]
 HeaderStyle = Literal["minute", "window", "none"]
+OutputCharge = Literal["max_tokens", "adjusted"]
 ENFORCEMENTS: tuple[str, ...] = ("token_bucket", "sliding_window", "fixed_window")
 HEADER_STYLES: tuple[str, ...] = ("minute", "window", "none")
+OUTPUT_CHARGES: tuple[str, ...] = ("max_tokens", "adjusted")
 MAX_SECONDS = 60.0
 
 
@@ -109,6 +117,15 @@ def read_headers(value: Any, source: str, key: str) -> HeaderStyle:
     if value == "none":
         return "none"
     raise ConfigError(source, key, f"must be one of {', '.join(HEADER_STYLES)}, got {value!r}")
+
+
+def read_output_charge(value: Any, source: str, key: str) -> OutputCharge:
+    """`max_tokens` (the default: the output charge is kept) or `adjusted` (to the real output)."""
+    if value is None or value == "max_tokens":
+        return "max_tokens"
+    if value == "adjusted":
+        return "adjusted"
+    raise ConfigError(source, key, f"must be one of {', '.join(OUTPUT_CHARGES)}, got {value!r}")
 
 
 def text_chars(body: Mapping[str, Any]) -> int:

@@ -112,6 +112,17 @@ class EmulatedProvider:
             plan.delay += self._per_token * tokens * req.n
         return plan
 
+    def answered(self, req: ParsedRequest, plan: Plan, now: float) -> None:
+        """An admitted request answers: with `output_charge: adjusted` its output charge becomes
+        the real output (the rest of `max_tokens × n` goes back to the output and total-token
+        limiters: shared/PROTOCOLS.md, "OTPM is estimated from max_tokens when a request starts
+        and adjusted to the real output when it ends"); kept otherwise."""
+        if self.config.output_charge != "adjusted":
+            return
+        unused = req.cost.output_tokens - plan.tokens * req.n
+        if unused > 0:
+            self.quota.refund({"output_tokens": unused, "tokens": unused}, now)
+
     def charge_for(self, req: ParsedRequest, body: Mapping[str, Any]) -> None:
         """Charge `req` as this provider does: from its characters when configured so (the
         exact prompt tokens stay in `prompt_tokens`, for `usage`)."""

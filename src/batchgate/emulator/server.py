@@ -283,6 +283,7 @@ class Emulator:
                 await self._clock.sleep(plan.delay)
             if plan.fault is None:
                 rt.stats.complete(req.fingerprint, plan.admitted_at)
+                rt.answered(req, plan, self._clock.now())  # before the headers: they show it
                 return self._respond(
                     rt,
                     200,
