@@ -44,6 +44,7 @@ from batchgate.slots import FairSlots
 # follow a provider within a fraction of a second at any useful rate, at an eighth of the parsing.
 CALIBRATE_ALWAYS = 32
 CALIBRATE_EVERY = 8
+OUTPUT_KEPT_AFTER = 3  # 429s on output tokens that show a provider keeps max_tokens charged
 
 _log = get_logger("provider")
 _req = get_logger("request")
@@ -263,6 +264,8 @@ class Attempts:
             _pause(rt, hint)
             return
         dim = binding_dimension(error_fields(exc.body)[0], snapshot)
+        if dim == "output_tokens":
+            _output_refused(rt)
         admitted = tag.reservation.admitted_at
         raises, before = rt.pool.charges.raises, rt.pool.charges.margin(dim) if dim else 1.0
         cost = tag.reservation.cost
@@ -316,6 +319,19 @@ def _calibrate(rt: ProviderRuntime, snapshot: RateLimitSnapshot) -> None:
             source="headers",
             limits_per_minute={k: round(v, 3) for k, v in limits.items()},
         )
+
+
+def _output_refused(rt: ProviderRuntime) -> None:
+    """A 429 on output tokens. A provider whose output charge is only assumed to be settled to the
+    real output (by its kind: Anthropic documents it) but that keeps `max_tokens` charged refuses
+    again and again what the settled charge admits: after `OUTPUT_KEPT_AFTER` such 429s its
+    output charge is taken as kept. A configured `output_charge` is never second-guessed."""
+    if not rt.pool.output_adjusted or rt.config.output_charge is not None:
+        return
+    rt.output_refusals += 1
+    if rt.output_refusals >= OUTPUT_KEPT_AFTER:
+        rt.pool.settles_output(False)
+        event(_log, WARNING, "output_charge_learned", provider=rt.name, output_charge="max_tokens")
 
 
 def _pause(rt: ProviderRuntime, hint: float | None) -> None:

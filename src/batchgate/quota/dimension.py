@@ -17,7 +17,7 @@ leaves.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from batchgate.errors import NeverFitsError
 from batchgate.models import RateLimitSnapshot
@@ -46,6 +46,7 @@ class Dimension:
         "bucket",
         "cap",
         "declared",
+        "hold",
         "name",
         "rate",
         "reported",
@@ -61,6 +62,9 @@ class Dimension:
         self.cap = math.inf  # what one window may hold (inf: the enforcement is known, no log)
         self.rate = bucket.rate  # the pace, units per second (the bucket's, but for a `lead`)
         self.avg_cost = 0.0
+        # seconds of rate the bucket holds at least: where the provider gives unused output back
+        # when an answer ends, the output reserved by requests in flight (`pace`)
+        self.hold = 0.0
         self._sum = 0.0
         self._count = 0
 
@@ -98,12 +102,15 @@ class Dimension:
         """Send at the limit × `safety` × the AIMD `factor`, with `burst_seconds` of burst; with
         `windowed` (unless the caller knows the enforcement: a configured burst) hold every
         window of `MIN_WINDOW` to the limit × `factor` through the log. `lead` speeds up this
-        process's own bucket past the pace (a shared store, paced at the pace, then binds)."""
+        process's own bucket past the pace (a shared store, paced at the pace, then binds). At least
+        `self.hold` seconds of rate in the bucket: a dimension the provider settles to the real
+        amount when the answer ends holds what requests in flight reserved, not what they use."""
         per_minute = self.limit * factor
         self.rate = per_minute * safety / 60.0
         self.cap = per_minute / 60.0 * MIN_WINDOW if windowed else math.inf
         rate = self.rate * lead
-        self.bucket.set_rate(rate, now, capacity=rate * burst_seconds, slack=rate * TIMER_SLACK)
+        capacity = max(rate * burst_seconds, self.rate * self.hold)
+        self.bucket.set_rate(rate, now, capacity=capacity, slack=rate * TIMER_SLACK)
 
     def take(self, amount: float, now: float, *, cold: bool = False) -> Entry | None:
         """Charge an admission of `amount` (`cold`: before any answer); its entry in the window
@@ -168,10 +175,20 @@ def never_fits(
 
 
 def queued_wait(
-    dims: Mapping[str, Dimension], ahead: Mapping[str, float], amounts: Mapping[str, float], now: float
+    pool: str,
+    dims: Mapping[str, Dimension],
+    queued: Iterable[Mapping[str, float]],
+    amounts: Mapping[str, float],
+    now: float,
 ) -> float:
-    """Rough seconds until `amounts` would be admitted behind `ahead` (units already queued, per
-    dimension): the slowest dimension's refill of what is queued plus what this one needs."""
+    """Rough seconds until `amounts` would be admitted behind the `queued` requests' amounts: the
+    slowest dimension's refill of what is queued plus what this one needs (inf if it never fits)."""
+    if never_fits(pool, dims, amounts) is not None:
+        return math.inf
+    ahead: dict[str, float] = {}
+    for queued_amounts in queued:
+        for name, amount in queued_amounts.items():
+            ahead[name] = ahead.get(name, 0.0) + amount
     wait = 0.0
     for name, dim in dims.items():
         bucket = dim.bucket
@@ -205,6 +222,11 @@ def statistics(
         rate_limited=aimd.rate_limited,
         **counts,
     )
+
+
+def headroom(dims: Mapping[str, Dimension], now: float) -> float:
+    """The emptiest bucket's fill fraction (0..1): how much could be admitted right now."""
+    return min((max(0.0, min(1.0, d.fill(now))) for d in dims.values()), default=1.0)
 
 
 def describe(dims: Mapping[str, Dimension], now: float) -> str:
