@@ -35,6 +35,7 @@ HEADERS = ("minute", "window", "none")
 WINDOW_S = 1.0
 FILLER_WORDS = 100
 MAX_TOKENS = 8
+OTPM_MAX_TOKENS = 16  # the Anthropic OTPM rows: ~6× the real answers
 LATENCY = {
     "alpha": {"ttft_p50_ms": 300, "ttft_sigma": 0.4, "per_token_ms": 8},
     "beta": {"ttft_p50_ms": 450, "ttft_sigma": 0.4, "per_token_ms": 8},
@@ -56,6 +57,7 @@ class Cell:
     bound_s: float = 0.0
     binding: str = ""
     bare_429: set[str] = field(default_factory=set)  # providers whose concurrency rejections are 429s
+    adjusted: set[str] = field(default_factory=set)  # providers that charge the real output at the end
     costs: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (input, output) charged
 
 
@@ -155,7 +157,7 @@ def _bound(cell: Cell, charger: Charger, charge: str) -> None:
     replies: dict[str, list[int]] = {}
     for r in cell.requests:
         inp, out, reply = _charge(charger, FAMILIES[r.provider], r, charge)
-        cell.costs[r.id] = (inp, out)
+        cell.costs[r.id] = (inp, reply if r.provider in cell.adjusted else out)
         replies.setdefault(r.provider, []).append(reply)
     cell.quota_s, cell.binding = quota_seconds(cell)
     lat = LATENCY[cell.binding.split()[0]] if cell.binding else LATENCY["alpha"]
@@ -168,6 +170,7 @@ class Builder:
 
     def __init__(self, target: float, items_one: int, items_three: int) -> None:
         self.target = target
+        self.items_one = items_one
         self.charger = Charger()
         self.one = make_requests(items_one, ["alpha"], max_tokens=MAX_TOKENS, filler_words=FILLER_WORDS)
         self.three = make_requests(
@@ -197,6 +200,29 @@ class Builder:
         _bound(cell, self.charger, charge)
         return cell
 
+    def otpm(self, output_charge: str) -> Cell:
+        """Anthropic with `max_tokens` 16, ~6× the real answers (2–3 tokens), and an OTPM that a
+        client keeping `max_tokens` charged would hit at ~0.4 of the ITPM pace; the provider keeps
+        that charge (`max_tokens`) or adjusts it to the real output at the end (`adjusted`, as
+        Anthropic documents). ITPM binds for a client that settles as the provider does."""
+        reqs = make_requests(self.items_one, ["gamma"], max_tokens=OTPM_MAX_TOKENS, filler_words=FILLER_WORDS)
+        exact = _totals(self.charger, "anthropic", reqs, "exact")
+        replies = sum(self.charger.cost("anthropic", r)[2] for r in reqs)
+        per_min = lambda total, share: _nice(total / (self.target * share) * 60.0)  # noqa: E731
+        limits = {
+            "rpm": per_min(exact["requests"], 0.6),
+            "itpm": per_min(exact["input_tokens"], 1.0),
+            "otpm": per_min(replies, 0.4),
+        }
+        entry = _provider("gamma", limits, "token_bucket", "exact", "minute")
+        entry["latency"] = {**LATENCY["gamma"], "ttft_p50_ms": 200}  # in flight: well within a second of OTPM
+        entry["output_charge"] = output_charge
+        cell = Cell(f"anthropic otpm · max_tokens 6× · {output_charge}", [entry], {"gamma": limits}, reqs)
+        if output_charge == "adjusted":
+            cell.adjusted.add("gamma")
+        _bound(cell, self.charger, "exact")
+        return cell
+
     def matrix(self) -> list[Cell]:
         cells = [
             self.cell(n, e, c, h) for n in (1, 3) for e in ENFORCEMENTS for c in CHARGES for h in HEADERS
@@ -213,4 +239,5 @@ class Builder:
             p["limits"] = {k: 2 * v for k, v in p["enforced"].items()}  # what docs and headers claim
             hidden.declared[p["name"]] = dict(p["limits"])
         cells.append(hidden)
+        cells += [self.otpm("adjusted"), self.otpm("max_tokens")]
         return cells

@@ -71,6 +71,8 @@ class Figures:
         if cell.name.startswith("faults"):
             return self.ratio is not None and self.ratio <= 1.5
         pace, r429 = (0.85, 0.03) if cell.name.startswith("hidden") else (0.95, 0.005)
+        if cell.name.startswith("anthropic otpm"):  # issue #28: of the binding bucket
+            pace = 0.9
         return self.pace is not None and self.pace >= pace and self.r429 is not None and self.r429 <= r429
 
     def text(self) -> str:
