@@ -55,6 +55,10 @@ class EmulatedProvider:
         self.quota = Quota(
             config.limits, config.enforced, config.limit_changes, window, now, config.enforcement
         )
+        self._models: dict[str, Quota] = {}
+        for models, limits in config.model_limits:  # a group shares one quota
+            group = Quota(limits, None, (), window, now, config.enforcement)
+            self._models.update(dict.fromkeys(models, group))
         self.header_style = config.headers
         self._chars_per_token = config.charge.chars_per_token
         self.stats = ProviderStats(now)
@@ -73,13 +77,19 @@ class EmulatedProvider:
     def reset(self, now: float) -> None:
         """Zero the counters, refill the quota, restart the limit-change schedule and reseed."""
         self.quota.reset(now)
+        for quota in set(self._models.values()):
+            quota.reset(now)
         self.stats.reset(now)
         self.rng = random.Random(self._seed)
         self.peak_active = self.active
 
+    def quota_for(self, model: str | None) -> Quota:
+        """The quota that holds `model`'s requests: its group's (`model_limits`), else the key's."""
+        return self._models.get(model, self.quota) if model is not None else self.quota
+
     def admit(self, req: ParsedRequest, now: float, wall: float) -> Plan:
         """Admit and charge `req`, or raise the ApiError to answer with (charging nothing)."""
-        quota = self.quota
+        quota = self.quota_for(req.model)
         quota.advance(now)
         cost = req.cost
         dim = quota.never_fits(cost)
@@ -90,7 +100,7 @@ class EmulatedProvider:
             raise self._overflow()
         wait, binding = quota.wait_time(cost, now)
         if binding is not None:
-            err = self.family.rate_limited(binding, self._declared_limit(binding))
+            err = self.family.rate_limited(binding, _declared_limit(quota, binding))
             err.headers.update(retry_hint_headers(wait))
             raise err
         fault = self._draw_fault()
@@ -121,7 +131,7 @@ class EmulatedProvider:
             return
         unused = req.cost.output_tokens - plan.tokens * req.n
         if unused > 0:
-            self.quota.refund({"output_tokens": unused, "tokens": unused}, now)
+            self.quota_for(req.model).refund({"output_tokens": unused, "tokens": unused}, now)
 
     def charge_for(self, req: ParsedRequest, body: Mapping[str, Any]) -> None:
         """Charge `req` as this provider does: from its characters when configured so (the
@@ -144,10 +154,6 @@ class EmulatedProvider:
         err.reason = "concurrency"
         err.ratelimit_headers = False  # no hint at all: no retry-after, no rate-limit headers
         return err
-
-    def _declared_limit(self, dim: str) -> int:
-        bucket = self.quota.declared.get(dim) or self.quota.enforced[dim]
-        return bucket.limit
 
     def _draw_fault(self) -> str | None:
         if not self._fault_table:
@@ -208,3 +214,8 @@ class EmulatedProvider:
         return (
             f"EmulatedProvider({self.name!r}, {self.family.name}, active={self.active}, queued={self.queued})"
         )
+
+
+def _declared_limit(quota: Quota, dim: str) -> int:
+    bucket = quota.declared.get(dim) or quota.enforced[dim]
+    return bucket.limit
