@@ -19,10 +19,12 @@ from batchgate.emulator.modes import (
     Charge,
     Enforcement,
     HeaderStyle,
+    Neighbour,
     OutputCharge,
     read_charge,
     read_enforcement,
     read_headers,
+    read_neighbours,
     read_output_charge,
 )
 from batchgate.errors import ConfigError
@@ -137,6 +139,7 @@ class ProviderConfig:
     # per-model quotas on the key (OpenAI limits each model apart; a few models share one pool):
     # each group of models and its limits; a model in none of them is held by `limits`
     model_limits: tuple[tuple[tuple[str, ...], Limits], ...] = ()
+    neighbours: tuple[Neighbour, ...] = ()  # other traffic on the key, seen only in remaining and 429s
 
     @property
     def headers_honest(self) -> bool:
@@ -250,6 +253,7 @@ class _Reader:
             "name", "family", "api_key", "models", "limits", "enforced", "limit_changes",
             "default_max_tokens", "concurrency", "latency", "faults", "batch", "reject_fields",
             "enforcement", "charge", "headers", "output_charge", "model_limits",
+            "neighbours",
         )  # fmt: skip
         m = self.mapping(value, key, allowed)
         name = m.get("name")
@@ -290,6 +294,7 @@ class _Reader:
             headers=read_headers(m.get("headers"), self.source, f"{key}.headers"),
             output_charge=read_output_charge(m.get("output_charge"), self.source, f"{key}.output_charge"),
             model_limits=self.model_limits(m.get("model_limits"), f"{key}.model_limits", family),
+            neighbours=read_neighbours(m.get("neighbours"), self.source, f"{key}.neighbours"),
         )
 
     def model_limits(self, value: Any, key: str, family: str) -> tuple[tuple[tuple[str, ...], Limits], ...]:

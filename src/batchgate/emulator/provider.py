@@ -53,7 +53,13 @@ class EmulatedProvider:
         self.family = family
         self._seed = f"{seed}:{config.name}"
         self.quota = Quota(
-            config.limits, config.enforced, config.limit_changes, window, now, config.enforcement
+            config.limits,
+            config.enforced,
+            config.limit_changes,
+            window,
+            now,
+            config.enforcement,
+            config.neighbours,
         )
         self._models: dict[str, Quota] = {}
         for models, limits in config.model_limits:  # a group shares one quota
