@@ -58,6 +58,7 @@ class Cell:
     binding: str = ""
     bare_429: set[str] = field(default_factory=set)  # providers whose concurrency rejections are 429s
     adjusted: set[str] = field(default_factory=set)  # providers that charge the real output at the end
+    neighbours: list[dict[str, float]] = field(default_factory=list)  # other traffic on the key
     costs: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (input, output) charged
 
 
@@ -153,6 +154,16 @@ def quota_seconds(cell: Cell, ids: set[str] | None = None, *, credit: bool = Tru
     return best
 
 
+def available_seconds(cell: Cell, start: float, end: float) -> float:
+    """Seconds of the whole quota left to the client over [start, end] (emulator time): other
+    traffic on the key takes its share while it is there."""
+    taken = 0.0
+    for n in cell.neighbours:
+        lo, hi = max(start, n.get("from", 0.0)), min(end, n.get("until", math.inf))
+        taken += n["share"] * max(0.0, hi - lo)
+    return (end - start) - taken
+
+
 def _bound(cell: Cell, charger: Charger, charge: str) -> None:
     replies: dict[str, list[int]] = {}
     for r in cell.requests:
@@ -223,6 +234,18 @@ class Builder:
         _bound(cell, self.charger, "exact")
         return cell
 
+    def neighbour(self, label: str, neighbour: dict[str, float], target: float) -> Cell:
+        """One provider (alpha) whose key other traffic shares (`neighbour`: the emulator's
+        `neighbours` entry), sized to take `target` seconds of the whole quota."""
+        exact = _totals(self.charger, "openai", self.one, "exact")
+        limits = _limits("alpha", exact, target)
+        entry = _provider("alpha", limits, "token_bucket", "exact", "minute")
+        entry["neighbours"] = [neighbour]
+        cell = Cell(label, [entry], {"alpha": dict(limits)}, self.one)
+        cell.neighbours = [neighbour]
+        _bound(cell, self.charger, "exact")
+        return cell
+
     def matrix(self) -> list[Cell]:
         cells = [
             self.cell(n, e, c, h) for n in (1, 3) for e in ENFORCEMENTS for c in CHARGES for h in HEADERS
@@ -240,4 +263,8 @@ class Builder:
             hidden.declared[p["name"]] = dict(p["limits"])
         cells.append(hidden)
         cells += [self.otpm("adjusted"), self.otpm("max_tokens")]
+        cells.append(
+            self.neighbour("colleague: half the key, 5-15 s", {"share": 0.5, "from": 5, "until": 15}, 20.0)
+        )
+        cells.append(self.neighbour("neighbour: 30% of the key all along", {"share": 0.3}, 10.0))
         return cells

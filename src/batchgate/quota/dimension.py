@@ -23,6 +23,7 @@ from batchgate.errors import NeverFitsError
 from batchgate.models import RateLimitSnapshot
 from batchgate.policy.aimd import AimdController
 from batchgate.quota.bucket import TokenBucket
+from batchgate.quota.charge import PROMPT_DIMENSIONS, ChargeModel
 from batchgate.quota.limits import DIMENSIONS, QuotaStats
 from batchgate.quota.store.protocol import Pace
 from batchgate.quota.window import Entry, WindowLog
@@ -157,6 +158,43 @@ def adopt_reported_limits(dims: Mapping[str, Dimension], snapshot: RateLimitSnap
         if dim.limit != before:
             ratio = max(ratio or 1.0, before / dim.limit)
     return ratio
+
+
+def follow_room(
+    aimd: AimdController,
+    charges: ChargeModel,
+    dims: Mapping[str, Dimension],
+    snapshot: RateLimitSnapshot,
+    now: float,
+    style: str,
+) -> bool:
+    """Tell the AIMD what room the provider's minute-style `remaining` shows (`on_room`), and,
+    once the rate is not cut, each prompt dimension's charge margin; True if either moved."""
+    fill = reported_fill(dims, snapshot) if style == "minute" else None
+    if fill is None:
+        return False
+    if aimd.on_room(now, fill):
+        return True
+    if aimd.factor < 1.0:
+        return False
+    moved = False
+    for name in PROMPT_DIMENSIONS:
+        if name in dims and (share := reported_fill({name: dims[name]}, snapshot)) is not None:
+            moved = charges.on_room(name, share, now) or moved
+    return moved
+
+
+def reported_fill(dims: Mapping[str, Dimension], snapshot: RateLimitSnapshot) -> float | None:
+    """The emptiest share of a limit the provider reports left (minute-style `remaining` ÷ its
+    limit) over our limited dimensions; None if it reports none of them."""
+    fill: float | None = None
+    for name, dim in dims.items():
+        remaining = getattr(snapshot, f"remaining_{name}")
+        limit = getattr(snapshot, f"limit_{name}") or dim.limit
+        if remaining is not None and math.isfinite(remaining) and limit > 0:
+            share = max(0.0, min(1.0, remaining / limit))
+            fill = share if fill is None else min(fill, share)
+    return fill
 
 
 def never_fits(

@@ -275,25 +275,25 @@ class QuotaPool:
         return True
 
     def calibrate(self, snapshot: RateLimitSnapshot) -> bool:
-        """Follow a provider's rate-limit headers; True if a limit or level changed.
-
-        A reported limit below the declared one (but above a tenth of it) is adopted × safety,
+        """Follow a provider's rate-limit headers; True if a limit, level or rate changed. A
+        reported limit below the declared one (but above a tenth of it) is adopted × safety,
         undoing the AIMD cuts it explains; a later higher one restores up to the declared limit.
-        What `remaining` means depends on the provider's header style (`header_style`).
-        """
+        What `remaining` means depends on the header style (`header_style`); minute-style room
+        moves the AIMD factor (`AimdController.on_room`)."""
         now = self._clock.now()
         ratio = dim_.adopt_reported_limits(self._dims, snapshot)
-        limits_changed = ratio is not None
         if ratio is not None:
             self._counts["calibrations"] += 1
-            if ratio > 1.0:
-                self.aimd.rescale(ratio)
+            self.aimd.rescale(max(1.0, ratio))  # undo the cuts a lower limit explains
             self._apply_rates(now)
-            self._fail_never_fitting()
+            never = lambda r: dim_.never_fits(self.name, self._dims, r.amounts)  # noqa: E731
+            self._counts["never_fit"] += self._gate.fail(never)
         changed = self.headers.follow(self._dims, snapshot, now)
-        if limits_changed or changed:
+        if room := dim_.follow_room(self.aimd, self.charges, self._dims, snapshot, now, self.headers.style):
+            self._apply_rates(now)
+        if ratio is not None or changed or room:
             self._dispatch()
-        return changed or limits_changed
+        return changed or room or ratio is not None
 
     # -- introspection -----------------------------------------------------------------------
 
@@ -390,11 +390,6 @@ class QuotaPool:
             )
             if fill:
                 dim.bucket.set_level(dim.bucket.capacity, now)
-
-    def _fail_never_fitting(self) -> None:
-        self._counts["never_fit"] += self._gate.fail(
-            lambda r: dim_.never_fits(self.name, self._dims, r.amounts)
-        )
 
     def _dispatch(self) -> None:
         self._gate.wake()
