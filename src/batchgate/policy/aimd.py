@@ -68,6 +68,8 @@ class AimdController:
         self._room_at = -math.inf  # the last step taken on the provider's word
         self._room_good: float | None = None  # the factor before that step (its bucket was full)
         self._no_room = False  # the provider's bucket last showed no room: no additive increase
+        self._fill: float | None = None  # what the provider last reported left of its bucket
+        self.room_trusted = True  # False once a 429 came while it reported room: its headers lie
 
     def _observe(self, now: float, rate_limited: bool) -> float:
         """Add one answer to the decayed counts; the share of 429s among them."""
@@ -89,6 +91,8 @@ class AimdController:
         at fault — such cuts can be undone together (`excuse_blind`) until a cut that is not."""
         s = self.settings
         self.rate_limited += 1
+        if self._fill is not None and self._fill >= s.room_full:
+            self.room_trusted = self._no_room = False  # it reported room, then refused: not evidence
         if self._observe(now, rate_limited=True) <= s.noise_ratio:
             return False
         self._last_rate_limited = now
@@ -142,8 +146,13 @@ class AimdController:
         were another's traffic that has gone, or a limit that came back) — step up at once, past
         the last cut point, every `room_settle` seconds while it stays full. Emptied right after
         such a step: the step went past what is left (a steady neighbour) — back to the factor
-        before it, before any 429. No room at all: no additive increase until there is."""
+        before it, before any 429. No room at all: no additive increase until there is. A 429
+        that comes while the last report showed room (headers that report more than is enforced)
+        makes them no evidence from then on."""
         s = self.settings
+        self._fill = fill
+        if not self.room_trusted:
+            return False
         self._no_room = fill <= s.room_none
         if now - max(self._room_at, self._last_rate_limited) < s.room_settle:
             return False

@@ -175,7 +175,7 @@ def follow_room(
         return False
     if aimd.on_room(now, fill):
         return True
-    if aimd.factor < 1.0:
+    if aimd.factor < 1.0 or not aimd.room_trusted:
         return False
     moved = False
     for name in PROMPT_DIMENSIONS:
