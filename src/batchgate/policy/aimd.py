@@ -32,9 +32,9 @@ class AimdSettings:
     noise_window: float = 10.0  # seconds over which that share decays
     probe_period: float = 30.0  # seconds without a cut before the factor may pass the last cut point
     prior_answers: float = 0.0  # clean answers assumed before the first: one early 429 is noise too
-    room_full: float = 0.9  # a provider reporting this share of its bucket left has room to spare
+    room_full: float = 0.75  # a provider reporting this share of its bucket left has room to spare
     room_none: float = 0.3  # ... at most this share left: no room (no additive increase)
-    room_step: float = 0.1  # fraction of the declared rate added per piece of evidence of room
+    room_step: float = 0.15  # fraction of the declared rate added per piece of evidence of room
     room_settle: float = 0.5  # seconds between two steps (and after a 429) for the bucket to show it
 
     def __post_init__(self) -> None:
