@@ -151,16 +151,7 @@ def _provider(top: Section, i: int, raw: Any, environ: Mapping[str, str]) -> Pro
         elif base_url != EMULATOR_BASE_URL:
             s.fail("api_key_env", f"environment variable {key_env} is not set")
     lim = s.section("limits", _LIMITS)
-    burst = lim.number("burst_seconds")
-    if burst is not None and burst > 60:
-        lim.fail("burst_seconds", f"must be at most 60 (the limits are per minute), got {burst:g}")
-    limits = QuotaLimits(
-        rpm=lim.number("rpm"),
-        tpm=lim.number("tpm"),
-        itpm=lim.number("itpm"),
-        otpm=lim.number("otpm"),
-        burst_seconds=burst,
-    )
+    limits = _quota_limits(lim)
     output_charge = s.string("output_charge")
     if output_charge is not None and output_charge not in _OUTPUT_CHARGES:
         s.fail("output_charge", f"must be one of {', '.join(_OUTPUT_CHARGES)}, got {output_charge!r}")
@@ -190,6 +181,20 @@ def _provider(top: Section, i: int, raw: Any, environ: Mapping[str, str]) -> Pro
         batch_max_requests=s.integer("batch_max_requests"),
         batch_max_bytes=s.integer("batch_max_bytes"),
         output_charge=cast("OutputCharge | None", output_charge),
+    )
+
+
+def _quota_limits(lim: Section) -> QuotaLimits:
+    """A provider's `limits`: per-minute rpm, tpm, itpm, otpm and, if known, its `burst_seconds`."""
+    burst = lim.number("burst_seconds")
+    if burst is not None and burst > 60:
+        lim.fail("burst_seconds", f"must be at most 60 (the limits are per minute), got {burst:g}")
+    return QuotaLimits(
+        rpm=lim.number("rpm"),
+        tpm=lim.number("tpm"),
+        itpm=lim.number("itpm"),
+        otpm=lim.number("otpm"),
+        burst_seconds=burst,
     )
 
 

@@ -286,20 +286,9 @@ class Emulator:
             if plan.fault is None:
                 rt.stats.complete(req.fingerprint, plan.admitted_at)
                 rt.answered(req, plan, self._clock.now())  # before the headers: they show it
-                return self._respond(
-                    rt,
-                    200,
-                    fam.success_body(
-                        req,
-                        plan.text,
-                        plan.tokens,
-                        plan.cut,
-                        f"{fam.id_prefix}{seq:024x}",
-                        self._clock.wall(),
-                    ),
-                    rid,
-                    model=req.model,
-                )
+                body_id, wall = f"{fam.id_prefix}{seq:024x}", self._clock.wall()
+                answer = fam.success_body(req, plan.text, plan.tokens, plan.cut, body_id, wall)
+                return self._respond(rt, 200, answer, rid, model=req.model)
             return await self._fault(rt, req, plan, request, seq)
         finally:
             rt.release_slot()
