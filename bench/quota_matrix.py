@@ -226,6 +226,17 @@ timeout, the configured maximum), and a provider whose docs and headers claim tw
 enforces. Every system is told the *declared* limits and nothing about the enforcement, the
 charge or the concurrency cap.
 
+Four rows from issue #28 follow. *Anthropic OTPM*: one Anthropic-style provider (`gamma`),
+`max_tokens` 16 against answers of 2–3 tokens (~6×) and an OTPM that a client keeping
+`max_tokens` charged hits at ~0.42 of the ITPM pace; the provider adjusts the output charge to the
+real output when the answer ends (`adjusted`, as Anthropic documents; ITPM binds) or keeps it
+(`max_tokens`; OTPM binds). Target: pace ≥ 0.9 of the binding bucket, ≤ 0.5% 429s. *Colleague*:
+another job on the key takes half of it from 5 s to 15 s (emulator time) without any change to
+the limit headers (20 s of quota); target pace ≥ 0.9 of what it left, ≤ 1.5% 429s, and back to
+the full rate within 3 s of its leaving (a per-second admission trace of batchgate is printed).
+*Neighbour*: another service takes 30% of the key all along; target pace ≥ 0.93 of what is
+left, ≤ 1% 429s. Pace there is over the quota left to the client, not the whole key's.
+
 Each system cell reads **pace · 429s per request · makespan ÷ bound · failed**:
 - *pace*: the share of the quota used, usefully, while sending — what the requests that
   succeeded were charged ÷ (the enforced per-second limit × the seconds from the first request
