@@ -35,6 +35,7 @@ HEADERS = ("minute", "window", "none")
 WINDOW_S = 1.0
 FILLER_WORDS = 100
 MAX_TOKENS = 8
+OTPM_MAX_TOKENS = 16  # the Anthropic OTPM rows: ~6× the real answers
 LATENCY = {
     "alpha": {"ttft_p50_ms": 300, "ttft_sigma": 0.4, "per_token_ms": 8},
     "beta": {"ttft_p50_ms": 450, "ttft_sigma": 0.4, "per_token_ms": 8},
@@ -56,6 +57,8 @@ class Cell:
     bound_s: float = 0.0
     binding: str = ""
     bare_429: set[str] = field(default_factory=set)  # providers whose concurrency rejections are 429s
+    adjusted: set[str] = field(default_factory=set)  # providers that charge the real output at the end
+    neighbours: list[dict[str, float]] = field(default_factory=list)  # other traffic on the key
     costs: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (input, output) charged
 
 
@@ -151,11 +154,21 @@ def quota_seconds(cell: Cell, ids: set[str] | None = None, *, credit: bool = Tru
     return best
 
 
+def available_seconds(cell: Cell, start: float, end: float) -> float:
+    """Seconds of the whole quota left to the client over [start, end] (emulator time): other
+    traffic on the key takes its share while it is there."""
+    taken = 0.0
+    for n in cell.neighbours:
+        lo, hi = max(start, n.get("from", 0.0)), min(end, n.get("until", math.inf))
+        taken += n["share"] * max(0.0, hi - lo)
+    return (end - start) - taken
+
+
 def _bound(cell: Cell, charger: Charger, charge: str) -> None:
     replies: dict[str, list[int]] = {}
     for r in cell.requests:
         inp, out, reply = _charge(charger, FAMILIES[r.provider], r, charge)
-        cell.costs[r.id] = (inp, out)
+        cell.costs[r.id] = (inp, reply if r.provider in cell.adjusted else out)
         replies.setdefault(r.provider, []).append(reply)
     cell.quota_s, cell.binding = quota_seconds(cell)
     lat = LATENCY[cell.binding.split()[0]] if cell.binding else LATENCY["alpha"]
@@ -168,6 +181,7 @@ class Builder:
 
     def __init__(self, target: float, items_one: int, items_three: int) -> None:
         self.target = target
+        self.items_one = items_one
         self.charger = Charger()
         self.one = make_requests(items_one, ["alpha"], max_tokens=MAX_TOKENS, filler_words=FILLER_WORDS)
         self.three = make_requests(
@@ -197,6 +211,41 @@ class Builder:
         _bound(cell, self.charger, charge)
         return cell
 
+    def otpm(self, output_charge: str) -> Cell:
+        """Anthropic with `max_tokens` 16, ~6× the real answers (2–3 tokens), and an OTPM that a
+        client keeping `max_tokens` charged would hit at ~0.4 of the ITPM pace; the provider keeps
+        that charge (`max_tokens`) or adjusts it to the real output at the end (`adjusted`, as
+        Anthropic documents). ITPM binds for a client that settles as the provider does."""
+        reqs = make_requests(self.items_one, ["gamma"], max_tokens=OTPM_MAX_TOKENS, filler_words=FILLER_WORDS)
+        exact = _totals(self.charger, "anthropic", reqs, "exact")
+        replies = sum(self.charger.cost("anthropic", r)[2] for r in reqs)
+        per_min = lambda total, share: _nice(total / (self.target * share) * 60.0)  # noqa: E731
+        limits = {
+            "rpm": per_min(exact["requests"], 0.6),
+            "itpm": per_min(exact["input_tokens"], 1.0),
+            "otpm": per_min(replies, 0.4),
+        }
+        entry = _provider("gamma", limits, "token_bucket", "exact", "minute")
+        entry["latency"] = {**LATENCY["gamma"], "ttft_p50_ms": 200}  # in flight: well within a second of OTPM
+        entry["output_charge"] = output_charge
+        cell = Cell(f"anthropic otpm · max_tokens 6× · {output_charge}", [entry], {"gamma": limits}, reqs)
+        if output_charge == "adjusted":
+            cell.adjusted.add("gamma")
+        _bound(cell, self.charger, "exact")
+        return cell
+
+    def neighbour(self, label: str, neighbour: dict[str, float], target: float) -> Cell:
+        """One provider (alpha) whose key other traffic shares (`neighbour`: the emulator's
+        `neighbours` entry), sized to take `target` seconds of the whole quota."""
+        exact = _totals(self.charger, "openai", self.one, "exact")
+        limits = _limits("alpha", exact, target)
+        entry = _provider("alpha", limits, "token_bucket", "exact", "minute")
+        entry["neighbours"] = [neighbour]
+        cell = Cell(label, [entry], {"alpha": dict(limits)}, self.one)
+        cell.neighbours = [neighbour]
+        _bound(cell, self.charger, "exact")
+        return cell
+
     def matrix(self) -> list[Cell]:
         cells = [
             self.cell(n, e, c, h) for n in (1, 3) for e in ENFORCEMENTS for c in CHARGES for h in HEADERS
@@ -213,4 +262,9 @@ class Builder:
             p["limits"] = {k: 2 * v for k, v in p["enforced"].items()}  # what docs and headers claim
             hidden.declared[p["name"]] = dict(p["limits"])
         cells.append(hidden)
+        cells += [self.otpm("adjusted"), self.otpm("max_tokens")]
+        cells.append(
+            self.neighbour("colleague: half the key, 5-15 s", {"share": 0.5, "from": 5, "until": 15}, 20.0)
+        )
+        cells.append(self.neighbour("neighbour: 30% of the key all along", {"share": 0.3}, 10.0))
         return cells

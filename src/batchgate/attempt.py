@@ -44,6 +44,8 @@ from batchgate.slots import FairSlots
 # follow a provider within a fraction of a second at any useful rate, at an eighth of the parsing.
 CALIBRATE_ALWAYS = 32
 CALIBRATE_EVERY = 8
+OUTPUT_KEPT_AFTER = 3  # 429s on output tokens that show a provider keeps max_tokens charged
+OUTPUT_EMPTY = 0.1  # ... or its headers showing at most this share of its output bucket left
 
 _log = get_logger("provider")
 _req = get_logger("request")
@@ -263,6 +265,8 @@ class Attempts:
             _pause(rt, hint)
             return
         dim = binding_dimension(error_fields(exc.body)[0], snapshot)
+        if dim == "output_tokens":
+            _output_refused(rt)
         admitted = tag.reservation.admitted_at
         raises, before = rt.pool.charges.raises, rt.pool.charges.margin(dim) if dim else 1.0
         cost = tag.reservation.cost
@@ -305,6 +309,7 @@ def _left(rt: ProviderRuntime) -> None:
 def _calibrate(rt: ProviderRuntime, snapshot: RateLimitSnapshot) -> None:
     """Follow the provider's rate-limit headers; a limit learned from them is an event."""
     before = rt.pool.count("calibrations")
+    _output_emptied(rt, snapshot)
     rt.pool.calibrate(snapshot)
     if rt.pool.count("calibrations") != before:
         limits = rt.pool.statistics().limits_per_minute
@@ -316,6 +321,33 @@ def _calibrate(rt: ProviderRuntime, snapshot: RateLimitSnapshot) -> None:
             source="headers",
             limits_per_minute={k: round(v, 3) for k, v in limits.items()},
         )
+
+
+def _output_refused(rt: ProviderRuntime) -> None:
+    """A 429 on output tokens. A provider whose output charge is only assumed to be settled to the
+    real output (by its kind: Anthropic documents it) but that keeps `max_tokens` charged refuses
+    again and again what the settled charge admits: after `OUTPUT_KEPT_AFTER` such 429s its
+    output charge is taken as kept. A configured `output_charge` is never second-guessed."""
+    if not rt.pool.output_adjusted or rt.config.output_charge is not None:
+        return
+    rt.output_refusals += 1
+    if rt.output_refusals >= OUTPUT_KEPT_AFTER:
+        _output_kept(rt)
+
+
+def _output_emptied(rt: ProviderRuntime, snapshot: RateLimitSnapshot) -> None:
+    """The provider's headers show its output bucket (nearly) empty: one that settled output to
+    the real answers would hold only what requests in flight reserved, at most the second of its
+    OTPM we let them hold — so it keeps `max_tokens` charged; learned before its 429s say so."""
+    remaining, limit = snapshot.remaining_output_tokens, snapshot.limit_output_tokens
+    assumed = rt.pool.output_adjusted and rt.config.output_charge is None
+    if assumed and remaining is not None and limit and remaining <= OUTPUT_EMPTY * limit:
+        _output_kept(rt)
+
+
+def _output_kept(rt: ProviderRuntime) -> None:
+    rt.pool.settles_output(False)
+    event(_log, WARNING, "output_charge_learned", provider=rt.name, output_charge="max_tokens")
 
 
 def _pause(rt: ProviderRuntime, hint: float | None) -> None:

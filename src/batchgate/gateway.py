@@ -147,7 +147,7 @@ class Gateway:
         if self._quota is None or not _shareable(p):
             return
         key = p.api_key.reveal() if p.api_key is not None else None
-        quota = quota_id(self._urls.get(p.name, p.base_url), key)
+        quota = quota_id(self._urls.get(p.name, p.base_url), key, _model_scope(self.config, p.name))
         shared = SharedQuota(self._quota, quota, rt.pool.paces, self._clock)
         rt.pool.share(shared)
         self._shared.append(shared)
@@ -316,6 +316,11 @@ class Gateway:
     def __repr__(self) -> str:
         state = "started" if self._scheduler else "stopped"
         return f"Gateway({state}, providers={[p.name for p in self.config.providers]})"
+
+
+def _model_scope(cfg: GatewayConfig, provider: str) -> list[str]:
+    """The models routes send to `provider`: its quota's model scope (one key, a quota per model)."""
+    return [t.model or r.model for r in cfg.routes for t in r.targets if t.provider == provider]
 
 
 def _shareable(p: ProviderConfig) -> bool:

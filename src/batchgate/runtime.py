@@ -34,6 +34,7 @@ class ProviderRuntime:
     recorder: ProviderRecorder
     concurrency: ConcurrencyAimd
     latency: LatencyModel
+    output_refusals: int = 0  # 429s naming output tokens while the output charge is settled
 
 
 def build_runtime(
@@ -49,11 +50,13 @@ def build_runtime(
 ) -> ProviderRuntime:
     """`timeout` is the configured per-request maximum the adaptive timeouts stay under; `hedge`
     False never sends a straggler again."""
+    pool = QuotaPool(config.name, config.limits, clock, AimdSettings(prior_answers=PRIOR_ANSWERS))
+    pool.settles_output(config.output_adjusted)
     return ProviderRuntime(
         name=config.name,
         config=config,
         client=client,
-        pool=QuotaPool(config.name, config.limits, clock, AimdSettings(prior_answers=PRIOR_ANSWERS)),
+        pool=pool,
         slots=InflightLimit(config.max_concurrency),
         breaker=CircuitBreaker(circuit),
         counter=counter,

@@ -139,7 +139,7 @@ async def test_the_machine_ledger_never_holds_the_api_key(emulator: Start, tmp_p
         results = await gw.abatch([chat(f"echo {i}") for i in range(3)])
     assert all(r.ok for r in results)
     written = b"".join(path.read_bytes() for path in ledger.parent.iterdir())
-    assert quota_id(emu.base_url("alpha"), key).encode() in written  # the quota is there ...
+    assert quota_id(emu.base_url("alpha"), key, ["m"]).encode() in written  # the quota is there ...
     assert key.encode() not in written  # ... named without its key
 
 
@@ -154,3 +154,36 @@ async def test_a_gateway_whose_quotas_nobody_can_share_opens_no_ledger(
         assert (await gw.arun(chat("echo"))).ok
         assert gw.runtimes["alpha"].pool.shared is None
     assert not ledger.exists()
+
+
+async def test_two_models_on_one_key_are_two_quotas_in_the_machine_ledger(
+    emulator: Start, tmp_path: Path
+) -> None:
+    """Two provider entries with the same URL and key but different models: OpenAI limits each
+    model apart, so the ledger keeps a quota for each (named by the model scope), never one."""
+    providers = [emu_provider("alpha")]
+    emu = await emulator(providers)
+    entry = {"kind": "openai", "base_url": emu.base_url("alpha"), "api_key": "sk-one-key"}
+    cfg = config_from_dict(
+        {
+            "providers": [
+                {**entry, "name": "fast", "limits": {"rpm": RPM}},
+                {**entry, "name": "slow", "limits": {"rpm": RPM // 4}},
+            ],
+            "routes": [
+                {"model": "small", "targets": ["fast"]},
+                {"model": "large", "targets": ["slow:large-2"]},
+            ],
+        },
+        environ={},
+    )
+    ledger = tmp_path / "quota.sqlite3"
+    async with Gateway(cfg, quota_store=StoreSpec("sqlite", str(ledger))) as gw:
+        results = await gw.abatch([chat("echo", model=m) for m in ("small", "large")])
+        quotas = {name: gw.runtimes[name].pool.shared for name in ("fast", "slow")}
+    assert all(r.ok for r in results)
+    assert quotas["fast"] is not None
+    assert quotas["slow"] is not None
+    assert quotas["fast"].quota == quota_id(emu.base_url("alpha"), "sk-one-key", ["small"])
+    assert quotas["slow"].quota == quota_id(emu.base_url("alpha"), "sk-one-key", ["large-2"])
+    assert quotas["fast"].quota != quotas["slow"].quota

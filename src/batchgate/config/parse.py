@@ -11,6 +11,7 @@ from batchgate.config.schema import (
     Budget,
     GatewayConfig,
     JobSettings,
+    OutputCharge,
     Price,
     ProviderConfig,
     ProviderKind,
@@ -51,9 +52,11 @@ _PROVIDER = frozenset(
         "batch_api",
         "batch_max_requests",
         "batch_max_bytes",
+        "output_charge",
     }
 )
-_LIMITS = frozenset({"rpm", "tpm", "itpm", "otpm", "max_concurrency"})
+_LIMITS = frozenset({"rpm", "tpm", "itpm", "otpm", "max_concurrency", "burst_seconds"})
+_OUTPUT_CHARGES = ("max_tokens", "adjusted")
 _ROUTE = frozenset({"model", "targets", "mode"})
 _SETTINGS = frozenset({"concurrency", "retry", "timeouts", "circuit", "seed", "gc_threshold"})
 _RETRY = frozenset({"max_attempts", "base_delay", "max_delay", "max_hint"})
@@ -151,9 +154,10 @@ def _provider(top: Section, i: int, raw: Any, environ: Mapping[str, str]) -> Pro
         elif base_url != EMULATOR_BASE_URL:
             s.fail("api_key_env", f"environment variable {key_env} is not set")
     lim = s.section("limits", _LIMITS)
-    limits = QuotaLimits(
-        rpm=lim.number("rpm"), tpm=lim.number("tpm"), itpm=lim.number("itpm"), otpm=lim.number("otpm")
-    )
+    limits = _quota_limits(lim)
+    output_charge = s.string("output_charge")
+    if output_charge is not None and output_charge not in _OUTPUT_CHARGES:
+        s.fail("output_charge", f"must be one of {', '.join(_OUTPUT_CHARGES)}, got {output_charge!r}")
     max_concurrency = lim.integer("max_concurrency")
     headers_raw = s.raw("headers") or {}
     if not isinstance(headers_raw, Mapping) or not all(
@@ -179,6 +183,21 @@ def _provider(top: Section, i: int, raw: Any, environ: Mapping[str, str]) -> Pro
         batch_api=True if batch_api is None else batch_api,
         batch_max_requests=s.integer("batch_max_requests"),
         batch_max_bytes=s.integer("batch_max_bytes"),
+        output_charge=cast("OutputCharge | None", output_charge),
+    )
+
+
+def _quota_limits(lim: Section) -> QuotaLimits:
+    """A provider's `limits`: per-minute rpm, tpm, itpm, otpm and, if known, its `burst_seconds`."""
+    burst = lim.number("burst_seconds")
+    if burst is not None and burst > 60:
+        lim.fail("burst_seconds", f"must be at most 60 (the limits are per minute), got {burst:g}")
+    return QuotaLimits(
+        rpm=lim.number("rpm"),
+        tpm=lim.number("tpm"),
+        itpm=lim.number("itpm"),
+        otpm=lim.number("otpm"),
+        burst_seconds=burst,
     )
 
 

@@ -8,7 +8,10 @@ here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them
         kind: openai              # openai = any OpenAI-compatible server | anthropic
         base_url: https://api.openai.com/v1     # or "emulator": served by the embedded emulator
         api_key_env: OPENAI_API_KEY
-        limits: {rpm: 500, tpm: 200000, max_concurrency: 50}   # anthropic may add itpm, otpm
+        limits: {rpm: 500, tpm: 200000, max_concurrency: 50}   # anthropic may add itpm, otpm;
+                                  # burst_seconds: the provider's bucket, if known (else learned)
+        output_charge: adjusted   # optional: max_tokens (kept) | adjusted (to the real output at
+                                  # the end); default by kind: anthropic adjusted, openai max_tokens
         batch_api: true           # has a Batch API (default); false for vLLM, Ollama, ...
         batch_max_requests: 50000 # optional: cut batches smaller than the documented limits
         batch_max_bytes: 209715200
@@ -47,6 +50,7 @@ from batchgate.quota.limits import QuotaLimits
 from batchgate.quota.store.location import StoreSpec
 
 ProviderKind = Literal["openai", "anthropic"]
+OutputCharge = Literal["max_tokens", "adjusted"]
 EMULATOR_BASE_URL = "emulator"
 
 
@@ -88,6 +92,15 @@ class ProviderConfig:
     batch_api: bool = True  # the provider has a Batch API (false for vLLM, Ollama, ...)
     batch_max_requests: int | None = None  # None: the provider's documented limit
     batch_max_bytes: int | None = None
+    output_charge: OutputCharge | None = None  # None: by kind (anthropic adjusts, openai keeps)
+
+    @property
+    def output_adjusted(self) -> bool:
+        """Whether the provider settles the output charge to the real output when an answer ends
+        (Anthropic documents it: shared/PROTOCOLS.md); otherwise it keeps `max_tokens` charged."""
+        if self.output_charge is None:
+            return self.kind == "anthropic"
+        return self.output_charge == "adjusted"
 
     @property
     def emulated(self) -> bool:

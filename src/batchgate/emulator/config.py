@@ -19,9 +19,13 @@ from batchgate.emulator.modes import (
     Charge,
     Enforcement,
     HeaderStyle,
+    Neighbour,
+    OutputCharge,
     read_charge,
     read_enforcement,
     read_headers,
+    read_neighbours,
+    read_output_charge,
 )
 from batchgate.errors import ConfigError
 
@@ -131,6 +135,11 @@ class ProviderConfig:
     enforcement: Enforcement = field(default_factory=Enforcement)
     charge: Charge = field(default_factory=Charge)
     headers: HeaderStyle = "minute"
+    output_charge: OutputCharge = "max_tokens"  # kept, or `adjusted` to the real output at the end
+    # per-model quotas on the key (OpenAI limits each model apart; a few models share one pool):
+    # each group of models and its limits; a model in none of them is held by `limits`
+    model_limits: tuple[tuple[tuple[str, ...], Limits], ...] = ()
+    neighbours: tuple[Neighbour, ...] = ()  # other traffic on the key, seen only in remaining and 429s
 
     @property
     def headers_honest(self) -> bool:
@@ -243,7 +252,8 @@ class _Reader:
         allowed = (
             "name", "family", "api_key", "models", "limits", "enforced", "limit_changes",
             "default_max_tokens", "concurrency", "latency", "faults", "batch", "reject_fields",
-            "enforcement", "charge", "headers",
+            "enforcement", "charge", "headers", "output_charge", "model_limits",
+            "neighbours",
         )  # fmt: skip
         m = self.mapping(value, key, allowed)
         name = m.get("name")
@@ -282,7 +292,26 @@ class _Reader:
             enforcement=read_enforcement(m.get("enforcement"), self.source, f"{key}.enforcement"),
             charge=read_charge(m.get("charge"), self.source, f"{key}.charge"),
             headers=read_headers(m.get("headers"), self.source, f"{key}.headers"),
+            output_charge=read_output_charge(m.get("output_charge"), self.source, f"{key}.output_charge"),
+            model_limits=self.model_limits(m.get("model_limits"), f"{key}.model_limits", family),
+            neighbours=read_neighbours(m.get("neighbours"), self.source, f"{key}.neighbours"),
         )
+
+    def model_limits(self, value: Any, key: str, family: str) -> tuple[tuple[tuple[str, ...], Limits], ...]:
+        """`{model: limits}`; a key naming several models (`"a,b"`) is one pool they share."""
+        if value is None:
+            return ()
+        if not isinstance(value, Mapping) or not value:
+            raise self.fail(key, "must map model names (or 'a,b' for a shared pool) to limits")
+        out: list[tuple[tuple[str, ...], Limits]] = []
+        seen: set[str] = set()
+        for group, limits in value.items():
+            models = tuple(m.strip() for m in str(group).split(","))
+            if not all(models) or seen.intersection(models):
+                raise self.fail(f"{key}.{group}", "must name models, each in one group only")
+            seen.update(models)
+            out.append((models, self.limits(limits, f"{key}.{group}", family, allow_empty=False)))
+        return tuple(out)
 
     def names(self, value: Any, key: str) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):

@@ -42,6 +42,10 @@ class Limiter(Protocol):
 
     def charge(self, cost: float, now: float) -> None: ...
 
+    def refund(self, amount: float, now: float) -> None:
+        """Give back `amount` of what was charged (never past a full allowance)."""
+        ...
+
     def remaining(self, now: float) -> float:
         """What is left of the allowance now (window units)."""
         ...
@@ -101,6 +105,10 @@ class TokenBucket:
     def charge(self, cost: float, now: float) -> None:
         self._refill(now)
         self.level -= cost
+
+    def refund(self, amount: float, now: float) -> None:
+        self._refill(now)
+        self.level = min(self.capacity, self.level + amount)
 
     def remaining(self, now: float) -> float:
         self._refill(now)
@@ -170,6 +178,20 @@ class SlidingWindow:
         bisect.insort(self._log, (expiry, cost))
         self._used += cost
 
+    def refund(self, amount: float, now: float) -> None:
+        """Take `amount` off the entries that expire first: what is freed now is exact, and the
+        window never holds less than it would had the refunded request's own entry shrunk."""
+        self._expire(now)
+        log = self._log
+        i = 0
+        while amount > _EPS and i < len(log):
+            expiry, charged = log[i]
+            taken = min(charged, amount)
+            log[i] = (expiry, charged - taken)
+            self._used -= taken
+            amount -= taken
+            i += 1
+
     def remaining(self, now: float) -> float:
         self._expire(now)
         return max(0.0, self.capacity - self._used)
@@ -234,6 +256,10 @@ class FixedWindow:
     def charge(self, cost: float, now: float) -> None:
         self._roll(now)
         self._used += cost
+
+    def refund(self, amount: float, now: float) -> None:
+        self._roll(now)
+        self._used = max(0.0, self._used - amount)
 
     def remaining(self, now: float) -> float:
         self._roll(now)

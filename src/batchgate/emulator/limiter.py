@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from batchgate.emulator.config import LimitChange, Limits
 from batchgate.emulator.enforcement import Limiter, TokenBucket, make_limiter
-from batchgate.emulator.modes import Enforcement, HeaderStyle
+from batchgate.emulator.modes import Enforcement, HeaderStyle, Neighbour
 
 DIMENSIONS: tuple[tuple[str, str], ...] = (
     ("rpm", "requests"),
@@ -64,7 +64,9 @@ class Quota:
         window_seconds: float,
         now: float,
         enforcement: Enforcement | None = None,
+        neighbours: tuple[Neighbour, ...] = (),
     ) -> None:
+        self._neighbours = neighbours
         self._declared_limits = declared
         self._enforced_limits = enforced
         self._changes = changes
@@ -75,6 +77,7 @@ class Quota:
     def reset(self, now: float) -> None:
         """Refill every bucket, restore the configured limits and restart the change schedule."""
         self.epoch = now
+        self._neighbours_at = 0.0  # seconds from the epoch up to which neighbours have taken theirs
         self._pending = list(self._changes)
         self.current_limits = self._enforced_limits or self._declared_limits
         self.enforced = _limiters(self.current_limits, self.enforcement, now)
@@ -85,7 +88,8 @@ class Quota:
         self._costs: tuple[tuple[str, Limiter], ...] = tuple(self.enforced.items())
 
     def advance(self, now: float) -> None:
-        """Apply every scheduled limit change that is due."""
+        """Apply every scheduled limit change that is due; neighbours take their share."""
+        self._neighbours_take(now)
         while self._pending and now - self.epoch >= self._pending[0].at:
             change = self._pending.pop(0)
             self.current_limits = self.current_limits.updated(change.limits)
@@ -100,6 +104,22 @@ class Quota:
             if self.honest:
                 self.declared = new
             self._costs = tuple(new.items())
+
+    def _neighbours_take(self, now: float) -> None:
+        """Other traffic on the key takes its share of every limit since it last did (enforced and
+        declared alike; the limits the headers report do not change)."""
+        since, at = self._neighbours_at, now - self.epoch
+        if not self._neighbours or at <= since:
+            return
+        self._neighbours_at = at
+        share_seconds = sum(n.share * n.seconds_active(since, at) for n in self._neighbours)
+        if share_seconds <= 0:
+            return
+        limiters = list(self.enforced.values())
+        if not self.honest:
+            limiters += list(self.declared.values())
+        for limiter in limiters:
+            limiter.charge(limiter.limit / 60.0 * share_seconds, now)
 
     def never_fits(self, cost: RequestCost) -> str | None:
         """The first dimension this request exceeds on its own, if any."""
@@ -123,6 +143,17 @@ class Quota:
         if not self.honest:
             for dim, bucket in self.declared.items():
                 bucket.charge(getattr(cost, dim), now)
+
+    def refund(self, dimensions: dict[str, float], now: float) -> None:
+        """Give back part of an admitted request's charge (`dimensions`: amount per dimension),
+        enforced and declared alike: a provider that adjusts its output charge when the answer ends."""
+        for dim, amount in dimensions.items():
+            if amount <= 0:
+                continue
+            if (bucket := self.enforced.get(dim)) is not None:
+                bucket.refund(amount, now)
+            if not self.honest and (declared := self.declared.get(dim)) is not None:
+                declared.refund(amount, now)
 
     def try_admit(self, cost: RequestCost, now: float) -> tuple[float, str | None]:
         """Charge and return (0, None) if admissible; else charge nothing and return the wait."""

@@ -8,6 +8,16 @@ Real providers differ on each axis, so each is a choice:
   without seconds, the emulator's top-level `window_seconds`.
 - `charge`: what a request costs at admission — `exact` tokens of the prompt, or an estimate from
   its characters (`{chars_per_token: 4}`), plus `max_tokens × n` either way. `usage` is always exact.
+- `output_charge`: what becomes of the output part of that charge when the answer ends —
+  `max_tokens` (kept: the charge stays at `max_tokens × n`, as OpenAI's limiter is reported to
+  keep it) or `adjusted` (Anthropic's documented rule, shared/PROTOCOLS.md "How quotas are
+  charged": "OTPM is estimated from `max_tokens` when a request starts and adjusted to the real
+  output when it ends" — the unused part goes back to the output and total-token limiters).
+  Where a provider's rule is unknown, run both.
+- `neighbours`: other work on the same key (another job, another team's service) that takes a
+  `share` of every limit from `from` to `until` seconds after the start (all along by default)
+  without changing the limits the headers report: only `remaining` and 429s show it
+  (shared/PROTOCOLS.md, "Other work on the same key").
 - `headers`: `minute` (remaining on the per-minute scale, reset = time until full), `window`
   (remaining of the current short window) or `none` (no rate-limit headers at all; a quota 429
   still carries `retry-after`, a retry hint rather than a rate-limit header).
@@ -15,6 +25,7 @@ Real providers differ on each axis, so each is a choice:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,8 +34,10 @@ from batchgate.errors import ConfigError
 
 EnforcementKind = Literal["token_bucket", "sliding_window", "fixed_window"]
 HeaderStyle = Literal["minute", "window", "none"]
+OutputCharge = Literal["max_tokens", "adjusted"]
 ENFORCEMENTS: tuple[str, ...] = ("token_bucket", "sliding_window", "fixed_window")
 HEADER_STYLES: tuple[str, ...] = ("minute", "window", "none")
+OUTPUT_CHARGES: tuple[str, ...] = ("max_tokens", "adjusted")
 MAX_SECONDS = 60.0
 
 
@@ -109,6 +122,51 @@ def read_headers(value: Any, source: str, key: str) -> HeaderStyle:
     if value == "none":
         return "none"
     raise ConfigError(source, key, f"must be one of {', '.join(HEADER_STYLES)}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    """Other traffic on the key: `share` of every limit, taken from `start` to `end` seconds."""
+
+    share: float
+    start: float = 0.0
+    end: float = math.inf
+
+    def seconds_active(self, since: float, now: float) -> float:
+        """Seconds of [since, now] (from the start) during which this neighbour takes its share."""
+        return max(0.0, min(now, self.end) - max(since, self.start))
+
+
+def read_neighbours(value: Any, source: str, key: str) -> tuple[Neighbour, ...]:
+    """A list of `{share: (0, 1), from?: seconds, until?: seconds}`."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ConfigError(source, key, "must be a list of {share, from, until}")
+    out = []
+    for i, item in enumerate(value):
+        where = f"{key}[{i}]"
+        if not isinstance(item, Mapping) or not set(item) <= {"share", "from", "until"}:
+            raise ConfigError(source, where, "must be a mapping with share and optionally from, until")
+        share, start, end = item.get("share"), item.get("from", 0.0), item.get("until", math.inf)
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share < 1:
+            raise ConfigError(source, f"{where}.share", f"must be a number in (0, 1), got {share!r}")
+        for name, v in (("from", start), ("until", end)):
+            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+                raise ConfigError(source, f"{where}.{name}", f"must be seconds >= 0, got {v!r}")
+        if end <= start:
+            raise ConfigError(source, f"{where}.until", "must be after from")
+        out.append(Neighbour(float(share), float(start), float(end)))
+    return tuple(out)
+
+
+def read_output_charge(value: Any, source: str, key: str) -> OutputCharge:
+    """`max_tokens` (the default: the output charge is kept) or `adjusted` (to the real output)."""
+    if value is None or value == "max_tokens":
+        return "max_tokens"
+    if value == "adjusted":
+        return "adjusted"
+    raise ConfigError(source, key, f"must be one of {', '.join(OUTPUT_CHARGES)}, got {value!r}")
 
 
 def text_chars(body: Mapping[str, Any]) -> int:

@@ -53,8 +53,18 @@ class EmulatedProvider:
         self.family = family
         self._seed = f"{seed}:{config.name}"
         self.quota = Quota(
-            config.limits, config.enforced, config.limit_changes, window, now, config.enforcement
+            config.limits,
+            config.enforced,
+            config.limit_changes,
+            window,
+            now,
+            config.enforcement,
+            config.neighbours,
         )
+        self._models: dict[str, Quota] = {}
+        for models, limits in config.model_limits:  # a group shares one quota
+            group = Quota(limits, None, (), window, now, config.enforcement)
+            self._models.update(dict.fromkeys(models, group))
         self.header_style = config.headers
         self._chars_per_token = config.charge.chars_per_token
         self.stats = ProviderStats(now)
@@ -73,13 +83,19 @@ class EmulatedProvider:
     def reset(self, now: float) -> None:
         """Zero the counters, refill the quota, restart the limit-change schedule and reseed."""
         self.quota.reset(now)
+        for quota in set(self._models.values()):
+            quota.reset(now)
         self.stats.reset(now)
         self.rng = random.Random(self._seed)
         self.peak_active = self.active
 
+    def quota_for(self, model: str | None) -> Quota:
+        """The quota that holds `model`'s requests: its group's (`model_limits`), else the key's."""
+        return self._models.get(model, self.quota) if model is not None else self.quota
+
     def admit(self, req: ParsedRequest, now: float, wall: float) -> Plan:
         """Admit and charge `req`, or raise the ApiError to answer with (charging nothing)."""
-        quota = self.quota
+        quota = self.quota_for(req.model)
         quota.advance(now)
         cost = req.cost
         dim = quota.never_fits(cost)
@@ -90,7 +106,7 @@ class EmulatedProvider:
             raise self._overflow()
         wait, binding = quota.wait_time(cost, now)
         if binding is not None:
-            err = self.family.rate_limited(binding, self._declared_limit(binding))
+            err = self.family.rate_limited(binding, _declared_limit(quota, binding))
             err.headers.update(retry_hint_headers(wait))
             raise err
         fault = self._draw_fault()
@@ -111,6 +127,17 @@ class EmulatedProvider:
         if self._per_token and plan.error is None:
             plan.delay += self._per_token * tokens * req.n
         return plan
+
+    def answered(self, req: ParsedRequest, plan: Plan, now: float) -> None:
+        """An admitted request answers: with `output_charge: adjusted` its output charge becomes
+        the real output (the rest of `max_tokens × n` goes back to the output and total-token
+        limiters: shared/PROTOCOLS.md, "OTPM is estimated from max_tokens when a request starts
+        and adjusted to the real output when it ends"); kept otherwise."""
+        if self.config.output_charge != "adjusted":
+            return
+        unused = req.cost.output_tokens - plan.tokens * req.n
+        if unused > 0:
+            self.quota_for(req.model).refund({"output_tokens": unused, "tokens": unused}, now)
 
     def charge_for(self, req: ParsedRequest, body: Mapping[str, Any]) -> None:
         """Charge `req` as this provider does: from its characters when configured so (the
@@ -133,10 +160,6 @@ class EmulatedProvider:
         err.reason = "concurrency"
         err.ratelimit_headers = False  # no hint at all: no retry-after, no rate-limit headers
         return err
-
-    def _declared_limit(self, dim: str) -> int:
-        bucket = self.quota.declared.get(dim) or self.quota.enforced[dim]
-        return bucket.limit
 
     def _draw_fault(self) -> str | None:
         if not self._fault_table:
@@ -197,3 +220,8 @@ class EmulatedProvider:
         return (
             f"EmulatedProvider({self.name!r}, {self.family.name}, active={self.active}, queued={self.queued})"
         )
+
+
+def _declared_limit(quota: Quota, dim: str) -> int:
+    bucket = quota.declared.get(dim) or quota.enforced[dim]
+    return bucket.limit

@@ -249,6 +249,7 @@ class Emulator:
         rt.stats.seen(self._clock.now())
         seq = next(self._seq)
         rid = f"req_{seq:024x}"
+        model: str | None = None  # known once parsed: whose quota the headers report
         try:
             if not serves or request.method != "POST":
                 raise fam.not_found(request.method, request.path)
@@ -270,11 +271,12 @@ class Emulator:
             if self.config.record_prompts:
                 self.received[rt.name].append(req.prompt)
             rt.charge_for(req, body)
+            model = req.model
             plan = rt.admit(req, self._clock.now(), self._clock.wall())
         except ApiError as err:
             if err.reason != "fault":
                 rt.stats.reject(err.reason)
-            return self._error(rt, err, rid)
+            return self._error(rt, err, rid, model)
         await rt.acquire_slot()
         if self._watchers:
             self._changed()
@@ -283,19 +285,10 @@ class Emulator:
                 await self._clock.sleep(plan.delay)
             if plan.fault is None:
                 rt.stats.complete(req.fingerprint, plan.admitted_at)
-                return self._respond(
-                    rt,
-                    200,
-                    fam.success_body(
-                        req,
-                        plan.text,
-                        plan.tokens,
-                        plan.cut,
-                        f"{fam.id_prefix}{seq:024x}",
-                        self._clock.wall(),
-                    ),
-                    rid,
-                )
+                rt.answered(req, plan, self._clock.now())  # before the headers: they show it
+                body_id, wall = f"{fam.id_prefix}{seq:024x}", self._clock.wall()
+                answer = fam.success_body(req, plan.text, plan.tokens, plan.cut, body_id, wall)
+                return self._respond(rt, 200, answer, rid, model=req.model)
             return await self._fault(rt, req, plan, request, seq)
         finally:
             rt.release_slot()
@@ -303,18 +296,25 @@ class Emulator:
                 self._changed()
 
     def _respond(
-        self, rt: EmulatedProvider, status: int, body: bytes, rid: str, *, ratelimit: bool = True
+        self,
+        rt: EmulatedProvider,
+        status: int,
+        body: bytes,
+        rid: str,
+        *,
+        ratelimit: bool = True,
+        model: str | None = None,
     ) -> web.Response:
+        """`model`: whose quota the rate-limit headers report (a model's own, or the key's)."""
         headers = {"Content-Type": _JSON, rt.family.request_id_header: rid}
         if ratelimit and rt.header_style != "none":
-            states = rt.quota.snapshot(self._clock.now(), rt.header_style)
+            states = rt.quota_for(model).snapshot(self._clock.now(), rt.header_style)
             headers.update(rt.family.ratelimit_headers(states, self._clock.wall()))
         return web.Response(status=status, body=body, headers=headers)
 
-    def _error(self, rt: EmulatedProvider, err: ApiError, rid: str) -> web.Response:
-        response = self._respond(
-            rt, err.status, rt.family.error_body(err, rid), rid, ratelimit=err.ratelimit_headers
-        )
+    def _error(self, rt: EmulatedProvider, err: ApiError, rid: str, model: str | None = None) -> web.Response:
+        body = rt.family.error_body(err, rid)
+        response = self._respond(rt, err.status, body, rid, ratelimit=err.ratelimit_headers, model=model)
         response.headers.update(err.headers)
         return response
 
@@ -323,7 +323,7 @@ class Emulator:
     ) -> web.StreamResponse:
         rid = f"req_{seq:024x}"
         if plan.error is not None:
-            return self._error(rt, plan.error, rid)
+            return self._error(rt, plan.error, rid, req.model)
         if plan.fault == "hang":
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._hangs[fut] = rt.name
@@ -340,8 +340,8 @@ class Emulator:
             req, plan.text, plan.tokens, plan.cut, f"{rt.family.id_prefix}{seq:024x}", self._clock.wall()
         )
         if plan.fault == "truncated":
-            return self._respond(rt, 200, body[: max(1, len(body) // 2)], rid)
-        response = self._respond(rt, 200, _NON_JSON_BODY, rid)
+            return self._respond(rt, 200, body[: max(1, len(body) // 2)], rid, model=req.model)
+        response = self._respond(rt, 200, _NON_JSON_BODY, rid, model=req.model)
         response.headers["Content-Type"] = "text/html"
         return response
 

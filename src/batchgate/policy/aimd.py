@@ -9,7 +9,10 @@ a provider that sheds a few % of requests at random must not be driven to the fl
 careful near the factor that last provoked a cut: increases stop one step below it, and only after
 `probe_period` seconds without a cut does the factor probe past it again, so a provider whose real
 limit lies below the declared one settles just under that limit instead of overshooting every few
-seconds. Pure: the caller passes the time in.
+seconds. The provider's own word on its bucket (`on_room`: what its `remaining` headers show
+left) moves the factor faster than either: up at once while there is room to spare, back before
+a 429 when a step used it up, and no additive increase while there is none. Pure: the caller
+passes the time in.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ class AimdSettings:
     noise_window: float = 10.0  # seconds over which that share decays
     probe_period: float = 30.0  # seconds without a cut before the factor may pass the last cut point
     prior_answers: float = 0.0  # clean answers assumed before the first: one early 429 is noise too
+    room_full: float = 0.75  # a provider reporting this share of its bucket left has room to spare
+    room_none: float = 0.3  # ... at most this share left: no room (no additive increase)
+    room_step: float = 0.15  # fraction of the declared rate added per piece of evidence of room
+    room_settle: float = 0.5  # seconds between two steps (and after a 429) for the bucket to show it
 
     def __post_init__(self) -> None:
         if not 0.0 < self.decrease <= 1.0:
@@ -58,6 +65,11 @@ class AimdController:
         self._recent_429 = 0.0  # decayed counts of recent answers
         self._recent_all = self.settings.prior_answers
         self._recent_at = -math.inf
+        self._room_at = -math.inf  # the last step taken on the provider's word
+        self._room_good: float | None = None  # the factor before that step (its bucket was full)
+        self._no_room = False  # the provider's bucket last showed no room: no additive increase
+        self._fill: float | None = None  # what the provider last reported left of its bucket
+        self.room_trusted = True  # False once a 429 came while it reported room: its headers lie
 
     def _observe(self, now: float, rate_limited: bool) -> float:
         """Add one answer to the decayed counts; the share of 429s among them."""
@@ -79,6 +91,8 @@ class AimdController:
         at fault — such cuts can be undone together (`excuse_blind`) until a cut that is not."""
         s = self.settings
         self.rate_limited += 1
+        if self._fill is not None and self._fill >= s.room_full:
+            self.room_trusted = self._no_room = False  # it reported room, then refused: not evidence
         if self._observe(now, rate_limited=True) <= s.noise_ratio:
             return False
         self._last_rate_limited = now
@@ -111,6 +125,8 @@ class AimdController:
         if self.factor >= 1.0:
             return False
         s = self.settings
+        if self._no_room:
+            return False
         clean_since = max(self._last_rate_limited, self._last_increase)
         if now - clean_since < s.clean_period:
             return False
@@ -122,6 +138,34 @@ class AimdController:
         self._last_increase = now
         self.increases += 1
         return True
+
+    def on_room(self, now: float, fill: float) -> bool:
+        """The provider's headers say its bucket is `fill` full (0..1); True if the factor moved.
+
+        Full while the factor is below 1: we send below what is left to us (the 429s that cut it
+        were another's traffic that has gone, or a limit that came back) — step up at once, past
+        the last cut point, every `room_settle` seconds while it stays full. Emptied right after
+        such a step: the step went past what is left (a steady neighbour) — back to the factor
+        before it, before any 429. No room at all: no additive increase until there is. A 429
+        that comes while the last report showed room (headers that report more than is enforced)
+        makes them no evidence from then on."""
+        s = self.settings
+        self._fill = fill
+        if not self.room_trusted:
+            return False
+        self._no_room = fill <= s.room_none
+        if now - max(self._room_at, self._last_rate_limited) < s.room_settle:
+            return False
+        if fill >= s.room_full and self.factor < 1.0:
+            self._room_good, self._room_at = self.factor, now
+            self.factor = min(1.0, self.factor + s.room_step)
+            self._ceiling = max(self._ceiling, self.factor)
+            self._last_increase = now
+            return True
+        if self._no_room and self._room_good is not None and self._room_good < self.factor:
+            self.factor, self._room_good, self._room_at = self._room_good, None, now
+            return True
+        return False
 
     def rescale(self, ratio: float) -> None:
         """Multiply the factor by `ratio` (capped to [min_factor, 1]).

@@ -36,6 +36,7 @@ from batchgate.models import Cost, RateLimitSnapshot
 PROMPT_DIMENSIONS = ("tokens", "input_tokens")
 _LEARNED_SINCE = 0.05  # a reservation this much below today's factor was priced before it was learned
 EMPTY = 0.25  # headers showing a dimension at most this full name it as the one a 429 was about
+ROOM_FULL, ROOM_NONE = 0.9, 0.3  # headers showing a dimension this full: room to spare / none
 _ERROR_TYPES = {
     "tokens": "tokens",
     "requests": "requests",
@@ -191,6 +192,29 @@ class ChargeModel:
         m.last_raise = now
         m.ratio_at_raise = self.usage_ratio
         self.raises += 1
+        return True
+
+    def on_room(self, dim: str, fill: float, now: float) -> bool:
+        """The provider's headers show `dim` `fill` full (0..1) while the rate is not cut; True if
+        the margin moved. Full, a `cooldown` after the last 429 or raise: the margin holds us
+        below what it charges (429s of traffic that has gone raised it, say) — one `raise_by`
+        step back, a probe that a 429 refutes like any relaxation, and an emptied bucket too."""
+        m = self._margins.get(dim)
+        if m is None:
+            return False
+        step = m.before_relax
+        if fill <= ROOM_NONE and step is not None and step[1] > m.value and now - step[0] < m.period:
+            m.value, m.before_relax = step[1], None  # the step used the room up: undone, before a 429
+            m.period *= 2.0
+            return True
+        if (
+            fill < ROOM_FULL
+            or m.value <= 1.0
+            or now - max(m.last_event, m.last_raise) < self.settings.cooldown
+        ):
+            return False
+        m.before_relax, m.last_event = (now, m.value), now
+        m.value = max(1.0, m.value / self.settings.raise_by)
         return True
 
     def explains_blind(self) -> bool:

@@ -17,12 +17,13 @@ leaves.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from batchgate.errors import NeverFitsError
 from batchgate.models import RateLimitSnapshot
 from batchgate.policy.aimd import AimdController
 from batchgate.quota.bucket import TokenBucket
+from batchgate.quota.charge import PROMPT_DIMENSIONS, ChargeModel
 from batchgate.quota.limits import DIMENSIONS, QuotaStats
 from batchgate.quota.store.protocol import Pace
 from batchgate.quota.window import Entry, WindowLog
@@ -46,6 +47,7 @@ class Dimension:
         "bucket",
         "cap",
         "declared",
+        "hold",
         "name",
         "rate",
         "reported",
@@ -61,6 +63,9 @@ class Dimension:
         self.cap = math.inf  # what one window may hold (inf: the enforcement is known, no log)
         self.rate = bucket.rate  # the pace, units per second (the bucket's, but for a `lead`)
         self.avg_cost = 0.0
+        # seconds of rate the bucket holds at least: where the provider gives unused output back
+        # when an answer ends, the output reserved by requests in flight (`pace`)
+        self.hold = 0.0
         self._sum = 0.0
         self._count = 0
 
@@ -98,12 +103,15 @@ class Dimension:
         """Send at the limit × `safety` × the AIMD `factor`, with `burst_seconds` of burst; with
         `windowed` (unless the caller knows the enforcement: a configured burst) hold every
         window of `MIN_WINDOW` to the limit × `factor` through the log. `lead` speeds up this
-        process's own bucket past the pace (a shared store, paced at the pace, then binds)."""
+        process's own bucket past the pace (a shared store, paced at the pace, then binds). At least
+        `self.hold` seconds of rate in the bucket: a dimension the provider settles to the real
+        amount when the answer ends holds what requests in flight reserved, not what they use."""
         per_minute = self.limit * factor
         self.rate = per_minute * safety / 60.0
         self.cap = per_minute / 60.0 * MIN_WINDOW if windowed else math.inf
         rate = self.rate * lead
-        self.bucket.set_rate(rate, now, capacity=rate * burst_seconds, slack=rate * TIMER_SLACK)
+        capacity = max(rate * burst_seconds, self.rate * self.hold)
+        self.bucket.set_rate(rate, now, capacity=capacity, slack=rate * TIMER_SLACK)
 
     def take(self, amount: float, now: float, *, cold: bool = False) -> Entry | None:
         """Charge an admission of `amount` (`cold`: before any answer); its entry in the window
@@ -152,6 +160,43 @@ def adopt_reported_limits(dims: Mapping[str, Dimension], snapshot: RateLimitSnap
     return ratio
 
 
+def follow_room(
+    aimd: AimdController,
+    charges: ChargeModel,
+    dims: Mapping[str, Dimension],
+    snapshot: RateLimitSnapshot,
+    now: float,
+    style: str,
+) -> bool:
+    """Tell the AIMD what room the provider's minute-style `remaining` shows (`on_room`), and,
+    once the rate is not cut, each prompt dimension's charge margin; True if either moved."""
+    fill = reported_fill(dims, snapshot) if style == "minute" else None
+    if fill is None:
+        return False
+    if aimd.on_room(now, fill):
+        return True
+    if aimd.factor < 1.0 or not aimd.room_trusted:
+        return False
+    moved = False
+    for name in PROMPT_DIMENSIONS:
+        if name in dims and (share := reported_fill({name: dims[name]}, snapshot)) is not None:
+            moved = charges.on_room(name, share, now) or moved
+    return moved
+
+
+def reported_fill(dims: Mapping[str, Dimension], snapshot: RateLimitSnapshot) -> float | None:
+    """The emptiest share of a limit the provider reports left (minute-style `remaining` ÷ its
+    limit) over our limited dimensions; None if it reports none of them."""
+    fill: float | None = None
+    for name, dim in dims.items():
+        remaining = getattr(snapshot, f"remaining_{name}")
+        limit = getattr(snapshot, f"limit_{name}") or dim.limit
+        if remaining is not None and math.isfinite(remaining) and limit > 0:
+            share = max(0.0, min(1.0, remaining / limit))
+            fill = share if fill is None else min(fill, share)
+    return fill
+
+
 def never_fits(
     pool: str, dims: Mapping[str, Dimension], amounts: Mapping[str, float]
 ) -> NeverFitsError | None:
@@ -168,10 +213,20 @@ def never_fits(
 
 
 def queued_wait(
-    dims: Mapping[str, Dimension], ahead: Mapping[str, float], amounts: Mapping[str, float], now: float
+    pool: str,
+    dims: Mapping[str, Dimension],
+    queued: Iterable[Mapping[str, float]],
+    amounts: Mapping[str, float],
+    now: float,
 ) -> float:
-    """Rough seconds until `amounts` would be admitted behind `ahead` (units already queued, per
-    dimension): the slowest dimension's refill of what is queued plus what this one needs."""
+    """Rough seconds until `amounts` would be admitted behind the `queued` requests' amounts: the
+    slowest dimension's refill of what is queued plus what this one needs (inf if it never fits)."""
+    if never_fits(pool, dims, amounts) is not None:
+        return math.inf
+    ahead: dict[str, float] = {}
+    for queued_amounts in queued:
+        for name, amount in queued_amounts.items():
+            ahead[name] = ahead.get(name, 0.0) + amount
     wait = 0.0
     for name, dim in dims.items():
         bucket = dim.bucket
@@ -205,6 +260,11 @@ def statistics(
         rate_limited=aimd.rate_limited,
         **counts,
     )
+
+
+def headroom(dims: Mapping[str, Dimension], now: float) -> float:
+    """The emptiest bucket's fill fraction (0..1): how much could be admitted right now."""
+    return min((max(0.0, min(1.0, d.fill(now))) for d in dims.values()), default=1.0)
 
 
 def describe(dims: Mapping[str, Dimension], now: float) -> str:

@@ -10,9 +10,8 @@ within the limit. Waiters queue in FIFO order, so a big request at the head is n
 small ones behind it; urgent ones (live requests, hedges) in a lane of their own served first
 (`batchgate.quota.queue`); one timer (`clock.call_at`) is armed for the head's deadline and the
 queue is also re-examined whenever capacity comes back, limits change or a pause ends — no
-polling. Rates are the declared (or header-reported, if lower) limits × safety × the AIMD factor;
-429s cut the factor, clean periods restore it, retry hints pause everybody. A request that
-exceeds a whole per-minute limit fails at once with NeverFitsError.
+polling. Rates: declared (or header-reported, if lower) limits × safety × the AIMD factor; 429s
+cut the factor, clean periods restore it, retry hints pause all. Over a whole limit: NeverFitsError.
 """
 
 from __future__ import annotations
@@ -79,6 +78,14 @@ class QuotaPool:
         self._paused_until = -math.inf
         self.shared: SharedQuota | None = None  # set by `share`
         self._counts = dict.fromkeys(_EVENTS, 0)
+        self.output_adjusted = False  # the provider settles output to the real output (`settle.py`)
+
+    def settles_output(self, adjusted: bool) -> None:
+        """The provider gives unused output back at an answer's end (or not): see `Dimension.hold`."""
+        self.output_adjusted = adjusted
+        if (out := self._dims.get("output_tokens")) is not None:
+            out.hold = dim_.MIN_WINDOW if adjusted else 0.0
+        self._apply_rates(self._clock.now(), fill=self._counts["admitted"] == 0)
 
     def share(self, shared: SharedQuota) -> None:
         """Share the key's quota through `shared`'s store, which paces every process; this bucket
@@ -158,20 +165,14 @@ class QuotaPool:
 
     def wait_estimate(self, cost: Cost) -> float:
         """Rough seconds until `cost` would be admitted if queued now (inf if it never fits)."""
-        amounts = cost_amounts(cost, self._dims)
-        if dim_.never_fits(self.name, self._dims, amounts) is not None:
-            return math.inf
-        now = self._clock.now()
-        ahead = {n: sum(r.amounts.get(n, 0.0) for r in self._gate.waiting()) for n in self._dims}
-        return max(self._paused_until - now, dim_.queued_wait(self._dims, ahead, amounts, now))
+        now, amounts = self._clock.now(), cost_amounts(cost, self._dims)
+        queued = [r.amounts for r in self._gate.waiting()]
+        return max(self._paused_until - now, dim_.queued_wait(self.name, self._dims, queued, amounts, now))
 
     def headroom(self) -> float:
         """How much could be admitted right now, as the emptiest bucket's fill fraction (0..1)."""
         now = self._clock.now()
-        if now < self._paused_until or self._gate.busy():
-            return 0.0
-        fractions = [d.fill(now) for d in self._dims.values()]
-        return min((max(0.0, min(1.0, f)) for f in fractions), default=1.0)
+        return 0.0 if now < self._paused_until or self._gate.busy() else dim_.headroom(self._dims, now)
 
     # -- settling ----------------------------------------------------------------------------
 
@@ -182,7 +183,7 @@ class QuotaPool:
         *,
         prompt_estimate: int | None = None,
         count: int | None = None,
-        output_adjusted: bool = False,
+        output_adjusted: bool | None = None,
     ) -> bool:
         """Correct a reservation with the provider's real usage; False if already settled. What
         is corrected and why: `batchgate.quota.settle` (the estimate is `prompt_estimate`, default
@@ -198,7 +199,7 @@ class QuotaPool:
             estimate=estimate + round(res.repriced.get("tokens", 0.0)),
             count=count,
             known=self.limits.burst_seconds is not None,
-            output_adjusted=output_adjusted,
+            output_adjusted=self.output_adjusted if output_adjusted is None else output_adjusted,
         )
         now = self._clock.now()
         for name, delta in deltas.items():
@@ -274,25 +275,25 @@ class QuotaPool:
         return True
 
     def calibrate(self, snapshot: RateLimitSnapshot) -> bool:
-        """Follow a provider's rate-limit headers; True if a limit or level changed.
-
-        A reported limit below the declared one (but above a tenth of it) is adopted × safety,
+        """Follow a provider's rate-limit headers; True if a limit, level or rate changed. A
+        reported limit below the declared one (but above a tenth of it) is adopted × safety,
         undoing the AIMD cuts it explains; a later higher one restores up to the declared limit.
-        What `remaining` means depends on the provider's header style (`header_style`).
-        """
+        What `remaining` means depends on the header style (`header_style`); minute-style room
+        moves the AIMD factor (`AimdController.on_room`)."""
         now = self._clock.now()
         ratio = dim_.adopt_reported_limits(self._dims, snapshot)
-        limits_changed = ratio is not None
         if ratio is not None:
             self._counts["calibrations"] += 1
-            if ratio > 1.0:
-                self.aimd.rescale(ratio)
+            self.aimd.rescale(max(1.0, ratio))  # undo the cuts a lower limit explains
             self._apply_rates(now)
-            self._fail_never_fitting()
+            never = lambda r: dim_.never_fits(self.name, self._dims, r.amounts)  # noqa: E731
+            self._counts["never_fit"] += self._gate.fail(never)
         changed = self.headers.follow(self._dims, snapshot, now)
-        if limits_changed or changed:
+        if room := dim_.follow_room(self.aimd, self.charges, self._dims, snapshot, now, self.headers.style):
+            self._apply_rates(now)
+        if ratio is not None or changed or room:
             self._dispatch()
-        return changed or limits_changed
+        return changed or room or ratio is not None
 
     # -- introspection -----------------------------------------------------------------------
 
@@ -311,10 +312,9 @@ class QuotaPool:
 
     def __repr__(self) -> str:
         now = self._clock.now()
-        dims = dim_.describe(self._dims, now)
         paused = f", paused={self._paused_until - now:.3g}s" if self._paused_until > now else ""
-        factor = f"factor={self.aimd.factor:.3g}"
-        return f"QuotaPool({self.name!r}, {dims or 'unlimited'}, waiters={len(self._gate)}, {factor}{paused})"
+        dims, factor = dim_.describe(self._dims, now) or "unlimited", f"factor={self.aimd.factor:.3g}"
+        return f"QuotaPool({self.name!r}, {dims}, waiters={len(self._gate)}, {factor}{paused})"
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -390,11 +390,6 @@ class QuotaPool:
             )
             if fill:
                 dim.bucket.set_level(dim.bucket.capacity, now)
-
-    def _fail_never_fitting(self) -> None:
-        self._counts["never_fit"] += self._gate.fail(
-            lambda r: dim_.never_fits(self.name, self._dims, r.amounts)
-        )
 
     def _dispatch(self) -> None:
         self._gate.wake()

@@ -1,7 +1,9 @@
 """What settling a reservation with the provider's usage changes, per dimension (pure).
 
-Providers charge the prompt estimate + max_tokens at admission and keep that charge, so only the
-prompt part is corrected (`reconcile_targets`). An under-estimate is taken at once. An
+Providers charge the prompt estimate + max_tokens at admission; most keep that charge, so only the
+prompt part is corrected (`reconcile_targets`); one that adjusts the output charge to the real
+output when the answer ends (`output_adjusted`: Anthropic's OTPM) has the unused output given back
+in full, whatever is known of its enforcement. An under-estimate is taken at once. An
 over-estimate is given back in full where the enforcement is known (a configured burst); elsewhere
 only as far as the charge model, as it stands now, would still over-reserve that prompt
 (`estimate_credit`): the noise of one estimate, which under-estimates taken elsewhere balance.
@@ -31,6 +33,10 @@ def reconcile_deltas(
     `count` our own count of that prompt, `known` whether the enforcement is configured."""
     target = reconcile_targets(res, usage, charges, estimate, count, output_adjusted=output_adjusted)
     credit = None if known else estimate_credit(charges, usage, count)
+    if credit is not None and output_adjusted:  # the provider gave the unused output back: so do we
+        unused = float(max(0, res.cost.output_tokens - usage.completion_tokens))
+        credit["output_tokens"] = unused
+        credit["tokens"] = credit.get("tokens", 0.0) + unused
     deltas: dict[str, float] = {}
     for name, amount in target.items():
         delta = max(0.0, amount) - res.charged[name]
@@ -55,15 +61,19 @@ def reconcile_targets(
     the prompt part is corrected: on `tokens` by charged − `estimate`d prompt tokens (none when
     the estimate is 0), on `input_tokens` to the charged uncached prompt tokens; "charged" is the
     reported count as the charge model says this provider charges it. With `output_adjusted` (a
-    provider that refunds unused max_tokens) `output_tokens` is corrected to the real completion
-    tokens too.
+    provider that refunds unused max_tokens, as Anthropic documents for OTPM) `output_tokens` is
+    corrected to the real completion tokens too, and `tokens` by the output it did not use.
     """
     target: dict[str, float] = {}
     charged = charges.charged
     uncached = max(0, usage.prompt_tokens - usage.cached_tokens)
-    if "tokens" in res.charged and estimate > 0:
-        prompt = charged("tokens", usage.prompt_tokens, count)
-        target["tokens"] = res.charged["tokens"] + prompt - estimate
+    if "tokens" in res.charged and (estimate > 0 or output_adjusted):
+        tokens = res.charged["tokens"]
+        if estimate > 0:
+            tokens += charged("tokens", usage.prompt_tokens, count) - estimate
+        if output_adjusted:
+            tokens += usage.completion_tokens - res.cost.output_tokens
+        target["tokens"] = tokens
     if "input_tokens" in res.charged:
         target["input_tokens"] = float(charged("input_tokens", uncached, _uncached_count(usage, count)))
     if "output_tokens" in res.charged and output_adjusted:

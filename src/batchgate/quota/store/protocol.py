@@ -22,8 +22,8 @@
 The buckets follow the providers' admission rule (`batchgate.quota.bucket`), so a shared bucket
 paced at a provider's limit keeps every process together inside it; the window logs do across
 processes what `batchgate.quota.window` does in one, so the shared pace needs no headroom. A
-quota is named by `quota_id`: the provider's base URL and a keyed hash of its API key, never the
-key itself.
+quota is named by `quota_id`: the provider's base URL, a keyed hash of its API key (never the
+key itself) and the model scope it limits.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -129,11 +129,14 @@ class QuotaStore(Protocol):
     async def close(self) -> None: ...
 
 
-def quota_id(base_url: str, api_key: str | None) -> str:
-    """The shared name of a provider key's quota: its base URL and an HMAC of the key."""
+def quota_id(base_url: str, api_key: str | None, models: Iterable[str] = ()) -> str:
+    """The shared name of a provider key's quota for a model scope: its base URL, an HMAC of the
+    key and the models it is for. Providers limit each model apart (shared/PROTOCOLS.md, "Limits
+    are per model"), so one key has as many quotas as model scopes; no models: the whole key."""
     secret = (api_key or "").encode()
     digest = hmac.new(_ID_KEY, secret, hashlib.sha256).hexdigest()[:32]
-    return f"{base_url.rstrip('/')}#{digest}"
+    scope = ",".join(sorted(set(models)))
+    return f"{base_url.rstrip('/')}#{digest}" + (f"@{scope}" if scope else "")
 
 
 def without_password(url: str) -> str:
