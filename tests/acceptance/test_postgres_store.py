@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import shlex
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,10 @@ import pytest
 from batchgate.emulator import EmulatorThread
 from batchgate.jobs.job_setup import job_id_for
 from batchgate.jobs.store.postgres import PgJobStore
-from pgutil import fresh_schema
 
+from .conftest import PG_SECRET as SECRET
 from .harness import (
     Cli,
-    cli_under,
     expected_ids,
     gateway_config,
     ids_once,
@@ -32,14 +30,6 @@ from .harness import (
 )
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.postgres]
-SECRET = "pg-s3cret-pw"  # trust auth ignores it; it must never be printed
-
-
-@pytest.fixture
-def pg_cli(tmp_path: Path) -> Iterator[Cli]:
-    with fresh_schema() as url, cli_under(tmp_path) as runner:
-        runner.store_url = url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@")
-        yield runner
 
 
 @pytest.mark.slow  # a run stopped, then resumed

@@ -3,7 +3,6 @@ path names (SQLite or Postgres), and `Job` honours the config's `job.store` as t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,19 +12,11 @@ from batchgate.emulator import EmulatorThread
 from batchgate.jobs.engine import CANCEL_BLOB
 from batchgate.jobs.job_setup import job_id_for
 from batchgate.jobs.store.postgres import PgJobStore
-from pgutil import fresh_schema
 
-from .harness import Cli, cli_under, finish, gateway_config, provider_totals, wait_for, write_input
+from .conftest import PG_SECRET as SECRET
+from .harness import Cli, finish, gateway_config, provider_totals, wait_for, write_input
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.postgres]
-SECRET = "pg-s3cret-pw"  # trust auth ignores it; it must never be printed
-
-
-@pytest.fixture
-def pg_cli(tmp_path: Path) -> Iterator[Cli]:
-    with fresh_schema() as url, cli_under(tmp_path) as runner:
-        runner.store_url = url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@")
-        yield runner
 
 
 async def test_cancel_works_on_a_postgres_store(pg_cli: Cli, emu: EmulatorThread) -> None:

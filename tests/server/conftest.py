@@ -21,6 +21,16 @@ def emu() -> Iterator[EmulatorThread]:
         thread.stop()
 
 
+@pytest.fixture
+def fresh_emu() -> Iterator[EmulatorThread]:
+    """An emulator of the test's own (its figures and quotas seen by no other test)."""
+    thread = emulator()
+    try:
+        yield thread
+    finally:
+        thread.stop()
+
+
 @pytest.fixture(scope="package")
 def server(tmp_path_factory: pytest.TempPathFactory, emu: EmulatorThread) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("serve")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,22 +22,12 @@ from .harness import (
     batch_line,
     client,
     create,
-    emulator,
     gateway_config,
     running,
     upload,
     wait_ended,
 )
 from .jobs_client import JobsClient, requests_for
-
-
-@pytest.fixture
-def emu() -> Iterator[EmulatorThread]:
-    thread = emulator()
-    try:
-        yield thread
-    finally:
-        thread.stop()
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -55,7 +44,8 @@ def _dashboard(url: str, key: str) -> list[dict[str, object]]:
 
 
 @pytest.mark.integration
-def test_a_served_batch_and_job_are_found_by_their_api_ids(tmp_path: Path, emu: EmulatorThread) -> None:
+def test_a_served_batch_and_job_are_found_by_their_api_ids(tmp_path: Path, fresh_emu: EmulatorThread) -> None:
+    emu = fresh_emu
     with running(tmp_path, gateway_config(tmp_path / "gateway.yaml", emu)) as server:
         key, other = server.keys_create(), server.keys_create()
         sdk = client(server, key)

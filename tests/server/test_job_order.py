@@ -6,7 +6,6 @@ failover's job, provider and task, as `batchgate run`'s does."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import yaml
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 from batchgate.server.priorities import Places
 
-from .harness import ALPHA, LAG, client, create, emulator, running, upload, wait_ended
+from .harness import ALPHA, LAG, client, create, running, upload, wait_ended
 from .jobs_client import JobsClient, requests_for
 
 
@@ -75,22 +74,16 @@ def _config(path: Path, emu: EmulatorThread, providers: dict[str, list[str]], co
     return path
 
 
-@pytest.fixture
-def emu() -> Iterator[EmulatorThread]:
-    thread = emulator()
-    try:
-        yield thread
-    finally:
-        thread.stop()
-
-
 def _started(log: Path) -> list[str]:
     lines = [line.split() for line in log.read_text().splitlines() if " batch_started " in line]
     return [part.removeprefix("id=") for parts in lines for part in parts if part.startswith("id=")]
 
 
 @pytest.mark.integration
-def test_with_one_place_high_starts_before_an_earlier_normal(tmp_path: Path, emu: EmulatorThread) -> None:
+def test_with_one_place_high_starts_before_an_earlier_normal(
+    tmp_path: Path, fresh_emu: EmulatorThread
+) -> None:
+    emu = fresh_emu
     routes = {LAG: ["lag:gpt-4o-mini"], ALPHA: ["alpha:gpt-4o-mini"]}
     config = _config(tmp_path / "gateway.yaml", emu, routes, concurrency=1)
     with running(tmp_path, config, "--max-jobs", "1") as server:
