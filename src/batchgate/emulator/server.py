@@ -1,9 +1,10 @@
 """The emulator's HTTP server (aiohttp): one route per provider and family endpoint, the operator
 endpoints, fault execution, and `Emulator`, the async context manager that runs it all.
 
-Routes: `POST /<name>/v1/chat/completions` (OpenAI family) and `POST /<name>/v1/messages`
-(Anthropic family); a provider answers its other family's path with a 404 in its own shape, and an
-unknown path gets an OpenAI-style 404. Operator: `GET /_emulator/stats`, `POST /_emulator/reset`,
+Routes: `POST /<name>/v1/chat/completions`, `/v1/embeddings`, `/v1/responses` and
+`/v1/completions` (OpenAI family) and `POST /<name>/v1/messages` (Anthropic family); a provider
+answers its other family's paths with a 404 in its own shape, and an unknown path gets an
+OpenAI-style 404. Operator: `GET /_emulator/stats`, `POST /_emulator/reset`,
 `GET /_emulator/received` (with `record_prompts: true`: each provider's parsed requests' prompts in
 arrival order, whatever the answer — how a benchmark tells which items were sent when).
 Every answer of a provider carries its family's rate-limit headers in the provider's header style
@@ -30,6 +31,7 @@ from batchgate.emulator.anthropic_api import AnthropicFamily
 from batchgate.emulator.batch.service import BatchService
 from batchgate.emulator.config import EmulatorConfig
 from batchgate.emulator.openai_api import OpenAIFamily
+from batchgate.emulator.openai_endpoints import PATHS, parse_request, success_body
 from batchgate.emulator.provider import EmulatedProvider, Plan
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest, refuse_fields
 
@@ -78,10 +80,13 @@ class Emulator:
             )
         app = web.Application(client_max_size=self.config.max_body_bytes)
         for rt in self.runtimes.values():
-            for name in ("openai", "anthropic"):
-                path = "/v1/chat/completions" if name == "openai" else "/v1/messages"
+            app.router.add_route(
+                "*", f"/{rt.name}/v1/messages", self._handler(rt, serves=rt.family.name == "anthropic")
+            )
+            for endpoint, path in PATHS.items():  # the OpenAI family's endpoints (PROTOCOLS.md)
+                serves = rt.family.name == "openai"
                 app.router.add_route(
-                    "*", f"/{rt.name}{path}", self._handler(rt, serves=rt.family.name == name)
+                    "*", f"/{rt.name}{path}", self._handler(rt, serves=serves, endpoint=endpoint)
                 )
         self.batches.register(app, self.runtimes)
         app.router.add_get(f"{OPERATOR_PREFIX}/stats", self._stats_endpoint)
@@ -236,13 +241,15 @@ class Emulator:
 
     # -- the provider endpoints ----------------------------------------------------------------
 
-    def _handler(self, rt: EmulatedProvider, *, serves: bool) -> Any:
+    def _handler(self, rt: EmulatedProvider, *, serves: bool, endpoint: str = "chat") -> Any:
         async def handle(request: web.Request) -> web.StreamResponse:
-            return await self._serve(rt, request, serves)
+            return await self._serve(rt, request, serves, endpoint)
 
         return handle
 
-    async def _serve(self, rt: EmulatedProvider, request: web.Request, serves: bool) -> web.StreamResponse:
+    async def _serve(
+        self, rt: EmulatedProvider, request: web.Request, serves: bool, endpoint: str
+    ) -> web.StreamResponse:
         if self.first_request_at is None:
             self.first_request_at = self._clock.wall()  # start-up latency, seen from this side
         fam = rt.family
@@ -266,7 +273,11 @@ class Emulator:
             except orjson.JSONDecodeError:
                 raise fam.bad_json() from None
             refuse_fields(body, rt.config.reject_fields)
-            req = fam.parse(body, rt.config)
+            req = (
+                parse_request(fam, endpoint, body, rt.config)
+                if isinstance(fam, OpenAIFamily)
+                else fam.parse(body, rt.config)
+            )
             if self.config.record_prompts:
                 self.received[rt.name].append(req.prompt)
             rt.charge_for(req, body)
@@ -286,7 +297,8 @@ class Emulator:
                 return self._respond(
                     rt,
                     200,
-                    fam.success_body(
+                    self._success_body(
+                        rt,
                         req,
                         plan.text,
                         plan.tokens,
@@ -301,6 +313,15 @@ class Emulator:
             rt.release_slot()
             if self._watchers:
                 self._changed()
+
+    @staticmethod
+    def _success_body(
+        rt: EmulatedProvider, req: ParsedRequest, text: str, tokens: int, cut: bool, body_id: str, wall: float
+    ) -> bytes:
+        fam = rt.family
+        if isinstance(fam, OpenAIFamily):
+            return success_body(fam, req, text, tokens, cut, body_id, wall)
+        return fam.success_body(req, text, tokens, cut, body_id, wall)
 
     def _respond(
         self, rt: EmulatedProvider, status: int, body: bytes, rid: str, *, ratelimit: bool = True
@@ -336,8 +357,8 @@ class Emulator:
             return _abort(request)
         if plan.fault == "reset":
             return _abort(request)
-        body = rt.family.success_body(
-            req, plan.text, plan.tokens, plan.cut, f"{rt.family.id_prefix}{seq:024x}", self._clock.wall()
+        body = self._success_body(
+            rt, req, plan.text, plan.tokens, plan.cut, f"{rt.family.id_prefix}{seq:024x}", self._clock.wall()
         )
         if plan.fault == "truncated":
             return self._respond(rt, 200, body[: max(1, len(body) // 2)], rid)
