@@ -104,7 +104,8 @@ async def test_a_response_cut_at_max_output_tokens_is_incomplete_not_an_error(em
     assert response.status == "incomplete"
     assert response.incomplete_details is not None
     assert response.incomplete_details.reason == "max_output_tokens"
-    assert response.usage is not None and 0 < response.usage.output_tokens <= 5
+    assert response.usage is not None
+    assert 0 < response.usage.output_tokens <= 5
     assert response.output_text == " ".join(response.output_text.split()) != ""
 
 
@@ -125,7 +126,8 @@ async def test_legacy_completions_answer_each_prompt(emu: Emulator) -> None:
     assert one.object == "text_completion"
     assert one.choices[0].text == "positive"
     assert one.choices[0].finish_reason == "stop"
-    assert one.usage is not None and one.usage.prompt_tokens == count(SENTIMENT)
+    assert one.usage is not None
+    assert one.usage.prompt_tokens == count(SENTIMENT)
     assert [c.text for c in two.choices] == ["positive", "echo: hello there"]
     assert [c.index for c in two.choices] == [0, 1]
     assert missing.value.param == "prompt"
