@@ -122,7 +122,7 @@ async def test_legacy_completions_answer_each_prompt(emu: Emulator) -> None:
         one = await client.completions.create(model="gpt-3.5-turbo-instruct", prompt=SENTIMENT, max_tokens=10)
         two = await client.completions.create(model="m", prompt=[SENTIMENT, "hello there"], max_tokens=10)
         with pytest.raises(openai.BadRequestError) as missing:
-            await client.completions.create(model="m", prompt=None, max_tokens=10)  # type: ignore[arg-type]
+            await client.completions.create(model="m", prompt=None, max_tokens=10)
     assert one.object == "text_completion"
     assert one.choices[0].text == "positive"
     assert one.choices[0].finish_reason == "stop"
