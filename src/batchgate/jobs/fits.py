@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchgate.config import GatewayConfig, ProviderConfig
+from batchgate.endpoints import CHAT, PATHS, endpoint_of
 from batchgate.models import Cost, requested_output_tokens
 from batchgate.providers.base import make_token_counter
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, cost_amounts
@@ -85,6 +86,12 @@ class RouteFit:
         model = body.get("model")
         if not isinstance(model, str) or model not in self._routes:
             return None  # an unknown model is reported on its own
+        endpoint = endpoint_of(body)
+        if endpoint != CHAT:
+            for p in self._routes[model]:
+                if p.kind != "openai":  # Anthropic has no embeddings; Responses is not translated yet
+                    where = f"route {model!r} has target {p.name!r} ({p.kind})"
+                    return f"url {PATHS[endpoint]}: {where}, which does not serve it"
         output = requested_output_tokens(body, self._default_out[model])
         if prompt_upper_bound(body) + output <= self._floor[model]:
             return None  # the common case: far below every limit, nothing counted
