@@ -273,11 +273,7 @@ class Emulator:
             except orjson.JSONDecodeError:
                 raise fam.bad_json() from None
             refuse_fields(body, rt.config.reject_fields)
-            req = (
-                parse_request(fam, endpoint, body, rt.config)
-                if isinstance(fam, OpenAIFamily)
-                else fam.parse(body, rt.config)
-            )
+            req = self._parse(rt, endpoint, body)
             if self.config.record_prompts:
                 self.received[rt.name].append(req.prompt)
             rt.charge_for(req, body)
@@ -294,20 +290,7 @@ class Emulator:
                 await self._clock.sleep(plan.delay)
             if plan.fault is None:
                 rt.stats.complete(req.fingerprint, plan.admitted_at)
-                return self._respond(
-                    rt,
-                    200,
-                    self._success_body(
-                        rt,
-                        req,
-                        plan.text,
-                        plan.tokens,
-                        plan.cut,
-                        f"{fam.id_prefix}{seq:024x}",
-                        self._clock.wall(),
-                    ),
-                    rid,
-                )
+                return self._respond(rt, 200, self._answer(rt, req, plan, seq), rid)
             return await self._fault(rt, req, plan, request, seq)
         finally:
             rt.release_slot()
@@ -315,13 +298,19 @@ class Emulator:
                 self._changed()
 
     @staticmethod
-    def _success_body(
-        rt: EmulatedProvider, req: ParsedRequest, text: str, tokens: int, cut: bool, body_id: str, wall: float
-    ) -> bytes:
+    def _parse(rt: EmulatedProvider, endpoint: str, body: Any) -> ParsedRequest:
         fam = rt.family
         if isinstance(fam, OpenAIFamily):
-            return success_body(fam, req, text, tokens, cut, body_id, wall)
-        return fam.success_body(req, text, tokens, cut, body_id, wall)
+            return parse_request(fam, endpoint, body, rt.config)
+        return fam.parse(body, rt.config)
+
+    def _answer(self, rt: EmulatedProvider, req: ParsedRequest, plan: Plan, seq: int) -> bytes:
+        """The success body of an admitted request, in its family's and endpoint's shape."""
+        fam, wall = rt.family, self._clock.wall()
+        body_id = f"{fam.id_prefix}{seq:024x}"
+        if isinstance(fam, OpenAIFamily):
+            return success_body(fam, req, plan.text, plan.tokens, plan.cut, body_id, wall)
+        return fam.success_body(req, plan.text, plan.tokens, plan.cut, body_id, wall)
 
     def _respond(
         self, rt: EmulatedProvider, status: int, body: bytes, rid: str, *, ratelimit: bool = True
@@ -357,9 +346,7 @@ class Emulator:
             return _abort(request)
         if plan.fault == "reset":
             return _abort(request)
-        body = self._success_body(
-            rt, req, plan.text, plan.tokens, plan.cut, f"{rt.family.id_prefix}{seq:024x}", self._clock.wall()
-        )
+        body = self._answer(rt, req, plan, seq)
         if plan.fault == "truncated":
             return self._respond(rt, 200, body[: max(1, len(body) // 2)], rid)
         response = self._respond(rt, 200, _NON_JSON_BODY, rid)
