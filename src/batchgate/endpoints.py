@@ -3,7 +3,8 @@ completions — and what each accepts, checked before anything is sent.
 
 A batch line's `url` picks the endpoint; a body for any endpoint but chat carries it under
 `ENDPOINT_KEY` (batchgate's own key, stored with the task and taken off before sending), so every
-layer that sees the body — counting, pricing, the client — knows where it goes. Shapes as
+layer that sees the body — counting, pricing, the client — knows where it goes. A request given to
+the Python API (`Gateway.arun`, …) names its endpoint the same way, with a `url` key. Shapes as
 /work/shared/PROTOCOLS.md gives them: embeddings `input` is a string, ≤ 2,048 strings or token
 arrays; Responses `input` is a string or a list of items; completions `prompt` is a string or a
 list of strings.
@@ -47,6 +48,20 @@ def endpoint_for_url(url: str) -> str | None:
     return None
 
 
+def with_endpoint(request: Mapping[str, Any]) -> dict[str, Any]:
+    """A Python API request's body: a `url` naming an endpoint (`/v1/embeddings`, …) becomes the
+    body's endpoint; an unknown `url` stays, for `request_problem` to refuse."""
+    body = dict(request)
+    url = body.get("url")
+    endpoint = endpoint_for_url(url) if isinstance(url, str) else None
+    if endpoint is not None:
+        del body["url"]
+        body.pop(ENDPOINT_KEY, None)
+        if endpoint != CHAT:
+            body[ENDPOINT_KEY] = endpoint
+    return body
+
+
 def wire_body(body: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """`(path under /v1, payload)`: where a body is sent and what is sent (no batchgate key)."""
     endpoint = endpoint_of(body)
@@ -56,6 +71,8 @@ def wire_body(body: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 
 def request_problem(body: Mapping[str, Any]) -> str | None:
     """What is wrong with a body for its endpoint, as one line (None: fine)."""
+    if "url" in body:  # only left on a body by `with_endpoint` when it names no endpoint
+        return f"url must be one of {', '.join(PATHS.values())}, got {body['url']!r}"
     endpoint = endpoint_of(body)
     if endpoint == CHAT:
         return body_problem(body)
