@@ -132,3 +132,25 @@ def test_a_line_an_endpoint_cannot_take_is_refused_before_anything_is_sent(
     assert any(line.startswith("in.jsonl:4: prompt must be a non-empty string") for line in lines)
     assert any(line.startswith("in.jsonl:5: url must be one of /v1/chat/completions") for line in lines)
     assert provider_totals(emu)["admitted"] == 0
+
+
+def test_the_batch_api_mode_refuses_other_endpoints_for_now(cli: Cli, emu: EmulatorThread) -> None:
+    cfg = _config(cli.cwd / "gw.yaml", emu)
+    src = _write(cli.cwd / "in.jsonl", MIXED)
+    done = cli.run(
+        "run",
+        str(src),
+        "--config",
+        str(cfg),
+        "--output",
+        "out.jsonl",
+        "--progress",
+        "quiet",
+        "--mode",
+        "batch-api",
+    )
+    assert done.returncode == 2
+    lines = [line.removeprefix(f"{cli.cwd}/") for line in done.stderr.splitlines()]
+    mode = "route 'embed' runs in mode batch-api, which takes chat lines only"
+    assert f"in.jsonl:2: url /v1/embeddings: {mode}" in lines
+    assert provider_totals(emu)["admitted"] == 0

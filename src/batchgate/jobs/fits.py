@@ -46,6 +46,7 @@ class RouteFit:
             for p in config.providers
         }
         self._routes = {r.model: [config.provider(t.provider) for t in r.targets] for r in config.routes}
+        self._modes = {r.model: config.job.mode or r.mode for r in config.routes}
         self._floor = {model: min(map(self._smallest, ps)) for model, ps in self._routes.items()}
         self._default_out = {
             model: max(p.default_max_tokens for p in ps) for model, ps in self._routes.items()
@@ -88,10 +89,7 @@ class RouteFit:
             return None  # an unknown model is reported on its own
         endpoint = endpoint_of(body)
         if endpoint != CHAT:
-            for p in self._routes[model]:
-                if p.kind != "openai":  # Anthropic has no embeddings; Responses is not translated yet
-                    where = f"route {model!r} has target {p.name!r} ({p.kind})"
-                    return f"url {PATHS[endpoint]}: {where}, which does not serve it"
+            return self._endpoint_problem(model, PATHS[endpoint])
         output = requested_output_tokens(body, self._default_out[model])
         if prompt_upper_bound(body) + output <= self._floor[model]:
             return None  # the common case: far below every limit, nothing counted
@@ -103,6 +101,19 @@ class RouteFit:
                 return None
             excluded.append(reason)
         return f"request can never be admitted by any target of route {model!r}: {'; '.join(excluded)}"
+
+    def _endpoint_problem(self, model: str, path: str) -> str | None:
+        """Why route `model` cannot carry a request to `path` (not chat), or None when it can."""
+        if self._modes[model] != "online":  # the Batch API mode sends chat lines only, for now
+            return (
+                f"url {path}: route {model!r} runs in mode {self._modes[model]}, which takes chat lines only"
+            )
+        for p in self._routes[model]:
+            if p.kind != "openai":  # Anthropic has no embeddings; Responses is not translated yet
+                return (
+                    f"url {path}: route {model!r} has target {p.name!r} ({p.kind}), which does not serve it"
+                )
+        return None
 
     def _over(self, p: ProviderConfig, cost: Cost) -> str | None:
         declared = self._limits[p.name]
