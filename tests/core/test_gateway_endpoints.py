@@ -64,3 +64,18 @@ async def test_what_an_endpoint_cannot_take_is_never_sent(emulator: Start) -> No
     assert "url /v1/embeddings is not served by Anthropic" in str(anthropic.error)
     assert emu.stats()["providers"]["alpha"]["admitted"] == 0
     assert emu.stats()["providers"]["gamma"]["admitted"] == 0
+
+
+async def test_a_response_cut_at_max_output_tokens_is_an_answer(emulator: Start) -> None:
+    providers = [emu_provider("alpha")]
+    emu = await emulator(providers)
+    cfg = gateway_config(emu, providers, [{"model": "m", "targets": ["alpha"]}])
+    long = "Summarize: " + " ".join(f"word{i}" for i in range(40))
+    async with Gateway(cfg) as gw:
+        result = await gw.arun({"url": "/v1/responses", "model": "m", "input": long, "max_output_tokens": 4})
+    assert result.ok, result.error
+    assert result.body is not None
+    assert result.body["status"] == "incomplete"
+    assert result.body["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert result.usage is not None
+    assert 0 < result.usage.completion_tokens <= 4
