@@ -23,7 +23,7 @@ SENTIMENT = "Classify the sentiment of this review: awful, broken on day one"
 TEXTS = ["the cat sat on the mat", "a dog barked", "the cat sat on the mat"]
 
 
-def _config(path: Path, emu: EmulatorThread) -> Path:
+def _config(path: Path, emu: EmulatorThread, job: dict[str, Any] | None = None) -> Path:
     data: dict[str, Any] = {
         "providers": [
             {"name": "alpha", "kind": "openai", "base_url": emu.base_url("alpha")},
@@ -42,6 +42,8 @@ def _config(path: Path, emu: EmulatorThread) -> Path:
             "claude-3-5-haiku-latest": {"input": 0.80, "output": 4.00},
         },
     }
+    if job:
+        data["job"] = job
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
 
@@ -154,3 +156,15 @@ def test_the_batch_api_mode_refuses_other_endpoints_for_now(cli: Cli, emu: Emula
     mode = "route 'embed' runs in mode batch-api, which takes chat lines only"
     assert f"in.jsonl:2: url /v1/embeddings: {mode}" in lines
     assert provider_totals(emu)["admitted"] == 0
+
+
+def test_an_output_check_reads_the_text_answers_and_leaves_vectors_alone(
+    cli: Cli, emu: EmulatorThread
+) -> None:
+    cfg = _config(cli.cwd / "gw.yaml", emu, job={"validate_regex": "^(positive|negative|neutral)$"})
+    src = _write(cli.cwd / "in.jsonl", MIXED)
+    done = cli.run("run", str(src), "--config", str(cfg), "--output", "out.jsonl", "--progress", "quiet")
+    assert done.returncode == 0, done.stderr
+    rows = {row["custom_id"]: row for row in read_jsonl(cli.cwd / "out.jsonl")}
+    assert all(row["error"] is None for row in rows.values()), rows
+    assert rows["emb-one"]["response"]["body"]["object"] == "list"
