@@ -37,7 +37,8 @@ class RouteFit:
     """Per provider: its counter (as the run makes it) and its declared per-minute limits; per
     route, the smallest token limit among its targets (below it, nothing needs counting)."""
 
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, *, chat_only: bool = False) -> None:
+        self._chat_only = chat_only  # a batch whose endpoint is chat (serve's /v1/batches)
         self._counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
         self._limits = {
             p.name: QuotaLimits(
@@ -104,6 +105,8 @@ class RouteFit:
 
     def _endpoint_problem(self, model: str, path: str) -> str | None:
         """Why route `model` cannot carry a request to `path` (not chat), or None when it can."""
+        if self._chat_only:
+            return f"url {path} does not match the batch's endpoint /v1/chat/completions"
         if self._modes[model] != "online":  # the Batch API mode sends chat lines only, for now
             return (
                 f"url {path}: route {model!r} runs in mode {self._modes[model]}, which takes chat lines only"

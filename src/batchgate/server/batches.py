@@ -131,7 +131,7 @@ class Batches:
         folder = self.folder / batch_id
         folder.mkdir(mode=0o700)
         fill(folder / "input.jsonl")
-        bad = line_problems(self.config, folder / "input.jsonl") if check else []
+        bad = line_problems(self.config, folder / "input.jsonl", chat_only=True) if check else []
         if bad:
             shutil.rmtree(folder, ignore_errors=True)
             first = bad[0]
@@ -276,6 +276,7 @@ class Batches:
             on_engine=functools.partial(self._engine_started, batch_id),
             handle_signals=False,
             timeline_s=self.timeline_s,
+            chat_only=True,  # the batch's endpoint is /v1/chat/completions
         )
         req, config = self._run_setup(batch_id, req)
         say = functools.partial(log.info, "%s: %s", batch_id)
