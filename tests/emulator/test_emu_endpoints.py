@@ -26,6 +26,7 @@ async def emu(
         make_provider("alpha"),
         make_provider("gamma", "anthropic"),
         make_provider("small", limits={"rpm": 600, "tpm": 1000}),
+        make_provider("chars", charge={"chars_per_token": 4}),
     )
     async with Emulator(cfg) as emulator:
         yield emulator
@@ -137,3 +138,13 @@ async def test_an_anthropic_provider_has_no_embeddings(emu: Emulator) -> None:
     async with openai.AsyncOpenAI(base_url=f"{emu.url}/gamma/v1", api_key="x", max_retries=0) as client:
         with pytest.raises(openai.NotFoundError):
             await client.embeddings.create(model="e", input="x")
+
+
+async def test_a_provider_charging_characters_counts_each_endpoint_s_text(emu: Emulator) -> None:
+    async with oa(emu, "chars") as client:
+        await client.embeddings.create(model="e", input=["a" * 40, "b" * 20])
+        await client.responses.create(model="m", input="c" * 12, instructions="d" * 8, max_output_tokens=7)
+        await client.completions.create(model="m", prompt="e" * 16, max_tokens=3)
+    charged = emu.stats()["providers"]["chars"]["tokens_charged"]
+    assert charged["input"] == 60 // 4 + 20 // 4 + 16 // 4
+    assert charged["output"] == 7 + 3
