@@ -28,6 +28,7 @@ from batchgate import gc_tuning
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.embedded import provider_urls, start_embedded
+from batchgate.endpoints import with_endpoint
 from batchgate.models import ChatBody, Result
 from batchgate.policy.retry import RetryPolicy
 from batchgate.providers.base import make_client, make_token_counter
@@ -202,12 +203,14 @@ class Gateway:
     ) -> Result:
         """Run one request to completion (success or final error); never raises for the item.
 
-        batchgate's own fields (`custom_id`) are taken off the body and carried on the `Result`.
+        batchgate's own fields (`custom_id`) are taken off the body and carried on the `Result`;
+        a `url` names the endpoint (`/v1/embeddings`, `/v1/responses`, `/v1/completions`; chat
+        without one), as in a batch file line.
         `urgent` (a live request beside batch work) waits for quota, in-flight places and slots
         ahead of every non-urgent request, still paced at the provider's rate."""
         own_id, body = split_request(body)
         cid = custom_id if custom_id is not None else own_id
-        return await self._sched().run(index, body, cid, urgent=urgent)
+        return await self._sched().run(index, with_endpoint(body), cid, urgent=urgent)
 
     async def abatch(self, requests: Sequence[ChatBody]) -> list[Result]:
         """Run all requests; results are aligned with the inputs."""
@@ -262,7 +265,7 @@ class Gateway:
                         exhausted = True
                         break
                     custom_id, body = split_request(body)
-                    task = asyncio.ensure_future(sched.run(index, body, custom_id))
+                    task = asyncio.ensure_future(sched.run(index, with_endpoint(body), custom_id))
                     task.add_done_callback(done.put_nowait)  # O(1) per completion, whatever the window
                     alive.add(task)
                     index += 1
@@ -287,6 +290,7 @@ class Gateway:
         """Where a request would go first and what it would reserve there (for plans and budgets)."""
         sched = self._sched()
         _, body = split_request(body)
+        body = with_endpoint(body)
         model = body.get("model")
         target = sched.targets_for(model if isinstance(model, str) else "")[0]
         cost, prompt = sched.estimate(target, body)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from batchgate.endpoints import COMPLETIONS, EMBEDDINGS, RESPONSES, endpoint_of
 from batchgate.errors import BatchgateError
 
 RouteMode = Literal["online", "batch-api", "auto"]  # how a route sends: live, provider Batch API, or either
@@ -87,14 +88,32 @@ class Result:
 
 
 def answer_text(body: ChatBody | None) -> str | None:
-    """The first choice's message content of a `chat.completion` body, if any."""
+    """The answer's text, if any: the first choice's message content of a `chat.completion`,
+    its `text` of a `text_completion`, the output text of a Responses `response`."""
     if not body:
         return None
+    if body.get("object") == "response":
+        return _output_text(body.get("output"))
     try:
-        content = body["choices"][0]["message"]["content"]
+        choice = body["choices"][0]
+        content = choice["text"] if body.get("object") == "text_completion" else choice["message"]["content"]
     except (KeyError, IndexError, TypeError):
         return None
     return content if isinstance(content, str) else None
+
+
+def _output_text(output: Any) -> str | None:
+    """The `output_text` parts of a Responses answer's message items, joined (as the SDK does)."""
+    if not isinstance(output, list):
+        return None
+    texts = [
+        part["text"]
+        for item in output
+        if isinstance(item, dict) and item.get("type") == "message" and isinstance(item.get("content"), list)
+        for part in item["content"]
+        if isinstance(part, dict) and part.get("type") == "output_text" and isinstance(part.get("text"), str)
+    ]
+    return "".join(texts) if texts else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +138,17 @@ class RateLimitSnapshot:
 
 
 def requested_output_tokens(body: Mapping[str, Any], default: int) -> int:
-    """The output tokens a chat body may be answered with: its max tokens (or `default`) × n."""
-    value = body.get("max_completion_tokens", body.get("max_tokens"))
+    """The output tokens a body may be answered with: its max tokens (or `default`) × n; none
+    for embeddings, `max_output_tokens` for the Responses API, × each prompt for completions."""
+    endpoint = endpoint_of(body)
+    if endpoint == EMBEDDINGS:
+        return 0  # charged by input tokens only
+    if endpoint == RESPONSES:
+        value = body.get("max_output_tokens")
+    else:
+        value = body.get("max_completion_tokens", body.get("max_tokens"))
     limit = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
     n = body.get("n", 1)
-    return limit * (n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1)
+    n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+    prompts = body.get("prompt") if endpoint == COMPLETIONS else None
+    return limit * n * (len(prompts) if isinstance(prompts, list) and prompts else 1)

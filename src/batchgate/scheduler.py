@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchgate.attempt import Attempts, Send
-from batchgate.body_types import body_problem
 from batchgate.clock import Clock
+from batchgate.endpoints import request_problem
 from batchgate.errors import (
     BatchgateError,
     DispatchStopped,
@@ -167,7 +167,7 @@ class Scheduler:
         model = body.get("model")
         if not isinstance(model, str):
             raise RoutingError("the request has no model")
-        if (problem := body_problem(body)) is not None:  # what `batchgate run` refuses: never sent
+        if (problem := request_problem(body)) is not None:  # what `batchgate run` refuses: never sent
             raise InvalidRequestError(problem)
         candidates = self._fitting(self.targets_for(model), body)
         attempt_no = 0

@@ -47,9 +47,8 @@ def iter_prompt_text(body: Mapping[str, Any]) -> Iterator[str]:
         yield system
     elif isinstance(system, list):
         yield from _text_parts(system)
-    prompt = body.get("prompt")
-    if isinstance(prompt, str):
-        yield prompt
+    for key in ("prompt", "input", "instructions"):  # completions, embeddings and Responses
+        yield from _loose_text(body.get(key))
     messages = body.get("messages")
     if isinstance(messages, list):
         for message in messages:
@@ -60,6 +59,22 @@ def iter_prompt_text(body: Mapping[str, Any]) -> Iterator[str]:
                 yield content
             elif isinstance(content, list):
                 yield from _text_parts(content)
+
+
+def _loose_text(value: Any) -> Iterator[str]:
+    """A string, the strings of a list, and the contents of a list's items (Responses input)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, str):
+                yield item
+            elif isinstance(item, Mapping):
+                content = item.get("content")
+                if isinstance(content, str):
+                    yield content
+                elif isinstance(content, list):
+                    yield from _text_parts(content)
 
 
 def _text_parts(parts: list[Any]) -> Iterator[str]:

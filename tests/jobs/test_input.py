@@ -149,7 +149,7 @@ def test_blank_lines_bom_and_crlf_are_fine(tmp_path: Path) -> None:
             {"custom_id": "a", "method": "GET", "url": "/v1/chat/completions", "body": {}},
             "method must be POST",
         ),
-        ({"custom_id": "a", "method": "POST", "url": "/v1/embeddings", "body": {}}, "url must be"),
+        ({"custom_id": "a", "method": "POST", "url": "/v1/moderations", "body": {}}, "url must be"),
         ({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": []}, "body must be"),
         ({"custom_id": "a", "params": "x"}, "params must be a JSON object"),
         ({"custom_id": "a", "params": {"model": "c", "messages": []}}, "params.messages must be"),

@@ -186,6 +186,22 @@ def test_an_invalid_input_file_fails_the_batch_naming_its_lines(server: Server, 
     assert batch.errors.data[0].line == 2
 
 
+def test_a_line_whose_url_is_not_the_batch_s_endpoint_fails_the_batch(
+    server: Server, keys: dict[str, str]
+) -> None:
+    c = client(server, keys["a"])
+    other = {**batch_line(1, ALPHA), "url": "/v1/embeddings", "body": {"model": ALPHA, "input": "x"}}
+    file_id = upload(c, [batch_line(0, ALPHA), other])
+    batch = wait_ended(c, create(c, file_id).id)
+    assert batch.status == "failed"
+    assert batch.errors is not None
+    assert batch.errors.data
+    assert batch.errors.data[0].line == 2
+    assert batch.errors.data[0].message == (
+        "url /v1/embeddings does not match the batch's endpoint /v1/chat/completions"
+    )
+
+
 def test_no_provider_key_in_responses_or_logs(server: Server, keys: dict[str, str], tmp_path: Path) -> None:
     c = client(server, keys["admin"])
     seen = b"".join(c.files.content(f.id).read() for f in c.files.list())

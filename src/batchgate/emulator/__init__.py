@@ -19,6 +19,7 @@ from batchgate.emulator.config import (
     emulator_config_from_dict,
     load_emulator_config,
 )
+from batchgate.emulator.openai_endpoints import embedding_vector
 from batchgate.emulator.server import Emulator
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ __all__ = [
     "LatencyConfig",
     "Limits",
     "ProviderConfig",
+    "embedding_vector",
     "emulator_config_from_dict",
     "load_emulator_config",
 ]

@@ -170,13 +170,19 @@ def read_output_charge(value: Any, source: str, key: str) -> OutputCharge:
 
 
 def text_chars(body: Mapping[str, Any]) -> int:
-    """Characters of every text in a chat body (messages' contents, a top-level `system`)."""
-    total = _chars(body.get("system"))
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        for message in messages:
-            if isinstance(message, Mapping):
-                total += _chars(message.get("content"))
+    """Characters of every text in a body: a chat body's messages' contents and top-level
+    `system`; the other OpenAI endpoints' `input`, `instructions` and `prompt` (PROTOCOLS.md)."""
+    total = _chars(body.get("system")) + _chars(body.get("instructions")) + _chars(body.get("prompt"))
+    for key in ("messages", "input"):
+        items = body.get(key)
+        if isinstance(items, str):
+            total += len(items)
+        elif isinstance(items, list):
+            for item in items:
+                if isinstance(item, str):
+                    total += len(item)
+                elif isinstance(item, Mapping):
+                    total += _chars(item.get("content"))
     return total
 
 
@@ -185,8 +191,8 @@ def _chars(content: Any) -> int:
         return len(content)
     if isinstance(content, list):
         return sum(
-            len(part["text"])
+            len(part) if isinstance(part, str) else len(part["text"])
             for part in content
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+            if isinstance(part, str) or (isinstance(part, Mapping) and isinstance(part.get("text"), str))
         )
     return 0

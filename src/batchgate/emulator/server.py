@@ -1,9 +1,10 @@
 """The emulator's HTTP server (aiohttp): one route per provider and family endpoint, the operator
 endpoints, fault execution, and `Emulator`, the async context manager that runs it all.
 
-Routes: `POST /<name>/v1/chat/completions` (OpenAI family) and `POST /<name>/v1/messages`
-(Anthropic family); a provider answers its other family's path with a 404 in its own shape, and an
-unknown path gets an OpenAI-style 404. Operator: `GET /_emulator/stats`, `POST /_emulator/reset`,
+Routes: `POST /<name>/v1/chat/completions`, `/v1/embeddings`, `/v1/responses` and
+`/v1/completions` (OpenAI family) and `POST /<name>/v1/messages` (Anthropic family); a provider
+answers its other family's paths with a 404 in its own shape, and an unknown path gets an
+OpenAI-style 404. Operator: `GET /_emulator/stats`, `POST /_emulator/reset`,
 `GET /_emulator/received` (with `record_prompts: true`: each provider's parsed requests' prompts in
 arrival order, whatever the answer — how a benchmark tells which items were sent when).
 Every answer of a provider carries its family's rate-limit headers in the provider's header style
@@ -30,6 +31,7 @@ from batchgate.emulator.anthropic_api import AnthropicFamily
 from batchgate.emulator.batch.service import BatchService
 from batchgate.emulator.config import EmulatorConfig
 from batchgate.emulator.openai_api import OpenAIFamily
+from batchgate.emulator.openai_endpoints import PATHS, parse_request, success_body
 from batchgate.emulator.provider import EmulatedProvider, Plan
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest, refuse_fields
 
@@ -78,10 +80,13 @@ class Emulator:
             )
         app = web.Application(client_max_size=self.config.max_body_bytes)
         for rt in self.runtimes.values():
-            for name in ("openai", "anthropic"):
-                path = "/v1/chat/completions" if name == "openai" else "/v1/messages"
+            app.router.add_route(
+                "*", f"/{rt.name}/v1/messages", self._handler(rt, serves=rt.family.name == "anthropic")
+            )
+            for endpoint, path in PATHS.items():  # the OpenAI family's endpoints (PROTOCOLS.md)
+                serves = rt.family.name == "openai"
                 app.router.add_route(
-                    "*", f"/{rt.name}{path}", self._handler(rt, serves=rt.family.name == name)
+                    "*", f"/{rt.name}{path}", self._handler(rt, serves=serves, endpoint=endpoint)
                 )
         self.batches.register(app, self.runtimes)
         app.router.add_get(f"{OPERATOR_PREFIX}/stats", self._stats_endpoint)
@@ -236,13 +241,15 @@ class Emulator:
 
     # -- the provider endpoints ----------------------------------------------------------------
 
-    def _handler(self, rt: EmulatedProvider, *, serves: bool) -> Any:
+    def _handler(self, rt: EmulatedProvider, *, serves: bool, endpoint: str = "chat") -> Any:
         async def handle(request: web.Request) -> web.StreamResponse:
-            return await self._serve(rt, request, serves)
+            return await self._serve(rt, request, serves, endpoint)
 
         return handle
 
-    async def _serve(self, rt: EmulatedProvider, request: web.Request, serves: bool) -> web.StreamResponse:
+    async def _serve(
+        self, rt: EmulatedProvider, request: web.Request, serves: bool, endpoint: str
+    ) -> web.StreamResponse:
         if self.first_request_at is None:
             self.first_request_at = self._clock.wall()  # start-up latency, seen from this side
         fam = rt.family
@@ -267,7 +274,7 @@ class Emulator:
             except orjson.JSONDecodeError:
                 raise fam.bad_json() from None
             refuse_fields(body, rt.config.reject_fields)
-            req = fam.parse(body, rt.config)
+            req = self._parse(rt, endpoint, body)
             if self.config.record_prompts:
                 self.received[rt.name].append(req.prompt)
             rt.charge_for(req, body)
@@ -286,14 +293,27 @@ class Emulator:
             if plan.fault is None:
                 rt.stats.complete(req.fingerprint, plan.admitted_at)
                 rt.answered(req, plan, self._clock.now())  # before the headers: they show it
-                body_id, wall = f"{fam.id_prefix}{seq:024x}", self._clock.wall()
-                answer = fam.success_body(req, plan.text, plan.tokens, plan.cut, body_id, wall)
-                return self._respond(rt, 200, answer, rid, model=req.model)
+                return self._respond(rt, 200, self._answer(rt, req, plan, seq), rid, model=req.model)
             return await self._fault(rt, req, plan, request, seq)
         finally:
             rt.release_slot()
             if self._watchers:
                 self._changed()
+
+    @staticmethod
+    def _parse(rt: EmulatedProvider, endpoint: str, body: Any) -> ParsedRequest:
+        fam = rt.family
+        if isinstance(fam, OpenAIFamily):
+            return parse_request(fam, endpoint, body, rt.config)
+        return fam.parse(body, rt.config)
+
+    def _answer(self, rt: EmulatedProvider, req: ParsedRequest, plan: Plan, seq: int) -> bytes:
+        """The success body of an admitted request, in its family's and endpoint's shape."""
+        fam, wall = rt.family, self._clock.wall()
+        body_id = f"{fam.id_prefix}{seq:024x}"
+        if isinstance(fam, OpenAIFamily):
+            return success_body(fam, req, plan.text, plan.tokens, plan.cut, body_id, wall)
+        return fam.success_body(req, plan.text, plan.tokens, plan.cut, body_id, wall)
 
     def _respond(
         self,
@@ -336,9 +356,7 @@ class Emulator:
             return _abort(request)
         if plan.fault == "reset":
             return _abort(request)
-        body = rt.family.success_body(
-            req, plan.text, plan.tokens, plan.cut, f"{rt.family.id_prefix}{seq:024x}", self._clock.wall()
-        )
+        body = self._answer(rt, req, plan, seq)
         if plan.fault == "truncated":
             return self._respond(rt, 200, body[: max(1, len(body) // 2)], rid, model=req.model)
         response = self._respond(rt, 200, _NON_JSON_BODY, rid, model=req.model)

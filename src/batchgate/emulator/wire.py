@@ -43,7 +43,8 @@ class ApiError(Exception):
 
 @dataclass(slots=True)
 class ParsedRequest:
-    """A valid chat request, with what it costs and what the provider reports as prompt tokens."""
+    """A valid request (chat or another endpoint), with what it costs and what the provider
+    reports as prompt tokens."""
 
     model: str
     prompt: str
@@ -52,6 +53,10 @@ class ParsedRequest:
     prompt_tokens: int
     cost: RequestCost
     fingerprint: int
+    endpoint: str = "chat"  # OpenAI family: chat, embeddings, responses or completions
+    inputs: tuple[str, ...] = ()  # embeddings: the texts to embed; completions: the prompts
+    dimensions: int = 0  # embeddings: the vector size
+    base64: bool = False  # embeddings: encoding_format "base64"
 
 
 class Family(ABC):

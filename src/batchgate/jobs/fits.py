@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchgate.config import GatewayConfig, ProviderConfig
+from batchgate.endpoints import CHAT, PATHS, endpoint_of
 from batchgate.models import Cost, requested_output_tokens
 from batchgate.providers.base import make_token_counter
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, cost_amounts
@@ -36,7 +37,8 @@ class RouteFit:
     """Per provider: its counter (as the run makes it) and its declared per-minute limits; per
     route, the smallest token limit among its targets (below it, nothing needs counting)."""
 
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, *, chat_only: bool = False) -> None:
+        self._chat_only = chat_only  # a batch whose endpoint is chat (serve's /v1/batches)
         self._counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
         self._limits = {
             p.name: QuotaLimits(
@@ -45,6 +47,7 @@ class RouteFit:
             for p in config.providers
         }
         self._routes = {r.model: [config.provider(t.provider) for t in r.targets] for r in config.routes}
+        self._modes = {r.model: config.job.mode or r.mode for r in config.routes}
         self._floor = {model: min(map(self._smallest, ps)) for model, ps in self._routes.items()}
         self._default_out = {
             model: max(p.default_max_tokens for p in ps) for model, ps in self._routes.items()
@@ -85,6 +88,9 @@ class RouteFit:
         model = body.get("model")
         if not isinstance(model, str) or model not in self._routes:
             return None  # an unknown model is reported on its own
+        endpoint = endpoint_of(body)
+        if endpoint != CHAT:
+            return self._endpoint_problem(model, PATHS[endpoint])
         output = requested_output_tokens(body, self._default_out[model])
         if prompt_upper_bound(body) + output <= self._floor[model]:
             return None  # the common case: far below every limit, nothing counted
@@ -96,6 +102,21 @@ class RouteFit:
                 return None
             excluded.append(reason)
         return f"request can never be admitted by any target of route {model!r}: {'; '.join(excluded)}"
+
+    def _endpoint_problem(self, model: str, path: str) -> str | None:
+        """Why route `model` cannot carry a request to `path` (not chat), or None when it can."""
+        if self._chat_only:
+            return f"url {path} does not match the batch's endpoint /v1/chat/completions"
+        if self._modes[model] != "online":  # the Batch API mode sends chat lines only, for now
+            return (
+                f"url {path}: route {model!r} runs in mode {self._modes[model]}, which takes chat lines only"
+            )
+        for p in self._routes[model]:
+            if p.kind != "openai":  # Anthropic has no embeddings; Responses is not translated yet
+                return (
+                    f"url {path}: route {model!r} has target {p.name!r} ({p.kind}), which does not serve it"
+                )
+        return None
 
     def _over(self, p: ProviderConfig, cost: Cost) -> str | None:
         declared = self._limits[p.name]

@@ -84,6 +84,7 @@ class RunRequest:
     extra_writes: tuple[tuple[str, Path], ...] = ()
     allow_unpriced: bool = False  # --allow-unpriced: a money budget although a model has no price
     python: bool = False  # `batchgate.Job`: messages speak Python (`skip_invalid=True`)
+    chat_only: bool = False  # serve's /v1/batches: its endpoint is chat, so every line must be
 
     @property
     def errors_file(self) -> Path:
@@ -123,13 +124,18 @@ def job_id_for(input_path: Path, output_path: Path) -> str:
     return "job-" + hashlib.sha256(key).hexdigest()[:12]
 
 
+def _route_fit(req: RunRequest, config: GatewayConfig) -> RouteFit:
+    """The fit check with this run's --mode (a Batch API mode takes chat lines only, for now)."""
+    return RouteFit(with_job_overrides(config, req.mode, None), chat_only=req.chat_only)
+
+
 def check_input(req: RunRequest, config: GatewayConfig, err: Callable[[str], None]) -> ValidationReport:
     """The validation pass: every bad line is reported with its number before anything is sent."""
     if req.graph is not None:
         report = validate_items(req.input_path, req.graph)
     else:
         report = validate_input(
-            req.input_path, known_models=config.route_models(), check=RouteFit(config).problem
+            req.input_path, known_models=config.route_models(), check=_route_fit(req, config).problem
         )
     if report.task_count == 0 and report.problem_count == 0:
         raise InputError(str(req.input_path), None, "the input has no tasks")
@@ -182,7 +188,7 @@ def _valid_tasks(req: RunRequest, config: GatewayConfig) -> Iterator[TaskSpec]:
     return (
         t
         for t in read_tasks(
-            req.input_path, known_models=config.route_models(), check=RouteFit(config).problem
+            req.input_path, known_models=config.route_models(), check=_route_fit(req, config).problem
         )
         if isinstance(t, TaskSpec)
     )

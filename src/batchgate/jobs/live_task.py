@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from batchgate.config import GatewayConfig
+from batchgate.endpoints import EMBEDDINGS, endpoint_of
 from batchgate.errors import BatchgateError, RoutingError
 from batchgate.gateway import Gateway
 from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate
@@ -20,6 +21,8 @@ from batchgate.jobs.io.report import INVALID_CODE
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
 from batchgate.models import Result, Usage
+
+_NO_CHECK = OutputCheck()
 
 
 class Abandoned(Exception):
@@ -67,6 +70,8 @@ class LiveTasks:
         is stopping or the call would pass the budget.
         """
         check = self.step_checks.get(spec.step or "", self.check)
+        if endpoint_of(spec.body) == EMBEDDINGS:
+            check = _NO_CHECK  # vectors, not text: the output check has nothing to read
         rounds = max(1, self.config.job.validation_attempts) if check.active else 1
         calls = 0
         billed: list[Any] = [0.0, 0]

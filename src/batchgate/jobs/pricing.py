@@ -153,6 +153,11 @@ BUILTIN_PRICES: dict[str, Price] = {
     "o3-mini": _p(1.10, 4.40, 0.55),
     "o4-mini": _p(1.10, 4.40, 0.275),
     "gpt-3.5-turbo": _p(0.50, 1.50, 0.50),
+    "gpt-3.5-turbo-instruct": _p(1.50, 2.00, 1.50),  # legacy /v1/completions
+    # OpenAI embeddings: input tokens only
+    "text-embedding-3-small": _p(0.02, 0.0, 0.02),
+    "text-embedding-3-large": _p(0.13, 0.0, 0.13),
+    "text-embedding-ada-002": _p(0.10, 0.0, 0.10),
     # Anthropic (cached_input: a cache read)
     "claude-opus-4-1": _p(15.00, 75.00, 1.50),
     "claude-opus-4": _p(15.00, 75.00, 1.50),

@@ -1,8 +1,11 @@
-"""The client for OpenAI-compatible servers (OpenAI, vLLM, Ollama, ...): one chat request per call.
+"""The client for OpenAI-compatible servers (OpenAI, vLLM, Ollama, ...): one request per call.
 
-`POST {base_url}/chat/completions` with `Authorization: Bearer KEY` (when a key is set) and the
-provider's extra headers. A 2xx counts as a success only when its body is a JSON object with a
-`choices` list and a `usage` object holding integer `prompt_tokens` and `completion_tokens`;
+`POST {base_url}/chat/completions` (or the body's endpoint: `/embeddings`, `/responses`,
+`/completions`) with `Authorization: Bearer KEY` (when a key is set) and the
+provider's extra headers. A 2xx counts as a success only when its body is a JSON object of the
+endpoint's shape with its integer usage (chat: a `choices` list, `prompt_tokens` and
+`completion_tokens`; embeddings: a `data` list and `prompt_tokens`; responses: `input_tokens`
+and `output_tokens`);
 anything else — truncated, not JSON, HTML, no usage — is a `MalformedResponse`. Error statuses are
 classified by `batchgate.providers.classify`.
 """
@@ -16,6 +19,7 @@ import aiohttp
 import orjson
 
 from batchgate.config import ProviderConfig, Secret, TimeoutConfig
+from batchgate.endpoints import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES, endpoint_of, wire_body
 from batchgate.errors import BadRequestError
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
@@ -43,6 +47,41 @@ def usage_from_openai(body: Any) -> Usage | None:
     return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached)
 
 
+def usage_from_embeddings(body: Any) -> Usage | None:
+    """The usage of an embeddings `list` body (input tokens only), or None when it is not one."""
+    if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+        return None
+    usage = body.get("usage")
+    prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    if type(prompt) is not int or prompt < 0:
+        return None
+    return Usage(prompt_tokens=prompt, completion_tokens=0)
+
+
+def usage_from_response(body: Any) -> Usage | None:
+    """The usage of a Responses API `response` body, or None when it is not one."""
+    if not isinstance(body, dict) or body.get("object") != "response":
+        return None
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    given = usage.get("input_tokens")
+    made = usage.get("output_tokens")
+    if type(given) is not int or type(made) is not int or given < 0 or made < 0:
+        return None
+    details = usage.get("input_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
+    return Usage(given, made, cached if type(cached) is int and cached >= 0 else 0)
+
+
+_USAGE = {
+    CHAT: (usage_from_openai, "a chat.completion"),
+    COMPLETIONS: (usage_from_openai, "a text_completion"),  # the same choices and usage fields
+    EMBEDDINGS: (usage_from_embeddings, "an embeddings list"),
+    RESPONSES: (usage_from_response, "a response"),
+}
+
+
 def openai_headers(config: ProviderConfig, base: Mapping[str, str]) -> dict[str, str]:
     """The headers of every OpenAI-family call (chat and Batch API): `base`, the provider's own
     headers, and `Authorization: Bearer KEY` when a key is set."""
@@ -67,7 +106,6 @@ class OpenAIClient:
     ) -> None:
         self.name = config.name
         self.base_url = (base_url or config.base_url).rstrip("/")
-        self._url = f"{self.base_url}/chat/completions"
         self._session = session
         self._timeout = request_timeout(timeouts)
         self._api_key: Secret | None = config.api_key
@@ -79,12 +117,13 @@ class OpenAIClient:
         """Send one chat request for `model`; the response, or a `ProviderError`."""
         if body.get("stream"):
             raise BadRequestError(f"{self.name}: streaming requests are not supported", provider=self.name)
-        payload = dict(body)
+        endpoint = endpoint_of(body)
+        path, payload = wire_body(body)
         payload["model"] = model
         status, headers, raw = await send(
             self._session,
             "POST",
-            self._url,
+            f"{self.base_url}/{path}",
             orjson.dumps(payload),
             self._headers,
             self._timeout,
@@ -97,9 +136,10 @@ class OpenAIClient:
             parsed = orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise malformed(self.name, status, headers, raw, "body is not JSON") from None
-        usage = usage_from_openai(parsed)
+        read_usage, shape = _USAGE[endpoint]
+        usage = read_usage(parsed)
         if usage is None:
-            raise malformed(self.name, status, headers, raw, "body is not a chat.completion with usage")
+            raise malformed(self.name, status, headers, raw, f"body is not {shape} with usage")
         return ProviderResponse(
             status=status, body=parsed, usage=usage, headers=headers, request_id=headers.get("x-request-id")
         )

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from batchgate.endpoints import CHAT, PATHS, endpoint_of
 from batchgate.errors import BadRequestError
 
 FINISH_REASONS: Mapping[str, str] = {
@@ -50,6 +51,9 @@ def openai_to_anthropic(
         where = f"{provider}: " if provider else ""
         return BadRequestError(f"{where}cannot translate to Anthropic Messages: {reason}", provider=provider)
 
+    endpoint = endpoint_of(body)
+    if endpoint != CHAT:
+        raise refuse(f"url {PATHS[endpoint]} is not served by Anthropic (only chat is translated)")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise refuse("'messages' must be a non-empty list")

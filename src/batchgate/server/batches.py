@@ -134,7 +134,7 @@ class Batches:
         folder = self.folder / batch_id
         folder.mkdir(mode=0o700)
         fill(folder / "input.jsonl")
-        bad = line_problems(self.config, folder / "input.jsonl") if check else []
+        bad = line_problems(self.config, folder / "input.jsonl", chat_only=True) if check else []
         if bad:
             shutil.rmtree(folder, ignore_errors=True)
             first = bad[0]
@@ -293,6 +293,7 @@ class Batches:
             handle_signals=False,
             timeline_s=self.timeline_s,
             api_id=batch_id,  # `batchgate report/status/jobs/cancel` find the job by it
+            chat_only=True,  # the batch's endpoint is /v1/chat/completions
         )
         req, config = self._run_setup(batch_id, req)
         say = functools.partial(log.info, "%s: %s", batch_id)

@@ -1,4 +1,5 @@
-"""Input line shapes, normalised to one OpenAI chat body.
+"""Input line shapes, normalised to one OpenAI body (chat, or the endpoint a batch line's `url`
+names: embeddings, responses, completions — see `batchgate.endpoints`).
 
 Accepted: the OpenAI Batch API line (`{custom_id, method, url, body}`), the Anthropic Message
 Batches line (`{custom_id, params}`) and a plain line (`{custom_id?, model, messages | prompt, ...}`,
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchgate.body_types import body_problem
+from batchgate.endpoints import CHAT, ENDPOINT_KEY, PATHS, endpoint_for_url, request_problem
 from batchgate.request_fields import OUT_LINE_KEYS, OWN_FIELDS, TASK_METADATA
 
 IGNORED_KEYS = frozenset({"error", "batchgate"})
@@ -90,12 +91,16 @@ def _from_openai_batch(obj: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(method, str) or method.upper() != "POST":
         raise ShapeError(f"method must be POST, got {method!r}")
     url = obj.get("url")
-    if not isinstance(url, str) or not url.rstrip("/").endswith("/chat/completions"):
-        raise ShapeError(f"url must be /v1/chat/completions, got {url!r}")
+    endpoint = endpoint_for_url(url) if isinstance(url, str) else None
+    if endpoint is None:
+        raise ShapeError(f"url must be one of {', '.join(PATHS.values())}, got {url!r}")
     body = obj.get("body")
     if not isinstance(body, dict):
         raise ShapeError("body must be a JSON object")
-    return dict(body)
+    body = {k: v for k, v in body.items() if k != ENDPOINT_KEY}
+    if endpoint != CHAT:
+        body[ENDPOINT_KEY] = endpoint
+    return body
 
 
 def _from_plain(obj: dict[str, Any]) -> dict[str, Any]:
@@ -174,6 +179,6 @@ def _check_body(body: dict[str, Any], *, any_model: bool = False) -> None:
         raise ShapeError("model must be a non-empty string")
     if body.get("stream"):
         raise ShapeError("stream is not supported in batch input")
-    problem = body_problem(body)  # the same check the Gateway makes before sending
+    problem = request_problem(body)  # the same check the Gateway makes before sending
     if problem is not None:
         raise ShapeError(problem)

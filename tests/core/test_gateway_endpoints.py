@@ -1,0 +1,81 @@
+"""The Python API sends embeddings, Responses and completions bodies too (issue 29): a request's
+`url` names its endpoint, as a batch line's does; the answer comes back in the endpoint's shape,
+an unknown `url` or a body the endpoint cannot take is refused before anything is sent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from batchgate.emulator import embedding_vector
+from batchgate.errors import BadRequestError, InvalidRequestError
+from batchgate.gateway import Gateway
+
+from .conftest import chat, emu_provider, gateway_config
+
+pytestmark = pytest.mark.integration
+
+Start = Callable[..., Any]
+SENTIMENT = "Classify the sentiment of this review: I loved it"
+
+
+async def test_each_endpoint_through_the_gateway(emulator: Start) -> None:
+    providers = [emu_provider("alpha")]
+    emu = await emulator(providers)
+    cfg = gateway_config(emu, providers, [{"model": "m", "targets": ["alpha"]}])
+    requests = [
+        {"url": "/v1/embeddings", "model": "m", "input": ["one", "two"], "dimensions": 4, "custom_id": "e"},
+        {"url": "/v1/responses", "model": "m", "input": SENTIMENT, "max_output_tokens": 10},
+        {"url": "/v1/completions", "model": "m", "prompt": SENTIMENT, "max_tokens": 10},
+        chat(SENTIMENT),
+    ]
+    async with Gateway(cfg) as gw:
+        results = await gw.abatch(requests)
+        estimate = gw.estimate({"url": "/v1/embeddings", "model": "m", "input": "one"})
+    assert all(r.ok for r in results), [r.error for r in results]
+    embedded, responded, completed, chatted = results
+    assert embedded.custom_id == "e"
+    assert embedded.body is not None
+    assert [d["embedding"] for d in embedded.body["data"]] == [embedding_vector(t, 4) for t in ("one", "two")]
+    assert embedded.usage is not None
+    assert (embedded.usage.prompt_tokens, embedded.usage.completion_tokens) == (2, 0)
+    assert [responded.text, completed.text, chatted.text] == ["positive"] * 3
+    assert responded.body is not None
+    assert responded.body["object"] == "response"
+    assert estimate.max_output_tokens == 0  # embeddings reserve no output
+
+
+async def test_what_an_endpoint_cannot_take_is_never_sent(emulator: Start) -> None:
+    providers = [emu_provider("alpha"), emu_provider("gamma", "anthropic")]
+    emu = await emulator(providers)
+    routes = [{"model": "m", "targets": ["alpha"]}, {"model": "a", "targets": ["gamma:claude-x"]}]
+    cfg = gateway_config(emu, providers, routes)
+    async with Gateway(cfg) as gw:
+        unknown = await gw.arun({"url": "/v1/moderations", "model": "m", "input": "x"})
+        no_input = await gw.arun({"url": "/v1/embeddings", "model": "m"})
+        anthropic = await gw.arun({"url": "/v1/embeddings", "model": "a", "input": "x"})
+    assert isinstance(unknown.error, InvalidRequestError)
+    assert "url must be one of /v1/chat/completions" in str(unknown.error)
+    assert isinstance(no_input.error, InvalidRequestError)
+    assert "input must be a non-empty string" in str(no_input.error)
+    assert isinstance(anthropic.error, BadRequestError)
+    assert "url /v1/embeddings is not served by Anthropic" in str(anthropic.error)
+    assert emu.stats()["providers"]["alpha"]["admitted"] == 0
+    assert emu.stats()["providers"]["gamma"]["admitted"] == 0
+
+
+async def test_a_response_cut_at_max_output_tokens_is_an_answer(emulator: Start) -> None:
+    providers = [emu_provider("alpha")]
+    emu = await emulator(providers)
+    cfg = gateway_config(emu, providers, [{"model": "m", "targets": ["alpha"]}])
+    long = "Summarize: " + " ".join(f"word{i}" for i in range(40))
+    async with Gateway(cfg) as gw:
+        result = await gw.arun({"url": "/v1/responses", "model": "m", "input": long, "max_output_tokens": 4})
+    assert result.ok, result.error
+    assert result.body is not None
+    assert result.body["status"] == "incomplete"
+    assert result.body["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert result.usage is not None
+    assert 0 < result.usage.completion_tokens <= 4
