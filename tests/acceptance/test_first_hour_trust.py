@@ -109,13 +109,13 @@ def _run(cli: VenvCli, src: Path, cfg: Path, out: Path, *extra: str) -> subproce
 
 
 def _one_provider_config(
-    path: Path, provider: dict[str, Any], model: str = "gpt-4o-mini", **more: Any
+    path: Path, provider: dict[str, Any], model: str = "gpt-4o-mini", *, priced: bool = True, **more: Any
 ) -> Path:
     data = {
         "providers": [provider],
         "routes": [{"model": MODEL, "targets": [f"{provider['name']}:{model}"]}],
         "settings": {"concurrency": 16, "retry": {"max_attempts": 8, "base_delay": 0.05, "max_delay": 0.2}},
-        "prices": {"gpt-4o-mini": {"input": 0.15, "output": 0.60}},
+        "prices": {model: {"input": 0.15, "output": 0.60}} if priced else {},
         **more,
     }
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
@@ -142,12 +142,12 @@ def test_the_input_or_the_config_as_output_is_refused(cli: VenvCli, emu: Emulato
 def test_a_model_without_a_price_is_never_silent(cli: VenvCli, emu: EmulatorThread) -> None:
     src = write_input(cli.cwd / "in.jsonl", 5)
     alpha = {"name": "alpha", "kind": "openai", "base_url": emu.base_url("alpha")}
-    cfg = _one_provider_config(cli.cwd / "gw.yaml", alpha, model="house-model-7")
+    cfg = _one_provider_config(cli.cwd / "gw.yaml", alpha, model="house-model-7", priced=False)
     done = _run(cli, src, cfg, cli.cwd / "out.jsonl")
     assert done.returncode == 0, done.stderr
     assert "house-model-7" in done.stderr  # the warning names the model counted as free
     budgeted = _one_provider_config(
-        cli.cwd / "budget.yaml", alpha, model="house-model-7", budget={"max_cost_usd": 1.0}
+        cli.cwd / "budget.yaml", alpha, model="house-model-7", priced=False, budget={"max_cost_usd": 1.0}
     )
     admitted = provider_totals(emu)["admitted"]
     refused = _run(cli, src, budgeted, cli.cwd / "out2.jsonl")

@@ -77,6 +77,8 @@ def write_config(
             "seed": 1,
         },
     }
+    if any(r["model"] == MODEL for r in data["routes"]):  # priced, so a run says nothing about money
+        data["prices"] = {MODEL: {"input": 0.15, "output": 0.60}}
     data.update(extra or {})
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path

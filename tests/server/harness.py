@@ -79,6 +79,9 @@ def gateway_config(path: Path, emu: EmulatorThread) -> Path:
             "retry": {"max_attempts": 3, "base_delay": 0.05, "max_delay": 0.2},
             "timeouts": {"connect": 5, "total": 20},
             "seed": 1,
+            # DENIED's items fail one by one (the retry and results tests count them): its target
+            # is never taken out (taking out is tested in tests/jobs/test_engine_takeout.py)
+            "circuit": {"take_out_after": 0},
         },
     }  # fmt: skip
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
