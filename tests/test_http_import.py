@@ -78,6 +78,7 @@ def _probe(cert: Path, key: Path, trusted: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_an_https_request_is_verified_with_the_cas_loaded_at_first_use(tmp_path: Path) -> None:
     cert, key = _self_signed(tmp_path, "server")
     other, _ = _self_signed(tmp_path, "other")

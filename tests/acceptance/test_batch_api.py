@@ -369,6 +369,7 @@ def test_cancel_after_a_kill_cancels_the_recorded_batch(cli: Cli, emu_factory: l
     assert live_admitted(emu) == 0
 
 
+@pytest.mark.slow
 def test_batch_answers_failing_the_output_check_are_listed_invalid_never_kept(
     cli: Cli, emu_factory: list[EmulatorThread]
 ) -> None:

@@ -38,6 +38,7 @@ def _embedded_config(path: Path, emulator_provider: dict[str, Any], kind: str = 
         ({"name": "alpha", "family": "openai"}, "anthropic", "providers[0].kind: is 'anthropic' but"),
     ],
 )
+@pytest.mark.slow
 def test_a_bad_emulator_section_leaves_no_job(
     cli: Cli, provider: dict[str, Any], kind: str, expected: str
 ) -> None:

@@ -70,6 +70,7 @@ def _stop_line(stderr: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_a_wrong_key_stops_at_once_and_a_resume_with_the_right_key_runs_everything(cli: Cli) -> None:
     emu = _locked_emulator()
     try:

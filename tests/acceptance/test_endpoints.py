@@ -70,6 +70,7 @@ def _write(path: Path, lines: list[dict[str, Any]]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_file_mixing_all_four_endpoints_answers_each_in_its_shape(cli: Cli, emu: EmulatorThread) -> None:
     cfg = _config(cli.cwd / "gw.yaml", emu)
     src = _write(cli.cwd / "in.jsonl", MIXED)

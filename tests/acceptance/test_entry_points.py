@@ -79,6 +79,7 @@ def test_budget_stops_then_a_bigger_budget_finishes(entry: Entry, emu: EmulatorT
     assert provider_totals(emu)["duplicates"] == 0
 
 
+@pytest.mark.slow
 def test_invalid_answers_are_retried_then_marked_invalid(entry: Entry, emu: EmulatorThread) -> None:
     n = 30
     cli = entry.cli

@@ -40,6 +40,7 @@ def _bad_input(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_skip_invalid_puts_each_skipped_line_in_the_errors_file(cli: Cli, emu: EmulatorThread) -> None:
     src = _bad_input(cli.cwd / "in.jsonl")
     cfg = gateway_config(cli.cwd / "gw.yaml", emu)
@@ -78,6 +79,7 @@ def _whole_rows(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in data.splitlines()]
 
 
+@pytest.mark.slow
 def test_out_is_appended_as_results_commit_and_a_resume_continues_it(cli: Cli, emu: EmulatorThread) -> None:
     n = 400
     src = write_input(cli.cwd / "in.jsonl", n)
@@ -104,6 +106,7 @@ def test_out_is_appended_as_results_commit_and_a_resume_continues_it(cli: Cli, e
     assert not list(leftovers(cli.cwd))
 
 
+@pytest.mark.slow
 def test_ordered_output_is_written_at_the_end_by_atomic_rename(cli: Cli, emu: EmulatorThread) -> None:
     n = 60
     src = write_input(cli.cwd / "in.jsonl", n)

@@ -186,6 +186,7 @@ def test_failed_items_exit_4_and_retry_runs_exactly_them(cli: Cli, emu: Emulator
     assert cli.report(job)["failed_count"] == 0
 
 
+@pytest.mark.slow
 def test_run_retry_failed_flag_requeues_in_the_same_job(cli: Cli, emu: EmulatorThread) -> None:
     src = mixed_input(cli.cwd / "in.jsonl", 4)
     down = f"http://127.0.0.1:{closed_port()}/v1"
@@ -199,6 +200,7 @@ def test_run_retry_failed_flag_requeues_in_the_same_job(cli: Cli, emu: EmulatorT
     assert ids_once(read_jsonl(out)) == expected_ids(4)
 
 
+@pytest.mark.slow
 def test_unreachable_provider_shows_in_progress_lines_off_a_terminal(cli: Cli, emu: EmulatorThread) -> None:
     src = mixed_input(cli.cwd / "in.jsonl", 4)
     down = f"http://127.0.0.1:{closed_port()}/v1"
@@ -213,6 +215,7 @@ def test_unreachable_provider_shows_in_progress_lines_off_a_terminal(cli: Cli, e
     assert re.search(r"batchgate: down unreachable: connection refused \(\d+ attempts? so far\)", done.stderr)
 
 
+@pytest.mark.slow
 def test_library_example_runs_as_the_readme_shows_it() -> None:
     example = (ROOT / "examples" / "library.py").read_text(encoding="utf-8")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

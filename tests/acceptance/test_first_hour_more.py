@@ -157,6 +157,7 @@ def test_rough_edges(cli: Cli, emu: EmulatorThread) -> None:
     assert not list(cli.store.parent.glob("*.lock"))
 
 
+@pytest.mark.slow
 def test_live_display_shows_what_a_run_is_doing(cli: Cli, emu: EmulatorThread) -> None:
     src = write_input(cli.cwd / "in.jsonl", 40)
     cfg = gateway_config(cli.cwd / "gw.yaml", emu, budget={"max_cost_usd": 1.0})

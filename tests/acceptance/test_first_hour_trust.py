@@ -125,6 +125,7 @@ def _one_provider_config(
 # -- h30safe's rows --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_input_or_the_config_as_output_is_refused(cli: VenvCli, emu: EmulatorThread) -> None:
     src = write_input(cli.cwd / "same.jsonl", 5)
     cfg = gateway_config(cli.cwd / "gw.yaml", emu)
@@ -139,6 +140,7 @@ def test_the_input_or_the_config_as_output_is_refused(cli: VenvCli, emu: Emulato
     assert provider_totals(emu)["admitted"] == 0
 
 
+@pytest.mark.slow
 def test_a_model_without_a_price_is_never_silent(cli: VenvCli, emu: EmulatorThread) -> None:
     src = write_input(cli.cwd / "in.jsonl", 5)
     alpha = {"name": "alpha", "kind": "openai", "base_url": emu.base_url("alpha")}
@@ -159,6 +161,7 @@ def test_a_model_without_a_price_is_never_silent(cli: VenvCli, emu: EmulatorThre
     assert allowed.returncode == 0, allowed.stderr
 
 
+@pytest.mark.slow
 def test_a_typo_in_the_emulator_section_creates_no_job(cli: VenvCli) -> None:
     src = write_input(cli.cwd / "in.jsonl", 3)
     cfg = _one_provider_config(
@@ -173,6 +176,7 @@ def test_a_typo_in_the_emulator_section_creates_no_job(cli: VenvCli) -> None:
     assert "job-" not in listing.stdout + listing.stderr  # no job, so no resume hint that cannot work
 
 
+@pytest.mark.slow
 def test_report_html_is_owner_only(cli: VenvCli, emu: EmulatorThread) -> None:
     src = write_input(cli.cwd / "in.jsonl", 5)
     cfg = gateway_config(cli.cwd / "gw.yaml", emu)
@@ -186,6 +190,7 @@ def test_report_html_is_owner_only(cli: VenvCli, emu: EmulatorThread) -> None:
 # -- h30stop's rows --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_wrong_api_key_stops_the_job_early(cli: VenvCli) -> None:
     limits = {"rpm": 10**6, "tpm": 10**8}
     latency = {"ttft_p50_ms": 5, "ttft_sigma": 0.1, "per_token_ms": 0}
@@ -214,6 +219,7 @@ def test_a_wrong_api_key_stops_the_job_early(cli: VenvCli) -> None:
     assert "a-wrong-key" not in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_a_dead_base_url_stops_the_job(cli: VenvCli) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -234,6 +240,7 @@ def test_a_dead_base_url_stops_the_job(cli: VenvCli) -> None:
 # -- this branch's rows (h30find) ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_skipped_lines_are_in_the_errors_file(cli: VenvCli, emu: EmulatorThread) -> None:
     lines = [orjson.dumps(input_line(i)) for i in range(5)]
     lines[2] = b"{not json"
@@ -247,6 +254,7 @@ def test_skipped_lines_are_in_the_errors_file(cli: VenvCli, emu: EmulatorThread)
     assert "out.jsonl.errors.jsonl" in done.stderr  # the summary says where they are
 
 
+@pytest.mark.slow
 def test_kill_9_leaves_whole_lines_that_can_be_tailed_and_resume_continues(
     cli: VenvCli, emu: EmulatorThread
 ) -> None:
@@ -305,6 +313,7 @@ print(json.dumps(seen))
 """
 
 
+@pytest.mark.slow
 def test_the_library_is_held_to_the_clis_rules(cli: VenvCli, emu: EmulatorThread) -> None:
     n = 6
     src = write_input(cli.cwd / "in.jsonl", n)
@@ -331,6 +340,7 @@ def test_the_library_is_held_to_the_clis_rules(cli: VenvCli, emu: EmulatorThread
     assert provider_totals(emu)["admitted"] == n
 
 
+@pytest.mark.slow
 def test_the_readmes_job_snippet_runs_as_written(cli: VenvCli) -> None:
     (code,) = [block for block in readme_blocks() if "Job(" in block]
     shutil.copytree(ROOT / "examples", cli.cwd / "examples")

@@ -93,6 +93,7 @@ def test_error_rate_stop(cli: Cli, tmp_path: Path) -> None:
         failing.stop()
 
 
+@pytest.mark.slow
 def test_invalid_outputs_are_retried_then_listed_never_written_as_successes(
     cli: Cli, emu: EmulatorThread
 ) -> None:

@@ -40,6 +40,7 @@ def _run(cli: Cli, cfg: Path, *extra: str) -> tuple[int, str]:
     return done.returncode, done.stderr
 
 
+@pytest.mark.slow
 def test_a_model_without_a_price_is_a_warning_at_the_start(cli: Cli, emu: EmulatorThread) -> None:
     code, err = _run(cli, _config(cli, emu, prices={}))
     assert code == 0, err
@@ -53,6 +54,7 @@ def test_a_model_without_a_price_is_a_warning_at_the_start(cli: Cli, emu: Emulat
     assert report["cost_usd"] > 0  # alpha's answers: no price in the config, yet not free
 
 
+@pytest.mark.slow
 def test_under_a_money_budget_an_unpriced_model_is_an_error(cli: Cli, emu: EmulatorThread) -> None:
     cfg = _config(cli, emu, prices={}, budget={"max_cost_usd": 1.0})
     code, err = _run(cli, cfg)

@@ -153,6 +153,7 @@ def test_metrics_scraped_during_and_after_the_run_agree_with_the_report(
             assert after[key] >= value, key
 
 
+@pytest.mark.slow
 def test_json_logs_parse_line_by_line_and_tell_the_job_s_and_providers_state_changes(
     cli: Cli, tmp_path: Path
 ) -> None:

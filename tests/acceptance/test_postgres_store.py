@@ -84,6 +84,7 @@ def test_ctrl_c_prints_a_resume_command_that_finishes_the_job(
     assert provider_totals(emu)["duplicates"] == 0
 
 
+@pytest.mark.slow
 async def test_job_store_from_the_config_and_the_run_lock(pg_cli: Cli, emu: EmulatorThread) -> None:
     cli, n = pg_cli, 40
     src = write_input(cli.cwd / "in.jsonl", n)

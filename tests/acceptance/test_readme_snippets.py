@@ -40,6 +40,7 @@ def test_the_readme_has_python_snippets_and_each_compiles() -> None:
     assert set(filter(None, map(_needs, blocks))) == set(NEEDS.values())  # none stale
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", [i for i, code in enumerate(readme_blocks()) if _needs(code) is None])
 def test_a_readme_snippet_runs_as_written(index: int, tmp_path: Path) -> None:
     code = readme_blocks()[index]

@@ -79,6 +79,7 @@ def test_a_pipeline_file_is_not_written_over(cli: Cli, emu: EmulatorThread) -> N
     assert "the pipeline file (" in _assert_refused(cli, emu, done, kept)
 
 
+@pytest.mark.slow
 def test_resume_and_report_refuse_the_jobs_own_files(cli: Cli, emu: EmulatorThread) -> None:
     src = write_input(cli.cwd / "in.jsonl", 5)
     cfg = gateway_config(cli.cwd / "gw.yaml", emu)
@@ -105,6 +106,7 @@ def test_resume_and_report_refuse_the_jobs_own_files(cli: Cli, emu: EmulatorThre
     assert provider_totals(emu)["admitted"] == sent
 
 
+@pytest.mark.slow
 def test_the_report_page_is_owner_only(cli: Cli, emu: EmulatorThread) -> None:
     src = write_input(cli.cwd / "in.jsonl", 3)
     cfg = gateway_config(cli.cwd / "gw.yaml", emu)

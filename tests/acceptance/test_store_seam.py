@@ -19,6 +19,7 @@ from .harness import Cli, finish, gateway_config, provider_totals, wait_for, wri
 pytestmark = [pytest.mark.acceptance, pytest.mark.postgres]
 
 
+@pytest.mark.slow
 async def test_cancel_works_on_a_postgres_store(pg_cli: Cli, emu: EmulatorThread) -> None:
     cli, n = pg_cli, 12
     src = write_input(cli.cwd / "in.jsonl", n)
@@ -48,6 +49,7 @@ async def test_cancel_works_on_a_postgres_store(pg_cli: Cli, emu: EmulatorThread
     assert all(SECRET not in text for text in cli.transcript)
 
 
+@pytest.mark.slow
 def test_cancel_stops_a_run_holding_the_job_on_postgres(pg_cli: Cli, emu: EmulatorThread) -> None:
     cli, n = pg_cli, 400
     src = write_input(cli.cwd / "in.jsonl", n)

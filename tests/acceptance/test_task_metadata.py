@@ -57,6 +57,7 @@ def _expected(i: int) -> dict[str, Any]:
     return {"bizObjectId": f"biz-{i}", "tags": ["a", i]}
 
 
+@pytest.mark.slow
 async def test_metadata_is_kept_written_back_and_never_sent(cli: Cli, strict: EmulatorThread) -> None:
     n = 9
     lines = [_with_metadata(i) for i in range(n)]

@@ -82,6 +82,7 @@ async def test_anthropic_translation_round_trip(emulator: Start) -> None:
         "retry_after_date",
     ],
 )
+@pytest.mark.slow
 async def test_each_retryable_fault_is_retried_to_success(emulator: Start, fault: str) -> None:
     providers = [emu_provider("alpha", faults={fault: 0.3})]
     emu = await emulator(providers)

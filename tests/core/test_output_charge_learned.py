@@ -46,6 +46,7 @@ async def test_an_adjusting_anthropic_provider_stays_adjusted(emulator: Start) -
     assert refused == 0
 
 
+@pytest.mark.slow
 async def test_a_provider_that_keeps_max_tokens_is_learned_from_its_emptied_output_bucket(
     emulator: Start,
 ) -> None:

@@ -53,10 +53,12 @@ async def _run_both(gateways: list[Gateway]) -> None:
     assert sum(waits) > 0  # they waited for each other's sends
 
 
+@pytest.mark.slow
 async def test_two_gateways_share_a_key_through_the_machine_ledger(emulator: Start, tmp_path: Path) -> None:
     await _run_both(await _two_gateways(emulator, StoreSpec("sqlite", str(tmp_path / "ledger.sqlite3"))))
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 async def test_two_gateways_share_a_key_through_redis(emulator: Start) -> None:
     require_redis()

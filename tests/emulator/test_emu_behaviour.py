@@ -92,6 +92,7 @@ async def test_concurrency_cap_queues(make_provider: ProviderFactory, make_confi
     assert stats["completed"] == 6
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.parametrize(("family", "status"), [("openai", 503), ("anthropic", 529)])
 async def test_concurrency_cap_rejects(

@@ -107,6 +107,7 @@ async def test_sdks_work_against_every_mode(family: str, enforcement: str, heade
     assert int(refused[REMAINING[family]]) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["openai", "anthropic"])
 async def test_a_concurrency_cap_can_answer_a_bare_429(family: str) -> None:
     cfg = _config(

@@ -166,6 +166,7 @@ BAD_REQUESTS: list[tuple[str, bytes]] = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 async def test_a_flood_of_bad_requests_leaves_the_server_serving(
     make_provider: ProviderFactory, make_config: ConfigFactory

@@ -60,12 +60,14 @@ def test_local_refs_and_anchors_still_check_answers() -> None:
     ],
     ids=["pattern", "patternProperties"],
 )
+@pytest.mark.slow
 async def test_a_backtracking_schema_pattern_fails_the_answer_at_the_time_limit(
     schema: dict[str, object], answer: str
 ) -> None:
     assert await OutputCheck(schema=schema).acheck(answer) == TIMED_OUT
 
 
+@pytest.mark.slow
 async def test_a_backtracking_regex_fails_the_answer_at_the_time_limit() -> None:
     check = OutputCheck(regex="(a|aa)+")
     assert await check.acheck("a" * 64 + "b") == TIMED_OUT

@@ -85,6 +85,7 @@ def test_a_completed_batch_calls_back_and_the_openai_sdk_verifies_the_signature(
     assert "receiver-own-token" not in hooked.log.read_text()
 
 
+@pytest.mark.slow
 def test_a_receiver_answering_500_gets_the_same_event_again(hooked: Server, owner: tuple[str, str]) -> None:
     key, secret = owner
     with receiving(500, 500, 200) as receiver:
@@ -98,6 +99,7 @@ def test_a_receiver_answering_500_gets_the_same_event_again(hooked: Server, owne
     assert (event.state, event.attempts, event.last_error) == ("delivered", 3, None)
 
 
+@pytest.mark.slow
 def test_a_failed_and_a_cancelled_batch_call_back_with_their_event_types(
     hooked: Server, owner: tuple[str, str]
 ) -> None:

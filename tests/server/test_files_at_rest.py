@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from batchgate.emulator import EmulatorThread
 from batchgate.server.callbacks.delivery import create_secret
@@ -38,6 +39,7 @@ def modes(folder: Path) -> dict[str, str]:
     return found
 
 
+@pytest.mark.slow
 def test_a_fresh_server_keeps_its_data_folder_owner_only(tmp_path: Path, emu: EmulatorThread) -> None:
     data = tmp_path / "data"  # does not exist: the server makes it
     config = gateway_config(tmp_path / "gateway.yaml", emu)

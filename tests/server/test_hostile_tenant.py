@@ -160,6 +160,7 @@ def test_a_ref_to_something_that_is_not_a_schema_is_refused_without_quoting_it(
     assert "TOP-SECRET" not in server.log.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_a_backtracking_regex_fails_its_answers_while_every_route_answers(tenant: JobsClient) -> None:
     """`(a|aa)+$` on `echo: a…ab` backtracks for ever on Python's `re`: the check runs on an
     engine with a time limit, in a thread, so the server answers meanwhile and the item fails."""

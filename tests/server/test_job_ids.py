@@ -43,6 +43,7 @@ def _dashboard(url: str, key: str) -> list[dict[str, object]]:
     return data
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_a_served_batch_and_job_are_found_by_their_api_ids(tmp_path: Path, fresh_emu: EmulatorThread) -> None:
     emu = fresh_emu

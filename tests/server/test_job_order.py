@@ -79,6 +79,7 @@ def _started(log: Path) -> list[str]:
     return [part.removeprefix("id=") for parts in lines for part in parts if part.startswith("id=")]
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_with_one_place_high_starts_before_an_earlier_normal(
     tmp_path: Path, fresh_emu: EmulatorThread

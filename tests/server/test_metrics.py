@@ -135,6 +135,7 @@ def test_scraped_during_and_after_a_job_the_counters_agree_with_its_detail(
     assert value(after, "batchgate_in_flight_requests") == 0
 
 
+@pytest.mark.slow
 def test_two_jobs_at_once_add_up_on_the_shared_gateway_not_twice(watched: Server, jobs: JobsClient) -> None:
     before = scrape(watched)
     made = [
@@ -161,6 +162,7 @@ def test_two_jobs_at_once_add_up_on_the_shared_gateway_not_twice(watched: Server
     assert math.isclose(cost, sum(d["cost_usd"] for d in details), rel_tol=1e-6, abs_tol=1e-6)
 
 
+@pytest.mark.slow
 def test_no_secret_or_client_detail_is_in_metrics(watched: Server) -> None:
     token, key_id, secret = make_key(watched.root)
     jobs = JobsClient(watched, token)

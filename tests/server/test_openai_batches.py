@@ -231,6 +231,7 @@ def test_a_batch_past_its_window_expires_keeping_what_finished(tmp_path: Path, e
     assert sorted(x["error"]["code"] for x in errors) == ["batch_expired"] * (4 - counts.completed)
 
 
+@pytest.mark.slow
 def test_past_max_jobs_a_batch_waits_its_turn(tmp_path: Path, emu: EmulatorThread) -> None:
     with running(tmp_path, gateway_config(tmp_path / "gateway.yaml", emu), "--max-jobs", "1") as s:
         c = client(s, s.keys_create())

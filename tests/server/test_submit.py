@@ -104,6 +104,7 @@ def test_submit_with_a_priority_runs_a_native_job_at_that_priority(
     assert "--priority" in refused.stderr
 
 
+@pytest.mark.slow
 def test_batchgate_cancel_refuses_a_server_s_job_and_never_signals_the_server(
     server: Server, keys: dict[str, str], tmp_path: Path
 ) -> None:

@@ -33,6 +33,7 @@ def _job(jobs: JobsClient, url: str, tag: str) -> str:
     return str(made["id"])
 
 
+@pytest.mark.slow
 def test_no_webhook_secret_in_the_debug_log(debug_server: Server) -> None:
     token, key_id, secret = make_key(debug_server.root)
     jobs = JobsClient(debug_server, token)
