@@ -85,7 +85,8 @@ FIELD_TYPES: Mapping[str, Callable[[Any], str | None]] = {
 }
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """What JSON calls `value`'s type, with its article ("a string", "an array", "null")."""
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):
@@ -107,8 +108,8 @@ def field_type_problem(body: Mapping[str, Any]) -> str | None:
         value = body[name]
         expected = check(value)
         if expected is not None:
-            shown = repr(value) if isinstance(value, str | int | float) else _json_type(value)
-            return f"{name} must be {expected}, got {_json_type(value)} ({shown})"
+            shown = repr(value) if isinstance(value, str | int | float) else json_type(value)
+            return f"{name} must be {expected}, got {json_type(value)} ({shown})"
     return None
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from batchgate.body_types import body_problem, field_type_problem
+from batchgate.body_types import body_problem, field_type_problem, json_type
 
 CHAT = "chat"
 EMBEDDINGS = "embeddings"
@@ -144,12 +144,4 @@ def _completions_problem(body: Mapping[str, Any]) -> str | None:
 def _kind(value: Any) -> str:
     if value is None:
         return "nothing"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an empty array" if not value else "an array"
-    return "an object"
+    return "an empty array" if value == [] else json_type(value)
