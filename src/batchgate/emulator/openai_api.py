@@ -61,6 +61,18 @@ def _invalid(message: str, param: str | None, code: str | None) -> ApiError:
     return ApiError(400, "invalid_request_error", message, param=param, code=code)
 
 
+def body_model(body: Any) -> str:
+    """The model a body names, refused as OpenAI refuses a body that is not an object or names none."""
+    if not isinstance(body, dict):
+        raise _wrong_type("body", "an object", body)
+    model = body.get("model")
+    if model is None:
+        raise _invalid("you must provide a model parameter", None, None)
+    if not isinstance(model, str):
+        raise _wrong_type("model", "a string", model)
+    return model
+
+
 def _wrong_type(param: str, expected: str, value: Any) -> ApiError:
     return _invalid(
         f"Invalid type for '{param}': expected {expected}, but got {json_type(value)} instead.",
@@ -129,13 +141,7 @@ class OpenAIFamily(Family):
             raise ApiError(401, "invalid_request_error", _BAD_KEY, code="invalid_api_key", reason="auth")
 
     def parse(self, body: Any, provider: ProviderConfig) -> ParsedRequest:
-        if not isinstance(body, dict):
-            raise _wrong_type("body", "an object", body)
-        model = body.get("model")
-        if model is None:
-            raise _invalid("you must provide a model parameter", None, None)
-        if not isinstance(model, str):
-            raise _wrong_type("model", "a string", model)
+        model = body_model(body)
         messages = body.get("messages")
         if messages is None:
             raise _invalid(

@@ -24,7 +24,7 @@ import orjson
 from batchgate.emulator.config import ProviderConfig
 from batchgate.emulator.content import answer, content_text, fit
 from batchgate.emulator.limiter import RequestCost
-from batchgate.emulator.openai_api import MAX_N, OpenAIFamily, _int_param, _invalid, _wrong_type
+from batchgate.emulator.openai_api import MAX_N, OpenAIFamily, _int_param, _invalid, _wrong_type, body_model
 from batchgate.emulator.wire import ApiError, ParsedRequest
 
 PATHS = {
@@ -60,13 +60,7 @@ def parse_request(family: OpenAIFamily, endpoint: str, body: Any, provider: Prov
     """Validate a body sent to `endpoint` (`chat`, `embeddings`, `responses` or `completions`)."""
     if endpoint == "chat":
         return family.parse(body, provider)
-    if not isinstance(body, dict):
-        raise _wrong_type("body", "an object", body)
-    model = body.get("model")
-    if model is None:
-        raise _invalid("you must provide a model parameter", None, None)
-    if not isinstance(model, str):
-        raise _wrong_type("model", "a string", model)
+    model = body_model(body)
     if body.get("stream"):
         raise _invalid("The emulator does not stream; send stream=false.", "stream", "unsupported_value")
     if provider.models is not None and model not in provider.models:
