@@ -17,6 +17,7 @@ from typing import IO, Any, Protocol
 
 import orjson
 
+from batchgate.body_types import json_type
 from batchgate.errors import InputError
 from batchgate.jobs.io.first_lines import FirstLines
 from batchgate.jobs.io.shapes import ShapeError, normalise
@@ -180,7 +181,7 @@ def _parse(
     except orjson.JSONDecodeError as exc:
         return InputProblem(line_no, f"invalid JSON ({exc.msg} at column {exc.colno})")
     if not isinstance(obj, dict):
-        return InputProblem(line_no, f"expected a JSON object, got {_json_type(obj)}")
+        return InputProblem(line_no, f"expected a JSON object, got {json_type(obj)}")
     try:
         custom_id, body = normalise(obj, line_no, any_model=any_model)
     except ShapeError as exc:
@@ -256,15 +257,3 @@ def _skip_rest_of_line(f: IO[bytes], path: Path, line_no: int, hasher: _Hasher |
             hasher.update(rest)
         if not rest or rest.endswith(b"\n"):
             return
-
-
-def _json_type(value: object) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if value is None:
-        return "null"
-    return "a number"
