@@ -1,0 +1,161 @@
+"""batchgate's own CPU per request against the raw aiohttp floor, side by side in one run.
+
+    python bench/overhead.py [--requests 4000] [--rounds 2] [--systems floor default memory library]
+
+An overhead-bound load: short requests to one emulated provider (its own process,
+`EmulatorProcess`) that answers at once and enforces no quota. The clients declare a limit far
+above what the run reaches (`DECLARED`), so batchgate's quota machinery runs as it does against
+a real key, shared or not. The systems, each in its own child process (`measure.run_child`),
+alternated round by round so a noisy machine weighs on all of them alike:
+
+    floor     raw aiohttp: one session, a semaphore, no retries, no quota (bench/systems/aiohttp_floor.py)
+    default   `batchgate run` as a user runs it (`--quota local`: the machine's shared ledger)
+    memory    `batchgate run --quota memory` (this process's quota alone)
+    library   `Gateway.abatch` (bench/systems/batchgate_lib.py)
+
+The figure is the CPU of the whole child process per request, start-up and imports included,
+and requests per second over its whole wall time. Prints one Markdown table with each system's
+ratio to the floor (means over the rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+import yaml  # noqa: E402
+from compare import run_cli, run_library_system  # noqa: E402
+from measure import ChildRun  # noqa: E402
+from scenarios import MODELS, overhead  # noqa: E402
+from workload import ProviderSpec, Spec, make_requests  # noqa: E402
+
+from batchgate.emulator import EmulatorProcess  # noqa: E402
+
+DECLARED = {"rpm": 1_000_000, "tpm": 1_000_000_000}  # far above what one process reaches
+TIMEOUT = 300.0
+LABELS = {
+    "floor": "raw aiohttp loop (the floor)",
+    "default": "`batchgate run` (default: `--quota local`)",
+    "memory": "`batchgate run --quota memory`",
+    "library": "`Gateway.abatch` (the library)",
+}
+
+
+@dataclass(slots=True)
+class Figures:
+    cpu_ms: list[float] = field(default_factory=list)  # per request, one per round
+    per_s: list[float] = field(default_factory=list)
+    failed: int = 0
+
+
+Runner = Callable[[Spec, Path], tuple[ChildRun, Any]]
+
+
+def _runners() -> dict[str, Runner]:
+    scenario = overhead(False)
+
+    def library(name: str) -> Runner:
+        return lambda spec, tmp: run_library_system(name, tmp / "spec.json", tmp / f"{name}.json", TIMEOUT)
+
+    def cli(*extra: str) -> Runner:
+        return lambda spec, tmp: run_cli(scenario, spec, tmp, TIMEOUT, extra)
+
+    return {
+        "floor": library("aiohttp-floor"),
+        "default": cli(),
+        "memory": cli("--quota", "memory"),
+        "library": library("batchgate"),
+    }
+
+
+def _completed(out: Any) -> tuple[int, int]:
+    if out is None:
+        return 0, 0
+    return len(out["ok_ids"]), int(out["failed"])
+
+
+def run(requests: int, rounds: int, systems: list[str]) -> dict[str, Figures]:
+    runners = _runners()
+    figures = {name: Figures() for name in systems}
+    scenario = overhead(False)
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmpdir:
+        tmp = Path(tmpdir)
+        os.environ["XDG_CACHE_HOME"] = str(tmp / "cache")  # the default run's ledger: a fresh one
+        emu_yaml = tmp / "emulator.yaml"
+        emu_yaml.write_text(yaml.safe_dump(scenario.emulator, sort_keys=False))
+        with EmulatorProcess(emu_yaml) as emu:
+            providers = {"alpha": ProviderSpec("openai", MODELS["alpha"], DECLARED, emu.base_url("alpha"))}
+            spec = Spec("overhead", providers, make_requests(requests, ["alpha"], max_tokens=8))
+            spec.dump(tmp / "spec.json")
+            for round_no in range(1, rounds + 1):
+                for name in systems:
+                    emu.reset()
+                    child, out = runners[name](spec, tmp)
+                    ok, failed = _completed(out)
+                    fig = figures[name]
+                    fig.failed += failed + (requests - ok - failed)
+                    fig.cpu_ms.append(1000.0 * child.cpu_s / requests)
+                    fig.per_s.append(ok / child.wall_s if child.wall_s else 0.0)
+                    problem = f" ({child.stderr_tail})" if child.returncode or ok < requests else ""
+                    print(
+                        f"round {round_no} {name:8s} cpu={fig.cpu_ms[-1]:.3f} ms/req "
+                        f"{fig.per_s[-1]:,.0f} req/s completed={ok}{problem}",
+                        flush=True,
+                    )
+    return figures
+
+
+def _span(values: list[float], fmt: str) -> str:
+    low, high = min(values), max(values)
+    return format(low, fmt) if format(low, fmt) == format(high, fmt) else f"{low:{fmt}}–{high:{fmt}}"
+
+
+def table(figures: dict[str, Figures]) -> str:
+    floor = figures.get("floor")
+    base = statistics.fmean(floor.cpu_ms) if floor is not None and floor.cpu_ms else None
+    memory = figures.get("memory")
+    lines = [
+        "| system | CPU ms / request | × the floor | requests / s |",
+        "|---|---|---|---|",
+    ]
+    for name, fig in figures.items():
+        if not fig.cpu_ms:
+            continue
+        mean = statistics.fmean(fig.cpu_ms)
+        ratio = f"{mean / base:.2f}×" if base else "–"
+        if name == "default" and memory is not None and memory.cpu_ms:
+            ratio += f" ({mean / statistics.fmean(memory.cpu_ms) - 1:+.0%} over `--quota memory`)"
+        failed = f" ({fig.failed} failed)" if fig.failed else ""
+        lines.append(
+            f"| {LABELS[name]}{failed} | {_span(fig.cpu_ms, '.2f')} | {ratio} | {_span(fig.per_s, ',.0f')} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--requests", type=int, default=4000)
+    parser.add_argument("--rounds", type=int, default=2, help="alternated runs of each system")
+    parser.add_argument("--systems", nargs="+", choices=list(LABELS), default=list(LABELS))
+    args = parser.parse_args(argv)
+    figures = run(args.requests, args.rounds, args.systems)
+    print()
+    print(f"{args.requests:,} requests, zero latency, no quota enforced; {args.rounds} alternated rounds")
+    print(f"(CPU of the whole process per request, start-up included; load average {os.getloadavg()[0]:.1f})")
+    print()
+    print(table(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
