@@ -15,7 +15,9 @@ alternated round by round so a noisy machine weighs on all of them alike:
 
 The figure is the CPU of the whole child process per request, start-up and imports included,
 and requests per second over its whole wall time. Prints one Markdown table with each system's
-ratio to the floor (means over the rounds).
+ratio to the floor (means over the rounds). Bytecode as a user's install has it (see
+bench/startup.py): the children run without PYTHONDONTWRITEBYTECODE after a warm-up run of each
+system (not counted) has written the `.pyc` caches; `--bytecode none` keeps the environment's.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def _completed(out: Any) -> tuple[int, int]:
     return len(out["ok_ids"]), int(out["failed"])
 
 
-def run(requests: int, rounds: int, systems: list[str]) -> dict[str, Figures]:
+def run(requests: int, rounds: int, systems: list[str], *, warm_up: bool) -> dict[str, Figures]:
     runners = _runners()
     figures = {name: Figures() for name in systems}
     scenario = overhead(False)
@@ -97,6 +99,12 @@ def run(requests: int, rounds: int, systems: list[str]) -> dict[str, Figures]:
             providers = {"alpha": ProviderSpec("openai", MODELS["alpha"], DECLARED, emu.base_url("alpha"))}
             spec = Spec("overhead", providers, make_requests(requests, ["alpha"], max_tokens=8))
             spec.dump(tmp / "spec.json")
+            if warm_up:
+                warm = Spec("overhead", providers, spec.requests[:100])
+                warm.dump(tmp / "spec.json")
+                for name in systems:
+                    runners[name](warm, tmp)
+                spec.dump(tmp / "spec.json")
             for round_no in range(1, rounds + 1):
                 for name in systems:
                     emu.reset()
@@ -147,11 +155,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=4000)
     parser.add_argument("--rounds", type=int, default=2, help="alternated runs of each system")
     parser.add_argument("--systems", nargs="+", choices=list(LABELS), default=list(LABELS))
+    parser.add_argument(
+        "--bytecode",
+        choices=("cached", "none"),
+        default="cached",
+        help=".pyc caches written, as a user's install has them (default), or the environment's setting",
+    )
     args = parser.parse_args(argv)
-    figures = run(args.requests, args.rounds, args.systems)
+    if args.bytecode == "cached":
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    figures = run(args.requests, args.rounds, args.systems, warm_up=args.bytecode == "cached")
     print()
     print(f"{args.requests:,} requests, zero latency, no quota enforced; {args.rounds} alternated rounds")
-    print(f"(CPU of the whole process per request, start-up included; load average {os.getloadavg()[0]:.1f})")
+    print(
+        f"(CPU of the whole process per request, start-up included; bytecode {args.bytecode}; "
+        f"load average {os.getloadavg()[0]:.1f})"
+    )
     print()
     print(table(figures))
     return 0

@@ -19,8 +19,8 @@ from batchgate.quota.store.sqlite_store import SqliteQuotaStore
 
 from .test_shared_quota import ONE, most_in_a_window, run_for, send
 
-FAST = QuotaLimits(rpm=12_000, safety=1.0)  # 200 requests/s: a lease is 10 of them
-PER_SECOND = 200
+FAST = QuotaLimits(rpm=30_000, safety=1.0)  # 500 requests/s: a lease is 10 of them
+PER_SECOND = 500
 SLICE = round(PER_SECOND * LEASE_SECONDS)
 QUOTA = "https://api.example/v1#key"
 
@@ -46,10 +46,10 @@ def shared(pool: QuotaPool) -> SharedQuota:
 
 
 def test_a_lease_is_a_slice_of_the_rate_never_less_than_the_request() -> None:
-    paces = {"requests": Pace(200.0, 0.0, 1.0), "tokens": Pace(1000.0, 0.0, 5.0, window=400.0)}
+    paces = {"requests": Pace(500.0, 0.0, 1.0), "tokens": Pace(2000.0, 0.0, 5.0, window=1000.0)}
     assert lease_amounts(paces, {"requests": 1, "tokens": 30}) == {"requests": 10.0, "tokens": 30.0}
     assert lease_amounts(paces, {"requests": 1, "tokens": 5}) == {"requests": 10.0, "tokens": 20.0}
-    slow = {"requests": Pace(10.0, 0.0, 1.0)}  # half a request per slice: one at a time
+    slow = {"requests": Pace(10.0, 0.0, 1.0)}  # a fifth of a request per slice: one at a time
     assert lease_amounts(slow, {"requests": 1}) == {"requests": 1.0}
 
 
@@ -61,7 +61,7 @@ async def test_a_fast_key_asks_the_store_once_a_slice_and_still_keeps_its_limit(
     store, _ = stores(kind, clock, tmp_path)
     pool = process(store, clock, "a")
     sent: list[float] = []
-    tasks = [asyncio.ensure_future(send(pool, sent, clock, latency=0.05)) for _ in range(600)]
+    tasks = [asyncio.ensure_future(send(pool, sent, clock, latency=0.05)) for _ in range(1500)]
     await run_for(clock, 2.0)
     assert most_in_a_window(sent, 1.0) <= PER_SECOND
     assert len(sent) >= 0.9 * PER_SECOND * 2.0
@@ -92,7 +92,7 @@ async def test_a_process_joining_mid_run_shares_the_limit_at_once(kind: str, tmp
     store_a, store_b = stores(kind, clock, tmp_path)
     a = process(store_a, clock, "a")
     sent_a: list[float] = []
-    tasks = [asyncio.ensure_future(send(a, sent_a, clock, latency=0.05)) for _ in range(1500)]
+    tasks = [asyncio.ensure_future(send(a, sent_a, clock, latency=0.05)) for _ in range(3000)]
     await run_for(clock, 2.0)  # a alone, at the whole limit
     joined = clock.now()
     b = process(store_b, clock, "b")

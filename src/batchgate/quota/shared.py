@@ -2,26 +2,29 @@
 own pool admitted it, and the channel its settlements go back through.
 
 Quota is taken from the store in leases: one `apply` admits a slice of the shared pace
-(`LEASE_SECONDS` of each dimension's rate, at most `LEASE_WINDOW_SHARE` of its window
-allowance, at least what the request asking needs), logged under the lease's own key; the
-process then spends it request by request without asking again, and returns what is left when
-the next request does not fit (riding on the next lease's `apply`), when the lease is
-`LEASE_LIFE` old (a clock timer), on a pause, a drain or `close`. A slow key (a slice under one
-request) leases one request at a time: a store call per request, as before leases.
+(`LEASE_SECONDS` of each dimension's rate, or of its window allowance if less; never less than
+the request asking), logged in the store's window log under the lease's own key; the process
+then spends it request by request without asking again, and gives back what is left when the
+next request does not fit (riding on the next lease's `apply`), when the lease is `LEASE_LIFE`
+old (a clock timer), on a pause, a drain or `close`. A key whose slice is under one request (under
+50 a second) leases one request at a time: a store call per request, cheap at that pace.
 
-Why leases (measured with bench/overhead.py, 4,000 requests at no latency): one SQLite
-transaction per request cost ~0.65 ms, more than the rest of the pipeline, and the window log it
-rewrote grew with the rate (every admission of the last second). A lease costs the same
-transaction once per slice (at 2,000 requests/s, one per ~100 requests) and one log entry. The
-other options weighed: a lock-free shared-memory ring would still cost a synchronised update per
-request and a second implementation of the store's arithmetic beside `ledger.apply` (which
-Redis also runs); publishing only while another process is registered costs nothing alone but
-hands a lone process's unpublished state to a joiner late or not at all. With leases a process
-joining mid-run shares at once (it asks the store; the others hold at most one slice each) and
-every store kind gains alike. What a lease costs in accuracy: the window log counts a slice from
-its take to the last send from it plus the hold (restamped when the lease closes), so a window
-may hold up to one slice more than was sent in it; and another process's 429 or pause reaches a
-lease's holder at its next `apply`, within a slice.
+Why leases. Measured with bench/overhead.py (4,000 requests, a provider answering at once, a
+limit declared far above the pace reached): one SQLite transaction per request made the default
+run (`--quota local`) cost 2.2× the CPU of `--quota memory` (1.08 against 0.50 ms per request),
+and the window log it rewrote grew with the rate (every admission of the last second, read and
+written as JSON by every transaction). With leases that run makes 67 store calls in all, not
+~4,000, and costs within the noise of `--quota memory`. The other options weighed: a lock-free
+shared-memory ring would still synchronise every request across processes, and would be a second
+implementation of the store's arithmetic beside `ledger.apply` (which Redis runs as Lua) with
+none of its conformance; publishing only while another process is registered costs nothing alone,
+but a lone process's unpublished sends reach a process joining mid-run late (after the joiner's
+first sends) or not at all. Leases keep one store protocol and one conformance suite, help Redis
+as much as SQLite, and a process joining mid-run shares at once: it asks the store, where each
+other process holds at most one slice. What they cost in accuracy: a lease's log entry counts
+from its take to its last send plus the hold (restamped when it closes), so a window may count
+up to a slice more than was sent in it (never less); and a 429 or a pause in one process reaches
+another's open lease at its next `apply`, within `LEASE_LIFE`.
 
 `take(res)` spends from the current lease when the request fits and no other take of this
 process is waiting; otherwise it waits, in this process's FIFO order (urgent takes — live
@@ -57,9 +60,8 @@ SETTLE_WITHIN = 0.25  # seconds a refund or a reconcile delta may wait for a tak
 SHARED_LEAD = 1.05  # a shared pool's own bucket runs this much ahead of the store's pace (`QuotaPool.share`)
 RESTAMP_AFTER = 0.005  # seconds between take and send past which the store is told the send time
 LONGEST_WAIT = 60.0  # a store that says "never" (a zero rate) is asked again after this long
-LEASE_SECONDS = 0.05  # a lease is this many seconds of each dimension's shared rate ...
-LEASE_WINDOW_SHARE = 0.05  # ... and at most this share of its window allowance
-LEASE_LIFE = 0.1  # seconds after which a lease's unspent rest goes back to the store
+LEASE_SECONDS = 0.02  # a lease is this many seconds of each dimension's shared rate (or window allowance)
+LEASE_LIFE = 0.05  # seconds after which a lease's unspent rest goes back to the store
 _FITS = 1e-9  # relative room for floating-point sums when a request is matched to a lease
 
 
@@ -123,12 +125,11 @@ class _Lease:
 
 
 def lease_amounts(paces: Mapping[str, Pace], amounts: Mapping[str, float]) -> dict[str, float]:
-    """What a lease asks of each dimension: `LEASE_SECONDS` of its rate (at most
-    `LEASE_WINDOW_SHARE` of its window allowance), and never less than the request asking."""
+    """What a lease asks of each dimension: `LEASE_SECONDS` of its rate (or of its window
+    allowance per second, if less), and never less than the request asking."""
     out = dict(amounts)
     for name, pace in paces.items():
-        share = min(pace.rate * LEASE_SECONDS, pace.window * LEASE_WINDOW_SHARE)
-        out[name] = max(out.get(name, 0.0), share)
+        out[name] = max(out.get(name, 0.0), min(pace.rate, pace.window) * LEASE_SECONDS)
     return out
 
 
