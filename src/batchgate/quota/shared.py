@@ -22,7 +22,7 @@ but a lone process's unpublished sends reach a process joining mid-run late (aft
 first sends) or not at all. Leases keep one store protocol and one conformance suite, help Redis
 as much as SQLite, and a process joining mid-run shares at once: it asks the store, where each
 other process holds at most one slice. What they cost in accuracy: a lease's log entry counts
-from its take to its last send plus the hold (restamped when it closes), so a window may count
+from its take to its close plus the hold (restamped then), so a window may count
 up to a slice more than was sent in it (never less); and a 429 or a pause in one process reaches
 another's open lease at its next `apply`, within `LEASE_LIFE`.
 
@@ -101,15 +101,15 @@ class _Turns:
 class _Lease:
     """A slice of the shared quota the store admitted in one `apply`: its log entry (`entry`:
     key, what the store holds for it, its hold, when taken), what is left to spend here, the
-    longest hold of a request spent from it and when the last of them left."""
+    longest hold of a request spent from it and whether any of them left yet."""
 
-    __slots__ = ("entry", "hold", "last_sent", "left", "timer")
+    __slots__ = ("entry", "hold", "left", "sent", "timer")
 
     def __init__(self, entry: SharedEntry, timer: TimerHandle) -> None:
         self.entry = entry
         self.left = dict(entry.amounts)
         self.hold = entry.hold
-        self.last_sent = entry.taken_at
+        self.sent = False
         self.timer = timer
 
     def spend(self, amounts: Mapping[str, float]) -> bool:
@@ -184,18 +184,17 @@ class SharedQuota:
             self._add(entry, name, delta)
 
     def sent(self, res: Reservation) -> None:
-        """`res`'s request leaves now: its lease's entry counts from its last send (told the
-        store when the lease closes); sent well after its lease closed, it is told at once,
-        before the entry could leave the store's window too early."""
+        """`res`'s request leaves now: its open lease's entry counts from when the lease closes
+        (told the store then); sent well after its lease closed, it is told at once, before the
+        entry could leave the store's window too early."""
         entry = res.shared
         if entry is None or entry.hold <= 0:
             return
-        now = self._clock.now()
         lease = self._lease
         if lease is not None and lease.entry.key == entry.key:
-            lease.last_sent = now
+            lease.sent = True
             return
-        if now - entry.taken_at > RESTAMP_AFTER:
+        if self._clock.now() - entry.taken_at > RESTAMP_AFTER:
             self._pending.restamps[entry.key] = Restamp(entry.hold, dict(entry.amounts))
             self._schedule()
 
@@ -249,7 +248,8 @@ class SharedQuota:
         self._lease = _Lease(SharedEntry(request.key, dict(request.amounts), hold, now), timer)
 
     def _close_lease(self) -> None:
-        """Give the lease's unspent rest back and restamp its entry from its last send."""
+        """Give the lease's unspent rest back and restamp its entry from now (its requests
+        left by now)."""
         lease, self._lease = self._lease, None
         if lease is None:
             return
@@ -258,10 +258,8 @@ class SharedQuota:
         for name, left in lease.left.items():
             if left != 0:
                 self._add(entry, name, -left)
-        now = self._clock.now()
-        late = lease.last_sent - entry.taken_at > RESTAMP_AFTER or lease.hold > entry.hold
-        if late and (hold := lease.hold - (now - lease.last_sent)) > 0:
-            self._pending.restamps[entry.key] = Restamp(hold, dict(entry.amounts))
+        if lease.sent and (self._clock.now() - entry.taken_at > RESTAMP_AFTER or lease.hold > entry.hold):
+            self._pending.restamps[entry.key] = Restamp(lease.hold, dict(entry.amounts))
 
     def _on_lease_expiry(self) -> None:
         if self._lease is not None and not self._turns.held():
