@@ -262,7 +262,7 @@ class SharedQuota:
             self._pending.restamps[entry.key] = Restamp(lease.hold, dict(entry.amounts))
 
     def _on_lease_expiry(self) -> None:
-        if self._lease is not None and not self._turns.held():
+        if self._lease is not None:  # a take waiting its turn to spend from it asks for another
             self._close_lease()
             self._schedule()
 
