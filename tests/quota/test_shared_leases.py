@@ -113,3 +113,18 @@ async def test_a_process_joining_mid_run_shares_the_limit_at_once(kind: str, tmp
         await shared(pool).close()
     for store in {id(s): s for s in (store_a, store_b)}.values():
         await store.close()
+
+
+async def test_a_pause_ends_the_lease_so_the_next_request_waits_at_the_store() -> None:
+    clock = FakeClock()
+    store = MemoryQuotaStore(clock)
+    pool = process(store, clock, "a")
+    await shared(pool).take(await pool.acquire(ONE))  # a lease of 10, one spent
+    shared(pool).pause(1.0)  # a retry hint (as the pool passes it on): the other nine wait too
+    start = clock.now()
+    sent: list[float] = []
+    task = asyncio.ensure_future(send(pool, sent, clock))  # the pool's own bucket is not paused
+    await run_for(clock, 1.2)
+    await task
+    assert sent[0] >= start + 1.0 - 1e-9  # the store's pause held it ...
+    assert shared(pool).takes == 2  # ... asked for a new lease, not the old one's rest
