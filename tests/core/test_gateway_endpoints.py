@@ -79,3 +79,18 @@ async def test_a_response_cut_at_max_output_tokens_is_an_answer(emulator: Start)
     assert result.body["incomplete_details"] == {"reason": "max_output_tokens"}
     assert result.usage is not None
     assert 0 < result.usage.completion_tokens <= 4
+
+
+async def test_token_array_inputs_reserve_their_real_token_count(emulator: Start) -> None:
+    providers = [emu_provider("alpha")]
+    emu = await emulator(providers)
+    cfg = gateway_config(emu, providers, [{"model": "m", "targets": ["alpha"]}])
+    one = {"url": "/v1/embeddings", "model": "m", "input": list(range(300))}
+    many = {"url": "/v1/embeddings", "model": "m", "input": [[7] * 120, [8, 9] * 40, [1]]}
+    async with Gateway(cfg) as gw:
+        reserved = [gw.estimate(one).prompt_tokens, gw.estimate(many).prompt_tokens]
+        results = await gw.abatch([one, many])
+    assert all(r.ok for r in results), [r.error for r in results]
+    billed = [r.usage.prompt_tokens for r in results if r.usage is not None]
+    assert billed == [300, 201]  # one token an id, as the provider counts them
+    assert all(r >= b for r, b in zip(reserved, billed, strict=True)), (reserved, billed)

@@ -21,16 +21,16 @@ from batchgate.models import Cost, requested_output_tokens
 from batchgate.providers.base import make_token_counter
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, cost_amounts
 from batchgate.scheduler import request_cost
-from batchgate.tokens import TokenCounter, chat_framing, iter_prompt_text
+from batchgate.tokens import TokenCounter, chat_framing, iter_prompt_text, token_array_tokens
 
 _KEY = {name: key for key, name in DIMENSIONS}
 
 
 def prompt_upper_bound(body: Mapping[str, Any]) -> int:
     """At least as many tokens as any counter gives the prompt (UTF-8 bytes, at most 4 a
-    character, plus framing) — computed without encoding anything."""
+    character, plus framing; a token array's ids one each) — computed without encoding anything."""
     chars = sum(len(part) for part in iter_prompt_text(body))
-    return 4 * chars + chat_framing(body)
+    return 4 * chars + token_array_tokens(body) + chat_framing(body)
 
 
 class RouteFit:
