@@ -2,7 +2,7 @@
 job bound by tokens per minute rather than requests per minute? Prints figures; a figures
 script, not a test.
 
-    python bench/embed_packing.py [--lines 100000] [--words 12] [--rpm 3000] [--tpm 1000000]
+    python bench/embed_packing.py [--lines 100000] [--words 12] [--rpm 3000] [--tpm 1000000] [--no-pack]
 
 Writes `--lines` OpenAI Batch lines, each `/v1/embeddings` with one text of about `--words`
 words (all different; `dimensions: 16` keeps OUT small), starts an emulator process whose key
@@ -11,7 +11,8 @@ modelled), runs `batchgate run` on the file and prints: the tokens the provider 
 of the OUT lines' usage), the TPM bound (those tokens ÷ TPM), the RPM bound one request a line
 would have had (lines ÷ RPM), the makespan (first request admitted → run finished), its ratio to
 the TPM bound, the requests sent, 429s, failed lines, and whether every OUT line holds the
-emulator's vector of its own text (`embedding_vector`).
+emulator's vector of its own text (`embedding_vector`). `--no-pack` runs the same job with
+`job: {pack_embeddings: 0}`, one request a line (at full size it takes the whole RPM bound).
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def main() -> None:
     ap.add_argument("--words", type=int, default=12)
     ap.add_argument("--rpm", type=int, default=3000)
     ap.add_argument("--tpm", type=int, default=1_000_000)
+    ap.add_argument("--no-pack", action="store_true", help="one request a line (pack_embeddings: 0)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bg-embed-") as tmp_s:
         tmp = Path(tmp_s)
@@ -105,7 +107,8 @@ def main() -> None:
             (tmp / "gw.yaml").write_text(
                 f"providers:\n  - {{name: alpha, kind: openai, base_url: '{emu.base_url('alpha')}', "
                 f"limits: {{rpm: {args.rpm}, tpm: {args.tpm}}}}}\n"
-                "routes:\n  - {model: embed, targets: ['alpha:text-embedding-3-small']}\n",
+                "routes:\n  - {model: embed, targets: ['alpha:text-embedding-3-small']}\n"
+                + ("job: {pack_embeddings: 0}\n" if args.no_pack else ""),
                 encoding="utf-8",
             )
             cmd = [sys.executable, "-m", "batchgate", "run", "in.jsonl", "--config", "gw.yaml"]

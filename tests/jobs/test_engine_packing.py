@@ -15,6 +15,7 @@ import pytest
 from batchgate.config import GatewayConfig, config_from_dict
 from batchgate.emulator import Emulator, embedding_vector, emulator_config_from_dict
 from batchgate.endpoints import ENDPOINT_KEY
+from batchgate.errors import ConfigError
 from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.engine_types import EngineOptions
 from batchgate.jobs.pack.group import shares
@@ -35,19 +36,17 @@ def _emulator(**fields: Any) -> Emulator:
     return Emulator(emulator_config_from_dict({"seed": 5, "providers": [provider]}))
 
 
+def _config_data() -> dict[str, Any]:
+    return {
+        "providers": [{"name": "alpha", "kind": "openai", "base_url": "http://127.0.0.1:9/v1"}],
+        "routes": [{"model": MODEL, "targets": ["alpha:text-embedding-3-small"]}],
+        "settings": {"concurrency": 8, "retry": {"max_attempts": 2, "base_delay": 0.01, "max_delay": 0.05}},
+        "prices": {"text-embedding-3-small": {"input": PRICE, "output": 0.0}},
+    }
+
+
 def _config() -> GatewayConfig:
-    return config_from_dict(
-        {
-            "providers": [{"name": "alpha", "kind": "openai", "base_url": "http://127.0.0.1:9/v1"}],
-            "routes": [{"model": MODEL, "targets": ["alpha:text-embedding-3-small"]}],
-            "settings": {
-                "concurrency": 8,
-                "retry": {"max_attempts": 2, "base_delay": 0.01, "max_delay": 0.05},
-            },
-            "prices": {"text-embedding-3-small": {"input": PRICE, "output": 0.0}},
-        },
-        source="test.yaml",
-    )
+    return config_from_dict(_config_data(), source="test.yaml")
 
 
 def _text(i: int) -> str:
@@ -161,3 +160,22 @@ def test_shares_add_up_and_follow_the_weights() -> None:
     assert sum(shares(7, [5, 0, 2, 9])) == 7
     assert shares(5, [0, 0]) in ([3, 2], [2, 3])
     assert shares(0, []) == []
+
+
+async def test_pack_embeddings_zero_sends_each_line_on_its_own() -> None:
+    specs = [_spec(i) for i in range(12)]
+    config = config_from_dict({**_config_data(), "job": {"pack_embeddings": 0}}, source="test.yaml")
+    async with _emulator() as emu:
+        store = await _store(specs)
+        engine = JobEngine(config, store, "job1", base_urls={"alpha": emu.base_url("alpha")})
+        outcome = await engine.run()
+        admitted = emu.stats()["providers"]["alpha"]["admitted"]
+    assert outcome.status == "completed"
+    assert admitted == 12
+
+
+def test_pack_embeddings_is_checked_in_the_config() -> None:
+    with pytest.raises(ConfigError, match=r"job\.pack_embeddings: must be at most 2048"):
+        config_from_dict({**_config_data(), "job": {"pack_embeddings": 4096}}, source="test.yaml")
+    with pytest.raises(ConfigError, match=r"job\.pack_embeddings: must be >= 0"):
+        config_from_dict({**_config_data(), "job": {"pack_embeddings": -1}}, source="test.yaml")

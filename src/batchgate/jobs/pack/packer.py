@@ -65,19 +65,19 @@ class Packer:
         stopping: Callable[[], bool],
     ) -> None:
         """`inputs`: the most lines a pack holds (the engine gives half its window, so one pack
-        fills while another is sent); `slots`: the engine's, one taken per pack."""
+        fills while another is sent; `job.pack_embeddings` may lower it, 0 or 1: no packing);
+        `slots`: the engine's, one taken per pack."""
         self._config, self._live, self._slots = config, live, slots
-        self._inputs = inputs
+        self._inputs = min(inputs, config.job.pack_embeddings)  # 0: `job.pack_embeddings` turns it off
         self._stopping = stopping
         self._limits: dict[str, PackLimits] = {}
         self._held: dict[bytes, _Group] = {}
         self._sending: set[asyncio.Task[None]] = set()
         self._flush: asyncio.Handle | None = None
 
-    @staticmethod
-    def key(spec: TaskSpec) -> bytes | None:
+    def key(self, spec: TaskSpec) -> bytes | None:
         """The line's pack key, or None when it is sent on its own."""
-        return pack_key(spec.body)
+        return pack_key(spec.body) if self._inputs > 1 else None
 
     async def run(self, spec: TaskSpec, key: bytes) -> Outcome:
         """Send `spec` in a pack; its own outcome. Raises `Abandoned` when the pack is given up."""
