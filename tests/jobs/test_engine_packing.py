@@ -7,6 +7,7 @@ for the next run."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -19,6 +20,7 @@ from batchgate.errors import ConfigError
 from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.engine_types import EngineOptions
 from batchgate.jobs.pack.group import shares
+from batchgate.jobs.plan import make_plan
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskRecord, TaskSpec, TaskState
 from batchgate.tokens import ExactTokenCounter
@@ -179,3 +181,24 @@ def test_pack_embeddings_is_checked_in_the_config() -> None:
         config_from_dict({**_config_data(), "job": {"pack_embeddings": 4096}}, source="test.yaml")
     with pytest.raises(ConfigError, match=r"job\.pack_embeddings: must be >= 0"):
         config_from_dict({**_config_data(), "job": {"pack_embeddings": -1}}, source="test.yaml")
+
+
+def test_the_plan_counts_packed_requests_not_lines(tmp_path: Path) -> None:
+    data = _config_data()
+    data["providers"][0]["limits"] = {"rpm": 3000, "tpm": 1_000_000}
+    src = tmp_path / "in.jsonl"
+    lines = [
+        {
+            "custom_id": f"e{i}",
+            "method": "POST",
+            "url": "/v1/embeddings",
+            "body": {"model": MODEL, "input": _text(i)},
+        }
+        for i in range(2_048)
+    ]
+    src.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    packed = make_plan(config_from_dict(data, source="t.yaml"), src)["providers"]["alpha"]
+    alone = make_plan(config_from_dict({**data, "job": {"pack_embeddings": 0}}, source="t.yaml"), src)
+    assert alone["providers"]["alpha"]["requests"] == 2_048
+    assert packed["requests"] == 4  # 512 a request: half the engine's 1,024-line window (concurrency 8)
+    assert packed["prompt_tokens"] == alone["providers"]["alpha"]["prompt_tokens"]

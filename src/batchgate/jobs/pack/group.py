@@ -52,6 +52,15 @@ def limits_for(config: GatewayConfig, model: str, inputs: int) -> PackLimits:
     return PackLimits(inputs=max(1, min(inputs, MAX_EMBEDDING_INPUTS)), tokens=max(1, tokens))
 
 
+def lines_per_request(config: GatewayConfig, body: dict[str, Any]) -> int:
+    """How many lines like `body` one request carries in a run with the config's concurrency (1
+    when it does not pack): what `plan` divides its requests by. The token bound is not applied."""
+    if pack_key(body) is None:
+        return 1
+    window = max(1024, 4 * config.settings.concurrency)  # the engine's window without options
+    return max(1, min(config.job.pack_embeddings, window // 2, MAX_EMBEDDING_INPUTS))
+
+
 def pack_key(body: dict[str, Any]) -> bytes | None:
     """What a packable line shares with the lines it may pack with; None when it does not pack."""
     text = body.get("input")
