@@ -25,7 +25,7 @@ from batchgate.emulator.config import ProviderConfig
 from batchgate.emulator.content import answer, content_text, fit
 from batchgate.emulator.limiter import RequestCost
 from batchgate.emulator.openai_api import MAX_N, OpenAIFamily, _int_param, _invalid, _wrong_type, body_model
-from batchgate.emulator.wire import ApiError, ParsedRequest
+from batchgate.emulator.wire import ApiError, Family, ParsedRequest
 
 PATHS = {
     "chat": "/v1/chat/completions",
@@ -54,6 +54,23 @@ def embedding_vector(text: str, dimensions: int) -> list[float]:
 def token_array_text(tokens: list[int]) -> str:
     """The text a token-array input is embedded as (the emulator does not decode tokens)."""
     return "tokens:" + ",".join(str(t) for t in tokens)
+
+
+def parse_for(family: Family, endpoint: str, body: Any, provider: ProviderConfig) -> ParsedRequest:
+    """A body validated as the live endpoint validates it: the OpenAI family's by `endpoint`, the
+    others' by their family (the live server and the Batch APIs both parse through here)."""
+    if isinstance(family, OpenAIFamily):
+        return parse_request(family, endpoint, body, provider)
+    return family.parse(body, provider)
+
+
+def answer_for(
+    family: Family, req: ParsedRequest, text: str, tokens: int, cut: bool, body_id: str, wall: float
+) -> bytes:
+    """The answer to an admitted request in its family's and endpoint's shape (live or batch)."""
+    if isinstance(family, OpenAIFamily):
+        return success_body(family, req, text, tokens, cut, body_id, wall)
+    return family.success_body(req, text, tokens, cut, body_id, wall)
 
 
 def parse_request(family: OpenAIFamily, endpoint: str, body: Any, provider: ProviderConfig) -> ParsedRequest:
@@ -273,7 +290,7 @@ def _responses_body(
             "text": {"format": {"type": "text"}},
             "usage": {
                 "input_tokens": req.prompt_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
+                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                 "output_tokens": tokens,
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": req.prompt_tokens + tokens,
