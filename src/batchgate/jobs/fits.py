@@ -47,7 +47,6 @@ class RouteFit:
             for p in config.providers
         }
         self._routes = {r.model: [config.provider(t.provider) for t in r.targets] for r in config.routes}
-        self._modes = {r.model: config.job.mode or r.mode for r in config.routes}
         self._floor = {model: min(map(self._smallest, ps)) for model, ps in self._routes.items()}
         self._default_out = {
             model: max(p.default_max_tokens for p in ps) for model, ps in self._routes.items()
@@ -107,10 +106,6 @@ class RouteFit:
         """Why route `model` cannot carry a request to `path` (not chat), or None when it can."""
         if self._chat_only:
             return f"url {path} does not match the batch's endpoint /v1/chat/completions"
-        if self._modes[model] != "online":  # the Batch API mode sends chat lines only, for now
-            return (
-                f"url {path}: route {model!r} runs in mode {self._modes[model]}, which takes chat lines only"
-            )
         for p in self._routes[model]:
             if p.kind != "openai":  # Anthropic has no embeddings; Responses is not translated yet
                 return (

@@ -125,8 +125,8 @@ def job_id_for(input_path: Path, output_path: Path) -> str:
 
 
 def _route_fit(req: RunRequest, config: GatewayConfig) -> RouteFit:
-    """The fit check with this run's --mode (a Batch API mode takes chat lines only, for now)."""
-    return RouteFit(with_job_overrides(config, req.mode, None), chat_only=req.chat_only)
+    """The fit check of this run's lines (serve's /v1/batches: chat lines only)."""
+    return RouteFit(config, chat_only=req.chat_only)
 
 
 def check_input(req: RunRequest, config: GatewayConfig, err: Callable[[str], None]) -> ValidationReport:
