@@ -29,6 +29,8 @@ def test_each_route_class_has_its_bound() -> None:
     limits = BodyLimits()
     assert limits.route_class("POST", "/v1/chat/completions") == "live"
     assert limits.route_class("POST", "/v1/messages") == "live"
+    for path in ("/v1/embeddings", "/v1/responses", "/v1/completions"):
+        assert limits.route_class("POST", path) == "live"
     assert limits.route_class("POST", "/v1/files") == "upload"
     assert limits.route_class("POST", "/v1/jobs") == "batch"
     assert limits.route_class("POST", "/v1/messages/batches") == "batch"

@@ -2,7 +2,8 @@
 `/v1/completions` — validation, charge and answer shapes as /work/shared/PROTOCOLS.md gives them.
 
 - Embeddings: `input` a string, an array of ≤ 2,048 strings, or token arrays; each input ≤ 8,192
-  tokens and ≤ 300,000 together; charged on TPM by input tokens only (no output). Each vector is
+  tokens and ≤ 300,000 together; `dimensions` at most the model's own (1,536; 3,072 for
+  `text-embedding-3-large`); charged on TPM by input tokens only (no output). Each vector is
   `embedding_vector(text, dimensions)`: deterministic from the text, so a test can check it.
 - Responses: `input` (string or items), `instructions`, `max_output_tokens` (plays `max_tokens`
   in the charge); an answer cut at `max_output_tokens` is `status: incomplete` with
@@ -137,7 +138,8 @@ def _embeddings(family: OpenAIFamily, model: str, body: Mapping[str, Any]) -> Pa
             "input",
             "max_tokens_per_request",
         )
-    dimensions = _int_param(body, "dimensions", 1) or _LARGE_DIMENSIONS.get(model, DEFAULT_DIMENSIONS)
+    native = _LARGE_DIMENSIONS.get(model, DEFAULT_DIMENSIONS)  # a model's vectors shorten, never grow
+    dimensions = _int_param(body, "dimensions", 1, native) or native
     encoding = body.get("encoding_format", "float")
     if encoding not in ("float", "base64"):
         raise _invalid(

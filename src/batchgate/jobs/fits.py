@@ -37,8 +37,8 @@ class RouteFit:
     """Per provider: its counter (as the run makes it) and its declared per-minute limits; per
     route, the smallest token limit among its targets (below it, nothing needs counting)."""
 
-    def __init__(self, config: GatewayConfig, *, chat_only: bool = False) -> None:
-        self._chat_only = chat_only  # a batch whose endpoint is chat (serve's /v1/batches)
+    def __init__(self, config: GatewayConfig, *, endpoint: str | None = None) -> None:
+        self._endpoint = endpoint  # a batch's one endpoint (serve's /v1/batches); None: any
         self._counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
         self._limits = {
             p.name: QuotaLimits(
@@ -88,6 +88,8 @@ class RouteFit:
         if not isinstance(model, str) or model not in self._routes:
             return None  # an unknown model is reported on its own
         endpoint = endpoint_of(body)
+        if self._endpoint is not None and endpoint != self._endpoint:
+            return f"url {PATHS[endpoint]} does not match the batch's endpoint {PATHS[self._endpoint]}"
         if endpoint != CHAT:
             return self._endpoint_problem(model, PATHS[endpoint])
         output = requested_output_tokens(body, self._default_out[model])
@@ -104,8 +106,6 @@ class RouteFit:
 
     def _endpoint_problem(self, model: str, path: str) -> str | None:
         """Why route `model` cannot carry a request to `path` (not chat), or None when it can."""
-        if self._chat_only:
-            return f"url {path} does not match the batch's endpoint /v1/chat/completions"
         for p in self._routes[model]:
             if p.kind != "openai":  # Anthropic has no embeddings; Responses is not translated yet
                 return (

@@ -4,12 +4,13 @@ auth, every refusal in OpenAI's error shape `{"error": {"message", "type", "para
     POST /v1/files                  multipart `file` + `purpose=batch`
     GET  /v1/files                  this key's files
     GET  /v1/files/{id}             GET /v1/files/{id}/content      DELETE /v1/files/{id}
-    POST /v1/batches                GET /v1/batches (`after`, `limit`)
+    POST /v1/batches                GET /v1/batches (`after`, `limit`); a batch names one endpoint
     GET  /v1/batches/{id}           POST /v1/batches/{id}/cancel
     /  /static/...  /v1/dashboard/  the web dashboard (`dashboard`): page public, its data keyed
     /v1/messages/batches/...        Anthropic's Message Batches (`anthropic_api`), its error shape
     GET  /metrics                   Prometheus metrics (`metrics_route`): no key; job ids for an admin key
-    POST /v1/chat/completions       POST /v1/messages (Anthropic's error shape): the live proxy (`live`)
+    POST /v1/chat/completions       POST /v1/messages (Anthropic's error shape): the live proxy (`live`),
+    POST /v1/embeddings  POST /v1/responses  POST /v1/completions  (with the same)
 
 Keys come as `Authorization: Bearer <token>` or (the anthropic SDK) `x-api-key: <token>`.
 Every body is bounded by its route's class (`body_limits`: a 413 naming the bound, before reading).

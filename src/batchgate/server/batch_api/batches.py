@@ -21,6 +21,7 @@ from typing import Any
 
 from batchgate.clock import Clock, TimerHandle
 from batchgate.config import GatewayConfig
+from batchgate.endpoints import endpoint_for_url
 from batchgate.errors import BatchgateError, InputError, ServiceRequestError
 from batchgate.gateway import Gateway
 from batchgate.jobs.engine import JobEngine
@@ -101,7 +102,7 @@ class Batches:
     # -- requests --------------------------------------------------------------------------------
     def create(self, owner: str, viewer: str | None, body: dict[str, Any]) -> BatchRecord:
         """A new batch over the input file `body` names (which `viewer` must be able to see)."""
-        file_id, metadata = create_fields(body)
+        file_id, endpoint, metadata = create_fields(body)
         if self.callbacks is not None:
             self.callbacks.check_metadata(metadata, owner)
         source = self.files.visible(file_id, viewer)
@@ -110,7 +111,7 @@ class Batches:
                 400, f"File '{file_id}' has purpose '{source.purpose}', not 'batch'.", param="input_file_id"
             )
         fill = functools.partial(link_or_copy, self.files.path(source.id))  # the file may be deleted
-        return self._open(owner, "openai", fill, input_file_id=file_id, metadata=metadata)
+        return self._open(owner, "openai", fill, input_file_id=file_id, endpoint=endpoint, metadata=metadata)
 
     def create_inline(self, owner: str, kind: str, data: bytes) -> BatchRecord:
         """A new batch of inline requests (`data`: its input JSONL), refused with a 400 naming the
@@ -127,6 +128,7 @@ class Batches:
         fill: Callable[[Path], object],
         *,
         input_file_id: str = "",
+        endpoint: str = ENDPOINT,
         metadata: dict[str, str] | None = None,
         check: bool = False,
     ) -> BatchRecord:
@@ -134,7 +136,7 @@ class Batches:
         folder = self.folder / batch_id
         folder.mkdir(mode=0o700)
         fill(folder / "input.jsonl")
-        bad = line_problems(self.config, folder / "input.jsonl", chat_only=True) if check else []
+        bad = line_problems(self.config, folder / "input.jsonl", endpoint="chat") if check else []
         if bad:
             shutil.rmtree(folder, ignore_errors=True)
             first = bad[0]
@@ -143,7 +145,7 @@ class Batches:
             id=batch_id,
             owner=owner,
             input_file_id=input_file_id,
-            endpoint=ENDPOINT,
+            endpoint=endpoint,
             completion_window=WINDOW,
             created_at=self._now(),
             job_id=job_id_for(folder / "input.jsonl", folder / "output.jsonl"),
@@ -293,14 +295,14 @@ class Batches:
             handle_signals=False,
             timeline_s=self.timeline_s,
             api_id=batch_id,  # `batchgate report/status/jobs/cancel` find the job by it
-            chat_only=True,  # the batch's endpoint is /v1/chat/completions
+            batch_endpoint=self._endpoint(batch_id),  # every line must name the batch's endpoint
         )
         req, config = self._run_setup(batch_id, req)
         say = functools.partial(log.info, "%s: %s", batch_id)
         try:
             await run_job(req, config, out=say, err=say)
         except InputError:
-            self._fail(batch_id, problems(self.config, req.input_path))
+            self._fail(batch_id, problems(self.config, req.input_path, req.batch_endpoint))
             return
         except BatchgateError as exc:
             if not self._closing:
@@ -320,6 +322,11 @@ class Batches:
         if b is not None and self._held(b):
             return  # paused (a native job): it runs again when resumed
         await self._finalize(batch_id)
+
+    def _endpoint(self, batch_id: str) -> str | None:
+        """The one endpoint the batch's lines must name (`batchgate.endpoints`: its `endpoint`)."""
+        b = self.registry.get_batch(batch_id)
+        return endpoint_for_url(b.endpoint) if b is not None else None
 
     def priority(self, batch_id: str) -> str:
         return "normal"  # a native job has its own (`native.Jobs`)

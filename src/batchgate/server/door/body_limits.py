@@ -5,7 +5,8 @@ Routes fall into four classes, each with its own bound (`serve --max-body CLASS=
     upload   POST /v1/files: the multipart file upload (200 MiB: OpenAI's file limit), streamed to
              disk and cut off at the bound (`files.Files`)
     batch    POST /v1/jobs and POST /v1/messages/batches: requests inline (64 MiB)
-    live     POST /v1/chat/completions, POST /v1/messages: one live request (8 MiB)
+    live     POST /v1/chat/completions, /v1/embeddings, /v1/responses, /v1/completions and
+             /v1/messages: one live request (8 MiB)
     other    every other route (1 MiB, aiohttp's own default)
 
 A declared `Content-Length` over the bound is a 413 before a byte of the body is read; a chunked
@@ -31,7 +32,7 @@ CLASSES = ("upload", "batch", "live", "other")
 BOUND = "batchgate.body_bound"  # the request's route class and the limits, for `read`
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": MIB, "g": 1024 * MIB}
-_LIVE = ("/v1/chat/completions", "/v1/messages", "/v1/embeddings", "/v1/completions")
+_LIVE = ("/v1/chat/completions", "/v1/messages", "/v1/embeddings", "/v1/responses", "/v1/completions")
 _BATCH = ("/v1/jobs", "/v1/messages/batches")
 
 

@@ -250,7 +250,8 @@ class Jobs(Batches):
             config = replace(config, job=job)
         hours = None if spec.deadline is None else max(1 / 3600, (spec.deadline - b.created_at) / 3600)
         mode = cast("RouteMode | None", spec.mode)
-        return replace(req, mode=mode, deadline_hours=hours), config
+        # a job's lines may name any endpoint, mixed (checked at creation: `_check_lines`)
+        return replace(req, mode=mode, deadline_hours=hours, batch_endpoint=None), config
 
     def _save_end(self, b: BatchRecord, url: str | None = None) -> None:
         spec = self.table.get(b.id) if b.kind == KIND else None
