@@ -20,6 +20,7 @@ from batchgate.endpoints import ENDPOINT_KEY
 from batchgate.tokens import ExactTokenCounter
 
 from .harness import ALPHA, GAMMA, Server, client, lines_of, upload, wait_ended
+from .jobs_client import JobsClient
 
 pytestmark = pytest.mark.integration
 
@@ -156,3 +157,17 @@ def test_a_body_cannot_choose_its_endpoint_by_batchgate_s_own_key(
     r = httpx.post(server.base_url + "/embeddings", json=back, headers=auth)
     assert r.status_code == 200, r.text
     assert r.json()["object"] == "list"
+
+
+def test_a_native_job_s_lines_may_mix_endpoints(server: Server, keys: dict[str, str]) -> None:
+    jobs = JobsClient(server, keys["b"])
+    try:
+        lines = [{**_line(url, i % 3), "custom_id": f"r{i}"} for i, url in enumerate(BODIES)]
+        made = jobs.create(requests=lines)
+        job = jobs.wait_state(made["id"])
+        results = {r["custom_id"]: r for r in jobs.results(made["id"])}
+    finally:
+        jobs.close()
+    assert job["state"] == "completed", job
+    shapes = {cid: r["response"]["body"]["object"] for cid, r in results.items()}
+    assert shapes == {"r0": "chat.completion", "r1": "list", "r2": "response", "r3": "text_completion"}
