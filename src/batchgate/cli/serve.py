@@ -22,13 +22,13 @@ import argparse
 import functools
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from batchgate.cli.arg_types import positive_float
 from batchgate.cli.config_file import load_config
 from batchgate.cli.quota_option import add_quota_option, quota_spec
+from batchgate.clock import wall_time
 from batchgate.errors import JobError
 from batchgate.jobs.store.location import parse_location
 
@@ -239,7 +239,7 @@ def run_keys_create(args: argparse.Namespace) -> int:
     place = _place(args)
     registry = Registry(place.registry)
     try:
-        key, token = create_key(registry, admin=args.admin, name=args.name, now=int(time.time()))
+        key, token = create_key(registry, admin=args.admin, name=args.name, now=int(wall_time()))
         secret = create_secret(registry, key.id)
     finally:
         registry.close()
