@@ -56,7 +56,7 @@ _SERVER = "server_error"
 
 
 class LiveApi:
-    """The two live routes over one started gateway; see the module docstring."""
+    """The live routes over one started gateway; see the module docstring."""
 
     def __init__(self, gateway: Gateway, clock: Clock) -> None:
         self.gateway, self.clock = gateway, clock
