@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 from batchgate.cli.arg_types import positive_float
 from batchgate.cli.config_file import load_config
 from batchgate.cli.quota_option import add_quota_option, quota_spec
-from batchgate.clock import wall_time
 from batchgate.errors import JobError
 from batchgate.jobs.store.location import parse_location
 
@@ -232,6 +231,7 @@ def _body_limits(args: argparse.Namespace) -> BodyLimits:
 
 
 def run_keys_create(args: argparse.Namespace) -> int:
+    from batchgate.clock import wall_time  # noqa: PLC0415 — clock.py imports asyncio: not for `--help`
     from batchgate.server.callbacks.delivery import create_secret  # noqa: PLC0415 — the server only when asked for
     from batchgate.server.tenancy.keys import create_key  # noqa: PLC0415 — the server only when asked for
     from batchgate.server.tenancy.registry import Registry  # noqa: PLC0415 — the server only when asked for

@@ -133,7 +133,8 @@ def middleware(limits: BodyLimits) -> Middleware:
     """Refuses a declared body over its route's bound before reading it, and tells `read` the
     bound of an undeclared (chunked) one. The request is not cloned with its own
     `client_max_size` (tens of microseconds a request on the live path): no route calls
-    `request.read()`, and the app's `client_max_size` (the largest bound) still caps one that would."""
+    `request.read()` (`tests/server/test_body_limits.py` holds it), and the app's `client_max_size`
+    (the largest bound) would still cap one."""
 
     @web.middleware
     async def bounded(request: web.Request, handler: Handler) -> web.StreamResponse:
