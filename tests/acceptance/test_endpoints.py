@@ -138,26 +138,43 @@ def test_a_line_an_endpoint_cannot_take_is_refused_before_anything_is_sent(
     assert provider_totals(emu)["admitted"] == 0
 
 
-def test_the_batch_api_mode_refuses_other_endpoints_for_now(cli: Cli, emu: EmulatorThread) -> None:
-    cfg = _config(cli.cwd / "gw.yaml", emu)
+@pytest.mark.slow
+def test_the_batch_api_mode_submits_one_batch_per_endpoint(cli: Cli, emu: EmulatorThread) -> None:
+    poll = {"initial": 0.2, "factor": 1.5, "maximum": 1}
+    cfg = _config(cli.cwd / "gw.yaml", emu, job={"batch_poll": poll})
     src = _write(cli.cwd / "in.jsonl", MIXED)
-    done = cli.run(
-        "run",
-        str(src),
-        "--config",
-        str(cfg),
-        "--output",
-        "out.jsonl",
-        "--progress",
-        "quiet",
-        "--mode",
-        "batch-api",
+    args = ("--output", "out.jsonl", "--progress", "quiet", "--mode", "batch-api")
+    done = cli.run("run", str(src), "--config", str(cfg), *args)
+    assert done.returncode == 0, done.stderr
+    stats = emu.stats()["providers"]["alpha"]
+    # chat, responses and completions of route writer, embeddings of route embed: 4 batches
+    assert (stats["batches"]["created"], stats["batches"]["completed"]) == (4, 4)
+    assert provider_totals(emu)["admitted"] == 0  # nothing went live
+    rows = {row["custom_id"]: row for row in read_jsonl(cli.cwd / "out.jsonl")}
+    assert sorted(rows) == sorted(line["custom_id"] for line in MIXED)
+    body = {cid: row["response"]["body"] for cid, row in rows.items()}
+    shapes = {cid: b["object"] for cid, b in body.items()}
+    assert shapes == {
+        "chat": "chat.completion",
+        "emb-one": "list",
+        "emb-many": "list",
+        "resp": "response",
+        "cmpl": "text_completion",
+    }
+    assert body["resp"]["output"][0]["content"][0]["text"] == "negative"
+    assert [d["embedding"] for d in body["emb-many"]["data"]] == [embedding_vector(t, 16) for t in TEXTS]
+    assert rows["emb-many"]["usage"]["completion_tokens"] == 0
+    assert rows["resp"]["usage"]["completion_tokens"] == 1
+    report = cli.report(cli.status()["job"])
+    assert (report["success_count"], report["failed_count"]) == (5, 0)
+    price = {"embed": (20.0, 0.0), "writer": (150.0, 600.0)}  # per million tokens, from the config
+    lines = {line["custom_id"]: line["body"]["model"] for line in MIXED}
+    spent = sum(
+        rows[cid]["usage"]["prompt_tokens"] * price[m][0]
+        + rows[cid]["usage"]["completion_tokens"] * price[m][1]
+        for cid, m in lines.items()
     )
-    assert done.returncode == 2
-    lines = [line.removeprefix(f"{cli.cwd}/") for line in done.stderr.splitlines()]
-    mode = "route 'embed' runs in mode batch-api, which takes chat lines only"
-    assert f"in.jsonl:2: url /v1/embeddings: {mode}" in lines
-    assert provider_totals(emu)["admitted"] == 0
+    assert report["cost_usd"] == pytest.approx(0.5 * spent / 1e6, rel=1e-4)  # the Batch API's half price
 
 
 def test_an_output_check_reads_the_text_answers_and_leaves_vectors_alone(

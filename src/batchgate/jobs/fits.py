@@ -38,8 +38,8 @@ class RouteFit:
     """Per provider: its counter (as the run makes it) and its declared per-minute limits; per
     route, the smallest token limit among its targets (below it, nothing needs counting)."""
 
-    def __init__(self, config: GatewayConfig, *, chat_only: bool = False) -> None:
-        self._chat_only = chat_only  # a batch whose endpoint is chat (serve's /v1/batches)
+    def __init__(self, config: GatewayConfig, *, endpoint: str | None = None) -> None:
+        self._endpoint = endpoint  # a batch's one endpoint (serve's /v1/batches); None: any
         self._counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
         self._limits = {
             p.name: QuotaLimits(
@@ -48,7 +48,6 @@ class RouteFit:
             for p in config.providers
         }
         self._routes = {r.model: [config.provider(t.provider) for t in r.targets] for r in config.routes}
-        self._modes = {r.model: config.job.mode or r.mode for r in config.routes}
         self._floor = {model: min(map(self._smallest, ps)) for model, ps in self._routes.items()}
         self._default_out = {
             model: max(p.default_max_tokens for p in ps) for model, ps in self._routes.items()
@@ -90,6 +89,8 @@ class RouteFit:
         if not isinstance(model, str) or model not in self._routes:
             return None  # an unknown model is reported on its own
         endpoint = endpoint_of(body)
+        if self._endpoint is not None and endpoint != self._endpoint:
+            return f"url {PATHS[endpoint]} does not match the batch's endpoint {PATHS[self._endpoint]}"
         if endpoint != CHAT:
             return self._endpoint_problem(model, body)
         output = requested_output_tokens(body, self._default_out[model])
@@ -109,12 +110,6 @@ class RouteFit:
         takes a Responses body it can translate (naming the field it cannot), nothing else."""
         endpoint = endpoint_of(body)
         path = PATHS[endpoint]
-        if self._chat_only:
-            return f"url {path} does not match the batch's endpoint /v1/chat/completions"
-        if self._modes[model] != "online":  # the Batch API mode sends chat lines only, for now
-            return (
-                f"url {path}: route {model!r} runs in mode {self._modes[model]}, which takes chat lines only"
-            )
         for p in self._routes[model]:
             if p.kind == "openai":
                 continue

@@ -84,7 +84,7 @@ class RunRequest:
     extra_writes: tuple[tuple[str, Path], ...] = ()
     allow_unpriced: bool = False  # --allow-unpriced: a money budget although a model has no price
     python: bool = False  # `batchgate.Job`: messages speak Python (`skip_invalid=True`)
-    chat_only: bool = False  # serve's /v1/batches: its endpoint is chat, so every line must be
+    batch_endpoint: str | None = None  # serve's /v1/batches: the batch's endpoint, every line's
 
     @property
     def errors_file(self) -> Path:
@@ -125,8 +125,8 @@ def job_id_for(input_path: Path, output_path: Path) -> str:
 
 
 def _route_fit(req: RunRequest, config: GatewayConfig) -> RouteFit:
-    """The fit check with this run's --mode (a Batch API mode takes chat lines only, for now)."""
-    return RouteFit(with_job_overrides(config, req.mode, None), chat_only=req.chat_only)
+    """The fit check of this run's lines (serve's /v1/batches: the batch's endpoint only)."""
+    return RouteFit(config, endpoint=req.batch_endpoint)
 
 
 def check_input(req: RunRequest, config: GatewayConfig, err: Callable[[str], None]) -> ValidationReport:

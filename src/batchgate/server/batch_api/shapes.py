@@ -9,11 +9,13 @@ from typing import Any
 
 import orjson
 
+from batchgate.endpoints import PATHS
 from batchgate.errors import ServiceRequestError
 from batchgate.server.job_api.job_spec import metadata as checked_metadata
 from batchgate.server.tenancy.registry import BatchRecord, FileRecord
 
-ENDPOINT = "/v1/chat/completions"
+ENDPOINT = "/v1/chat/completions"  # of Anthropic's batches and native jobs (any endpoint)
+ENDPOINTS = tuple(PATHS.values())  # what an OpenAI batch may name (one a batch: PROTOCOLS.md)
 WINDOW = "24h"
 WINDOW_S = 24 * 3600
 TIME_FIELDS = (
@@ -123,8 +125,8 @@ def unsent_line(custom_id: str, why: str) -> bytes:
     return orjson.dumps({"id": None, "custom_id": custom_id, "response": None, "error": error})
 
 
-def create_fields(body: dict[str, Any]) -> tuple[str, dict[str, str] | None]:
-    """The input file id and metadata of a create request, its endpoint and window checked."""
+def create_fields(body: dict[str, Any]) -> tuple[str, str, dict[str, str] | None]:
+    """The input file id, endpoint and metadata of a create request, its window checked."""
     file_id = body.get("input_file_id")
     if not isinstance(file_id, str) or not file_id:
         raise ServiceRequestError(
@@ -133,13 +135,14 @@ def create_fields(body: dict[str, Any]) -> tuple[str, dict[str, str] | None]:
             param="input_file_id",
             code="missing_required_parameter",
         )
-    for key, allowed in (("endpoint", ENDPOINT), ("completion_window", WINDOW)):
-        if body.get(key) != allowed:
+    for key, allowed in (("endpoint", ENDPOINTS), ("completion_window", (WINDOW,))):
+        if body.get(key) not in allowed:  # a value of any JSON type: compared, never hashed
+            supported = ", ".join(f"'{value}'" for value in allowed)
             raise ServiceRequestError(
                 400,
-                f"Invalid value for '{key}': {body.get(key)!r}. Supported values are: '{allowed}'.",
+                f"Invalid value for '{key}': {body.get(key)!r}. Supported values are: {supported}.",
                 param=key,
                 code="invalid_value",
             )
     metadata = body.get("metadata")
-    return file_id, None if metadata is None else checked_metadata(metadata)  # OpenAI's limits
+    return file_id, body["endpoint"], None if metadata is None else checked_metadata(metadata)

@@ -1,26 +1,32 @@
-"""The live proxy: `POST /v1/chat/completions` (OpenAI's shape) and `POST /v1/messages`
-(Anthropic's), each request sent at once through the service's one gateway — so through the same
-quota pool as every batch and job — as an *urgent* request: it waits for quota, in-flight places
-and slots ahead of all batch work (`Gateway.arun(urgent=True)`), still paced at the provider's
-rate, and no job's priority share applies to it.
+"""The live proxy: `POST /v1/chat/completions`, `/v1/embeddings`, `/v1/responses` and
+`/v1/completions` (OpenAI's shapes) and `POST /v1/messages` (Anthropic's), each request sent at
+once through the service's one gateway — so through the same quota pool as every batch and job —
+as an *urgent* request: it waits for quota, in-flight places and slots ahead of all batch work
+(`Gateway.arun(urgent=True)`), still paced at the provider's rate, and no job's priority share
+applies to it.
 
-The request's `model` names a route of the server's config (an unknown one is a 404). The answer is
-the provider's, as the gateway returns it (an OpenAI chat completion, or that completion as an
-Anthropic `message`); with `stream: true` it comes as one server-sent-event stream of the whole
-answer (`live_stream`). A failure is the provider's kind of error in the client's shape (a 429
-after the retries, a 502 for a provider that failed or refused the gateway's own key, a 504 for a
-timeout), never a traceback or a provider key. The header `x-batchgate-queue-ms` says how long the
-request waited between arrival and being sent (quota and slots).
+The request's `model` names a route of the server's config (an unknown one is a 404). The body is
+checked as a batch line of its endpoint is (`batchgate.endpoints`; a 400 naming the field). The
+answer is the provider's, as the gateway returns it (an OpenAI chat completion, embeddings list,
+response or text completion, or the chat completion as an Anthropic `message`); with
+`stream: true` a chat answer comes as one server-sent-event stream of the whole answer
+(`live_stream`); the other endpoints do not stream (a 400). A failure is the provider's kind of
+error in the client's shape (a 429 after the retries, a 502 for a provider that failed or refused
+the gateway's own key, a 504 for a timeout), never a traceback or a provider key. The header
+`x-batchgate-queue-ms` says how long the request waited between arrival and being sent (quota
+and slots).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from batchgate.clock import Clock
+from batchgate.endpoints import CHAT, COMPLETIONS, EMBEDDINGS, PATHS, RESPONSES
 from batchgate.errors import (
     AuthenticationError,
     BadRequestError,
@@ -50,13 +56,17 @@ _SERVER = "server_error"
 
 
 class LiveApi:
-    """The two live routes over one started gateway; see the module docstring."""
+    """The live routes over one started gateway; see the module docstring."""
 
     def __init__(self, gateway: Gateway, clock: Clock) -> None:
         self.gateway, self.clock = gateway, clock
+        self._models = gateway.config.route_models()  # the config is fixed for the gateway's life
 
     def routes(self) -> list[web.RouteDef]:
-        return [web.post(CHAT_PATH, self.chat), web.post(MESSAGES_PATH, self.messages)]
+        others = [
+            web.post(PATHS[e], functools.partial(self.other, e)) for e in (EMBEDDINGS, RESPONSES, COMPLETIONS)
+        ]
+        return [web.post(CHAT_PATH, self.chat), web.post(MESSAGES_PATH, self.messages), *others]
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         arrived = self.clock.now()
@@ -68,6 +78,19 @@ class LiveApi:
         if stream:
             return await live_stream.openai_events(request, answer, include_usage, headers)
         return web.Response(body=orjson.dumps(answer), content_type="application/json", headers=headers)
+
+    async def other(self, endpoint: str, request: web.Request) -> web.StreamResponse:
+        """`/v1/embeddings`, `/v1/responses` or `/v1/completions`: the answer in its own shape."""
+        arrived = self.clock.now()
+        raw = await json_object(request)
+        if raw.get("stream") not in (None, False):
+            raise ServiceRequestError(400, f"stream: {PATHS[endpoint]} does not stream here", param="stream")
+        raw.pop("stream", None)
+        result = await self._run(_body(raw, anthropic=False, endpoint=endpoint))
+        headers = _queue_header(result, arrived)
+        return web.Response(
+            body=orjson.dumps(result.body or {}), content_type="application/json", headers=headers
+        )
 
     async def messages(self, request: web.Request) -> web.StreamResponse:
         arrived = self.clock.now()
@@ -82,7 +105,7 @@ class LiveApi:
 
     async def _run(self, body: dict[str, Any]) -> Result:
         model = body.get("model")
-        if model not in self.gateway.config.route_models():
+        if model not in self._models:
             raise ServiceRequestError(
                 404,
                 f"The model {model!r} does not exist: it names no route of this server's config.",
@@ -127,13 +150,13 @@ def _stream_options(raw: dict[str, Any]) -> tuple[bool, bool]:
     return bool(stream), usage
 
 
-def _body(raw: dict[str, Any], *, anthropic: bool) -> dict[str, Any]:
-    """The chat body to send, checked as a batch line's is (a 400 naming the field if not)."""
+def _body(raw: dict[str, Any], *, anthropic: bool, endpoint: str = CHAT) -> dict[str, Any]:
+    """The body to send to `endpoint`, checked as a batch line's is (a 400 naming the field if not)."""
     tokens = raw.get("max_tokens")
     if anthropic and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1):
         raise ServiceRequestError(400, "max_tokens: required, a positive integer", param="max_tokens")
     try:
-        return live_body(raw, anthropic=anthropic)
+        return live_body(raw, anthropic=anthropic, endpoint=endpoint)
     except ShapeError as exc:
         raise ServiceRequestError(400, str(exc).removeprefix("params.")) from None
 

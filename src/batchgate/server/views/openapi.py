@@ -1,5 +1,6 @@
 """The OpenAPI 3.1 document the service serves at `GET /openapi.json` (no key needed): the native
-job API, OpenAI's Files and Batches endpoints, the live proxy (`/v1/chat/completions`,
+job API, OpenAI's Files and Batches endpoints (a batch on any of the four endpoints), the live
+proxy (`/v1/chat/completions`, `/v1/embeddings`, `/v1/responses`, `/v1/completions`,
 `/v1/messages`), Anthropic's Message Batches (their errors in Anthropic's shape, the key also as
 `x-api-key`), bearer-key security, the schemas of `openapi_schemas`."""
 
@@ -118,17 +119,28 @@ def _batches() -> dict[str, Schema]:
     }  # fmt: skip
 
 
+_OTHER_LIVE = (  # path, operation id, what it makes, its answer's schema (`…Create`: its request's)
+    ("/v1/embeddings", "createEmbedding", "live embeddings", "Embeddings"),
+    ("/v1/responses", "createResponse", "a live Responses API answer", "Response"),
+    ("/v1/completions", "createCompletion", "a live (legacy) text completion", "Completion"),
+)
+
+
 def _live() -> dict[str, Schema]:
     event = {"schema": {"type": "object", "required": ["data"], "properties": {"data": STR, "event": STR}}}
     chat = {_JSON: {"schema": ref("ChatCompletion")}, "text/event-stream": event}  # one event
     message = {_JSON: {"schema": ref("Message")}, "text/event-stream": event}
     answered = "the answer (`stream: true`: server-sent events); `x-batchgate-queue-ms`: its wait"
+    answered_plain = "the answer (no streaming); `x-batchgate-queue-ms`: its wait"
     return {
         "/v1/chat/completions": {
             "post": _op("createChatCompletion", "a live chat completion, ahead of batch work",
                         {"description": answered, "content": chat}, errors=(400, 404, 429, 502, 503, 504),
                         body=_json_body("ChatCompletionCreate")),
         },
+        **{path: {"post": _op(op_id, f"{what}, ahead of batch work", _answer(answered_plain, ref(answer)),
+                              errors=(400, 404, 429, 502, 503, 504), body=_json_body(f"{answer}Create"))}
+           for path, op_id, what, answer in _OTHER_LIVE},
         "/v1/messages": {
             "post": _op("createMessage", "a live Anthropic message, ahead of batch work",
                         {"description": answered, "content": message}, errors=(400, 404, 429, 502, 503, 504),
@@ -249,6 +261,13 @@ def document(model: str | None = None) -> dict[str, Any]:
         hello = {"model": model, "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]}
         for path in ("/v1/chat/completions", "/v1/messages"):
             live[path]["post"]["requestBody"]["content"][_JSON]["example"] = hello
+        others = {
+            "/v1/embeddings": {"model": model, "input": "Hi", "dimensions": 8},
+            "/v1/responses": {"model": model, "input": "Hi", "max_output_tokens": 5},
+            "/v1/completions": {"model": model, "prompt": "Hi", "max_tokens": 5},
+        }
+        for path, example in others.items():
+            live[path]["post"]["requestBody"]["content"][_JSON]["example"] = example
         batch = {"requests": [{"custom_id": "example-1", "params": hello}]}
         anthropic["/v1/messages/batches"]["post"]["requestBody"]["content"][_JSON]["example"] = batch
     paths = {**jobs, **_files(), **_batches(), **live, **anthropic}

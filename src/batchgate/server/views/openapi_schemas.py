@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchgate.server.batch_api.shapes import TIME_FIELDS
+from batchgate.server.batch_api.shapes import ENDPOINTS, TIME_FIELDS
 from batchgate.server.job_api.job_spec import (
     MAX_METADATA_KEY,
     MAX_METADATA_KEYS,
@@ -80,7 +80,7 @@ BATCH = obj({
 BATCH_CREATE = obj(
     {
         "input_file_id": STR,
-        "endpoint": {"const": "/v1/chat/completions"},
+        "endpoint": {"enum": list(ENDPOINTS)},
         "completion_window": {"const": "24h"},
     },
     {"metadata": nullable(METADATA)},
@@ -186,6 +186,50 @@ CHAT_COMPLETION = obj({
     "usage": obj({"prompt_tokens": INT, "completion_tokens": INT, "total_tokens": INT}),
 })  # fmt: skip
 
+TEXT = {"type": "string", "minLength": 1}
+MAX_OUT = {"type": "integer", "minimum": 1, "maximum": 4096}
+USAGE = obj({"prompt_tokens": INT, "completion_tokens": INT, "total_tokens": INT})
+
+TEXTS = {"type": "array", "minItems": 1, "maxItems": 2048, "items": TEXT}  # ≤ 2,048 inputs a request
+EMBEDDING_CREATE = obj(
+    {"model": STR, "input": {"anyOf": [TEXT, TEXTS]}},
+    {
+        "dimensions": {"type": "integer", "minimum": 1, "maximum": 1536},
+        "encoding_format": {"enum": ["float", "base64"]},
+    },
+)
+
+EMBEDDINGS = obj({
+    "object": {"const": "list"}, "model": STR,
+    "data": {"type": "array", "items": obj({
+        "object": {"const": "embedding"}, "index": INT,
+        "embedding": {"anyOf": [{"type": "array", "items": NUM}, STR]},  # float, or base64 float32
+    })},
+    "usage": obj({"prompt_tokens": INT, "total_tokens": INT}),
+})  # fmt: skip
+
+RESPONSE_CREATE = obj(
+    {"model": STR, "input": {"anyOf": [TEXT, {"type": "array", "minItems": 1, "items": ROLE_MESSAGE}]}},
+    {"instructions": STR, "max_output_tokens": MAX_OUT},
+)
+
+RESPONSE = obj({
+    "id": STR, "object": {"const": "response"}, "status": STR, "model": STR,
+    "output": {"type": "array", "items": {"type": "object"}},
+    "usage": obj({"input_tokens": INT, "output_tokens": INT, "total_tokens": INT}),
+}, {"incomplete_details": nullable(obj({"reason": STR}))})  # fmt: skip
+
+COMPLETION_CREATE = obj(
+    {"model": STR, "prompt": {"anyOf": [TEXT, {"type": "array", "minItems": 1, "items": TEXT}]}},
+    {"max_tokens": MAX_OUT},
+)
+
+COMPLETION = obj({
+    "id": STR, "object": STR, "created": INT, "model": STR,
+    "choices": {"type": "array", "items": obj({"index": INT, "text": STR, "finish_reason": nullable(STR)})},
+    "usage": USAGE,
+})  # fmt: skip
+
 MESSAGE_CREATE = obj(
     {
         "model": STR,
@@ -228,6 +272,12 @@ SCHEMAS.update({
     "AnthropicError": ANTHROPIC_ERROR,
     "ChatCompletionCreate": CHAT_CREATE,
     "ChatCompletion": CHAT_COMPLETION,
+    "EmbeddingCreate": EMBEDDING_CREATE,
+    "Embeddings": EMBEDDINGS,
+    "ResponseCreate": RESPONSE_CREATE,
+    "Response": RESPONSE,
+    "CompletionCreate": COMPLETION_CREATE,
+    "Completion": COMPLETION,
     "MessageCreate": MESSAGE_CREATE,
     "Message": MESSAGE,
     "MessageBatchCreate": MESSAGE_BATCH_CREATE,
