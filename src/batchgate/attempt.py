@@ -36,7 +36,7 @@ from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.hints import parse_retry_hint
 from batchgate.providers.classify import error_fields
 from batchgate.providers.wire import sending
-from batchgate.quota.outcome import ABANDONED, UNSENT, Outcome
+from batchgate.quota.limits import ABANDONED, UNSENT, Outcome
 from batchgate.quota.pool import Reservation
 from batchgate.racing import Leg, RaceTimeout, race
 from batchgate.runtime import ProviderRuntime

@@ -12,7 +12,7 @@ from batchgate.clock import FakeClock
 from batchgate.models import Cost, Usage
 from batchgate.quota import QuotaLimits, QuotaPool
 from batchgate.quota.dimension import COLD_JITTER, JITTER, TIMER_SLACK
-from batchgate.quota.outcome import ABANDONED
+from batchgate.quota.limits import ABANDONED
 from batchgate.quota.window import WindowLog
 
 

@@ -27,8 +27,7 @@ from batchgate.quota.burst import BurstLearner
 from batchgate.quota.charge import PROMPT_DIMENSIONS, ChargeModel, binding_dimension
 from batchgate.quota.dimension import Dimension
 from batchgate.quota.header_style import HeaderStyle
-from batchgate.quota.limits import QuotaLimits, Reservation
-from batchgate.quota.outcome import Outcome
+from batchgate.quota.limits import Outcome, QuotaLimits, Reservation
 
 OUTPUT_KEPT_AFTER = 3  # 429s on output tokens that show a provider keeps max_tokens charged
 OUTPUT_EMPTY = 0.1  # ... or its headers showing at most this share of its output bucket left
@@ -73,7 +72,7 @@ class Learning:
         self.charges = ChargeModel()
         self.headers = HeaderStyle()
         self.lead = 1.0  # how far this process's buckets run ahead of the pace (a shared store)
-        self.output_adjusted = False  # the provider gives unused output back (`settle.py`)
+        self.output_adjusted = False  # the provider gives unused output back (`reservations.py`)
         self.output_learnable = False  # ... as assumed from its kind, not configured: may be unlearned
         self._refusals = 0  # 429s naming output tokens while the output charge is settled
 

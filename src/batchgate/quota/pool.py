@@ -13,7 +13,7 @@ queue is also re-examined whenever capacity comes back, limits change or a pause
 polling. Rates: declared (or header-reported, if lower) limits × safety × the AIMD factor; 429s
 cut the factor, clean periods restore it, retry hints pause all (`batchgate.quota.learning`).
 An attempt ends its reservation with one call, `settle(res, Outcome)`, that carries what it
-learned (`batchgate.quota.outcome`). Over a whole limit: NeverFitsError.
+learned (`batchgate.quota.limits.Outcome`). Over a whole limit: NeverFitsError.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from batchgate.quota import dimension as dim_
 from batchgate.quota.bucket import TokenBucket
 from batchgate.quota.dimension import TIMER_SLACK, Dimension
 from batchgate.quota.learning import Learning
-from batchgate.quota.limits import QuotaLimits, QuotaStats, Reservation, cost_amounts
-from batchgate.quota.outcome import Outcome
+from batchgate.quota.limits import Outcome, QuotaLimits, QuotaStats, Reservation, cost_amounts
 from batchgate.quota.queue import FifoGate
 from batchgate.quota.reservations import Reservations
 from batchgate.quota.shared import SHARED_LEAD, SharedQuota
@@ -117,7 +116,7 @@ class QuotaPool:
     def observe_usage(self, count: int, reported: int) -> None:
         """An answer's prompt (our `count`, the provider's `reported` tokens) for the charge model;
         if it now charges more, open reservations take what they are short at once, so nothing
-        more is admitted into what they already used (`batchgate.quota.reprice`)."""
+        more is admitted into what they already used (`batchgate.quota.reservations`)."""
         now = self._clock.now()
         excused = self.learning.usage(count, reported, now)
         self._book.reprice()
@@ -191,7 +190,7 @@ class QuotaPool:
         output_adjusted: bool | None = None,
     ) -> bool:
         """Correct a reservation with the provider's real usage; False if already settled. What
-        is corrected and why: `batchgate.quota.settle` (the estimate is `prompt_estimate`, default
+        is corrected and why: `batchgate.quota.reservations` (the estimate is `prompt_estimate`, default
         `res.cost.input_tokens`; `count` is our own count of the prompt). A shared store gets the
         same."""
         if not self._book.is_open(res):
