@@ -9,8 +9,9 @@ requests. Each `--trees` entry is a `src` directory to import batchgate from (de
 checkout's), so two commits are measured side by side, alternated, `--runs` times each.
 
 `--walk` instead lists the batchgate files one request passes through: the same run traced
-(`sys.setprofile`) at two sizes; a file whose functions are entered at least once more per extra
-request is on the per-request path. A figures script, not a test.
+(`sys.setprofile`) at two sizes; a file holding a function entered at least once more per extra
+request (0.9, for rounding) is on the per-request path (`--functions`: list those functions). A
+figures script, not a test.
 """
 
 from __future__ import annotations
@@ -38,15 +39,14 @@ HERE = Path(__file__).resolve().parent.parent / "src"
 
 # Run in the child for --walk: count entries into each batchgate file, in every thread.
 _TRACE = """
-import os, runpy, sys, threading, orjson
-FUNCS = os.environ.get("HOT_PATH_FUNCTIONS") == "1"
+import runpy, sys, threading, orjson
 from collections import Counter
 calls = Counter()
 def prof(frame, event, arg):
     if event == "call":
         f = frame.f_code.co_filename
         if "/batchgate/" in f:
-            calls[f + ("::" + frame.f_code.co_qualname if FUNCS else "")] += 1
+            calls[f + "::" + frame.f_code.co_qualname] += 1
 threading.setprofile(prof)
 sys.setprofile(prof)
 sys.argv = ["batchgate"] + sys.argv[1:]
@@ -105,10 +105,11 @@ def cpu_run(tmp: Path, src: Path, lines: int) -> tuple[float, float]:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
 
 
-def traced(tmp: Path, src: Path, lines: int, functions: bool = False) -> Counter[str]:
+def traced(tmp: Path, src: Path, lines: int) -> Counter[str]:
+    """Entries into each batchgate function ("file::qualname") in one traced run of `lines` lines."""
     import orjson  # noqa: PLC0415
 
-    env = dict(os.environ, PYTHONPATH=str(src), HOT_PATH_FUNCTIONS="1" if functions else "0")
+    env = dict(os.environ, PYTHONPATH=str(src))
     done = subprocess.run(
         [sys.executable, "-c", _TRACE, *run_args(lines)], cwd=tmp, env=env, capture_output=True, check=False
     )
@@ -120,12 +121,20 @@ def traced(tmp: Path, src: Path, lines: int, functions: bool = False) -> Counter
 
 
 def walk(tmp: Path, src: Path, small: int, big: int, functions: bool = False) -> list[tuple[str, float]]:
-    """The files (`functions`: the functions) entered at least once per extra request, with their
-    entries per request."""
-    a, b = traced(tmp, src, small, functions), traced(tmp, src, big, functions)
+    """The functions entered at least once per extra request (`functions`), or the files holding
+    one, with their entries per request."""
+    a, b = traced(tmp, src, small), traced(tmp, src, big)
     extra = big - small
     per = {f: (b[f] - a.get(f, 0)) / extra for f in b}
-    return sorted(((f, n) for f, n in per.items() if n >= 0.9), key=lambda x: -x[1])
+    hot = {f: n for f, n in per.items() if n >= 0.9}
+    if not functions:
+        files = {f.split("::")[0] for f in hot}
+        totals: dict[str, float] = {}
+        for f, n in per.items():
+            if (file := f.split("::")[0]) in files:
+                totals[file] = totals.get(file, 0.0) + n
+        hot = totals
+    return sorted(hot.items(), key=lambda x: -x[1])
 
 
 def main() -> None:
@@ -154,8 +163,8 @@ def main() -> None:
                     files = walk(tmp, src, small, big, args.functions)
                     what = "functions" if args.functions else "files"
                     print(f"{src}: {len(files)} {what} entered at least once per request")
-                    for f, n in files:
-                        print(f"  {n:7.1f}  {f}")
+                    for f, entries in files:
+                        print(f"  {entries:7.1f}  {f}")
                 return
             write_input(tmp / f"in{args.requests}.jsonl", args.requests)
             figures: dict[Path, list[tuple[float, float]]] = {src: [] for src in args.trees}

@@ -32,7 +32,7 @@ class QuotaLimits:
     `safety` scales every rate so network bunching rarely provokes a 429; `burst_seconds` sizes
     each bucket as that many seconds of its (effective) rate. None (the default) assumes no burst
     at all: requests leave evenly spaced, and a burst is used only once the provider has shown it
-    tolerates one (`batchgate.quota.burst`), one average request per second below the rate
+    tolerates one (`batchgate.quota.learning.BurstLearner`), one average request per second below the rate
     (`batchgate.quota.dimension`). A configured burst says the enforcement is known: a token
     bucket holding that many seconds, paced at the full rate.
     """

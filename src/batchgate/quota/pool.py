@@ -4,7 +4,7 @@ A request reserves its estimated cost on every limited dimension before it is se
 charge prompt + max_tokens at admission; the prompt part as the pool's charge model says this
 provider charges, `batchgate.quota.charge`) and the reservation is settled after: `reconcile`
 with real usage, `refund` when the provider never admitted it. Buckets hold only the burst the
-provider has shown it tolerates (`batchgate.quota.burst`; none at first), so requests leave
+provider has shown it tolerates (`batchgate.quota.learning.BurstLearner`; none at first), so requests leave
 evenly spaced at the rate; a window log (`batchgate.quota.window`) keeps every window of a second
 within the limit. Waiters queue in FIFO order, so a big request at the head is never starved by
 small ones behind it; urgent ones (live requests, hedges) in a lane of their own served first
