@@ -18,7 +18,7 @@ from batchgate.emulator import Emulator, embedding_vector, emulator_config_from_
 from batchgate.endpoints import ENDPOINT_KEY
 from batchgate.errors import ConfigError
 from batchgate.jobs.engine import JobEngine
-from batchgate.jobs.engine_types import EngineOptions
+from batchgate.jobs.engine_types import EngineHost, EngineOptions
 from batchgate.jobs.pack.group import shares
 from batchgate.jobs.plan import make_plan
 from batchgate.jobs.store.memory import MemoryJobStore
@@ -69,7 +69,9 @@ async def _store(specs: list[TaskSpec]) -> MemoryJobStore:
 
 def _engine(store: MemoryJobStore, emu: Emulator, **opts: Any) -> JobEngine:
     options = EngineOptions(**opts)
-    return JobEngine(_config(), store, "job1", options=options, base_urls={"alpha": emu.base_url("alpha")})
+    return JobEngine(
+        _config(), store, "job1", options, host=EngineHost(base_urls={"alpha": emu.base_url("alpha")})
+    )
 
 
 async def _records(store: MemoryJobStore) -> dict[str, TaskRecord]:
@@ -169,7 +171,7 @@ async def test_pack_embeddings_zero_sends_each_line_on_its_own() -> None:
     config = config_from_dict({**_config_data(), "job": {"pack_embeddings": 0}}, source="test.yaml")
     async with _emulator() as emu:
         store = await _store(specs)
-        engine = JobEngine(config, store, "job1", base_urls={"alpha": emu.base_url("alpha")})
+        engine = JobEngine(config, store, "job1", host=EngineHost(base_urls={"alpha": emu.base_url("alpha")}))
         outcome = await engine.run()
         admitted = emu.stats()["providers"]["alpha"]["admitted"]
     assert outcome.status == "completed"
