@@ -57,7 +57,7 @@ def _state(store: JobStore, job: JobRecord) -> str:
     "submitted" until a worker takes it, then "with workers" until one finishes it."""
     if _running(store, job.job_id):
         return "running"
-    if job.options.get("workers") and job.status in ("created", "running"):
+    if job.options.workers and job.status in ("created", "running"):
         return "submitted" if job.status == "created" else "with workers"
     return "interrupted" if job.status == "running" else job.status
 
@@ -195,7 +195,7 @@ def guard_report(path: Path, what: str, job: JobRecord, store: StoreLocation) ->
     from batchgate.jobs.io.same_file import refuse_overwrite  # noqa: PLC0415 — start-up: not for `--help`
 
     output = Path(job.output_path)
-    errors = job.options.get("errors_path")
+    errors = job.options.errors_path
     reads = {
         "job's input": Path(job.input_path),
         "job's config": Path(job.config_path),

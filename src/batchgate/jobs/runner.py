@@ -111,12 +111,13 @@ async def run_job(
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
             await store.update_job(job_id, status="running", stop_reason="")  # "" clears an old stop
             deadline = job_deadline(config, job.created_at)
+            rounds = req.spec.retry_failed or config.job.spec.retry_failed
             live = await LiveOutput.open(store, job_id, req.output_path) if appends(req) else None
             req = replace(req, on_commit=live.committed if live is not None else None)
             run = functools.partial(_run_engine, store, job_id, config, req, sink, segments, deadline, clock)
             again = functools.partial(_run_all, store, job_id, req, run)  # --retry-failed N: in rounds
             try:
-                outcome, graph = await run_in_rounds(store, job_id, req.retry_failed, again, segments, err)
+                outcome, graph = await run_in_rounds(store, job_id, rounds, again, segments, err)
             finally:
                 appended = live.close() if live is not None else None
             return await _finish(store, job, outcome, req, segments, sink, out, err, graph, appended)

@@ -47,7 +47,6 @@ _ADDITIVE = (
 )
 
 
-PRICE_NOTES_OPTION = "price_notes"  # the job option: model → "price from the built-in table of DATE"
 
 
 def run_segment(
@@ -166,10 +165,10 @@ def build_report(
         "providers": providers,
         "errors_by_kind": errors_by_kind,
         "unreachable": unreachable_lines(providers),
-        "skipped_invalid_lines": int(job.options.get("skipped_lines", 0)),
-        "prices": dict(job.options.get(PRICE_NOTES_OPTION) or {}),  # model → where its price came from
-        "skipped_lines": list(job.options.get("skipped_first", [])),  # the first; all in the errors file
-        "errors_file": job.options.get("errors_path"),
+        "skipped_invalid_lines": job.options.skipped_lines,
+        "prices": dict(job.options.price_notes),  # model → where its price came from
+        "skipped_lines": [dict(p) for p in job.options.skipped_first],  # the first; all in the errors file
+        "errors_file": job.options.errors_path,
         "rate_limited": sum(p["rate_limited"] for p in providers.values()),
         "retries": sum(p["retries"] for p in providers.values()),
         "token_usage": {

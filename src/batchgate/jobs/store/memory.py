@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from batchgate.errors import JobError, JobLockedError, LeaseLostError
+from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.protocol import (
     TERMINAL_STATES,
     Chunk,
@@ -88,14 +89,14 @@ class MemoryJobStore:
         check_status(job.status)
         if job.job_id in self._jobs:
             raise JobError(f"job {job.job_id!r} already exists")
-        self._jobs[job.job_id] = _Job(replace(job, options=copy.deepcopy(job.options)))
+        self._jobs[job.job_id] = _Job(job)
 
     async def get_job(self, job_id: str) -> JobRecord | None:
         job = self._jobs.get(job_id)
-        return None if job is None else replace(job.record, options=copy.deepcopy(job.record.options))
+        return None if job is None else job.record
 
     async def list_jobs(self) -> list[JobRecord]:
-        records = [replace(j.record, options=copy.deepcopy(j.record.options)) for j in self._jobs.values()]
+        records = [j.record for j in self._jobs.values()]
         return sorted(records, key=lambda r: (r.created_at, r.job_id))
 
     async def update_job(
@@ -105,7 +106,7 @@ class MemoryJobStore:
         status: str | None = None,
         stop_reason: str | None = None,
         input_sha256: str | None = None,
-        options: dict[str, Any] | None = None,
+        options: JobOptions | None = None,
         task_total: int | None = None,
     ) -> None:
         job = self._job(job_id)
@@ -118,7 +119,7 @@ class MemoryJobStore:
         if input_sha256 is not None:
             rec = replace(rec, input_sha256=input_sha256)
         if options is not None:
-            rec = replace(rec, options=copy.deepcopy(options))
+            rec = replace(rec, options=options)
         if task_total is not None:
             rec = replace(rec, task_total=task_total)
         job.record = replace(rec, updated_at=self._wall())

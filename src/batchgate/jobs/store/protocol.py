@@ -35,6 +35,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from batchgate.jobs.store.options import JobOptions
+
 DEFAULT_STORE = Path(".batchgate") / "jobs.db"  # the job database `batchgate run` uses by default
 
 
@@ -107,7 +109,7 @@ class JobRecord:
     created_at: float  # wall seconds
     updated_at: float  # wall seconds
     task_total: int
-    options: dict[str, Any]
+    options: JobOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +144,7 @@ class JobStore(Protocol):
         status: str | None = None,
         stop_reason: str | None = None,
         input_sha256: str | None = None,
-        options: dict[str, Any] | None = None,
+        options: JobOptions | None = None,
         task_total: int | None = None,
     ) -> None:
         """Change the given fields (None leaves a field alone; `stop_reason=""` clears the
