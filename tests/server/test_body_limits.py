@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from batchgate.emulator import EmulatorThread
-from batchgate.server.body_limits import MIB, BodyLimits, parse_limits, parse_size
+from batchgate.server.door.body_limits import MIB, BodyLimits, parse_limits, parse_size
 
 from .harness import ALPHA, Server, _env, gateway_config, running
 

@@ -18,10 +18,10 @@ from batchgate.config import load_config
 from batchgate.emulator import EmulatorThread
 from batchgate.gateway import Gateway
 from batchgate.jobs.store.sqlite import SqliteJobStore
-from batchgate.server.files import Files
-from batchgate.server.job_table import JobTable
-from batchgate.server.native import Jobs
-from batchgate.server.registry import REGISTRY_FILE, BatchRecord, Registry
+from batchgate.server.batch_api.files import Files
+from batchgate.server.job_api.job_table import JobTable
+from batchgate.server.job_api.native import Jobs
+from batchgate.server.tenancy.registry import REGISTRY_FILE, BatchRecord, Registry
 
 from .harness import ALPHA, LAG, PROVIDER_KEY, batch_line, gateway_config
 

@@ -34,8 +34,8 @@ from batchgate.jobs.store.location import parse_location
 
 if TYPE_CHECKING:
     from batchgate.config import GatewayConfig
-    from batchgate.server.body_limits import BodyLimits
     from batchgate.server.callbacks.delivery import CallbackSettings
+    from batchgate.server.door.body_limits import BodyLimits
     from batchgate.server.service import Place
 
 DEFAULT_PORT = 8500
@@ -223,7 +223,7 @@ def _callback_settings(args: argparse.Namespace) -> CallbackSettings:
 
 
 def _body_limits(args: argparse.Namespace) -> BodyLimits:
-    from batchgate.server.body_limits import parse_limits  # noqa: PLC0415 — the server only when serving
+    from batchgate.server.door.body_limits import parse_limits  # noqa: PLC0415 — the server only when serving
 
     try:
         return parse_limits(args.max_body)
@@ -233,8 +233,8 @@ def _body_limits(args: argparse.Namespace) -> BodyLimits:
 
 def run_keys_create(args: argparse.Namespace) -> int:
     from batchgate.server.callbacks.delivery import create_secret  # noqa: PLC0415 — the server only when asked for
-    from batchgate.server.keys import create_key  # noqa: PLC0415 — the server only when asked for
-    from batchgate.server.registry import Registry  # noqa: PLC0415 — the server only when asked for
+    from batchgate.server.tenancy.keys import create_key  # noqa: PLC0415 — the server only when asked for
+    from batchgate.server.tenancy.registry import Registry  # noqa: PLC0415 — the server only when asked for
 
     place = _place(args)
     registry = Registry(place.registry)
@@ -252,7 +252,7 @@ def run_keys_create(args: argparse.Namespace) -> int:
 
 def run_keys_webhook_secret(args: argparse.Namespace) -> int:
     from batchgate.server.callbacks.delivery import create_secret  # noqa: PLC0415 — the server only when asked for
-    from batchgate.server.registry import Registry  # noqa: PLC0415 — the server only when asked for
+    from batchgate.server.tenancy.registry import Registry  # noqa: PLC0415 — the server only when asked for
 
     place = _place(args)
     if not place.registry.exists():

@@ -30,17 +30,21 @@ from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from batchgate.errors import ServiceRequestError, StoreError
-from batchgate.server import anthropic_api, body_limits, jobs_api, live, metrics_route, openapi
-from batchgate.server.batches import Batches
-from batchgate.server.dashboard import Dashboard
-from batchgate.server.files import Files
-from batchgate.server.keys import authenticate
-from batchgate.server.native import Jobs
-from batchgate.server.query import check_text, query_int
-from batchgate.server.quota_ring import QuotaRing
-from batchgate.server.registry import ApiKey, BatchRecord, FileRecord, Registry
-from batchgate.server.request_body import json_object
-from batchgate.server.shapes import batch_object, error_body, file_object, page
+from batchgate.server.batch_api import anthropic_api
+from batchgate.server.batch_api.batches import Batches
+from batchgate.server.batch_api.files import Files
+from batchgate.server.batch_api.shapes import batch_object, error_body, file_object, page
+from batchgate.server.door import body_limits
+from batchgate.server.door.query import check_text, query_int
+from batchgate.server.door.request_body import json_object
+from batchgate.server.job_api import jobs_api
+from batchgate.server.job_api.native import Jobs
+from batchgate.server.proxy import live
+from batchgate.server.tenancy.keys import authenticate
+from batchgate.server.tenancy.registry import ApiKey, BatchRecord, FileRecord, Registry
+from batchgate.server.views import metrics_route, openapi
+from batchgate.server.views.dashboard import Dashboard
+from batchgate.server.views.quota_ring import QuotaRing
 
 log = logging.getLogger("batchgate.server")
 

@@ -25,16 +25,16 @@ from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.store.location import StoreLocation, open_store
 from batchgate.quota.store.location import StoreSpec
 from batchgate.server.app import Service, make_app
-from batchgate.server.batches import MAX_JOBS
-from batchgate.server.body_limits import DEFAULT as DEFAULT_LIMITS
-from batchgate.server.body_limits import BodyLimits
+from batchgate.server.batch_api.batches import MAX_JOBS
+from batchgate.server.batch_api.files import Files
+from batchgate.server.batch_api.shapes import WINDOW_S
 from batchgate.server.callbacks.delivery import Callbacks, CallbackSettings
-from batchgate.server.files import Files
-from batchgate.server.job_table import JobTable
-from batchgate.server.native import Jobs
-from batchgate.server.quota_ring import QuotaRing
-from batchgate.server.registry import REGISTRY_FILE, Registry
-from batchgate.server.shapes import WINDOW_S
+from batchgate.server.door.body_limits import DEFAULT as DEFAULT_LIMITS
+from batchgate.server.door.body_limits import BodyLimits
+from batchgate.server.job_api.job_table import JobTable
+from batchgate.server.job_api.native import Jobs
+from batchgate.server.tenancy.registry import REGISTRY_FILE, Registry
+from batchgate.server.views.quota_ring import QuotaRing
 
 LISTENING_PREFIX = "batchgate serve listening on "
 DEFAULT_DATA = Path(".batchgate") / "server"

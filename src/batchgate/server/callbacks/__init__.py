@@ -7,6 +7,6 @@ guard: which addresses a callback may reach, resolved once and pinned), `outbox`
 the secrets tables), `sender` (one delivery attempt over HTTP), `delivery` (`Callbacks`: record an
 end, the retry schedule on clock timers, the outcome counters).
 
-May import: the server's registry and shapes, clock, errors and what lies below them; the server
+May import: the server's `tenancy` (its registry), clock, errors and what lies below them; the server
 (service, batches, the job API) imports it.
 """

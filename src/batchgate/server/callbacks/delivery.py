@@ -26,7 +26,7 @@ from batchgate.errors import JobError, ServiceRequestError
 from batchgate.server.callbacks import guard, signing
 from batchgate.server.callbacks.outbox import Event, Outbox, add
 from batchgate.server.callbacks.sender import Attempt, send
-from batchgate.server.registry import BatchRecord, Registry
+from batchgate.server.tenancy.registry import BatchRecord, Registry
 
 log = logging.getLogger("batchgate.server.callbacks")
 

@@ -31,13 +31,11 @@ from batchgate.jobs.runner import RunRequest, job_id_for, run_job
 from batchgate.jobs.store.location import StoreLocation
 from batchgate.jobs.store.protocol import JobStore, TaskState
 from batchgate.logs import INFO, event
-from batchgate.server.batch_files import write_batch_files
-from batchgate.server.callbacks.delivery import Callbacks
-from batchgate.server.files import Files, link_or_copy, write_private
-from batchgate.server.input_problems import line_problems, problems
-from batchgate.server.priorities import Places
-from batchgate.server.registry import BatchRecord, Registry
-from batchgate.server.shapes import (
+from batchgate.server.batch_api.batch_files import write_batch_files
+from batchgate.server.batch_api.files import Files, link_or_copy, write_private
+from batchgate.server.batch_api.input_problems import line_problems, problems
+from batchgate.server.batch_api.priorities import Places
+from batchgate.server.batch_api.shapes import (
     ENDPOINT,
     WINDOW,
     WINDOW_S,
@@ -45,6 +43,8 @@ from batchgate.server.shapes import (
     new_id,
     not_found,
 )
+from batchgate.server.callbacks.delivery import Callbacks
+from batchgate.server.tenancy.registry import BatchRecord, Registry
 
 log = logging.getLogger("batchgate.server")
 

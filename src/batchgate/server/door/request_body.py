@@ -11,7 +11,7 @@ import orjson
 from aiohttp import web
 
 from batchgate.errors import ServiceRequestError
-from batchgate.server import body_limits
+from batchgate.server.door import body_limits
 
 
 def _refused(message: str) -> ServiceRequestError:

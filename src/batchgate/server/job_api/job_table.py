@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from batchgate.server.job_spec import JobSpec
-from batchgate.server.registry import BatchRecord
-from batchgate.server.sqlite_file import SqliteFile
+from batchgate.server.job_api.job_spec import JobSpec
+from batchgate.server.tenancy.registry import BatchRecord
+from batchgate.server.tenancy.sqlite_file import SqliteFile
 
 KIND = "job"
 # A job's state is its batch record's status, two of them renamed for the job API.

@@ -20,8 +20,8 @@ from aiohttp import web
 
 from batchgate.errors import ServiceRequestError
 from batchgate.observe.server_view import JobView, ServerView
-from batchgate.server.keys import authenticate
-from batchgate.server.native import Jobs
+from batchgate.server.job_api.native import Jobs
+from batchgate.server.tenancy.keys import authenticate
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry

@@ -12,9 +12,9 @@ import orjson
 from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
-from batchgate.server.job_spec import JobSpec
-from batchgate.server.job_table import state
-from batchgate.server.registry import BatchRecord
+from batchgate.server.job_api.job_spec import JobSpec
+from batchgate.server.job_api.job_table import state
+from batchgate.server.tenancy.registry import BatchRecord
 
 PROVIDER_FIGURES = ("succeeded", "failed", "attempts", "prompt_tokens", "completion_tokens", "cost_usd")
 FINISHED = (TaskState.SUCCEEDED, TaskState.FAILED)

@@ -17,13 +17,20 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from batchgate.server.job_spec import PRIORITIES, JobSpec, bad, metadata
-from batchgate.server.job_table import STATES, JobFilter, status_of
-from batchgate.server.job_view import FINISHED, ProviderFigures, figures, job_counts, job_object, result_line
-from batchgate.server.native import Jobs, conflict
-from batchgate.server.query import query_int
-from batchgate.server.registry import BatchRecord
-from batchgate.server.request_body import json_object
+from batchgate.server.door.query import query_int
+from batchgate.server.door.request_body import json_object
+from batchgate.server.job_api.job_spec import PRIORITIES, JobSpec, bad, metadata
+from batchgate.server.job_api.job_table import STATES, JobFilter, status_of
+from batchgate.server.job_api.job_view import (
+    FINISHED,
+    ProviderFigures,
+    figures,
+    job_counts,
+    job_object,
+    result_line,
+)
+from batchgate.server.job_api.native import Jobs, conflict
+from batchgate.server.tenancy.registry import BatchRecord
 
 PATH = "/v1/jobs"
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100

@@ -21,13 +21,13 @@ import orjson
 from aiohttp import web
 
 from batchgate.jobs.store.protocol import JobStore
-from batchgate.server.job_spec import JobSpec
-from batchgate.server.job_table import JobFilter
-from batchgate.server.job_view import ProviderFigures, figures, job_counts, job_object
-from batchgate.server.native import Jobs
-from batchgate.server.quota_ring import QuotaRing
-from batchgate.server.registry import BatchRecord
-from batchgate.server.shapes import not_found
+from batchgate.server.batch_api.shapes import not_found
+from batchgate.server.job_api.job_spec import JobSpec
+from batchgate.server.job_api.job_table import JobFilter
+from batchgate.server.job_api.job_view import ProviderFigures, figures, job_counts, job_object
+from batchgate.server.job_api.native import Jobs
+from batchgate.server.tenancy.registry import BatchRecord
+from batchgate.server.views.quota_ring import QuotaRing
 from batchgate.web.assets import asset_names, content_type
 from batchgate.web.job_page import page_data
 

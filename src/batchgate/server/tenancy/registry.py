@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from batchgate.server.sqlite_file import SqliteFile
+from batchgate.server.tenancy.sqlite_file import SqliteFile
 
 REGISTRY_FILE = "server.db"
 UNFINISHED = ("validating", "in_progress", "finalizing", "cancelling")

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchgate.server.job_spec import (
+from batchgate.server.batch_api.shapes import TIME_FIELDS
+from batchgate.server.job_api.job_spec import (
     MAX_METADATA_KEY,
     MAX_METADATA_KEYS,
     MAX_METADATA_VALUE,
@@ -15,8 +16,7 @@ from batchgate.server.job_spec import (
     MODES,
     PRIORITIES,
 )
-from batchgate.server.job_table import STATES
-from batchgate.server.shapes import TIME_FIELDS
+from batchgate.server.job_api.job_table import STATES
 
 Schema = dict[str, Any]
 BATCH_STATUSES = ("validating", "in_progress", "finalizing", "completed", "failed", "expired",

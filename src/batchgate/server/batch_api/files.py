@@ -11,8 +11,8 @@ from pathlib import Path
 
 from batchgate.clock import Clock
 from batchgate.errors import ServiceRequestError
-from batchgate.server.registry import FileRecord, Registry
-from batchgate.server.shapes import new_id, not_found
+from batchgate.server.batch_api.shapes import new_id, not_found
+from batchgate.server.tenancy.registry import FileRecord, Registry
 
 MAX_FILE_BYTES = 200 * 1024 * 1024  # OpenAI's limit for a batch input file
 

@@ -22,11 +22,11 @@ from aiohttp import web
 
 from batchgate.errors import ServiceRequestError
 from batchgate.jobs.store.protocol import TaskRecord, TaskState
-from batchgate.server.batches import ENDED, Batches
-from batchgate.server.query import query_int
-from batchgate.server.registry import BatchRecord, Registry
-from batchgate.server.request_body import json_object
-from batchgate.server.shapes import WINDOW_S
+from batchgate.server.batch_api.batches import ENDED, Batches
+from batchgate.server.batch_api.shapes import WINDOW_S
+from batchgate.server.door.query import query_int
+from batchgate.server.door.request_body import json_object
+from batchgate.server.tenancy.registry import BatchRecord, Registry
 
 PATH = "/v1/messages/batches"
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

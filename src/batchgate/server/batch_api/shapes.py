@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 
 from batchgate.errors import ServiceRequestError
-from batchgate.server.job_spec import metadata as checked_metadata
-from batchgate.server.registry import BatchRecord, FileRecord
+from batchgate.server.job_api.job_spec import metadata as checked_metadata
+from batchgate.server.tenancy.registry import BatchRecord, FileRecord
 
 ENDPOINT = "/v1/chat/completions"
 WINDOW = "24h"

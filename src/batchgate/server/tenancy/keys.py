@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from batchgate.server.registry import ApiKey, Registry
+from batchgate.server.tenancy.registry import ApiKey, Registry
 
 TOKEN_PREFIX = "bgk-"
 

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from batchgate.server.job_table import STATES
-from batchgate.server.openapi_schemas import SCHEMAS, STR, Schema, ref
+from batchgate.server.job_api.job_table import STATES
+from batchgate.server.views.openapi_schemas import SCHEMAS, STR, Schema, ref
 
 _JSON = "application/json"
 

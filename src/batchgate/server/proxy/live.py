@@ -38,9 +38,9 @@ from batchgate.errors import (
 from batchgate.gateway import Gateway
 from batchgate.jobs.io.shapes import ShapeError, live_body
 from batchgate.models import Result
-from batchgate.server import live_stream
-from batchgate.server.anthropic_api import message_of
-from batchgate.server.request_body import json_object
+from batchgate.server.batch_api.anthropic_api import message_of
+from batchgate.server.door.request_body import json_object
+from batchgate.server.proxy import live_stream
 
 CHAT_PATH = "/v1/chat/completions"
 MESSAGES_PATH = "/v1/messages"

@@ -5,9 +5,9 @@ store: a succeeded request to the output file, a failed one or one the batch's e
 from __future__ import annotations
 
 from batchgate.jobs.store.protocol import JobStore, TaskState
-from batchgate.server.files import Files
-from batchgate.server.registry import BatchRecord
-from batchgate.server.shapes import derived_id, output_line, unsent_line
+from batchgate.server.batch_api.files import Files
+from batchgate.server.batch_api.shapes import derived_id, output_line, unsent_line
+from batchgate.server.tenancy.registry import BatchRecord
 
 
 async def write_batch_files(store: JobStore, files: Files, b: BatchRecord) -> None:

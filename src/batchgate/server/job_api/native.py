@@ -27,15 +27,15 @@ from batchgate.config import GatewayConfig, RouteMode
 from batchgate.errors import InputError, ServiceRequestError
 from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.runner import RunRequest, job_id_for
-from batchgate.server.batches import Batches
-from batchgate.server.files import link_or_copy, write_private
-from batchgate.server.input_problems import line_problems
-from batchgate.server.job_spec import MAX_INLINE, JobSpec, bad, parse_spec
-from batchgate.server.job_table import KIND, JobTable, state
-from batchgate.server.priorities import PriorityShares
-from batchgate.server.registry import BatchRecord
-from batchgate.server.shapes import ENDPOINT, new_id, not_found
-from batchgate.server.watch import RunWatch
+from batchgate.server.batch_api.batches import Batches
+from batchgate.server.batch_api.files import link_or_copy, write_private
+from batchgate.server.batch_api.input_problems import line_problems
+from batchgate.server.batch_api.priorities import PriorityShares
+from batchgate.server.batch_api.shapes import ENDPOINT, new_id, not_found
+from batchgate.server.job_api.job_spec import MAX_INLINE, JobSpec, bad, parse_spec
+from batchgate.server.job_api.job_table import KIND, JobTable, state
+from batchgate.server.job_api.watch import RunWatch
+from batchgate.server.tenancy.registry import BatchRecord
 
 PAUSABLE = ("scheduled", "validating", "in_progress")
 RETRYABLE = ("completed", "failed")
