@@ -193,7 +193,7 @@ def test_batch_mode_keys_load() -> None:
         (lambda d: d.update(job={"mode": "fast"}), "job.mode", "expected one of online, batch-api, auto"),
         (lambda d: d.update(job={"deadline_hours": -1}), "job.deadline_hours", "hours above 0"),
         (lambda d: d.update(job={"priority": "urgent"}), "job.priority", "expected one of high, normal, low"),
-        (lambda d: d.update(job={"not_before": "9999-12-31T23:59:59-14:00"}), "job.not_before", "before 2200"),
+        (lambda d: d.update(job={"not_before": "9999-12-31T23:59:59-14:00"}), "job.not_before", "2200"),
         (lambda d: d.update(job={"metadata": {"k" * 65: "v"}}), "job.metadata", "keys of 1 to 64"),
         (lambda d: d.update(job={"callback_url": "ftp://x"}), "job.callback_url", "http(s) URL"),
         (lambda d: d.update(job={"batch_turnaround_hours": 0}), "job.batch_turnaround_hours", "> 0"),

@@ -13,11 +13,11 @@ from typing import Any
 import orjson
 import pytest
 
-from batchgate.config import GatewayConfig, config_from_dict
+from batchgate.config import GatewayConfig, JobSpec, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskSpec, TaskState
-from batchgate.jobs.workers.loop import WORKERS_OPTION, Worker, WorkerOptions
+from batchgate.jobs.workers.loop import Worker, WorkerOptions
 from waiting import until
 
 from .factories import ManualWall, job
@@ -49,11 +49,7 @@ def _spec(i: int) -> TaskSpec:
 async def _store(n: int, tmp_path: Path, wall: ManualWall) -> MemoryJobStore:
     store = MemoryJobStore(wall=wall)
     record = job(task_total=n)
-    options: dict[str, Any] = {
-        **record.options,
-        WORKERS_OPTION: True,
-        "errors_path": str(tmp_path / "err.jsonl"),
-    }
+    options = replace(record.options, workers=True, errors_path=str(tmp_path / "err.jsonl"))
     await store.create_job(replace(record, output_path=str(tmp_path / "out.jsonl"), options=options))
     await store.add_tasks("job1", [_spec(i) for i in range(n)])
     return store
@@ -161,7 +157,9 @@ async def test_a_worker_takes_the_higher_priority_job_s_chunks_first(fast: Emula
     for job_id, at, priority in (("old-low", 100.0, "low"), ("new-high", 200.0, "high")):
         record = job(job_id, created_at=at, task_total=3)
         out = tmp_path / job_id
-        marks = {**record.options, WORKERS_OPTION: True, "priority": priority, "errors_path": f"{out}.err"}
+        marks = replace(
+            record.options, workers=True, spec=JobSpec(priority=priority), errors_path=f"{out}.err"
+        )
         await store.create_job(replace(record, output_path=f"{out}.jsonl", options=marks))
         await store.add_tasks(job_id, [_spec(i) for i in range(3)])
     options = WorkerOptions(chunk_size=10, lanes=1, exit_when_idle=True, idle_min_s=0.01, idle_max_s=0.05)

@@ -39,6 +39,12 @@ from batchgate.request_fields import out_line_metadata, task_metadata
 __all__ = ["Job", "JobResult"]
 
 ProgressCallback = Callable[[dict[str, Any]], None]
+_SPEC_ARGS = {  # `Job(...)` argument → its job-spec field (`config.job_spec`)
+    **{name: name for name in ("name", "priority", "not_before", "deadline", "deadline_hours",
+                               "callback_url", "callback_secret_env", "metadata", "mode",
+                               "validate_regex", "validate_schema", "retry_failed")},
+    "budget_usd": "budget",
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +108,11 @@ class _CallbackSink:
 
 
 class Job:
-    """A durable batch job; see the module docstring. Options mirror `batchgate run`'s."""
+    """A durable batch job; see the module docstring. Options mirror `batchgate run`'s. The job's
+    own options (`_SPEC_ARGS`: name, priority, not_before, deadline, callback_url, metadata,
+    budget_usd, mode, validate_*, retry_failed) are read by the parser `run` flags, the YAML `job:`
+    section and the jobs API use (a bad one raises `JobSpecError` naming it), and the job
+    remembers them."""
 
     def __init__(
         self,
@@ -134,16 +144,8 @@ class Job:
         metadata: Mapping[str, str] | None = None,
         retry_failed: int | None = None,
     ) -> None:
-        """The job's own options (`name` to `retry_failed`, `mode`, `deadline_hours`, `budget_usd`,
-        `validate_*`) are read by the parser `run` flags and the jobs API use (`JobSpecError`
-        names a bad one) and remembered by the job."""
-        spec = parse_job_spec(
-            {"name": name, "priority": priority, "not_before": not_before, "deadline": deadline,
-             "deadline_hours": deadline_hours, "callback_url": callback_url,
-             "callback_secret_env": callback_secret_env, "metadata": metadata, "budget": budget_usd,
-             "mode": mode, "validate_regex": validate_regex, "validate_schema": validate_schema,
-             "retry_failed": retry_failed}
-        )  # fmt: skip
+        given = locals()
+        spec = parse_job_spec({field: given[arg] for arg, field in _SPEC_ARGS.items()})  # see the class
         self.output_path = Path(output)
         self.input_path = self._input_file(input)
         base = config if isinstance(config, GatewayConfig) else load_config(config)

@@ -47,8 +47,6 @@ _ADDITIVE = (
 )
 
 
-
-
 def run_segment(
     stats: GatewayStatistics,
     elapsed_s: float,

@@ -89,14 +89,14 @@ class MemoryJobStore:
         check_status(job.status)
         if job.job_id in self._jobs:
             raise JobError(f"job {job.job_id!r} already exists")
-        self._jobs[job.job_id] = _Job(job)
+        self._jobs[job.job_id] = _Job(replace(job, options=copy.deepcopy(job.options)))
 
     async def get_job(self, job_id: str) -> JobRecord | None:
         job = self._jobs.get(job_id)
-        return None if job is None else job.record
+        return None if job is None else replace(job.record, options=copy.deepcopy(job.record.options))
 
     async def list_jobs(self) -> list[JobRecord]:
-        records = [j.record for j in self._jobs.values()]
+        records = [replace(j.record, options=copy.deepcopy(j.record.options)) for j in self._jobs.values()]
         return sorted(records, key=lambda r: (r.created_at, r.job_id))
 
     async def update_job(
@@ -119,7 +119,7 @@ class MemoryJobStore:
         if input_sha256 is not None:
             rec = replace(rec, input_sha256=input_sha256)
         if options is not None:
-            rec = replace(rec, options=options)
+            rec = replace(rec, options=copy.deepcopy(options))
         if task_total is not None:
             rec = replace(rec, task_total=task_total)
         job.record = replace(rec, updated_at=self._wall())

@@ -3,7 +3,5 @@ as a durable job — run, cancel, finalize, resume — its output and error file
 input checked by `input_problems`, OpenAI's object shapes in `shapes`), Anthropic's Message Batches
 (`anthropic_api`), and the weighted shares of the gateway every running job gets (`priorities`).
 
-May import: `tenancy`, `door`, `callbacks`, jobs, the gateway and everything below them;
-`shapes` still reads `job_api.job_spec`'s metadata check (the one import upward, named in the
-import-linter contract's `ignore_imports` until that check moves below the server).
+May import: `tenancy`, `door`, `callbacks`, jobs, the gateway and everything below them.
 """

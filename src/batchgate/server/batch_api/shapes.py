@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from batchgate.errors import ServiceRequestError
-from batchgate.server.job_api.job_spec import metadata as checked_metadata
+from batchgate.server.door.job_fields import checked_metadata
 from batchgate.server.tenancy.registry import BatchRecord, FileRecord
 
 ENDPOINT = "/v1/chat/completions"

@@ -18,21 +18,24 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
 from batchgate.clock import TimerHandle
-from batchgate.config import GatewayConfig, RouteMode
+from batchgate.config import GatewayConfig
+from batchgate.config.job_spec import JobSpec
 from batchgate.errors import InputError, ServiceRequestError
 from batchgate.jobs.engine import JobEngine
+from batchgate.jobs.job_setup import with_job_overrides
 from batchgate.jobs.runner import RunRequest, job_id_for
 from batchgate.server.batch_api.batches import Batches
 from batchgate.server.batch_api.files import link_or_copy, write_private
 from batchgate.server.batch_api.input_problems import line_problems
 from batchgate.server.batch_api.priorities import PriorityShares
 from batchgate.server.batch_api.shapes import ENDPOINT, new_id, not_found
-from batchgate.server.job_api.job_spec import MAX_INLINE, JobSpec, bad, parse_spec
+from batchgate.server.door.job_fields import bad
+from batchgate.server.job_api.job_spec import MAX_INLINE, parse_spec
 from batchgate.server.job_api.job_table import KIND, JobTable, state
 from batchgate.server.job_api.watch import RunWatch
 from batchgate.server.tenancy.registry import BatchRecord
@@ -89,7 +92,7 @@ class Jobs(Batches):
             completion_window="none",
             created_at=int(now),
             job_id=job_id_for(path, folder / "output.jsonl"),
-            metadata=spec.metadata or None,
+            metadata=dict(spec.metadata) or None,
             kind=KIND,
             requests=len(body["requests"]) if inline else 0,
             status="scheduled" if spec.not_before is not None and spec.not_before > now else "validating",
@@ -240,17 +243,8 @@ class Jobs(Batches):
         spec = self.table.get(batch_id) if b is not None and b.kind == KIND else None
         if b is None or spec is None:
             return super()._run_setup(batch_id, req)
-        config = self.config
-        if spec.budget_usd is not None:
-            config = replace(config, budget=replace(config.budget, max_cost_usd=spec.budget_usd))
-        if spec.validate_regex is not None or spec.validate_schema is not None:
-            job = replace(
-                config.job, validate_regex=spec.validate_regex, validate_schema=spec.validate_schema
-            )
-            config = replace(config, job=job)
-        hours = None if spec.deadline is None else max(1 / 3600, (spec.deadline - b.created_at) / 3600)
-        mode = cast("RouteMode | None", spec.mode)
-        return replace(req, mode=mode, deadline_hours=hours), config
+        # the job remembers its spec; its budget and output check are the config's from the start
+        return replace(req, spec=spec), with_job_overrides(self.config, spec)
 
     def _save_end(self, b: BatchRecord, url: str | None = None) -> None:
         spec = self.table.get(b.id) if b.kind == KIND else None
