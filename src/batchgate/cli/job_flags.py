@@ -7,16 +7,19 @@ naming the flag."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from batchgate.config.job_spec import PRIORITIES, JobSpec, parse_job_spec
 from batchgate.errors import JobError, JobSpecError
 from batchgate.models import ROUTE_MODES
 
-_FLAG = {"deadline_hours": "deadline", "validate": "validate"}  # a spec field → its flag (else the same)
+if TYPE_CHECKING:
+    from batchgate.config.job_spec import JobSpec
 
 
-def add_spec_options(p: argparse.ArgumentParser) -> None:
-    """The flags of a job's spec (`--retry-failed` is added by the caller with its own help)."""
+def add_spec_options(p: argparse.ArgumentParser, *, local: bool = True) -> None:
+    """The flags of a job's spec (`--retry-failed` is added by the caller with its own help);
+    `local=False` (`submit`): without `--callback-secret-env` (a server signs with the key's own
+    secret)."""
     p.add_argument(
         "--mode",
         choices=ROUTE_MODES,
@@ -33,8 +36,8 @@ def add_spec_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default=None, help="the job's name, shown by `batchgate jobs` and `status`")
     p.add_argument(
         "--priority",
-        choices=PRIORITIES,
         default=None,
+        metavar="high|normal|low",
         help="a higher priority starts first and takes workers' chunks first (default: normal)",
     )
     p.add_argument(
@@ -44,12 +47,13 @@ def add_spec_options(p: argparse.ArgumentParser) -> None:
         help="start no earlier than TIME (RFC 3339 with an offset, or unix seconds): the run waits",
     )
     p.add_argument("--callback-url", default=None, metavar="URL", help="POSTed (signed) when the job ends")
-    p.add_argument(
-        "--callback-secret-env",
-        default=None,
-        metavar="VAR",
-        help="the environment variable holding the callback's whsec_… signing secret",
-    )
+    if local:
+        p.add_argument(
+            "--callback-secret-env",
+            default=None,
+            metavar="VAR",
+            help="the environment variable holding the callback's whsec_… signing secret",
+        )
     p.add_argument(
         "--metadata",
         action="append",
@@ -59,25 +63,32 @@ def add_spec_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def spec_of(args: argparse.Namespace, retry_rounds: int = 0) -> JobSpec:
-    """The spec the flags give; a bad value is a one-line error naming its flag."""
-    data: dict[str, object] = {
+def spec_fields(args: argparse.Namespace, retry_rounds: int = 0) -> dict[str, object]:
+    """The flags given, as the jobs API's fields (a deadline in hours as `{"hours": h}`); `spec_of`
+    reads them."""
+    deadline = _time(args.deadline)
+    data = {
         "name": args.name,
         "priority": args.priority,
         "not_before": _time(args.not_before),
+        "deadline": {"hours": deadline} if isinstance(deadline, float) else deadline,
         "callback_url": args.callback_url,
-        "callback_secret_env": args.callback_secret_env,
+        "callback_secret_env": getattr(args, "callback_secret_env", None),
         "metadata": _pairs(args.metadata),
         "mode": args.mode,
         "retry_failed": retry_rounds or None,
     }
-    deadline = _time(args.deadline)
-    data["deadline_hours" if isinstance(deadline, float) else "deadline"] = deadline
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def spec_of(fields: dict[str, object]) -> JobSpec:
+    """The spec of `spec_fields`, by the one parser: a bad value is a one-line error naming its flag."""
+    from batchgate.config.job_spec import parse_job_spec  # noqa: PLC0415 — not at import: `--help` stays light
+
     try:
-        return parse_job_spec(data)
+        return parse_job_spec(fields)
     except JobSpecError as exc:
-        flag = _FLAG.get(exc.field, exc.field).split(".")[0].replace("_", "-")
-        raise JobError(f"--{flag}: {exc.reason}") from None
+        raise JobError(f"--{exc.field.split('.')[0].replace('_', '-')}: {exc.reason}") from None
 
 
 def _time(text: str | None) -> float | str | None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from batchgate.cli import observing
 from batchgate.cli.arg_types import non_negative_float, positive_float, positive_int
 from batchgate.cli.config_file import load_config
-from batchgate.cli.job_flags import add_spec_options, spec_of
+from batchgate.cli.job_flags import add_spec_options, spec_fields, spec_of
 from batchgate.cli.quota_option import add_quota_option, quota_spec
 from batchgate.errors import JobError
 from batchgate.jobs.find import find_job
@@ -202,7 +202,7 @@ def _request(args: argparse.Namespace, input_path: Path, config: Path, output: P
         skip_invalid=args.skip_invalid,
         allow_changed_input=args.allow_changed_input,
         engine=_engine_options(args),
-        spec=spec_of(args, retry_rounds(args)),
+        spec=spec_of(spec_fields(args, retry_rounds(args))),
         quiet=args.quiet,
         allow_unpriced=args.allow_unpriced,
         extra_reads=(("pipeline file", args.pipeline),) if getattr(args, "pipeline", None) else (),

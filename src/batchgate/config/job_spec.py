@@ -15,8 +15,9 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -93,6 +94,22 @@ class JobSpec:
             given = {"deadline": None, "deadline_hours": None, **given}
         return replace(base, **given)
 
+    def shown(self) -> dict[str, Any]:
+        """What `status`, `jobs` and the report show of it: its name, priority, metadata and times
+        (RFC 3339), the callback by its host only (a URL may carry a token)."""
+        host = urlsplit(self.callback_url).hostname if self.callback_url else None
+        return {
+            "name": self.name,
+            "priority": self.priority,
+            "metadata": dict(self.metadata),
+            "not_before": rfc3339(self.not_before),
+            "deadline": rfc3339(self.deadline),
+            "deadline_hours": self.deadline_hours,
+            "mode": self.mode,
+            "callback_host": host,
+            "retry_failed": self.retry_failed,
+        }
+
     def deadline_at(self, created_at: float) -> float | None:
         """The deadline as unix seconds, for a job created at `created_at`."""
         if self.deadline is not None:
@@ -142,6 +159,23 @@ def parse_job_spec(
         validate_schema=schema,
         retry_failed=_rounds(data.get("retry_failed")),
     )
+
+
+def spec_line(shown: dict[str, Any]) -> str:
+    """` "name" (high; team=search, run=7)`: a job's name, a priority other than normal and its
+    metadata, as `JobSpec.shown` gives them ("" when none is set)."""
+    name = f' "{shown["name"]}"' if shown.get("name") else ""
+    marks = [shown["priority"]] if shown.get("priority") not in (None, "normal") else []
+    pairs = ", ".join(f"{k}={v}" for k, v in sorted((shown.get("metadata") or {}).items()))
+    detail = "; ".join(marks + ([pairs] if pairs else []))
+    return name + (f" ({detail})" if detail else "")
+
+
+def rfc3339(at: float | None) -> str | None:
+    """Unix seconds as an RFC 3339 date-time in UTC (`Z`)."""
+    if at is None:
+        return None
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _text(data: Mapping[str, Any], name: str, limit: int) -> str | None:

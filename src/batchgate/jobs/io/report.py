@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from batchgate.config.job_spec import spec_line
 from batchgate.jobs.io.batch_figures import merge_batch_stats
 from batchgate.jobs.io.progress import MAX_LISTED_INVALID, Progress
 from batchgate.jobs.io.provider_figures import (
@@ -147,6 +148,7 @@ def build_report(
             errors_by_kind[kind] = errors_by_kind.get(kind, 0) + n
     return {
         "batch_id": job.job_id,
+        "job": job.options.spec.shown(),  # name, priority, metadata, schedule (`config.job_spec`)
         "status": job.status,
         "stop_reason": job.stop_reason,
         "input": job.input_path,
@@ -324,7 +326,7 @@ def fold_open_segment(segments: list[dict[str, Any]], open_blob: bytes | None) -
 def render_summary(report: dict[str, Any]) -> str:
     """A plain-text table (no colour codes) for the end of a run and `batchgate report`."""
     lines = [
-        f"job {report['batch_id']}: {report['status']}"
+        f"job {report['batch_id']}{spec_line(report.get('job') or {})}: {report['status']}"
         + (f" ({report['stop_reason']})" if report.get("stop_reason") else ""),
         f"  {report['success_count']} succeeded, {report['failed_count']} failed, "
         f"{report['pending_count']} pending of {report['task_total']}  ·  "

@@ -33,9 +33,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from batchgate.jobs.store.options import JobOptions
+if TYPE_CHECKING:
+    from batchgate.jobs.store.options import JobOptions  # the config's job spec: loaded by the stores
 
 DEFAULT_STORE = Path(".batchgate") / "jobs.db"  # the job database `batchgate run` uses by default
 
