@@ -160,28 +160,32 @@ def _status(args: argparse.Namespace) -> int:
         f"  {info['succeeded']} succeeded, {info['failed']} failed, "
         f"{info['pending']} pending of {info['total']}"
     )
-    live = info["live"]
-    if live:
-        print(
-            f"  {live['rate_per_s']}/s, {_eta(live)}, {live['rate_limited']} x 429, "
-            f"{live['in_flight']} in flight, ${live['cost_usd']:.4f}"
-        )
-        batches = live.get("batches")
-        if batches:
-            states = ", ".join(f"{k} {v}" for k, v in sorted(batches["by_state"].items())) or "none open"
-            print(
-                f"  batches: {batches['open']} open ({states}), {batches['processed']} of "
-                f"{batches['items']} items processed; {batches['submitted']} submitted, "
-                f"{batches['resumed']} resumed"
-            )
-        for name, p in sorted(live["providers"].items()):
-            print(
-                f"    {name}: {p['requests']} requests, {p['ok']} ok, {p['errors']} errors, "
-                f"{p['rate_limited']} x 429, {p['in_flight']} in flight"
-            )
+    if info["live"]:
+        _print_live(info["live"])
     if info["state"] in ("stopped", "interrupted"):
         print(f"  resume with: batchgate resume {info['job']}")
     return 0
+
+
+def _print_live(live: dict[str, Any]) -> None:
+    """A running job's figures: rate, ETA, 429s, in flight, cost; its batches; each provider."""
+    print(
+        f"  {live['rate_per_s']}/s, {_eta(live)}, {live['rate_limited']} x 429, "
+        f"{live['in_flight']} in flight, ${live['cost_usd']:.4f}"
+    )
+    batches = live.get("batches")
+    if batches:
+        states = ", ".join(f"{k} {v}" for k, v in sorted(batches["by_state"].items())) or "none open"
+        print(
+            f"  batches: {batches['open']} open ({states}), {batches['processed']} of "
+            f"{batches['items']} items processed; {batches['submitted']} submitted, "
+            f"{batches['resumed']} resumed"
+        )
+    for name, p in sorted(live["providers"].items()):
+        print(
+            f"    {name}: {p['requests']} requests, {p['ok']} ok, {p['errors']} errors, "
+            f"{p['rate_limited']} x 429, {p['in_flight']} in flight"
+        )
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -258,7 +258,7 @@ async def prepare_job(
         updated_at=now,
         task_total=report.task_count * (len(req.graph.roots()) if req.graph else 1),
         options=JobOptions(
-            spec=_remembered(req),
+            spec=_remembered(req).over(_captured(config)),
             ordered=req.ordered,
             skip_invalid=req.skip_invalid,
             errors_path=str(req.errors_file.resolve()),
@@ -291,6 +291,13 @@ def _all_problems(req: RunRequest, config: GatewayConfig, report: ValidationRepo
 
 def _remembered(req: RunRequest) -> JobSpec:
     return replace(req.spec, retry_failed=0)
+
+
+def _captured(config: GatewayConfig) -> JobSpec:
+    """What a new job keeps of its config's `job:` options (so `status` and `report` show its name,
+    priority, metadata and schedule without the config); its output check and retry rounds stay
+    the config's, read at each run."""
+    return replace(config.job.spec, validate_regex=None, validate_schema=None, retry_failed=0)
 
 
 def job_config(config: GatewayConfig, job: JobRecord) -> GatewayConfig:
