@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Any
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
@@ -34,6 +33,7 @@ from batchgate.jobs.io.progress import Before, Progress
 from batchgate.jobs.live_task import Abandoned, LiveTasks
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.logs import WARNING, bind, event, get_logger
+from batchgate.stats import GatewayStatistics
 
 __all__ = ["CANCEL_BLOB", "CANCEL_REASON", "JobEngine"]
 
@@ -105,7 +105,7 @@ class JobEngine:
         self._gate = BudgetGate(self.budget, self.request_stop, lambda: self.stopping)
         self._live: LiveTasks | None = None
         self.gateway: Gateway | None = None
-        self.last_statistics: Any = None  # the gateway's final GatewayStatistics, once the run ended
+        self.last_statistics: GatewayStatistics | None = None  # the gateway's, once the run ended
         self._shared = gateway
         self.batches: BatchDriver | None = None
 

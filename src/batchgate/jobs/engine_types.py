@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
 from batchgate.quota.store.location import StoreSpec
+from batchgate.stats import GatewayStatistics
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +39,7 @@ class EngineOutcome:
     status: str  # completed | stopped
     stop_reason: str | None
     elapsed_s: float
-    statistics: Any  # GatewayStatistics of this run
+    statistics: GatewayStatistics  # the gateway's figures of this run
     progress: Progress
     emulator_stats: dict[str, Any] | None
     no_target: bool = False  # stopped because a route had no target left (a key refused, unreachable)
