@@ -12,12 +12,14 @@ from typing import Any
 
 import orjson
 import pytest
+from aiohttp import web
 
 from batchgate.config import GatewayConfig, JobSpec, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskSpec, TaskState
 from batchgate.jobs.workers.loop import Worker, WorkerOptions
+from loopback import serving
 from waiting import until
 
 from .factories import ManualWall, job
@@ -188,3 +190,27 @@ async def test_a_job_finished_by_workers_gets_a_full_report(flaky: Emulator, tmp
     assert alpha["errors_by_kind"] == {"server_error": alpha["error_count"]}
     assert report["retries"] == alpha["retries"] == alpha["error_count"] > 0  # every error retried
     assert alpha["latency_ms"]["p50"] > 0
+
+
+async def test_a_job_finished_by_workers_posts_its_end_to_its_callback(
+    fast: Emulator, tmp_path: Path
+) -> None:
+    got: list[bytes] = []
+
+    async def hook(request: web.Request) -> web.Response:
+        got.append(await request.read())
+        return web.Response(status=204)
+
+    app = web.Application()
+    app.router.add_post("/hook", hook)
+    async with serving(app) as base:
+        store = await _store(3, tmp_path, ManualWall())
+        record = await store.get_job("job1")
+        assert record is not None
+        spec = JobSpec(callback_url=f"{base}/hook")  # no secret named: sent unsigned
+        await store.update_job("job1", options=replace(record.options, spec=spec))
+        options = WorkerOptions(chunk_size=10, lanes=1, exit_when_idle=True, idle_min_s=0.01, idle_max_s=0.05)
+        await Worker(_config(fast), store, options).run()
+    [body] = got
+    event = orjson.loads(body)
+    assert (event["type"], event["data"]) == ("batch.completed", {"id": "job1"})

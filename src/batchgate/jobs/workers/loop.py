@@ -46,14 +46,17 @@ from batchgate.jobs.finish import OutputFiles, finish_job
 from batchgate.jobs.guards import BudgetGuard
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.report import REPORT_BLOB, load_segments
+from batchgate.jobs.lifecycle.callback import announce_end
 from batchgate.jobs.live_task import Abandoned, LiveTasks
 from batchgate.jobs.store.protocol import Chunk, JobRecord, JobStore, TaskSpec, TaskState
 from batchgate.jobs.workers.figures import WorkerFigures
 from batchgate.jobs.workers.lease import LeaseKeeper
+from batchgate.logs import INFO, event, get_logger
 from batchgate.quota.store.location import StoreSpec
 from batchgate.stats import GatewayStatistics
 
 TAKEN_STATUSES = frozenset({"created", "running"})  # a submitted job in one of these is worked on
+_log = get_logger("job")
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +255,8 @@ class Worker:
                 self.figures.forget(job_id)
         except JobLockedError:
             return  # the worker holding the lock is finishing it
+        spec = job.options.spec.over(self.config.job.spec)  # its callback, as `run` posts it
+        await announce_end(spec, job_id, 0, self.clock, lambda line: event(_log, INFO, "callback", text=line))
 
 
 def _cancel(tasks: list[asyncio.Task[None]]) -> None:
