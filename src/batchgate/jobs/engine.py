@@ -144,10 +144,9 @@ class JobEngine:
         """What earlier runs of the job left: counted in the progress and spent from the budget."""
         counts = await self.store.counts(self.job_id)
         ok, failed = counts[TaskState.SUCCEEDED], counts[TaskState.FAILED]
-        self.progress.total, self.progress.done_before = sum(counts.values()), ok + failed
         totals = await self.store.totals(self.job_id)
         prompt, completion = int(totals.get("prompt_tokens", 0)), int(totals.get("completion_tokens", 0))
-        self.progress.before = Before(ok, failed, prompt, completion)
+        self.progress.begin(sum(counts.values()), Before(ok, failed, prompt, completion))
         self.budget.spent_cost = float(totals.get("cost_usd", 0.0))
         self.budget.spent_tokens = prompt + completion + self._spent_extra_tokens
 
@@ -248,7 +247,7 @@ class JobEngine:
             self._start(gateway, spec, committer)
 
     async def _dispatch(self, gateway: Gateway, committer: GroupCommitter) -> None:
-        self.progress.step_sizes = self._follow.step_sizes() if self._follow is not None else {}  # ETA
+        self.progress.expect_steps(self._follow.step_sizes() if self._follow is not None else {})  # ETA
         window = self._window()
         exhausted = False
         batches = self.batches
@@ -372,5 +371,5 @@ class JobEngine:
             return
         await committer.flush()
         added = await self.store.add_tasks(self.job_id, new)
-        self.progress.total += added
+        self.progress.grow(added)
         self._more = True
