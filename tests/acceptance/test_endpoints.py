@@ -33,6 +33,7 @@ def _config(path: Path, emu: EmulatorThread, job: dict[str, Any] | None = None) 
             {"model": "writer", "targets": ["alpha:gpt-4o-mini"]},
             {"model": "embed", "targets": ["alpha:text-embedding-3-small"]},
             {"model": "either", "targets": ["alpha:text-embedding-3-small", "gamma:claude-3-5-haiku-latest"]},
+            {"model": "claude", "targets": ["gamma:claude-3-5-haiku-latest"]},
         ],
         "settings": {"retry": {"max_attempts": 2, "base_delay": 0.05, "max_delay": 0.2}},
         "prices": {
@@ -169,3 +170,58 @@ def test_an_output_check_reads_the_text_answers_and_leaves_vectors_alone(
     rows = {row["custom_id"]: row for row in read_jsonl(cli.cwd / "out.jsonl")}
     assert all(row["error"] is None for row in rows.values()), rows
     assert rows["emb-one"]["response"]["body"]["object"] == "list"
+
+
+ANTHROPIC = [
+    _line(
+        "chat",
+        "/v1/chat/completions",
+        {"model": "claude", "max_tokens": 5, "messages": [{"role": "user", "content": SENTIMENT}]},
+    ),
+    _line(
+        "resp",
+        "/v1/responses",
+        {"model": "claude", "instructions": "One word.", "input": SENTIMENT, "max_output_tokens": 20},
+    ),
+]
+
+
+def test_a_responses_line_and_a_chat_line_to_anthropic_answer_in_their_own_shapes(
+    cli: Cli, emu: EmulatorThread
+) -> None:
+    cfg = _config(cli.cwd / "gw.yaml", emu)
+    src = _write(cli.cwd / "in.jsonl", ANTHROPIC)
+    done = cli.run("run", str(src), "--config", str(cfg), "--output", "out.jsonl", "--progress", "quiet")
+    assert done.returncode == 0, done.stderr
+    rows = {row["custom_id"]: row for row in read_jsonl(cli.cwd / "out.jsonl")}
+    chat, resp = rows["chat"]["response"]["body"], rows["resp"]["response"]["body"]
+    assert chat["object"] == "chat.completion"
+    assert chat["choices"][0]["message"]["content"] == "negative"
+    assert (resp["object"], resp["status"]) == ("response", "completed")
+    assert resp["output"][0]["content"][0] == {"type": "output_text", "text": "negative", "annotations": []}
+    assert resp["usage"]["input_tokens"] == rows["resp"]["usage"]["prompt_tokens"] > 0
+    assert resp["usage"]["output_tokens"] == rows["resp"]["usage"]["completion_tokens"] > 0
+    assert provider_totals(emu)["admitted"] == 2
+
+
+def test_a_responses_field_messages_cannot_express_is_refused_before_anything_is_sent(
+    cli: Cli, emu: EmulatorThread
+) -> None:
+    cfg = _config(cli.cwd / "gw.yaml", emu)
+    tools = _line(
+        "tools", "/v1/responses", {"model": "claude", "input": "x", "tools": [{"type": "web_search"}]}
+    )
+    item = {"type": "function_call_output", "call_id": "c1", "output": "4"}
+    call = _line("call", "/v1/responses", {"model": "claude", "input": [item]})
+    src = _write(cli.cwd / "in.jsonl", [*ANTHROPIC, tools, call])
+    done = cli.run("run", str(src), "--config", str(cfg), "--output", "out.jsonl", "--progress", "quiet")
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    lines = [line.removeprefix(f"{cli.cwd}/") for line in done.stderr.splitlines()]
+    route = "url /v1/responses: route 'claude' has target 'gamma' (anthropic)"
+    where = f"{route}: cannot translate to Anthropic Messages"
+    assert f"in.jsonl:3: {where}: field 'tools' has no Messages equivalent" in lines, lines
+    assert (
+        f"in.jsonl:4: {where}: input[0].type 'function_call_output' (only message items translate)" in lines
+    )
+    assert provider_totals(emu)["admitted"] == 0

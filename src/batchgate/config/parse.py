@@ -24,6 +24,7 @@ from batchgate.config.schema import (
     TimeoutConfig,
 )
 from batchgate.config.section import Section, type_name
+from batchgate.endpoints import MAX_EMBEDDING_INPUTS
 from batchgate.errors import JobSpecError
 from batchgate.models import ROUTE_MODES, RouteMode
 from batchgate.policy.circuit import CircuitSettings
@@ -79,6 +80,7 @@ _JOB = (
             "validation_attempts",
             "batch_turnaround_hours",
             "batch_poll",
+            "pack_embeddings",
         }
     )
     | _JOB_SPEC
@@ -331,6 +333,7 @@ def _job(top: Section) -> JobSettings:
         batch_turnaround_hours=j.number("batch_turnaround_hours", 24.0) or 24.0,
         batch_poll=_batch_poll(j),
         store=j.string("store"),
+        pack_embeddings=_pack_embeddings(j),
         spec=spec,
     )
 
@@ -342,6 +345,16 @@ def _compiles(regex: str | None, schema: Mapping[str, Any] | None) -> None:
             re.compile(regex)
         except re.error as exc:
             raise JobSpecError("validate_regex", f"invalid regular expression: {exc}") from None
+
+
+def _pack_embeddings(j: Section) -> int:
+    value = j.integer("pack_embeddings", MAX_EMBEDDING_INPUTS, minimum=0)
+    assert value is not None
+    if value > MAX_EMBEDDING_INPUTS:
+        j.fail(
+            "pack_embeddings", f"must be at most {MAX_EMBEDDING_INPUTS} (inputs in one request), got {value}"
+        )
+    return value
 
 
 def _quota(top: Section, environ: Mapping[str, str]) -> QuotaSettings:

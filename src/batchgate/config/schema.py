@@ -176,6 +176,7 @@ class JobSettings:
     batch_turnaround_hours: float = 24.0  # assumed Batch API turnaround (the providers' window)
     batch_poll: PollPolicy = field(default_factory=PollPolicy)
     store: str | None = None  # the job store: a SQLite path or a postgresql:// URL (--store wins)
+    pack_embeddings: int = 2048  # the most single-text embedding lines in one request (0: never pack)
     # the job's own options (name, priority, not_before, deadline, callback, metadata, mode,
     # validation, retry rounds): read by the parser every front door uses (`job_spec`)
     spec: JobSpec = field(default_factory=JobSpec)

@@ -31,6 +31,7 @@ from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Before, Progress
 from batchgate.jobs.live_task import Abandoned, LiveTasks
+from batchgate.jobs.pack.packer import Packer
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.logs import WARNING, bind, event, get_logger
 from batchgate.stats import GatewayStatistics
@@ -174,6 +175,13 @@ class JobEngine:
                 self.config, gateway, self._gate, self.check, self.progress, lambda: self.stopping
             )
             self._live.step_checks = self._step_checks
+            self._packs = Packer(
+                self.config,
+                self._live,
+                self._slots,
+                inputs=self._window() // 2,
+                stopping=lambda: self.stopping,
+            )
             self.batches = BatchDriver(
                 self.config,
                 self.store,
@@ -266,6 +274,7 @@ class JobEngine:
                     await self._start_all(gateway, claimed, committer)
                     if claimed and len(self._inflight) < window:
                         continue  # keep filling the window
+                self._packs.flush_soon()  # what was claimed is started: held embedding lines go
                 if not self._inflight and exhausted and not self._handed and not batches.busy:
                     return
                 self._wake.clear()
@@ -276,6 +285,7 @@ class JobEngine:
             self._raise_failure()
         finally:
             await self._cancel_inflight()
+            await self._packs.close()
 
     async def _drain(self) -> None:
         """After a stop: tasks still waiting for a slot were never sent and end at once; those in
@@ -321,13 +331,17 @@ class JobEngine:
         cancelled is not committed, so it goes back to pending when the run ends."""
         live = self._live
         assert live is not None
-        async with self._slots:
-            if self.stopping:
-                return
-            try:
-                result, attempts, invalid, billed = await live.run(spec)
-            except Abandoned:
-                return
+        key = self._packs.key(spec)
+        try:
+            if key is not None:  # a single-text embedding line: sent in a pack (one slot a pack)
+                result, attempts, invalid, billed = await self._packs.run(spec, key)
+            else:
+                async with self._slots:
+                    if self.stopping:
+                        return
+                    result, attempts, invalid, billed = await live.run(spec)
+        except Abandoned:
+            return
         if isinstance(result.error, DispatchStopped):
             return  # never sent: left uncommitted, so it is requeued when the run ends
         if isinstance(result.error, QuotaExhaustedError):

@@ -16,21 +16,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchgate.config import GatewayConfig, ProviderConfig
-from batchgate.endpoints import CHAT, PATHS, endpoint_of
+from batchgate.endpoints import CHAT, PATHS, RESPONSES, endpoint_of
 from batchgate.models import Cost, requested_output_tokens
 from batchgate.providers.base import make_token_counter
+from batchgate.providers.responses_translate import responses_problem
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, cost_amounts
 from batchgate.scheduler import request_cost
-from batchgate.tokens import TokenCounter, chat_framing, iter_prompt_text
+from batchgate.tokens import TokenCounter, chat_framing, iter_prompt_text, token_array_tokens
 
 _KEY = {name: key for key, name in DIMENSIONS}
 
 
 def prompt_upper_bound(body: Mapping[str, Any]) -> int:
     """At least as many tokens as any counter gives the prompt (UTF-8 bytes, at most 4 a
-    character, plus framing) — computed without encoding anything."""
+    character, plus framing; a token array's ids one each) — computed without encoding anything."""
     chars = sum(len(part) for part in iter_prompt_text(body))
-    return 4 * chars + chat_framing(body)
+    return 4 * chars + token_array_tokens(body) + chat_framing(body)
 
 
 class RouteFit:
@@ -90,7 +91,7 @@ class RouteFit:
             return None  # an unknown model is reported on its own
         endpoint = endpoint_of(body)
         if endpoint != CHAT:
-            return self._endpoint_problem(model, PATHS[endpoint])
+            return self._endpoint_problem(model, body)
         output = requested_output_tokens(body, self._default_out[model])
         if prompt_upper_bound(body) + output <= self._floor[model]:
             return None  # the common case: far below every limit, nothing counted
@@ -103,8 +104,11 @@ class RouteFit:
             excluded.append(reason)
         return f"request can never be admitted by any target of route {model!r}: {'; '.join(excluded)}"
 
-    def _endpoint_problem(self, model: str, path: str) -> str | None:
-        """Why route `model` cannot carry a request to `path` (not chat), or None when it can."""
+    def _endpoint_problem(self, model: str, body: Mapping[str, Any]) -> str | None:
+        """Why route `model` cannot carry `body` (not chat), or None when it can: an Anthropic target
+        takes a Responses body it can translate (naming the field it cannot), nothing else."""
+        endpoint = endpoint_of(body)
+        path = PATHS[endpoint]
         if self._chat_only:
             return f"url {path} does not match the batch's endpoint /v1/chat/completions"
         if self._modes[model] != "online":  # the Batch API mode sends chat lines only, for now
@@ -112,10 +116,15 @@ class RouteFit:
                 f"url {path}: route {model!r} runs in mode {self._modes[model]}, which takes chat lines only"
             )
         for p in self._routes[model]:
-            if p.kind != "openai":  # Anthropic has no embeddings; Responses is not translated yet
+            if p.kind == "openai":
+                continue
+            if endpoint != RESPONSES:  # Anthropic has no embeddings and no legacy completions
                 return (
                     f"url {path}: route {model!r} has target {p.name!r} ({p.kind}), which does not serve it"
                 )
+            problem = responses_problem(body)
+            if problem is not None:
+                return f"url {path}: route {model!r} has target {p.name!r} ({p.kind}): {problem}"
         return None
 
     def _over(self, p: ProviderConfig, cost: Cost) -> str | None:
