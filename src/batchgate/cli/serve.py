@@ -22,7 +22,6 @@ import argparse
 import functools
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -233,6 +232,7 @@ def _body_limits(args: argparse.Namespace) -> BodyLimits:
 
 
 def run_keys_create(args: argparse.Namespace) -> int:
+    from batchgate.clock import wall_time  # noqa: PLC0415 — clock.py imports asyncio: not for `--help`
     from batchgate.server.callbacks.delivery import create_secret  # noqa: PLC0415 — the server only when asked for
     from batchgate.server.tenancy.keys import create_key  # noqa: PLC0415 — the server only when asked for
     from batchgate.server.tenancy.registry import Registry  # noqa: PLC0415 — the server only when asked for
@@ -240,7 +240,7 @@ def run_keys_create(args: argparse.Namespace) -> int:
     place = _place(args)
     registry = Registry(place.registry)
     try:
-        key, token = create_key(registry, admin=args.admin, name=args.name, now=int(time.time()))
+        key, token = create_key(registry, admin=args.admin, name=args.name, now=int(wall_time()))
         secret = create_secret(registry, key.id)
     finally:
         registry.close()

@@ -60,6 +60,7 @@ class Service:
     registry: Registry
     files: Files
     batches: Batches
+    jobs: Jobs
     ring: QuotaRing | None = None  # the providers page's quota samples
     limits: body_limits.BodyLimits = body_limits.DEFAULT  # the body bound of each route class
 
@@ -209,8 +210,8 @@ class Api:
 
     # -- batches ---------------------------------------------------------------------------------
     async def _batch(self, b: BatchRecord) -> dict[str, Any]:
-        batches = self.s.batches
-        return batch_object(b, await batches.counts(b), await batches.usage(b))
+        runs = self.s.batches.runs
+        return batch_object(b, await runs.counts(b), await runs.usage(b))
 
     async def create_batch(self, request: web.Request) -> web.Response:
         body = await json_object(request)
@@ -223,7 +224,7 @@ class Api:
 
     async def cancel_batch(self, request: web.Request) -> web.Response:
         b = self.s.batches.visible(request.match_info["id"], _viewer(request))
-        b = self.s.batches.cancel(b)
+        b = self.s.batches.runs.cancel(b)
         return json(await self._batch(b))
 
     async def list_batches(self, request: web.Request) -> web.Response:
@@ -251,10 +252,10 @@ def make_app(service: Service) -> web.Application:
     app.add_routes(Api(service).routes())
     anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)
     app.add_routes(anthropic.routes())
-    app.add_routes(live.LiveApi(service.batches.gateway, service.batches.clock).routes())
-    if isinstance(service.batches, Jobs):  # the native job API (`jobs_api`)
-        app.add_routes(jobs_api.JobsApi(service.batches, _owner_and_viewer).routes())
-        app.add_routes(metrics_route.MetricsRoute(service.batches).routes())  # no key: nothing secret
-        app.add_routes(Dashboard(service.batches, _owner_and_viewer, service.ring).routes())
-    app.add_routes(openapi.routes(min(service.batches.config.route_models(), default=None)))
+    parts = service.batches.parts
+    app.add_routes(live.LiveApi(parts.gateway, parts.clock).routes())
+    app.add_routes(jobs_api.JobsApi(service.jobs, _owner_and_viewer).routes())  # the native job API
+    app.add_routes(metrics_route.MetricsRoute(service.jobs.runs).routes())  # no key: nothing secret
+    app.add_routes(Dashboard(service.jobs, _owner_and_viewer, service.ring).routes())
+    app.add_routes(openapi.routes(min(parts.config.route_models(), default=None)))
     return app

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import functools
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
@@ -22,6 +21,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from batchgate.clock import wall_time
 from batchgate.errors import JobError, StoreError
 from batchgate.jobs.store.lockfile import JobLockFile, lock_path_for
 from batchgate.jobs.store.options import JobOptions
@@ -65,7 +65,7 @@ class SqliteJobStore(SqliteChunks):
 
     @classmethod
     async def open(
-        cls, path: str | Path, *, wall: Callable[[], float] = time.time, busy_timeout: float = 5.0
+        cls, path: str | Path, *, wall: Callable[[], float] = wall_time, busy_timeout: float = 5.0
     ) -> SqliteJobStore:
         """Open (creating with mode 0600 if missing) and migrate the job database at `path`."""
         path = Path(path)

@@ -22,7 +22,8 @@ from aiohttp import web
 
 from batchgate.errors import ServiceRequestError
 from batchgate.jobs.store.protocol import TaskRecord, TaskState
-from batchgate.server.batch_api.batches import ENDED, Batches
+from batchgate.server.batch_api.batches import Batches
+from batchgate.server.batch_api.runs import ENDED
 from batchgate.server.batch_api.shapes import WINDOW_S
 from batchgate.server.door.query import query_int
 from batchgate.server.door.request_body import json_object
@@ -158,7 +159,7 @@ class AnthropicApi:
     def __init__(
         self, registry: Registry, batches: Batches, key_of: Callable[[web.Request], tuple[str, str | None]]
     ) -> None:
-        self.registry, self.batches = registry, batches
+        self.registry, self.batches, self.runs = registry, batches, batches.runs
         self._key_of = key_of  # (owner id, viewer: None for an admin key)
 
     def routes(self) -> list[web.RouteDef]:
@@ -174,7 +175,7 @@ class AnthropicApi:
         return self.batches.visible(request.match_info["id"], self._key_of(request)[1], "anthropic")
 
     async def _answer(self, request: web.Request, b: BatchRecord) -> web.Response:
-        data = batch_object(b, await self.batches.counts(b), str(request.url.origin()))
+        data = batch_object(b, await self.runs.counts(b), str(request.url.origin()))
         return web.Response(body=orjson.dumps(data), content_type="application/json")
 
     async def create(self, request: web.Request) -> web.Response:
@@ -188,7 +189,7 @@ class AnthropicApi:
     async def cancel(self, request: web.Request) -> web.Response:
         b = self._visible(request)
         if b.status not in ENDED:
-            b = self.batches.cancel(b)
+            b = self.runs.cancel(b)
         return await self._answer(request, b)
 
     async def list(self, request: web.Request) -> web.Response:
@@ -198,7 +199,7 @@ class AnthropicApi:
             "anthropic", self._key_of(request)[1], limit, after=q.get("after_id"), before=q.get("before_id")
         )
         origin = str(request.url.origin())
-        data = [batch_object(b, await self.batches.counts(b), origin) for b in found]
+        data = [batch_object(b, await self.runs.counts(b), origin) for b in found]
         page = {"data": data, "has_more": more, "first_id": data[0]["id"] if data else None,
                 "last_id": data[-1]["id"] if data else None}  # fmt: skip
         return web.Response(body=orjson.dumps(page), content_type="application/json")
@@ -211,7 +212,7 @@ class AnthropicApi:
             )
         response = web.StreamResponse(headers={"Content-Type": "application/x-jsonl"})
         await response.prepare(request)
-        async for t in self.batches.store.iter_results(b.job_id, ordered=True):
+        async for t in self.runs.parts.store.iter_results(b.job_id, ordered=True):
             await response.write(result_line(t, b) + b"\n")
         await response.write_eof()
         return response

@@ -65,7 +65,7 @@ class JobsApi:
         return self.jobs.job(request.match_info["id"], self._key_of(request)[1])
 
     async def _answer(self, b: BatchRecord, spec: JobSpec, status: int = 200, **extra: Any) -> web.Response:
-        return _json({**job_object(b, spec, await job_counts(self.jobs.store, b)), **extra}, status)
+        return _json({**job_object(b, spec, await job_counts(self.jobs.parts.store, b)), **extra}, status)
 
     async def create(self, request: web.Request) -> web.Response:
         body = await json_object(request, lambda message: bad("body", message))
@@ -75,14 +75,14 @@ class JobsApi:
 
     async def get(self, request: web.Request) -> web.Response:
         b, spec = self._job(request)
-        engine = self.jobs.engine(b.id)
-        extra = await figures(self.jobs.store, b, engine, self.jobs.clock.wall(), self._providers)
+        engine = self.jobs.runs.engine(b.id)
+        extra = await figures(self.jobs.parts.store, b, engine, self.jobs.parts.clock.wall(), self._providers)
         return await self._answer(b, spec, **extra)
 
     async def list(self, request: web.Request) -> web.Response:
         f, limit, after = _query(request, self._key_of(request)[1])
         found, more = self.jobs.table.page(f, limit, after)
-        counts = [await job_counts(self.jobs.store, b, self.jobs.running(b.id)) for b, _ in found]
+        counts = [await job_counts(self.jobs.parts.store, b, self.jobs.runs.running(b.id)) for b, _ in found]
         data = [job_object(b, spec, c) for (b, spec), c in zip(found, counts, strict=True)]
         return _json({
             "object": "list", "data": data, "has_more": more,
@@ -93,7 +93,7 @@ class JobsApi:
         b, spec = self._job(request)
         if b.status not in CANCELLABLE:
             raise conflict(b, "cancel")
-        return await self._answer(self.jobs.cancel(b), spec)
+        return await self._answer(self.jobs.runs.cancel(b), spec)
 
     async def pause(self, request: web.Request) -> web.Response:
         b, spec = self._job(request)
@@ -112,8 +112,8 @@ class JobsApi:
         b, _ = self._job(request)
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(request)
-        if await self.jobs.store.get_job(b.job_id) is not None:
-            async for t in self.jobs.store.iter_results(b.job_id, ordered=True, states=FINISHED):
+        if await self.jobs.parts.store.get_job(b.job_id) is not None:
+            async for t in self.jobs.parts.store.iter_results(b.job_id, ordered=True, states=FINISHED):
                 await response.write(result_line(t) + b"\n")
         await response.write_eof()
         return response

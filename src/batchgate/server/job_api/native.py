@@ -1,6 +1,6 @@
-"""Native jobs (`/v1/jobs`): batches of kind `job` run by the same machinery as the OpenAI and
-Anthropic batches (`Batches`, which this extends), with their own options (`job_spec`, kept in
-`job_table`) applied to each run: mode, deadline, budget and output check.
+"""Native jobs (`/v1/jobs`): records of kind `job` run by the same `Runs` as the OpenAI and
+Anthropic batches, with their own options (`job_spec`, kept in `job_table`) applied to each run
+(`JobTerms`): priority, mode, deadline, budget, output check and callback URL.
 
 A job with `not_before` ahead waits `scheduled` on a clock timer (re-armed at start), sending
 nothing. `pause` stops the job's engine the way a signal does (in-flight calls get the grace
@@ -16,7 +16,6 @@ import asyncio
 import functools
 import shutil
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +25,16 @@ from batchgate.clock import TimerHandle
 from batchgate.config import GatewayConfig
 from batchgate.config.job_spec import JobSpec
 from batchgate.errors import InputError, ServiceRequestError
-from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.job_setup import with_job_overrides
-from batchgate.jobs.runner import RunRequest, job_id_for
-from batchgate.server.batch_api.batches import Batches
+from batchgate.jobs.runner import job_id_for
 from batchgate.server.batch_api.files import link_or_copy, write_private
 from batchgate.server.batch_api.input_problems import line_problems
-from batchgate.server.batch_api.priorities import PriorityShares
+from batchgate.server.batch_api.run_parts import RunTerms
+from batchgate.server.batch_api.runs import Runs
 from batchgate.server.batch_api.shapes import ENDPOINT, new_id, not_found
 from batchgate.server.door.job_fields import bad
 from batchgate.server.job_api.job_spec import MAX_INLINE, parse_spec
 from batchgate.server.job_api.job_table import KIND, JobTable, state
-from batchgate.server.job_api.watch import RunWatch
 from batchgate.server.tenancy.registry import BatchRecord
 
 PAUSABLE = ("scheduled", "validating", "in_progress")
@@ -45,20 +42,38 @@ RETRYABLE = ("completed", "failed")
 _ENDED_AT = ("completed_at", "failed_at", "cancelled_at", "finalizing_at", "in_progress_at")
 
 
-class Jobs(Batches):
-    """The service's batches and native jobs (one instance owns every run, its places and its
-    resume at start)."""
+class JobTerms:
+    """What a native job's spec makes of its runs (`Runs.terms`); a batch's are the defaults."""
 
-    def __init__(self, *args: Any, table: JobTable, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.table = table
+    def __init__(self, table: JobTable, config: GatewayConfig) -> None:
+        self.table, self.config = table, config
+
+    def __call__(self, b: BatchRecord) -> RunTerms:
+        if b.kind != KIND:
+            return RunTerms()
+        spec = self.table.get(b.id)
+        if spec is None:
+            return RunTerms(expires=False)
+        return RunTerms(
+            priority=spec.priority,
+            expires=False,
+            callback_url=spec.callback_url,
+            config=with_job_overrides(self.config, spec),  # its budget and output check from the start
+            spec=spec,  # the job in the store remembers it
+        )
+
+
+class Jobs:
+    """The server's native jobs: created, scheduled, paused, resumed and retried; run by `runs`."""
+
+    def __init__(self, runs: Runs, table: JobTable) -> None:
+        self.runs, self.table = runs, table
+        self.parts = runs.parts
         self._starts: dict[str, TimerHandle] = {}
-        self.shares = PriorityShares(self.config.settings.concurrency)  # every run: batches are normal
-        self.watch = RunWatch()  # what `/metrics` shows of the runs
 
     def job(self, job_id: str, owner: str | None) -> tuple[BatchRecord, JobSpec]:
         """The native job and its spec, if `owner` may see it (None: an admin key); a 404 otherwise."""
-        b = self.registry.get_batch(job_id)
+        b = self.parts.registry.get_batch(job_id)
         spec = self.table.get(job_id) if b is not None and b.kind == KIND else None
         if b is None or spec is None or (owner is not None and b.owner != owner):
             raise not_found("job", job_id)
@@ -69,13 +84,13 @@ class Jobs(Batches):
         self, owner: str, viewer: str | None, body: dict[str, Any]
     ) -> tuple[BatchRecord, JobSpec]:
         """A new job, its input copied and checked off the event loop (a file may be 200 MB)."""
-        now = self.clock.wall()
+        now = self.parts.clock.wall()
         spec = await asyncio.to_thread(parse_spec, body, now)  # its output check compiled, off the loop
-        if spec.callback_url is not None and self.callbacks is not None:
-            self.callbacks.check_url(spec.callback_url, owner, param="callback_url")
+        if spec.callback_url is not None and self.parts.callbacks is not None:
+            self.parts.callbacks.check_url(spec.callback_url, owner, param="callback_url")
         fill, file_id, inline = self._input(body, viewer)
         job_id = new_id("job_")
-        folder = self.folder / job_id
+        folder = self.parts.folder / job_id
         folder.mkdir(mode=0o700)
         path = folder / "input.jsonl"
         try:
@@ -98,7 +113,7 @@ class Jobs(Batches):
             status="scheduled" if spec.not_before is not None and spec.not_before > now else "validating",
         )
         self.table.add(job_id, spec)
-        self.registry.add_batch(record)
+        self.parts.registry.add_batch(record)
         self._start(record, spec)
         return record, spec
 
@@ -110,10 +125,10 @@ class Jobs(Batches):
         if file_id is not None:
             if not isinstance(file_id, str) or not file_id:
                 raise bad("input_file_id", "expected a file id")
-            source = self.files.visible(file_id, viewer)
+            source = self.parts.files.visible(file_id, viewer)
             if source.purpose != "batch":
                 raise bad("input_file_id", f"file has purpose '{source.purpose}', not 'batch'", 422)
-            return functools.partial(link_or_copy, self.files.path(source.id)), file_id, False
+            return functools.partial(link_or_copy, self.parts.files.path(source.id)), file_id, False
         if not isinstance(requests, list) or not 0 < len(requests) <= MAX_INLINE:
             raise bad("requests", f"expected a list of 1 to {MAX_INLINE} request objects")
         for i, item in enumerate(requests):
@@ -125,7 +140,7 @@ class Jobs(Batches):
     def _check_lines(self, path: Path, inline: bool) -> None:
         """Refuse the job (422, naming the first bad request) before anything is created."""
         try:
-            problems = line_problems(self.config, path)
+            problems = line_problems(self.parts.config, path)
         except InputError as exc:
             problems = [{"line": None, "message": exc.message}]
         if not problems:
@@ -141,37 +156,33 @@ class Jobs(Batches):
     def _start(self, b: BatchRecord, spec: JobSpec) -> None:
         """Run the job now, or arm a clock timer for its `not_before`."""
         if b.status != "scheduled":
-            self._spawn(b.id, self._run(b.id))
+            self.runs.start(b)
             return
-        left = (spec.not_before or 0.0) - self.clock.wall()
+        left = (spec.not_before or 0.0) - self.parts.clock.wall()
         due = functools.partial(self._due, b.id)
-        self._starts[b.id] = self.clock.call_at(self.clock.now() + max(0.0, left), due)
+        self._starts[b.id] = self.parts.clock.call_at(self.parts.clock.now() + max(0.0, left), due)
 
     def _due(self, job_id: str) -> None:
         self._starts.pop(job_id, None)
-        b = self.registry.get_batch(job_id)
-        if b is None or b.status != "scheduled" or self._closing:
+        b = self.parts.registry.get_batch(job_id)
+        if b is None or b.status != "scheduled" or self.runs.closing:
             return
         b.status = "validating"
-        self.registry.save_batch(b)
-        self._spawn(job_id, self._run(job_id))
+        self.parts.registry.save_batch(b)
+        self.runs.start(b)
 
     def resume_all(self) -> int:
-        """Batches and running jobs resume (`Batches.resume_all`); scheduled jobs re-arm their timer;
+        """Batches and running jobs resume (`Runs.resume_all`); scheduled jobs re-arm their timer;
         paused ones stay paused."""
-        started = super().resume_all()
+        started = self.runs.resume_all()
         for b in self.table.with_status("scheduled"):
             self._start(b, self.table.get(b.id) or JobSpec())
         return started
 
-    def _arm_expiry(self, b: BatchRecord) -> None:
-        if b.kind != KIND:  # a native job has no completion window
-            super()._arm_expiry(b)
-
     async def close(self) -> None:
         for timer in self._starts.values():
             timer.cancel()
-        await super().close()
+        await self.runs.close()
 
     # -- control ---------------------------------------------------------------------------------
     def pause(self, b: BatchRecord) -> BatchRecord:
@@ -180,95 +191,44 @@ class Jobs(Batches):
         if b.status not in PAUSABLE:
             raise conflict(b, "pause")
         b.status = "paused"
-        b.times["paused_at"] = self._now()
-        self.registry.save_batch(b)
+        b.times["paused_at"] = self.parts.now()
+        self.parts.registry.save_batch(b)
         timer = self._starts.pop(b.id, None)
         if timer is not None:
             timer.cancel()
-        engine = self._engines.get(b.id)
-        task = self._tasks.get(b.id)
-        if engine is not None:
-            engine.interrupt("paused")  # it returns after the grace period; `_held` keeps it paused
-        elif task is not None and b.id in self._waiting:
-            task.cancel()
+        self.runs.hold(b.id)  # its engine returns after the grace period; `paused` keeps it so
         return b
 
     async def resume(self, b: BatchRecord, spec: JobSpec) -> BatchRecord:
         if b.status != "paused":
             raise conflict(b, "resume")
-        task = self._tasks.get(b.id)
-        if task is not None:  # the pause is still stopping the engine
-            await asyncio.wait({task})
-        now = self.registry.get_batch(b.id)
+        await self.runs.settled(b.id)  # the pause may still be stopping the engine
+        now = self.parts.registry.get_batch(b.id)
         if now is None or now.status != "paused":
             raise conflict(now or b, "resume")
-        ahead = spec.not_before is not None and spec.not_before > self.clock.wall()
+        ahead = spec.not_before is not None and spec.not_before > self.parts.clock.wall()
         now.status = "scheduled" if ahead else "validating"
-        self.registry.save_batch(now)
+        self.parts.registry.save_batch(now)
         self._start(now, spec)
         return now
 
     async def retry(self, b: BatchRecord) -> tuple[BatchRecord, int]:
         """Re-queue the failed items of a finished job and run it again; how many."""
-        if b.status not in RETRYABLE or b.id in self._tasks:
+        if b.status not in RETRYABLE or self.runs.busy(b.id):
             raise conflict(b, "retry")
-        if await self.store.get_job(b.job_id) is None:
+        if await self.parts.store.get_job(b.job_id) is None:
             raise ServiceRequestError(
                 409, f"Job '{b.id}' never ran; there is nothing to retry.", code="conflict"
             )
-        requeued = await self.store.requeue_failed(b.job_id)
+        requeued = await self.parts.store.requeue_failed(b.job_id)
         if requeued == 0:
             raise ServiceRequestError(409, f"Job '{b.id}' has no failed items.", code="conflict")
         b.status, b.counts, b.usage, b.errors = "validating", None, None, None
         for key in _ENDED_AT:
             b.times.pop(key, None)
-        self.registry.save_batch(b)
-        self._spawn(b.id, self._run(b.id))
+        self.parts.registry.save_batch(b)
+        self.runs.start(b)
         return b, requeued
-
-    def engine(self, job_id: str) -> JobEngine | None:
-        return self._engines.get(job_id)
-
-    def queued(self) -> list[str]:
-        """The runs waiting for one of the `max_jobs` places."""
-        return sorted(self._waiting)
-
-    def priority(self, batch_id: str) -> str:
-        spec = self.table.get(batch_id)
-        return spec.priority if spec is not None else "normal"
-
-    # -- the run's options -----------------------------------------------------------------------
-    def _run_setup(self, batch_id: str, req: RunRequest) -> tuple[RunRequest, GatewayConfig]:
-        b = self.registry.get_batch(batch_id)
-        spec = self.table.get(batch_id) if b is not None and b.kind == KIND else None
-        if b is None or spec is None:
-            return super()._run_setup(batch_id, req)
-        # the job remembers its spec; its budget and output check are the config's from the start
-        return replace(req, spec=spec), with_job_overrides(self.config, spec)
-
-    def _save_end(self, b: BatchRecord, url: str | None = None) -> None:
-        spec = self.table.get(b.id) if b.kind == KIND else None
-        super()._save_end(b, url or (spec.callback_url if spec is not None else None))
-
-    def _held(self, b: BatchRecord) -> bool:
-        return b.kind == KIND and b.status == "paused"
-
-    def _engine_started(self, batch_id: str, engine: JobEngine) -> None:
-        super()._engine_started(batch_id, engine)
-        b = self.registry.get_batch(batch_id)
-        spec = self.table.get(batch_id) if b is not None and b.kind == KIND else None
-        priority = spec.priority if spec is not None else "normal"
-        self.shares.started(batch_id, engine, priority)
-        self.watch.started(batch_id, priority, engine.progress)
-        if b is not None and b.status == "paused":  # paused while it was being set up
-            engine.interrupt("paused")
-
-    async def _run_job(self, batch_id: str) -> None:
-        try:
-            await super()._run_job(batch_id)
-        finally:
-            self.shares.ended(batch_id)
-            self.watch.ended(batch_id)
 
 
 def conflict(b: BatchRecord, action: str) -> ServiceRequestError:

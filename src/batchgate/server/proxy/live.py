@@ -54,6 +54,7 @@ class LiveApi:
 
     def __init__(self, gateway: Gateway, clock: Clock) -> None:
         self.gateway, self.clock = gateway, clock
+        self._models = gateway.config.route_models()  # the config is fixed for the gateway's life
 
     def routes(self) -> list[web.RouteDef]:
         return [web.post(CHAT_PATH, self.chat), web.post(MESSAGES_PATH, self.messages)]
@@ -82,7 +83,7 @@ class LiveApi:
 
     async def _run(self, body: dict[str, Any]) -> Result:
         model = body.get("model")
-        if model not in self.gateway.config.route_models():
+        if model not in self._models:
             raise ServiceRequestError(
                 404,
                 f"The model {model!r} does not exist: it names no route of this server's config.",

@@ -75,22 +75,24 @@ class Dashboard:
         viewer = self._key_of(request)[1]
         found, _ = self.jobs.table.page(JobFilter(owner=viewer), LISTED, None)
         for kind in CANCEL_PATHS:  # the SDKs' batches are jobs of the key too
-            batches, _ = self.jobs.registry.list_batches(kind, viewer, LISTED)
+            batches, _ = self.jobs.parts.registry.list_batches(kind, viewer, LISTED)
             found += [(b, batch_spec(b)) for b in batches]
         found.sort(key=lambda row: row[0].created_at, reverse=True)  # stable: newest first
         data = [await self._row(b, spec_object) for b, spec_object in found[:LISTED]]
         return _json({"object": "list", "data": data})
 
     async def _row(self, b: BatchRecord, spec: JobSpec) -> dict[str, Any]:
-        store: JobStore = self.jobs.store
-        extra = await figures(store, b, self.jobs.engine(b.id), self.jobs.clock.wall(), _NoProviders())
+        store: JobStore = self.jobs.parts.store
+        extra = await figures(
+            store, b, self.jobs.runs.engine(b.id), self.jobs.parts.clock.wall(), _NoProviders()
+        )
         extra.pop("providers", None)
         kind = {"kind": b.kind, "cancel_path": CANCEL_PATHS.get(b.kind, JOBS_PATH).format(id=b.id)}
         return {**job_object(b, spec, await job_counts(store, b)), **extra, **kind}
 
     def _visible(self, job_id: str, owner: str | None) -> tuple[BatchRecord, JobSpec]:
         """A native job or a batch, if `owner` may see it (None: an admin key); a 404 otherwise."""
-        b = self.jobs.registry.get_batch(job_id)
+        b = self.jobs.parts.registry.get_batch(job_id)
         if b is None or (owner is not None and b.owner != owner):
             raise not_found("job", job_id)
         return (b, batch_spec(b)) if b.kind in CANCEL_PATHS else self.jobs.job(job_id, owner)
@@ -98,8 +100,8 @@ class Dashboard:
     async def job(self, request: web.Request) -> web.Response:
         b, spec = self._visible(request.match_info["id"], self._key_of(request)[1])
         row = await self._row(b, spec)
-        record = await self.jobs.store.get_job(b.job_id)
-        page = await page_data(self.jobs.store, record, row["state"]) if record is not None else None
+        record = await self.jobs.parts.store.get_job(b.job_id)
+        page = await page_data(self.jobs.parts.store, record, row["state"]) if record is not None else None
         return _json({"job": row, "page": page})
 
     async def providers(self, request: web.Request) -> web.Response:

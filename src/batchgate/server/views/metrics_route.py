@@ -20,7 +20,7 @@ from aiohttp import web
 
 from batchgate.errors import ServiceRequestError
 from batchgate.observe.server_view import JobView, ServerView
-from batchgate.server.job_api.native import Jobs
+from batchgate.server.batch_api.runs import Runs
 from batchgate.server.tenancy.keys import authenticate
 
 if TYPE_CHECKING:
@@ -31,29 +31,30 @@ MAX_QUEUED_SHOWN = 50  # jobs waiting for a place shown one by one (the label se
 MISSING = "Prometheus metrics need the 'metrics' extra: pip install 'batchgate[metrics]'."
 
 
-def server_view(jobs: Jobs, *, with_jobs: bool = True) -> ServerView:
+def server_view(runs: Runs, *, with_jobs: bool = True) -> ServerView:
     """The figures of the server now; `with_jobs` False leaves out the jobs (and their ids)."""
-    watch = jobs.watch
+    watch = runs.watch
     shown = {  # by job id, the latest state winning (a retried job queued again: queued)
-        run.job_id: JobView(run.job_id, run.priority, run.progress, jobs.engine(run.job_id) is not None)
+        run.job_id: JobView(run.job_id, run.priority, run.progress, runs.engine(run.job_id) is not None)
         for run in (*watch.finished, *watch.running.values())
     }
-    for b in jobs.queued()[:MAX_QUEUED_SHOWN]:
-        shown[b] = JobView(b, jobs.priority(b), None, False)
+    for b in runs.queued()[:MAX_QUEUED_SHOWN]:
+        shown[b] = JobView(b, runs.priority(b), None, False)
     deliveries: dict[str, int] = {}
     pending = 0
-    if jobs.callbacks is not None:
-        f = jobs.callbacks.figures()
+    callbacks = runs.parts.callbacks
+    if callbacks is not None:
+        f = callbacks.figures()
         deliveries = {"delivered": f.delivered, "failed_attempt": f.failed_attempts, "given_up": f.given_up}
         pending = f.pending
-    stats = jobs.gateway.statistics()
+    stats = runs.parts.gateway.statistics()
     shown_jobs = list(shown.values()) if with_jobs else []
     return ServerView(stats, watch.cost_by_provider(), shown_jobs, deliveries, pending)
 
 
 class MetricsRoute:
-    def __init__(self, jobs: Jobs) -> None:
-        self.jobs = jobs
+    def __init__(self, runs: Runs) -> None:
+        self.runs = runs
         self._registries: dict[bool, CollectorRegistry] = {}  # by whether it shows the jobs
 
     def routes(self) -> list[web.RouteDef]:
@@ -67,7 +68,7 @@ class MetricsRoute:
         admin = self._admin(request)
         registry = self._registries.get(admin)
         if registry is None:
-            view = functools.partial(server_view, self.jobs, with_jobs=admin)
+            view = functools.partial(server_view, self.runs, with_jobs=admin)
             registry = self._registries[admin] = metrics.server_registry(view)
         body = metrics.exposition(registry)
         return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
@@ -78,7 +79,7 @@ class MetricsRoute:
         given = headers.get("Authorization"), headers.get("x-api-key")
         if given == (None, None):
             return False
-        key = authenticate(self.jobs.registry, *given)
+        key = authenticate(self.runs.parts.registry, *given)
         if key is None:
             raise ServiceRequestError(401, "Incorrect API key for /metrics.", code="invalid_api_key")
         return key.admin
