@@ -79,7 +79,7 @@ def test_nothing_ending_from_the_start_is_stalled_too() -> None:
 
 def test_a_pipeline_s_eta_does_not_move_as_later_steps_are_stored() -> None:
     progress = Progress(started=0.0, total=100)
-    progress.step_sizes = {"extract": 100, "summary": 100}
+    progress.expect_steps({"extract": 100, "summary": 100})
     _ended(progress, "extract", 10)
     progress.total += 10  # the ten follow-up tasks are stored
     progress.eta_view(0.0)
@@ -94,7 +94,7 @@ def test_a_pipeline_s_eta_does_not_move_as_later_steps_are_stored() -> None:
 
 def test_the_snapshot_and_the_displays_say_stalled_and_growing() -> None:
     progress = Progress(started=0.0, total=50)
-    progress.step_sizes = {"a": 50, "b": 50}
+    progress.expect_steps({"a": 50, "b": 50})
     progress.eta_view(0.0)
     snap = snapshot("job1", progress, None, 45.0, 1000.0)
     assert snap["stalled_s"] == 45.0

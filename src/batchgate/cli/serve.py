@@ -201,7 +201,8 @@ def _log_to_stderr(level: str) -> None:
 
 
 def _callback_settings(args: argparse.Namespace) -> CallbackSettings:
-    from batchgate.server.callbacks import delivery, guard  # noqa: PLC0415 — the server only when serving
+    from batchgate.server.callbacks import delivery  # noqa: PLC0415 — the server only when serving
+    from batchgate.webhooks import guard  # noqa: PLC0415 — the server only when serving
 
     delays: tuple[float, ...] = delivery.DEFAULT_DELAYS
     if args.callback_retry_delays is not None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
 from batchgate.clock import LoopClock
 from batchgate.config import GatewayConfig
@@ -34,6 +33,7 @@ from batchgate.jobs.live_task import Abandoned, LiveTasks
 from batchgate.jobs.pack.packer import Packer
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.logs import WARNING, bind, event, get_logger
+from batchgate.stats import GatewayStatistics
 
 __all__ = ["CANCEL_BLOB", "CANCEL_REASON", "JobEngine"]
 
@@ -89,7 +89,7 @@ class JobEngine:
         self._gate = BudgetGate(self.budget, self.request_stop, lambda: self.stopping)
         self._live: LiveTasks | None = None
         self.gateway: Gateway | None = None
-        self.last_statistics: Any = None  # the gateway's final GatewayStatistics, once the run ended
+        self.last_statistics: GatewayStatistics | None = None  # the gateway's, once the run ended
         self.batches: BatchDriver | None = None
 
     def request_stop(self, reason: str) -> None:
@@ -127,10 +127,9 @@ class JobEngine:
         """What earlier runs of the job left: counted in the progress and spent from the budget."""
         counts = await self.store.counts(self.job_id)
         ok, failed = counts[TaskState.SUCCEEDED], counts[TaskState.FAILED]
-        self.progress.total, self.progress.done_before = sum(counts.values()), ok + failed
         totals = await self.store.totals(self.job_id)
         prompt, completion = int(totals.get("prompt_tokens", 0)), int(totals.get("completion_tokens", 0))
-        self.progress.before = Before(ok, failed, prompt, completion)
+        self.progress.begin(sum(counts.values()), Before(ok, failed, prompt, completion))
         self.budget.spent_cost = float(totals.get("cost_usd", 0.0))
         self.budget.spent_tokens = prompt + completion + self.job.spent_extra_tokens
 
@@ -236,7 +235,7 @@ class JobEngine:
             self._start(gateway, spec, committer)
 
     async def _dispatch(self, gateway: Gateway, committer: GroupCommitter) -> None:
-        self.progress.step_sizes = self.job.follow.step_sizes() if self.job.follow is not None else {}  # ETA
+        self.progress.expect_steps(self.job.follow.step_sizes() if self.job.follow is not None else {})  # ETA
         window = self._window()
         exhausted = False
         batches = self.batches
@@ -366,5 +365,5 @@ class JobEngine:
             return
         await committer.flush()
         added = await self.store.add_tasks(self.job_id, new)
-        self.progress.total += added
+        self.progress.grow(added)
         self._more = True

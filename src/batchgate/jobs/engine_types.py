@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
 from batchgate.quota.store.location import StoreSpec
+from batchgate.stats import GatewayStatistics
 
 if TYPE_CHECKING:
     from batchgate.clock import Clock
@@ -78,7 +79,7 @@ class EngineOutcome:
     status: str  # completed | stopped
     stop_reason: str | None
     elapsed_s: float
-    statistics: Any  # GatewayStatistics of this run
+    statistics: GatewayStatistics  # the gateway's figures of this run
     progress: Progress
     emulator_stats: dict[str, Any] | None
     no_target: bool = False  # stopped because a route had no target left (a key refused, unreachable)

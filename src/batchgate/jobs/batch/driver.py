@@ -99,7 +99,7 @@ class BatchDriver:
             events=self,
         )
         self.runner = runner
-        self._progress.batch_view = self.view
+        self._progress.watch_batches(self.view)
         await runner.recover()
         tasks = await runner.claim_batch_tasks() if may_batch(self.config) else []
         tasks, live = self._reserve(gateway, tasks)

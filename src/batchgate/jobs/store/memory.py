@@ -15,6 +15,7 @@ from typing import Any
 
 from batchgate.clock import wall_time
 from batchgate.errors import JobError, JobLockedError, LeaseLostError
+from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.protocol import (
     TERMINAL_STATES,
     Chunk,
@@ -105,7 +106,7 @@ class MemoryJobStore:
         status: str | None = None,
         stop_reason: str | None = None,
         input_sha256: str | None = None,
-        options: dict[str, Any] | None = None,
+        options: JobOptions | None = None,
         task_total: int | None = None,
     ) -> None:
         job = self._job(job_id)

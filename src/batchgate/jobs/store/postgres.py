@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from batchgate.clock import wall_time
 from batchgate.errors import JobError, StoreError
+from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.postgres_chunks import PgChunks, complete_params
 from batchgate.jobs.store.postgres_locks import PgJobLocks
 from batchgate.jobs.store.postgres_schema import Q, prepare, store_error
@@ -121,7 +122,7 @@ class PgJobStore(PgChunks):
 
     async def create_job(self, job: JobRecord) -> None:
         check_status(job.status)
-        params = {**_job_params(job), "options": orjson.dumps(job.options)}
+        params = {**_job_params(job), "options": job.options.to_json()}
         async with self._conn() as conn:
             if await (await conn.execute(Q["job_insert"], params)).fetchone() is None:
                 raise JobError(f"job {job.job_id!r} already exists in {self.where}")
@@ -143,7 +144,7 @@ class PgJobStore(PgChunks):
         status: str | None = None,
         stop_reason: str | None = None,
         input_sha256: str | None = None,
-        options: dict[str, Any] | None = None,
+        options: JobOptions | None = None,
         task_total: int | None = None,
     ) -> None:
         if status is not None:
@@ -153,7 +154,7 @@ class PgJobStore(PgChunks):
             "status": status,
             "stop_reason": stop_reason,
             "input_sha256": input_sha256,
-            "options": None if options is None else orjson.dumps(options),
+            "options": None if options is None else options.to_json(),
             "task_total": task_total,
             "updated_at": self._wall(),
         }
@@ -362,5 +363,5 @@ def _job_record(row: Any) -> JobRecord:
         created_at=float(row[7]),
         updated_at=float(row[8]),
         task_total=int(row[9]),
-        options=dict(orjson.loads(row[10])),
+        options=JobOptions.of_json(row[10]),
     )

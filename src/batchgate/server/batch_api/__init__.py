@@ -5,7 +5,5 @@ of every batch and native job (`runs`: run, cancel, expire, finalize, resume; wh
 how each runs in `run_parts`; the weighted shares of the gateway in `priorities`; the runs
 `/metrics` shows in `watch`).
 
-May import: `tenancy`, `door`, `callbacks`, jobs, the gateway and everything below them;
-`shapes` still reads `job_api.job_spec`'s metadata check (the one import upward, named in the
-import-linter contract's `ignore_imports` until that check moves below the server).
+May import: `tenancy`, `door`, `callbacks`, jobs, the gateway and everything below them.
 """

@@ -5,11 +5,11 @@ job's spec makes of them — `job_api.native.JobTerms`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from batchgate.clock import Clock
-from batchgate.config import GatewayConfig, RouteMode
+from batchgate.config import GatewayConfig, JobSpec
 from batchgate.endpoints import endpoint_for_url
 from batchgate.gateway import Gateway
 from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
@@ -58,8 +58,7 @@ class RunTerms:
     expires: bool = True  # a batch has a completion window, a native job none
     callback_url: str | None = None  # None: the record's metadata's, if any
     config: GatewayConfig | None = None  # None: the server's
-    mode: RouteMode | None = None
-    deadline_hours: float | None = None
+    spec: JobSpec = field(default_factory=JobSpec)  # a native job's own options (`config.job_spec`)
     endpoint: str | None = None  # the one endpoint every line must name (a batch's); None: any
 
 

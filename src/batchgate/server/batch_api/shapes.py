@@ -11,7 +11,7 @@ import orjson
 
 from batchgate.endpoints import PATHS
 from batchgate.errors import ServiceRequestError
-from batchgate.server.job_api.job_spec import metadata as checked_metadata
+from batchgate.server.door.job_fields import checked_metadata
 from batchgate.server.tenancy.registry import BatchRecord, FileRecord
 
 ENDPOINT = "/v1/chat/completions"  # of Anthropic's batches and native jobs (any endpoint)

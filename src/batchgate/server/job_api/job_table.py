@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from batchgate.server.job_api.job_spec import JobSpec
+from batchgate.config.job_spec import JobSpec
 from batchgate.server.tenancy.registry import BatchRecord
 from batchgate.server.tenancy.sqlite_file import SqliteFile
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import orjson
 
+from batchgate.config.job_spec import JobSpec
 from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
-from batchgate.server.job_api.job_spec import JobSpec
 from batchgate.server.job_api.job_table import state
 from batchgate.server.tenancy.registry import BatchRecord
 

@@ -17,9 +17,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from batchgate.config.job_spec import PRIORITIES, JobSpec
+from batchgate.server.door.job_fields import bad, checked_metadata
 from batchgate.server.door.query import query_int
 from batchgate.server.door.request_body import json_object
-from batchgate.server.job_api.job_spec import PRIORITIES, JobSpec, bad, metadata
 from batchgate.server.job_api.job_table import STATES, JobFilter, status_of
 from batchgate.server.job_api.job_view import (
     FINISHED,
@@ -133,6 +134,6 @@ def _query(request: web.Request, owner: str | None) -> tuple[JobFilter, int, str
         if not sep:
             raise bad("metadata", f"expected key=value; got {item!r}")
         pairs.append((key, value))
-    metadata(dict(pairs))  # the same bounds as a job's own metadata
+    checked_metadata(dict(pairs))  # the same bounds as a job's own metadata
     f = JobFilter(owner, tuple(status_of(s) for s in states), q.get("name"), priority, tuple(pairs))
     return f, query_int(q.get("limit"), "limit", DEFAULT_LIMIT, MAX_LIMIT), q.get("after") or None

@@ -16,22 +16,24 @@ import asyncio
 import functools
 import shutil
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
 from batchgate.clock import TimerHandle
-from batchgate.config import GatewayConfig, RouteMode
+from batchgate.config import GatewayConfig
+from batchgate.config.job_spec import JobSpec
 from batchgate.errors import InputError, ServiceRequestError
+from batchgate.jobs.job_setup import with_job_overrides
 from batchgate.jobs.runner import job_id_for
 from batchgate.server.batch_api.files import link_or_copy, write_private
 from batchgate.server.batch_api.input_problems import line_problems
 from batchgate.server.batch_api.run_parts import RunTerms, batch_terms
 from batchgate.server.batch_api.runs import Runs
 from batchgate.server.batch_api.shapes import ENDPOINT, new_id, not_found
-from batchgate.server.job_api.job_spec import MAX_INLINE, JobSpec, bad, parse_spec
+from batchgate.server.door.job_fields import bad
+from batchgate.server.job_api.job_spec import MAX_INLINE, parse_spec
 from batchgate.server.job_api.job_table import KIND, JobTable, state
 from batchgate.server.tenancy.registry import BatchRecord
 
@@ -52,22 +54,12 @@ class JobTerms:
         spec = self.table.get(b.id)
         if spec is None:
             return RunTerms(expires=False)
-        config = self.config
-        if spec.budget_usd is not None:
-            config = replace(config, budget=replace(config.budget, max_cost_usd=spec.budget_usd))
-        if spec.validate_regex is not None or spec.validate_schema is not None:
-            job = replace(
-                config.job, validate_regex=spec.validate_regex, validate_schema=spec.validate_schema
-            )
-            config = replace(config, job=job)
-        hours = None if spec.deadline is None else max(1 / 3600, (spec.deadline - b.created_at) / 3600)
         return RunTerms(
             priority=spec.priority,
             expires=False,
             callback_url=spec.callback_url,
-            config=config,
-            mode=cast("RouteMode | None", spec.mode),
-            deadline_hours=hours,
+            config=with_job_overrides(self.config, spec),  # its budget and output check from the start
+            spec=spec,  # the job in the store remembers it
         )
 
 
@@ -115,7 +107,7 @@ class Jobs:
             completion_window="none",
             created_at=int(now),
             job_id=job_id_for(path, folder / "output.jsonl"),
-            metadata=spec.metadata or None,
+            metadata=dict(spec.metadata) or None,
             kind=KIND,
             requests=len(body["requests"]) if inline else 0,
             status="scheduled" if spec.not_before is not None and spec.not_before > now else "validating",

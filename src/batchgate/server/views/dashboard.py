@@ -20,9 +20,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from batchgate.config.job_spec import JobSpec
 from batchgate.jobs.store.protocol import JobStore
 from batchgate.server.batch_api.shapes import not_found
-from batchgate.server.job_api.job_spec import JobSpec
 from batchgate.server.job_api.job_table import JobFilter
 from batchgate.server.job_api.job_view import ProviderFigures, figures, job_counts, job_object
 from batchgate.server.job_api.native import Jobs

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchgate.server.batch_api.shapes import ENDPOINTS, TIME_FIELDS
-from batchgate.server.job_api.job_spec import (
+from batchgate.config.job_spec import (
     MAX_METADATA_KEY,
     MAX_METADATA_KEYS,
     MAX_METADATA_VALUE,
@@ -16,6 +15,7 @@ from batchgate.server.job_api.job_spec import (
     MODES,
     PRIORITIES,
 )
+from batchgate.server.batch_api.shapes import ENDPOINTS, TIME_FIELDS
 from batchgate.server.job_api.job_table import STATES
 
 Schema = dict[str, Any]

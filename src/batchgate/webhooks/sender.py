@@ -14,7 +14,7 @@ import aiohttp
 from yarl import URL
 
 from batchgate.config.schema import Secret
-from batchgate.server.callbacks import guard, signing
+from batchgate.webhooks import guard, signing
 
 ANSWER_BYTES = 1 << 16  # what is read of a receiver's answer
 FINAL = frozenset({"delivered", "refused", "redirected"})
@@ -34,7 +34,7 @@ async def send(
     url: str,
     event_id: str,
     body: bytes,
-    secret: Secret,
+    secret: Secret | None,
     timestamp: int,
     *,
     allow: guard.AllowList,

@@ -52,11 +52,13 @@ def signature(secret: Secret, event_id: str, timestamp: int, body: bytes) -> str
     return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode("ascii")
 
 
-def headers(secret: Secret, event_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+def headers(secret: Secret | None, event_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+    """The attempt's headers; without a secret (a local run given none) no `webhook-signature`."""
+    signed = {} if secret is None else {"webhook-signature": signature(secret, event_id, timestamp, body)}
     return {
         "webhook-id": event_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": signature(secret, event_id, timestamp, body),
+        **signed,
         "Content-Type": "application/json",
         "User-Agent": "batchgate-webhooks",
     }

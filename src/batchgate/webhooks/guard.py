@@ -24,8 +24,8 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from batchgate.errors import BatchgateError
-from batchgate.server.callbacks import addresses
-from batchgate.server.callbacks.addresses import Address, Network
+from batchgate.webhooks import addresses
+from batchgate.webhooks.addresses import Address, Network
 
 Lookup = Callable[[str, int], Awaitable[list[str]]]
 
