@@ -15,8 +15,8 @@ from pathlib import Path
 import yaml
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
-from batchgate.server.keys import create_key
-from batchgate.server.registry import REGISTRY_FILE, Registry
+from batchgate.server.tenancy.keys import create_key
+from batchgate.server.tenancy.registry import REGISTRY_FILE, Registry
 
 CLI = [sys.executable, "-m", "batchgate"]
 MODEL = "m-bench"

@@ -49,8 +49,8 @@ from openai import OpenAI
 
 from batchgate.emulator import EmulatorProcess
 from batchgate.server.callbacks.delivery import create_secret
-from batchgate.server.keys import create_key
-from batchgate.server.registry import REGISTRY_FILE, Registry
+from batchgate.server.tenancy.keys import create_key
+from batchgate.server.tenancy.registry import REGISTRY_FILE, Registry
 
 MODEL = "m-bench"
 SRC = Path(__file__).resolve().parent.parent / "src"

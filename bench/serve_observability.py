@@ -37,8 +37,8 @@ from systems.batchgate_lib import gateway_config  # noqa: E402
 from workload import ProviderSpec, cli_lines, make_requests  # noqa: E402
 
 from batchgate.emulator import EmulatorProcess  # noqa: E402
-from batchgate.server.keys import create_key  # noqa: E402
-from batchgate.server.registry import REGISTRY_FILE, Registry  # noqa: E402
+from batchgate.server.tenancy.keys import create_key  # noqa: E402
+from batchgate.server.tenancy.registry import REGISTRY_FILE, Registry  # noqa: E402
 
 WAYS = ("off", "metrics")
 POLL_S = 0.25

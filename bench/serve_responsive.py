@@ -12,7 +12,8 @@ subprocess) in front of it, the bench's client in a third process:
     provider at up to `--rpm`;
 (b) `--live` concurrent chat completions, sent straight to the emulator and through the server's
     proxy (`/v1/chat/completions`), alternating for `--rounds` rounds on an idle server: the
-    proxy's added latency is the difference of the two.
+    proxy's added latency is the difference of the two. The server's CPU time per proxied request
+    (from /proc, Linux) is printed beside it: on a loaded machine it is the steadier figure.
 
 Prints p50/p99 (ms) of each. Asserts nothing. `--profile DIR` records the server with py-spy
 (`pip install py-spy`) during each phase into DIR/<phase>.txt (collapsed stacks).
@@ -143,9 +144,21 @@ async def _one_chat(http: aiohttp.ClientSession, url: str, headers: dict[str, st
     return (time.perf_counter() - started) * 1000.0
 
 
-async def _live(server_url: str, emu_url: str, key: str, args: argparse.Namespace) -> dict[str, list[float]]:
+def _cpu_s(pid: int) -> float | None:
+    """The process's CPU seconds so far (user + system), where /proc says it."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _live(
+    server_url: str, emu_url: str, key: str, pid: int, args: argparse.Namespace
+) -> dict[str, list[float]]:
     direct: list[float] = []
     proxy: list[float] = []
+    cpu: list[float] = []  # the server's CPU seconds per proxied burst
     targets = (
         (direct, f"{emu_url}/live/v1/chat/completions", {"Authorization": "Bearer anything"}),
         (proxy, f"{server_url}/v1/chat/completions", {"Authorization": f"Bearer {key}"}),
@@ -156,10 +169,14 @@ async def _live(server_url: str, emu_url: str, key: str, args: argparse.Namespac
             await asyncio.gather(*(_one_chat(http, url, headers, i) for i in range(args.live)))
         for _ in range(args.rounds):
             for into, url, headers in targets:
+                before = _cpu_s(pid)
                 into.extend(
                     await asyncio.gather(*(_one_chat(http, url, headers, i) for i in range(args.live)))
                 )
-    return {"direct": direct, "proxy": proxy}
+                after = _cpu_s(pid)
+                if into is proxy and before is not None and after is not None:
+                    cpu.append(after - before)
+    return {"direct": direct, "proxy": proxy, "cpu": cpu}
 
 
 @contextlib.asynccontextmanager
@@ -195,7 +212,7 @@ async def bench(server: Served, emu_url: str, args: argparse.Namespace) -> None:
         idle = await _listing(http, server_url, args.calls, None)
         print(f"(a) GET /v1/batches, idle:           {_q(idle)}")
         async with _profiled(args, pid, "live"):
-            live = await _live(server_url, emu_url, key, args)
+            live = await _live(server_url, emu_url, key, pid, args)
         p50 = (
             sorted(live["proxy"])[len(live["proxy"]) // 2] - sorted(live["direct"])[len(live["direct"]) // 2]
         )
@@ -203,6 +220,9 @@ async def bench(server: Served, emu_url: str, args: argparse.Namespace) -> None:
         print(f"    straight to the emulator:        {_q(live['direct'])}")
         print(f"    through the proxy:               {_q(live['proxy'])}")
         print(f"    proxy adds (p50):                {p50:+.1f} ms")
+        if live["cpu"]:
+            per_request = sum(live["cpu"]) / (len(live["cpu"]) * args.live) * 1000.0
+            print(f"    server CPU per proxied request:  {per_request:.3f} ms")
         async with _profiled(args, pid, "batch"):
             run = await _during_batch(http, server_url, args)
         print(f"(a) GET /v1/batches, during a batch: {_q(run['busy'])}")

@@ -116,3 +116,38 @@ def test_every_package_says_what_it_owns_and_may_import() -> None:
         if "May import" not in doc:
             silent.append(str(init.relative_to(SRC)))
     assert silent == []
+
+
+_WALL_READS = {("time", "time"), ("time", "time_ns"), ("datetime", "now"), ("datetime", "utcnow"),
+               ("datetime", "today"), ("date", "today")}  # fmt: skip
+
+
+def _wall_clock_reads(tree: ast.AST) -> list[int]:
+    """Lines that read the wall clock: `time.time()` / `time.time_ns()`, `datetime.now()` and kin,
+    or `from time import time`."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) in _WALL_READS:
+                lines.append(node.lineno)
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "time"
+            and any(alias.name in ("time", "time_ns") for alias in node.names)
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_clock_reads_the_wall_clock() -> None:
+    readers = [
+        f"{path.relative_to(SRC)}:{line}"
+        for path in _modules()
+        if path.name != "clock.py" or path.parent != SRC
+        for line in _wall_clock_reads(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert readers == []
+
+
+def test_a_wall_clock_read_is_found() -> None:
+    assert _wall_clock_reads(ast.parse("import time\nx = time.time()\n")) == [2]

@@ -14,6 +14,7 @@ from batchgate.tokens import (
     ExactTokenCounter,
     iter_prompt_text,
     load_encoder,
+    token_array_tokens,
 )
 
 BODY = {
@@ -125,3 +126,14 @@ def test_char_counter_charges_the_prompt_text_over_four_and_no_framing() -> None
     assert counter.count_prompt(BODY) == -(-chars // 4)
     with pytest.raises(ValueError, match="chars_per_token"):
         CharCounter(0)
+
+
+def test_token_arrays_count_one_token_an_id_with_every_counter() -> None:
+    flat = {"input": [5, 6, 7, 8]}
+    nested = {"input": [[1, 2], [3, 4, 5], "text is counted as text"]}
+    assert token_array_tokens(flat) == 4
+    assert token_array_tokens(nested) == 5
+    assert token_array_tokens({"prompt": [[1] * 10]}) == 10
+    assert token_array_tokens({"input": "no ids"}) == 0
+    for counter in (ExactTokenCounter(), CharCounter(), EstimatingTokenCounter()):
+        assert counter.count_prompt({"input": list(range(1000))}) >= 1000, counter

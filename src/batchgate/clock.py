@@ -2,7 +2,9 @@
 
 `LoopClock` is the production clock (the running event loop's monotonic time and `call_at`).
 `FakeClock` is for tests: time moves only when the test calls `advance`, timers fire in order,
-and `sleep` waits on a timer, so nothing in a test really sleeps.
+and `sleep` waits on a timer, so nothing in a test really sleeps. `wall_time` is the wall clock
+itself, the default of what takes a `wall` callable outside a loop (the job stores, `keys create`):
+this module is the only one that reads it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ import itertools
 import time
 from collections.abc import Callable
 from typing import Protocol
+
+
+def wall_time() -> float:
+    """Seconds since the Unix epoch, from the system's wall clock."""
+    return time.time()
 
 
 class TimerHandle(Protocol):
@@ -42,7 +49,7 @@ class LoopClock:
         return asyncio.get_running_loop().time()
 
     def wall(self) -> float:
-        return time.time()
+        return wall_time()
 
     def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
         return asyncio.get_running_loop().call_at(when, callback)

@@ -2,6 +2,7 @@
 
     BatchgateError
     ├── ConfigError              a config file is wrong (file, key, reason)
+    ├── JobSpecError             a job option is wrong (field, reason): each front door words it
     ├── InputError               an input line is wrong (file, line, reason)
     ├── RoutingError             a request names no known route / no usable target
     │   └── NoTargetLeft         every target of its route was taken out (key refused, unreachable)
@@ -66,6 +67,15 @@ class ConfigError(BatchgateError):
         self.file, self.key, self.reason = file, key, reason
         where = f"{file}: {key}" if key else file
         super().__init__(f"{where}: {reason}")
+
+
+class JobSpecError(BatchgateError):
+    """A job option is invalid."""
+
+    def __init__(self, field: str, reason: str, status: int = 400) -> None:
+        self.field, self.reason = field, reason
+        self.status = status  # 400: a wrong type or shape; 422: a well-formed value that cannot be used
+        super().__init__(f"{field}: {reason}")
 
 
 class InputError(BatchgateError):

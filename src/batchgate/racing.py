@@ -8,7 +8,8 @@ error is raised. At `deadline` (once a hedge is sent, at `hedge_deadline()`, ask
 set while the provider's latencies were unknown gives way to one from what was learned since) the
 legs still running are cancelled (`on_cancelled(leg, won=False)`) and `RaceTimeout` is raised; the loser of
 a won race is cancelled with `on_cancelled(leg, won=True)`. Timers come from the injected clock
-(`call_at`), never a polling loop.
+(`call_at`), never a polling loop. Until the first timer the primary is awaited alone, on one
+future and one timer (`_primary_alone`): most answers come before it, and pay for nothing more.
 """
 
 from __future__ import annotations
@@ -45,6 +46,17 @@ def _timer(clock: Clock, when: float, fut: asyncio.Future[None]) -> TimerHandle:
     return clock.call_at(when, fire)
 
 
+def _due_at(clock: Clock, when: float, handles: list[TimerHandle]) -> asyncio.Future[None]:
+    """A future done at `when`: at once if that passed while the primary was awaited alone, else
+    on a timer (added to `handles`)."""
+    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    if when <= clock.now():
+        fut.set_result(None)
+    else:
+        handles.append(_timer(clock, when, fut))
+    return fut
+
+
 async def race(
     clock: Clock,
     primary: Leg[T],
@@ -57,15 +69,15 @@ async def race(
     on_cancelled: Callable[[Leg[T], bool], None],
 ) -> tuple[Leg[T], T]:
     """The winning leg and its result; see the module docstring."""
+    first_timer = hedge_at if hedge_at is not None and hedge_at < deadline else deadline
+    if await _primary_alone(clock, primary, first_timer, on_failed, on_cancelled):
+        return primary, primary.task.result()  # the usual case: answered before any timer
     loop = asyncio.get_running_loop()
     legs = [primary]
     errors: dict[int, BaseException] = {}
-    due: asyncio.Future[None] = loop.create_future()
-    handles = [_timer(clock, deadline, due)]
-    hedge_due: asyncio.Future[None] | None = None
-    if hedge_at is not None and hedge_at < deadline:
-        hedge_due = loop.create_future()
-        handles.append(_timer(clock, hedge_at, hedge_due))
+    handles: list[TimerHandle] = []
+    due = _due_at(clock, deadline, handles)
+    hedge_due = _due_at(clock, hedge_at, handles) if hedge_at is not None and hedge_at < deadline else None
     starting: asyncio.Future[Leg[T] | None] | None = None
     won = False
     try:
@@ -77,7 +89,8 @@ async def race(
             for extra in (hedge_due, starting):
                 if extra is not None:
                     waits.add(extra)
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if not any(f.done() for f in waits):  # (a timer passed while the primary was alone)
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             for leg in running:
                 if leg.task.done():
                     exc = asyncio.CancelledError() if leg.task.cancelled() else leg.task.exception()
@@ -101,6 +114,43 @@ async def race(
                 raise RaceTimeout()
     finally:
         await _finish(handles, starting, legs, won, on_cancelled)
+
+
+async def _primary_alone(
+    clock: Clock,
+    primary: Leg[T],
+    until: float,
+    on_failed: Callable[[Leg[T], BaseException], None],
+    on_cancelled: Callable[[Leg[T], bool], None],
+) -> bool:
+    """Wait for the primary alone until `until`, the race's first timer: True if it answered, False
+    if the timer came first; its failure is reported and raised, as the full race would. One
+    future and one timer, not the full race's (`asyncio.wait` over the legs and two timers): the
+    live path's answers nearly all come before any timer."""
+    woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake(_: object = None) -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    primary.task.add_done_callback(wake)
+    timer = clock.call_at(until, wake)
+    try:
+        await woken
+    except BaseException:  # the race itself cancelled: its leg with it
+        await _finish([], None, [primary], False, on_cancelled)
+        raise
+    finally:
+        timer.cancel()
+        primary.task.remove_done_callback(wake)
+    task = primary.task
+    if not task.done():
+        return False
+    exc = asyncio.CancelledError() if task.cancelled() else task.exception()
+    if exc is not None:
+        on_failed(primary, exc)
+        raise exc
+    return True
 
 
 async def _finish(

@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from batchgate.quota.limits import QuotaStats
+
 RESERVOIR = 20_000
 # Upper bounds (inclusive) of the latency buckets, in ms; one more bucket holds everything above.
 LATENCY_BOUNDS_MS = (
@@ -60,7 +62,7 @@ class ProviderStatistics:
     in_flight: int
     hedged: int = 0  # duplicate sends of stragglers (first answer wins)
     duplicate_tokens: int = 0  # prompt tokens charged for the legs of a hedge that lost
-    quota: Any = None  # the quota pool's own statistics snapshot
+    quota: QuotaStats | None = None  # the quota pool's own statistics snapshot
     unreachable: bool = False  # the last attempt could not reach it (refused, DNS), none answered since
     unreachable_attempts: int = 0  # attempts that could not reach it, in all
     unreachable_cause: str | None = None  # "connection refused", "DNS failure", ... (the latest)
@@ -158,7 +160,7 @@ class ProviderRecorder:
             self.rate_limited += 1
         self.record_latency(latency_ms)
 
-    def snapshot(self, quota: Any = None, circuit: str = "closed") -> ProviderStatistics:
+    def snapshot(self, quota: QuotaStats | None = None, circuit: str = "closed") -> ProviderStatistics:
         ordered = sorted(self._reservoir)
         return ProviderStatistics(
             name=self.name,

@@ -61,6 +61,24 @@ def iter_prompt_text(body: Mapping[str, Any]) -> Iterator[str]:
                 yield from _text_parts(content)
 
 
+def token_array_tokens(body: Mapping[str, Any]) -> int:
+    """The tokens a body gives as token arrays — an embeddings `input` (or a completions `prompt`)
+    that is a list of token ids or a list of such lists: each id is one token, whatever the
+    counter (no text to read, and nothing to guess)."""
+    total = 0
+    for key in ("input", "prompt"):
+        value = body.get(key)
+        if not isinstance(value, list) or not value:
+            continue
+        if all(type(t) is int for t in value):
+            total += len(value)
+            continue
+        total += sum(
+            len(item) for item in value if isinstance(item, list) and all(type(t) is int for t in item)
+        )
+    return total
+
+
 def _loose_text(value: Any) -> Iterator[str]:
     """A string, the strings of a list, and the contents of a list's items (Responses input)."""
     if isinstance(value, str):
@@ -235,7 +253,7 @@ class ExactTokenCounter:
 
     def count_prompt(self, body: Mapping[str, Any]) -> int:
         total = sum(self.count_text(t) for t in iter_prompt_text(body))
-        return total + chat_framing(body)
+        return total + token_array_tokens(body) + chat_framing(body)
 
     def observe(self, body: Mapping[str, Any], actual: int) -> None:
         return None
@@ -252,7 +270,7 @@ def _shared_counter(encoding_name: str) -> ExactTokenCounter:
 def char_count(body: Mapping[str, Any], bytes_per_token: float = 4.0) -> int:
     """UTF-8 bytes of the prompt text ÷ `bytes_per_token`, plus the per-message framing."""
     size = sum(len(t.encode("utf-8")) for t in iter_prompt_text(body))
-    return math.ceil(size / bytes_per_token) + chat_framing(body)
+    return math.ceil(size / bytes_per_token) + token_array_tokens(body) + chat_framing(body)
 
 
 class CharCounter:
@@ -266,7 +284,7 @@ class CharCounter:
 
     def count_prompt(self, body: Mapping[str, Any]) -> int:
         chars = sum(len(t) for t in iter_prompt_text(body))
-        return math.ceil(chars / self.chars_per_token)
+        return math.ceil(chars / self.chars_per_token) + token_array_tokens(body)
 
     def observe(self, body: Mapping[str, Any], actual: int) -> None:
         return None

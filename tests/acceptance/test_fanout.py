@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import orjson
 import pytest
+import yaml
 
-from batchgate.emulator import EmulatorThread
+from batchgate.emulator import EmulatorThread, embedding_vector
 
 from .graph_harness import ROUTES, graph_config
 from .harness import (
@@ -101,3 +102,37 @@ def test_fanout_lines_need_no_model_and_a_given_one_is_ignored(cli: Cli, emu: Em
     assert all(a["status"] == "succeeded" for r in rows for a in r["answers"].values()), rows
     stats = emu.stats()["providers"]
     assert (stats["alpha"]["admitted"], stats["gamma"]["admitted"]) == (6, 6)
+
+
+def test_a_fanout_of_embeddings_lines_keeps_each_route_s_vectors(cli: Cli, emu: EmulatorThread) -> None:
+    cfg = graph_config(cli.cwd / "gw.yaml", emu)
+    data = yaml.safe_load(cfg.read_text(encoding="utf-8"))
+    data["routes"] += [
+        {"model": "small", "targets": ["alpha:text-embedding-3-small"]},
+        {"model": "large", "targets": ["alpha:text-embedding-3-large"]},
+    ]
+    cfg.write_text(yaml.safe_dump(data), encoding="utf-8")
+    texts = {"one": "the cat sat", "two": ["a dog barked", "the cat sat"]}
+    lines = [
+        {
+            "custom_id": cid,
+            "method": "POST",
+            "url": "/v1/embeddings",
+            "body": {"input": text, "dimensions": 8},
+        }
+        for cid, text in texts.items()
+    ]
+    src = cli.cwd / "in.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    out = cli.cwd / "out.jsonl"
+    done = cli.run("run", str(src), "--config", str(cfg), "--output", str(out), "--fanout", "small,large",
+                   "--progress", "quiet")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = {row["custom_id"]: row for row in read_jsonl(out)}
+    for cid, text in texts.items():
+        want = [embedding_vector(t, 8) for t in ([text] if isinstance(text, str) else text)]
+        for route in ("small", "large"):
+            answer = rows[cid]["answers"][route]
+            assert answer["status"] == "succeeded"
+            assert answer["embeddings"] == want, (cid, route)
+            assert answer["usage"]["prompt_tokens"] > 0

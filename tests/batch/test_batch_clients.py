@@ -10,6 +10,7 @@ import pytest
 
 from batchgate.clock import FakeClock, LoopClock
 from batchgate.config import ProviderConfig
+from batchgate.endpoints import ENDPOINT_KEY
 from batchgate.errors import BadRequestError, BatchgateError, RateLimitError
 from batchgate.policy.poll import PollPolicy
 from batchgate.providers import make_client
@@ -221,3 +222,35 @@ async def test_results_before_the_end_and_foreign_handles_are_refused() -> None:
             await client.status(BatchHandle("p", handle.batch_id, "anthropic"))
         with pytest.raises(BadRequestError, match="names no model"):
             await client.submit([BatchRequest("x", {"messages": [{"role": "user", "content": "hi"}]})])
+
+
+async def test_the_openai_client_batches_each_endpoint_and_reads_its_usage() -> None:
+    bodies = {
+        "embeddings": {"model": "e", "input": ["a cat", "a dog"], "dimensions": 4},
+        "responses": {"model": "m", "input": "Classify the sentiment: I loved it", "max_output_tokens": 9},
+        "completions": {"model": "m", "prompt": "Classify the sentiment: terrible", "max_tokens": 9},
+    }
+    fast = PollPolicy(initial=0.05, factor=2.0, maximum=0.2)
+    async with running(provider("p", "openai", processing_seconds=0.1)) as emu, session() as http:
+        client = batch_client(emu, "p", http, clock=LoopClock(), poll=fast)
+        with pytest.raises(ValueError, match="one endpoint per batch"):
+            await client.submit([BatchRequest(f"{e}", {**b, ENDPOINT_KEY: e}) for e, b in bodies.items()])
+        for endpoint, body in bodies.items():
+            handle = await client.submit([BatchRequest("x", {**body, ENDPOINT_KEY: endpoint})])
+            assert (await client.poll_until_done(handle)).state == "completed"
+            (result,) = await client.results(handle)
+            live = await make_client(
+                ProviderConfig(name="p", kind="openai", base_url="emulator"),
+                http,
+                TIMEOUTS,
+                base_url=emu.base_url("p"),
+            ).send({**body, ENDPOINT_KEY: endpoint}, model=str(body["model"]))
+            assert result.ok, result.error
+            assert result.body is not None
+            assert result.body["object"] == live.body["object"]
+            assert result.usage == live.usage
+            assert result.usage is not None
+            assert result.usage.prompt_tokens > 0
+            assert (result.usage.completion_tokens > 0) is (endpoint != "embeddings")
+    batches = emu.stats()["providers"]["p"]["batches"]
+    assert (batches["created"], batches["completed"]) == (3, 3)

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
 
 from batchgate.emulator import embedding_vector
 from batchgate.errors import BadRequestError, InvalidRequestError
@@ -79,3 +81,50 @@ async def test_a_response_cut_at_max_output_tokens_is_an_answer(emulator: Start)
     assert result.body["incomplete_details"] == {"reason": "max_output_tokens"}
     assert result.usage is not None
     assert 0 < result.usage.completion_tokens <= 4
+
+
+async def test_token_array_inputs_reserve_their_real_token_count(emulator: Start) -> None:
+    providers = [emu_provider("alpha")]
+    emu = await emulator(providers)
+    cfg = gateway_config(emu, providers, [{"model": "m", "targets": ["alpha"]}])
+    one = {"url": "/v1/embeddings", "model": "m", "input": list(range(300))}
+    many = {"url": "/v1/embeddings", "model": "m", "input": [[7] * 120, [8, 9] * 40, [1]]}
+    async with Gateway(cfg) as gw:
+        reserved = [gw.estimate(one).prompt_tokens, gw.estimate(many).prompt_tokens]
+        results = await gw.abatch([one, many])
+    assert all(r.ok for r in results), [r.error for r in results]
+    billed = [r.usage.prompt_tokens for r in results if r.usage is not None]
+    assert billed == [300, 201]  # one token an id, as the provider counts them
+    assert all(r >= b for r, b in zip(reserved, billed, strict=True)), (reserved, billed)
+
+
+async def test_responses_and_chat_to_anthropic_answer_in_their_own_shapes(emulator: Start) -> None:
+    providers = [emu_provider("gamma", "anthropic")]
+    emu = await emulator(providers)
+    cfg = gateway_config(emu, providers, [{"model": "a", "targets": ["gamma:claude-x"]}])
+    schema = {"type": "object", "properties": {"label": {"type": "string"}}}
+    responses = {
+        "url": "/v1/responses",
+        "model": "a",
+        "instructions": "Answer with one word.",
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": SENTIMENT}]}],
+        "max_output_tokens": 10,
+        "text": {"format": {"type": "json_schema", "name": "label", "schema": schema}},
+    }
+    async with Gateway(cfg) as gw:
+        responded, chatted = await gw.abatch([responses, chat(SENTIMENT, model="a")])
+        refused = await gw.arun({**responses, "tools": [{"type": "web_search"}]})
+    assert responded.ok, responded.error
+    assert chatted.ok, chatted.error
+    assert responded.body is not None
+    assert chatted.body is not None
+    parsed = Response.model_validate(responded.body)  # the official SDK's own type
+    assert (parsed.object, parsed.status, parsed.output_text) == ("response", "completed", "positive")
+    assert parsed.usage is not None
+    assert responded.usage is not None
+    assert parsed.usage.input_tokens == responded.usage.prompt_tokens > 0
+    assert parsed.usage.output_tokens == responded.usage.completion_tokens > 0
+    assert ChatCompletion.model_validate(chatted.body).choices[0].message.content == "positive"
+    assert isinstance(refused.error, BadRequestError)
+    assert "field 'tools' has no Messages equivalent" in str(refused.error)
+    assert emu.stats()["providers"]["gamma"]["admitted"] == 2  # the refused one was never sent

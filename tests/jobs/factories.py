@@ -6,6 +6,8 @@ from typing import Any
 
 import orjson
 
+from batchgate.config import JobSpec
+from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.protocol import JobRecord, TaskOutcome, TaskSpec, TaskState
 
 
@@ -21,7 +23,7 @@ def job(job_id: str = "job1", *, created_at: float = 100.0, task_total: int = 0)
         created_at=created_at,
         updated_at=created_at,
         task_total=task_total,
-        options={"ordered": False, "retries": 3},
+        options=JobOptions(skip_invalid=True, spec=JobSpec(name="nightly", metadata={"team": "search"})),
     )
 
 

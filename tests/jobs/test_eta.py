@@ -7,6 +7,7 @@ from __future__ import annotations
 from batchgate.config import config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.engine import JobEngine
+from batchgate.jobs.engine_types import JobFacts
 from batchgate.jobs.io.eta import Eta
 from batchgate.jobs.io.live_display import eta_text, total_text
 from batchgate.jobs.io.progress import Progress, snapshot
@@ -78,7 +79,7 @@ def test_nothing_ending_from_the_start_is_stalled_too() -> None:
 
 def test_a_pipeline_s_eta_does_not_move_as_later_steps_are_stored() -> None:
     progress = Progress(started=0.0, total=100)
-    progress.step_sizes = {"extract": 100, "summary": 100}
+    progress.expect_steps({"extract": 100, "summary": 100})
     _ended(progress, "extract", 10)
     progress.total += 10  # the ten follow-up tasks are stored
     progress.eta_view(0.0)
@@ -93,7 +94,7 @@ def test_a_pipeline_s_eta_does_not_move_as_later_steps_are_stored() -> None:
 
 def test_the_snapshot_and_the_displays_say_stalled_and_growing() -> None:
     progress = Progress(started=0.0, total=50)
-    progress.step_sizes = {"a": 50, "b": 50}
+    progress.expect_steps({"a": 50, "b": 50})
     progress.eta_view(0.0)
     snap = snapshot("job1", progress, None, 45.0, 1000.0)
     assert snap["stalled_s"] == 45.0
@@ -141,7 +142,9 @@ async def test_the_engine_counts_each_step_s_ends_for_the_eta() -> None:
             TaskSpec(seq=i, line_no=i + 1, custom_id=f"c{i}", body=body, step="extract") for i in range(3)
         ]
         await store.add_tasks("job1", specs)
-        engine = JobEngine(config_from_dict(data, source="t.yaml"), store, "job1", follow=_Steps())
+        engine = JobEngine(
+            config_from_dict(data, source="t.yaml"), store, "job1", job=JobFacts(follow=_Steps())
+        )
         outcome = await engine.run()
     assert outcome.status == "completed"
     assert outcome.progress.step_sizes == {"extract": 3, "summary": 3}

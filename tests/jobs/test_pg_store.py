@@ -12,7 +12,7 @@ import pytest
 
 from batchgate.errors import JobLockedError, StoreError
 from batchgate.jobs.store.postgres import PgJobStore
-from batchgate.jobs.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION, Q, display_url
+from batchgate.jobs.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION, Q
 from batchgate.jobs.store.protocol import TaskState
 from batchgate.jobs.store.sqlfile import split_statements
 from pgutil import BASE_URL, fresh_schema
@@ -103,7 +103,7 @@ async def test_a_missing_schema_or_server_is_a_clear_error_without_the_password(
     with pytest.raises(StoreError, match="cannot reach") as caught:
         await PgJobStore.open(secret_url)
     assert "hunter2secret" not in str(caught.value)
-    assert display_url(secret_url) == "postgresql://postgres@127.0.0.1:1/test"
+    assert "postgresql://postgres@127.0.0.1:1/test" in str(caught.value)
 
 
 async def test_reopening_keeps_everything() -> None:

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from batchgate.errors import JobError, JobLockedError
+from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
 
 from .factories import job, outcome, spec, specs
@@ -42,18 +43,14 @@ async def test_update_job_changes_only_given_fields(store: JobStore) -> None:
     await store.update_job("job1", status="stopped", stop_reason="budget")
     got = await store.get_job("job1")
     assert got is not None
-    assert (got.status, got.stop_reason, got.options) == (
-        "stopped",
-        "budget",
-        {"ordered": False, "retries": 3},
-    )
+    assert (got.status, got.stop_reason, got.options) == ("stopped", "budget", job().options)
     assert got.updated_at != 100.0
-    await store.update_job("job1", options={"ordered": True}, input_sha256="cd" * 32, task_total=7)
+    await store.update_job("job1", options=JobOptions(ordered=True), input_sha256="cd" * 32, task_total=7)
     got = await store.get_job("job1")
     assert got is not None
     assert (got.status, got.options, got.input_sha256, got.task_total) == (
         "stopped",
-        {"ordered": True},
+        JobOptions(ordered=True),
         "cd" * 32,
         7,
     )
@@ -293,10 +290,10 @@ async def test_returned_values_are_copies(store: JobStore) -> None:
     assert await store.get_task_body("job1", 0) == spec(0).body
     got = await store.get_job("job1")
     assert got is not None
-    got.options["ordered"] = "changed"
+    got.options.spec.metadata["team"] = "changed"  # type: ignore[index]
     again = await store.get_job("job1")
     assert again is not None
-    assert again.options["ordered"] is False
+    assert again.options.spec.metadata == {"team": "search"}
 
 
 async def test_route_and_step_round_trip(store: JobStore) -> None:

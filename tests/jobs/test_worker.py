@@ -12,12 +12,14 @@ from typing import Any
 
 import orjson
 import pytest
+from aiohttp import web
 
-from batchgate.config import GatewayConfig, config_from_dict
+from batchgate.config import GatewayConfig, JobSpec, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskSpec, TaskState
-from batchgate.jobs.workers.loop import WORKERS_OPTION, Worker, WorkerOptions
+from batchgate.jobs.workers.loop import Worker, WorkerOptions
+from loopback import serving
 from waiting import until
 
 from .factories import ManualWall, job
@@ -49,11 +51,7 @@ def _spec(i: int) -> TaskSpec:
 async def _store(n: int, tmp_path: Path, wall: ManualWall) -> MemoryJobStore:
     store = MemoryJobStore(wall=wall)
     record = job(task_total=n)
-    options: dict[str, Any] = {
-        **record.options,
-        WORKERS_OPTION: True,
-        "errors_path": str(tmp_path / "err.jsonl"),
-    }
+    options = replace(record.options, workers=True, errors_path=str(tmp_path / "err.jsonl"))
     await store.create_job(replace(record, output_path=str(tmp_path / "out.jsonl"), options=options))
     await store.add_tasks("job1", [_spec(i) for i in range(n)])
     return store
@@ -161,7 +159,9 @@ async def test_a_worker_takes_the_higher_priority_job_s_chunks_first(fast: Emula
     for job_id, at, priority in (("old-low", 100.0, "low"), ("new-high", 200.0, "high")):
         record = job(job_id, created_at=at, task_total=3)
         out = tmp_path / job_id
-        marks = {**record.options, WORKERS_OPTION: True, "priority": priority, "errors_path": f"{out}.err"}
+        marks = replace(
+            record.options, workers=True, spec=JobSpec(priority=priority), errors_path=f"{out}.err"
+        )
         await store.create_job(replace(record, output_path=f"{out}.jsonl", options=marks))
         await store.add_tasks(job_id, [_spec(i) for i in range(3)])
     options = WorkerOptions(chunk_size=10, lanes=1, exit_when_idle=True, idle_min_s=0.01, idle_max_s=0.05)
@@ -190,3 +190,27 @@ async def test_a_job_finished_by_workers_gets_a_full_report(flaky: Emulator, tmp
     assert alpha["errors_by_kind"] == {"server_error": alpha["error_count"]}
     assert report["retries"] == alpha["retries"] == alpha["error_count"] > 0  # every error retried
     assert alpha["latency_ms"]["p50"] > 0
+
+
+async def test_a_job_finished_by_workers_posts_its_end_to_its_callback(
+    fast: Emulator, tmp_path: Path
+) -> None:
+    got: list[bytes] = []
+
+    async def hook(request: web.Request) -> web.Response:
+        got.append(await request.read())
+        return web.Response(status=204)
+
+    app = web.Application()
+    app.router.add_post("/hook", hook)
+    async with serving(app) as base:
+        store = await _store(3, tmp_path, ManualWall())
+        record = await store.get_job("job1")
+        assert record is not None
+        spec = JobSpec(callback_url=f"{base}/hook")  # no secret named: sent unsigned
+        await store.update_job("job1", options=replace(record.options, spec=spec))
+        options = WorkerOptions(chunk_size=10, lanes=1, exit_when_idle=True, idle_min_s=0.01, idle_max_s=0.05)
+        await Worker(_config(fast), store, options).run()
+    [body] = got
+    event = orjson.loads(body)
+    assert (event["type"], event["data"]) == ("batch.completed", {"id": "job1"})

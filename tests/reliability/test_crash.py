@@ -21,6 +21,7 @@ from batchgate.config import load_config
 from batchgate.emulator import EmulatorThread
 from batchgate.jobs.io.input import validate_input
 from batchgate.jobs.runner import RunRequest, job_id_for
+from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.protocol import JobRecord
 from batchgate.jobs.store.sqlite import SqliteJobStore
 
@@ -149,8 +150,7 @@ def test_killed_between_job_creation_and_task_loading_still_runs_every_task(
                     job_id=job_id_for(src, out), input_path=str(src.resolve()), input_sha256=report.sha256,
                     output_path=str(out.resolve()), config_path=str(cfg_path.resolve()), status="created",
                     stop_reason=None, created_at=now, updated_at=now, task_total=report.task_count,
-                    options={"ordered": False, "skip_invalid": False,
-                             "errors_path": str(req.errors_file.resolve())},
+                    options=JobOptions(errors_path=str(req.errors_file.resolve())),
                 )
             )  # fmt: skip
         finally:

@@ -205,7 +205,9 @@ async def test_absurd_retry_hints_are_capped_or_ignored(
     assert kinds(result) == ["rate_limit", None]
     gap = server.arrivals[1].at - server.arrivals[0].at
     assert gap < 15.0  # the cap (0.5 s) with a wide margin for a noisy machine: never a day
-    pauses = stats[0].providers["p"].quota.pauses
+    quota = stats[0].providers["p"].quota
+    assert quota is not None
+    pauses = quota.pauses
     if capped:
         assert pauses == 1
         assert gap >= cap * 0.8  # the capped hint was honoured

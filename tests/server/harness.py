@@ -22,8 +22,8 @@ from openai.types import Batch
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 from batchgate.server.callbacks.delivery import create_secret
-from batchgate.server.keys import create_key
-from batchgate.server.registry import REGISTRY_FILE, Registry
+from batchgate.server.tenancy.keys import create_key
+from batchgate.server.tenancy.registry import REGISTRY_FILE, Registry
 from waiting import poll
 
 PROVIDER_KEY = "sk-provider-SECRET-9f3a1c77"  # must never appear in a response, log or file

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from batchgate.server.callbacks.outbox import Event, Outbox
-from batchgate.server.registry import REGISTRY_FILE, Registry
+from batchgate.server.tenancy.registry import REGISTRY_FILE, Registry
 from waiting import WAIT_LIMIT_S, poll
 
 from .harness import _env, _place

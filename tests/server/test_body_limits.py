@@ -6,6 +6,7 @@ bounds; a bad one is one line and a non-zero exit."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import threading
@@ -17,18 +18,48 @@ import httpx
 import pytest
 
 from batchgate.emulator import EmulatorThread
-from batchgate.server.body_limits import MIB, BodyLimits, parse_limits, parse_size
+from batchgate.server.door.body_limits import MIB, BodyLimits, parse_limits, parse_size
 
 from .harness import ALPHA, Server, _env, gateway_config, running
 
 HUGE = 190 * MIB
 _FILLER = b"a" * MIB
+SERVER_SRC = Path(__file__).resolve().parents[2] / "src" / "batchgate" / "server"
+_WHOLE_BODY = {"read", "json", "post", "text"}  # aiohttp's readers bounded only by client_max_size
+
+
+def _whole_body_reads(tree: ast.AST) -> list[int]:
+    """Lines that read a request's body whole through aiohttp (`request.read()` and kin)."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _WHOLE_BODY
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "request"
+    ]
+
+
+def test_every_body_is_read_through_its_route_bound() -> None:
+    """The middleware sets no per-route `client_max_size` (a request clone each time): a body is
+    read by `body_limits.read`, within its route's bound, or streamed (uploads), never whole by
+    aiohttp, which only the app's largest bound would cap."""
+    found = [
+        f"{path.relative_to(SERVER_SRC)}:{line}"
+        for path in sorted(SERVER_SRC.rglob("*.py"))
+        for line in _whole_body_reads(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert found == []
+    assert _whole_body_reads(ast.parse("async def f(request):\n    return await request.json()\n")) == [2]
 
 
 def test_each_route_class_has_its_bound() -> None:
     limits = BodyLimits()
     assert limits.route_class("POST", "/v1/chat/completions") == "live"
     assert limits.route_class("POST", "/v1/messages") == "live"
+    for path in ("/v1/embeddings", "/v1/responses", "/v1/completions"):
+        assert limits.route_class("POST", path) == "live"
     assert limits.route_class("POST", "/v1/files") == "upload"
     assert limits.route_class("POST", "/v1/jobs") == "batch"
     assert limits.route_class("POST", "/v1/messages/batches") == "batch"

@@ -12,7 +12,7 @@ import re
 import httpx
 import pytest
 
-from batchgate.server.callbacks import guard
+from batchgate.webhooks import guard
 
 from .harness import ALPHA, Server
 from .hooks import key_with_secret

@@ -10,8 +10,8 @@ import openai
 import pytest
 
 from batchgate.config.schema import Secret
-from batchgate.server.callbacks import guard, signing
-from batchgate.server.callbacks.sender import send
+from batchgate.webhooks import guard, signing
+from batchgate.webhooks.sender import send
 
 from .harness import ALPHA, Server, batch_line, client, upload, wait_ended
 from .hooks import Receiver, key_with_secret, receiving, wait_settled

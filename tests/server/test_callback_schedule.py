@@ -13,8 +13,8 @@ import pytest
 from batchgate.clock import FakeClock
 from batchgate.server.callbacks.delivery import DEFAULT_DELAYS, Callbacks, CallbackSettings
 from batchgate.server.callbacks.outbox import Event
-from batchgate.server.callbacks.sender import Attempt
-from batchgate.server.registry import Registry
+from batchgate.server.tenancy.registry import Registry
+from batchgate.webhooks.sender import Attempt
 
 URL = "https://hooks.example.com/batch"
 

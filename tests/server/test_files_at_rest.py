@@ -14,8 +14,8 @@ import pytest
 
 from batchgate.emulator import EmulatorThread
 from batchgate.server.callbacks.delivery import create_secret
-from batchgate.server.keys import create_key
-from batchgate.server.registry import REGISTRY_FILE, Registry
+from batchgate.server.tenancy.keys import create_key
+from batchgate.server.tenancy.registry import REGISTRY_FILE, Registry
 
 from .harness import (
     ALPHA,

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
-from batchgate.server.priorities import Places
+from batchgate.server.batch_api.priorities import Places
 
 from .harness import ALPHA, LAG, client, create, running, upload, wait_ended
 from .jobs_client import JobsClient, requests_for

@@ -9,10 +9,10 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
-import orjson
 import pytest
 
 from batchgate.emulator import EmulatorThread
+from batchgate.jobs.store.options import JobOptions
 from waiting import poll, wait_for
 
 from .harness import ALPHA, DENIED, GAMMA, LAG, SLOW, Server, client, jsonl
@@ -93,13 +93,14 @@ def test_mode_and_deadline_reach_the_stored_job(server: Server, a: JobsClient) -
     a.wait_state(made["id"])
     db = sqlite3.connect(f"file:{server.root / 'jobs.db'}?mode=ro", uri=True)
     try:
-        rows = db.execute("SELECT input_path, options FROM jobs").fetchall()
+        rows = db.execute("SELECT input_path, options, created_at FROM jobs").fetchall()
     finally:
         db.close()
-    options = [orjson.loads(o) for path, o in rows if f"/{made['id']}/" in path]
-    assert len(options) == 1
-    assert options[0]["mode"] == "online"
-    assert options[0]["deadline_hours"] == pytest.approx(2.0, abs=0.01)
+    specs = [(JobOptions.of_json(o).spec, at) for path, o, at in rows if f"/{made['id']}/" in path]
+    assert len(specs) == 1
+    spec, created_at = specs[0]
+    assert spec.mode == "online"
+    assert spec.hours_after(created_at) == pytest.approx(2.0, abs=0.01)
 
 
 def test_a_job_from_an_uploaded_file(server: Server, keys: dict[str, str], a: JobsClient) -> None:

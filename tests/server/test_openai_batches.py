@@ -158,7 +158,7 @@ def test_list_pages_with_after_and_limit(server: Server, keys: dict[str, str]) -
 def test_bad_requests_get_openai_shaped_errors(server: Server, keys: dict[str, str]) -> None:
     c = client(server, keys["a"])
     with pytest.raises(openai.BadRequestError):
-        c.batches.create(input_file_id="file-nope", endpoint="/v1/embeddings", completion_window="24h")
+        c.batches.create(input_file_id="file-nope", endpoint="/v1/moderations", completion_window="24h")
     with pytest.raises(openai.NotFoundError):
         c.batches.create(input_file_id="file-nope", endpoint="/v1/chat/completions", completion_window="24h")
     with pytest.raises(openai.BadRequestError):

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from batchgate.emulator import EmulatorThread
-from batchgate.server.priorities import PriorityShares
+from batchgate.server.batch_api.priorities import PriorityShares
 from waiting import poll
 
 from .harness import LAG, emulator, running

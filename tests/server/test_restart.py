@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from batchgate.emulator import EmulatorThread
-from batchgate.server.registry import REGISTRY_FILE, Registry
+from batchgate.server.tenancy.registry import REGISTRY_FILE, Registry
 from waiting import wait_for
 
 from .harness import (

@@ -18,10 +18,12 @@ from batchgate.config import load_config
 from batchgate.emulator import EmulatorThread
 from batchgate.gateway import Gateway
 from batchgate.jobs.store.sqlite import SqliteJobStore
-from batchgate.server.files import Files
-from batchgate.server.job_table import JobTable
-from batchgate.server.native import Jobs
-from batchgate.server.registry import REGISTRY_FILE, BatchRecord, Registry
+from batchgate.server.batch_api.files import Files
+from batchgate.server.batch_api.run_parts import RunParts
+from batchgate.server.batch_api.runs import Runs
+from batchgate.server.job_api.job_table import JobTable
+from batchgate.server.job_api.native import Jobs, JobTerms
+from batchgate.server.tenancy.registry import REGISTRY_FILE, BatchRecord, Registry
 
 from .harness import ALPHA, LAG, PROVIDER_KEY, batch_line, gateway_config
 
@@ -39,9 +41,9 @@ async def service(root: Path, emu: EmulatorThread) -> AsyncIterator[tuple[Jobs, 
     try:
         async with Gateway(config, clock=clock, quota_store=None) as gateway:
             files = Files(registry, root / "files", clock)
-            jobs = Jobs(registry, files, store, config=config, store_path=root / "jobs.db",
-                        folder=root / "batches", gateway=gateway, clock=clock, grace_s=0.1,
-                        table=table)  # fmt: skip
+            parts = RunParts(registry, files, store, config=config, store_path=root / "jobs.db",
+                             folder=root / "batches", gateway=gateway, clock=clock, grace_s=0.1)  # fmt: skip
+            jobs = Jobs(Runs(parts, JobTerms(table, config)), table)
             try:
                 yield jobs, store
             finally:
@@ -55,7 +57,7 @@ async def service(root: Path, emu: EmulatorThread) -> AsyncIterator[tuple[Jobs, 
 async def _in_progress(jobs: Jobs, batch_id: str) -> BatchRecord:
     """The batch once its job is sending, polled on the loop, bounded."""
     for _ in range(int(BOUND_S / 0.02)):
-        b, engine = jobs.registry.get_batch(batch_id), jobs.engine(batch_id)
+        b, engine = jobs.parts.registry.get_batch(batch_id), jobs.runs.engine(batch_id)
         if b is not None and b.status == "in_progress" and engine is not None and engine.progress.in_flight:
             return b
         await asyncio.sleep(0.02)
@@ -83,7 +85,8 @@ async def store_held(store: SqliteJobStore) -> AsyncIterator[None]:
 async def _figures(jobs: Jobs, b: BatchRecord) -> tuple[dict[str, int], tuple[int, int]] | None:
     """The batch's request counts and tokens, or None if they waited for the store (bounded)."""
     try:
-        return await asyncio.wait_for(jobs.counts(b), BOUND_S), await asyncio.wait_for(jobs.usage(b), BOUND_S)
+        runs = jobs.runs
+        return await asyncio.wait_for(runs.counts(b), BOUND_S), await asyncio.wait_for(runs.usage(b), BOUND_S)
     except TimeoutError:
         return None
 
@@ -111,8 +114,8 @@ async def test_an_ended_batch_keeps_its_figures(
     monkeypatch.setenv("EMU_KEY", PROVIDER_KEY)
     async with service(tmp_path, emu) as (jobs, store):
         b, _ = await jobs.create_job("key-owner", "key-owner", {"requests": [batch_line(0, ALPHA)]})
-        await asyncio.wait_for(jobs._tasks[b.id], BOUND_S)  # the run and its finalizing
-        ended = jobs.registry.get_batch(b.id)
+        await asyncio.wait_for(jobs.runs.settled(b.id), BOUND_S)  # the run and its finalizing
+        ended = jobs.parts.registry.get_batch(b.id)
         assert ended is not None
         assert ended.status == "completed"
         async with store_held(store):

@@ -13,6 +13,7 @@ import httpx
 import orjson
 import pytest
 
+from batchgate.emulator import embedding_vector
 from batchgate.jobs.job_setup import job_id_for
 
 from .harness import ALPHA, DENIED, GAMMA, PROVIDER_KEY, Server
@@ -142,3 +143,22 @@ def test_a_job_submitted_after_a_cli_cancel_on_the_server_s_store_runs_and_compl
     assert got.status_code == 200, got.text
     assert got.json()["status"] == "completed"
     assert len(out.read_bytes().splitlines()) == 1
+
+
+def test_submit_creates_the_batch_on_the_endpoint_its_lines_name(
+    server: Server, keys: dict[str, str], tmp_path: Path
+) -> None:
+    lines = [
+        {"custom_id": f"e-{i}", "method": "POST", "url": "/v1/embeddings",
+         "body": {"model": ALPHA, "input": f"text {i}", "dimensions": 4}}
+        for i in range(3)
+    ]  # fmt: skip
+    source = tmp_path / "emb.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    out = tmp_path / "out.jsonl"
+    done = submit(str(source), "--server", server.url, "--follow", "--output", str(out), key=keys["a"])
+    assert done.returncode == 0, done.stderr
+    answered = {x["custom_id"]: x for x in map(orjson.loads, out.read_bytes().splitlines())}
+    assert sorted(answered) == ["e-0", "e-1", "e-2"]
+    vectors = [answered[f"e-{i}"]["response"]["body"]["data"][0]["embedding"] for i in range(3)]
+    assert vectors == [embedding_vector(f"text {i}", 4) for i in range(3)]

@@ -1,11 +1,11 @@
-"""What `/metrics` keeps of a server's runs (`server/watch.py`): the running ones, the last few
+"""What `/metrics` keeps of a server's runs (`server/batch_api/watch.py`): the running ones, the last few
 that ended (older ones drop off: the label set stays bounded), and the USD per provider, which
 never goes down when a run ends or runs again."""
 
 from __future__ import annotations
 
 from batchgate.jobs.io.progress import Progress
-from batchgate.server.watch import RunWatch
+from batchgate.server.batch_api.watch import RunWatch
 
 
 def billed(**usd: float) -> Progress:

@@ -12,24 +12,31 @@ from typing import Any
 
 import orjson
 
+from batchgate.cli.config_file import load_config
 from batchgate.errors import JobError, JobLockedError
 from batchgate.jobs.find import api_id, find_job
-from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store, parse_location
+from batchgate.jobs.store.location import (
+    DEFAULT_STORE,
+    StoreLocation,
+    choose_location,
+    open_store,
+    parse_location,
+)
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 
 
 def register(sub: Any) -> None:
     jobs = sub.add_parser("jobs", help="list the jobs in the store")
-    jobs.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
+    _store_options(jobs)
     jobs.set_defaults(handler=_jobs)
     status = sub.add_parser("status", help="show a running or stopped job (default: the latest)")
     status.add_argument("job", nargs="?", help="job id or a unique prefix (default: the latest job)")
-    status.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
+    _store_options(status)
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=_status)
     report = sub.add_parser("report", help="print a job's JSON report (default: the latest job)")
     report.add_argument("job", nargs="?", help="job id or a unique prefix (default: the latest job)")
-    report.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
+    _store_options(report)
     report.add_argument("--summary", action="store_true", help="print the readable table instead of JSON")
     report.add_argument("-o", "--output", type=Path, default=None, help="write it to this file instead")
     report.add_argument(
@@ -39,8 +46,30 @@ def register(sub: Any) -> None:
     report.set_defaults(handler=_report)
 
 
-async def _open(location: StoreLocation) -> JobStore:
-    return await open_store(location, create=False)
+def _store_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--store",
+        type=parse_location,
+        default=None,
+        help=f"job store: a SQLite file or a postgresql:// URL (default: --config's job.store, "
+        f"else {DEFAULT_STORE})",
+    )
+    p.add_argument(
+        "--config", type=Path, default=None, help="the config whose job.store to read, as `run` does"
+    )
+
+
+def store_of(args: argparse.Namespace) -> StoreLocation:
+    """`--store`, else the `job.store` of `--config`, else the default file (as `run` chooses)."""
+    if args.store is None:
+        configured = load_config(args.config).job.store if args.config is not None else None
+        args.store = choose_location(None, configured)
+    location: StoreLocation = args.store
+    return location
+
+
+async def _open(args: argparse.Namespace) -> JobStore:
+    return await open_store(store_of(args), create=False)
 
 
 def _running(store: JobStore, job_id: str) -> bool:
@@ -57,14 +86,14 @@ def _state(store: JobStore, job: JobRecord) -> str:
     "submitted" until a worker takes it, then "with workers" until one finishes it."""
     if _running(store, job.job_id):
         return "running"
-    if job.options.get("workers") and job.status in ("created", "running"):
+    if job.options.workers and job.status in ("created", "running"):
         return "submitted" if job.status == "created" else "with workers"
     return "interrupted" if job.status == "running" else job.status
 
 
 def _jobs(args: argparse.Namespace) -> int:
     async def go() -> None:
-        store = await _open(args.store)
+        store = await _open(args)
         try:
             jobs = await store.list_jobs()
             if not jobs:
@@ -74,6 +103,7 @@ def _jobs(args: argparse.Namespace) -> int:
                 state = _state(store, job)
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(job.updated_at))
                 served = f" ({api_id(job)})" if api_id(job) else ""  # a server's id for it
+                served += _spec_line(job.options.spec.shown())  # its name, priority, metadata
                 print(
                     f"{job.job_id}{served}  {state:<11} {counts[TaskState.SUCCEEDED]:>8} ok "
                     f"{counts[TaskState.FAILED]:>6} "
@@ -93,7 +123,7 @@ def _status(args: argparse.Namespace) -> int:
     from batchgate.jobs.io.progress import LIVE_BLOB  # noqa: PLC0415 — start-up: not for `--help`
 
     async def go() -> dict[str, Any]:
-        store = await _open(args.store)
+        store = await _open(args)
         try:
             job = await find_job(store, args.job)
             counts = await store.counts(job.job_id)
@@ -102,6 +132,7 @@ def _status(args: argparse.Namespace) -> int:
             return {
                 "job": job.job_id,
                 "api_id": api_id(job),
+                **job.options.spec.shown(),  # name, priority, metadata, schedule, callback host
                 "state": state,
                 "stop_reason": job.stop_reason,
                 "input": job.input_path,
@@ -122,33 +153,39 @@ def _status(args: argparse.Namespace) -> int:
         print(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
         return 0
     served, reason = (f" ({info[k]})" if info[k] else "" for k in ("api_id", "stop_reason"))
-    print(f"job {info['job']}{served}: {info['state']}{reason}")
+    print(f"job {info['job']}{served}{_spec_line(info)}: {info['state']}{reason}")
+    if info["not_before"] and info["state"] in ("created", "running"):
+        print(f"  starts no earlier than {info['not_before']}")
     print(
         f"  {info['succeeded']} succeeded, {info['failed']} failed, "
         f"{info['pending']} pending of {info['total']}"
     )
-    live = info["live"]
-    if live:
-        print(
-            f"  {live['rate_per_s']}/s, {_eta(live)}, {live['rate_limited']} x 429, "
-            f"{live['in_flight']} in flight, ${live['cost_usd']:.4f}"
-        )
-        batches = live.get("batches")
-        if batches:
-            states = ", ".join(f"{k} {v}" for k, v in sorted(batches["by_state"].items())) or "none open"
-            print(
-                f"  batches: {batches['open']} open ({states}), {batches['processed']} of "
-                f"{batches['items']} items processed; {batches['submitted']} submitted, "
-                f"{batches['resumed']} resumed"
-            )
-        for name, p in sorted(live["providers"].items()):
-            print(
-                f"    {name}: {p['requests']} requests, {p['ok']} ok, {p['errors']} errors, "
-                f"{p['rate_limited']} x 429, {p['in_flight']} in flight"
-            )
+    if info["live"]:
+        _print_live(info["live"])
     if info["state"] in ("stopped", "interrupted"):
         print(f"  resume with: batchgate resume {info['job']}")
     return 0
+
+
+def _print_live(live: dict[str, Any]) -> None:
+    """A running job's figures: rate, ETA, 429s, in flight, cost; its batches; each provider."""
+    print(
+        f"  {live['rate_per_s']}/s, {_eta(live)}, {live['rate_limited']} x 429, "
+        f"{live['in_flight']} in flight, ${live['cost_usd']:.4f}"
+    )
+    batches = live.get("batches")
+    if batches:
+        states = ", ".join(f"{k} {v}" for k, v in sorted(batches["by_state"].items())) or "none open"
+        print(
+            f"  batches: {batches['open']} open ({states}), {batches['processed']} of "
+            f"{batches['items']} items processed; {batches['submitted']} submitted, "
+            f"{batches['resumed']} resumed"
+        )
+    for name, p in sorted(live["providers"].items()):
+        print(
+            f"    {name}: {p['requests']} requests, {p['ok']} ok, {p['errors']} errors, "
+            f"{p['rate_limited']} x 429, {p['in_flight']} in flight"
+        )
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -160,7 +197,7 @@ def _report(args: argparse.Namespace) -> int:
         return _report_html(args)
 
     async def go() -> dict[str, Any]:
-        store = await _open(args.store)
+        store = await _open(args)
         try:
             job = await find_job(store, args.job)
             if args.output is not None:
@@ -195,7 +232,7 @@ def guard_report(path: Path, what: str, job: JobRecord, store: StoreLocation) ->
     from batchgate.jobs.io.same_file import refuse_overwrite  # noqa: PLC0415 — start-up: not for `--help`
 
     output = Path(job.output_path)
-    errors = job.options.get("errors_path")
+    errors = job.options.errors_path
     reads = {
         "job's input": Path(job.input_path),
         "job's config": Path(job.config_path),
@@ -226,7 +263,7 @@ def _report_html(args: argparse.Namespace) -> int:
     from batchgate.web.report_page import write_report_page  # noqa: PLC0415 — start-up: not for `--help`
 
     async def go() -> None:
-        store = await _open(args.store)
+        store = await _open(args)
         try:
             job = await find_job(store, args.job)
             guard_report(args.html, "page", job, args.store)
@@ -239,6 +276,12 @@ def _report_html(args: argparse.Namespace) -> int:
     asyncio.run(go())
     print(f"wrote {args.html}")
     return 0
+
+
+def _spec_line(shown: dict[str, Any]) -> str:
+    from batchgate.config.job_spec import spec_line  # noqa: PLC0415 — start-up: not for `--help`
+
+    return spec_line(shown)
 
 
 def _eta(live: dict[str, Any]) -> str:

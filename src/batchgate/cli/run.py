@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from batchgate.cli import observing
 from batchgate.cli.arg_types import non_negative_float, positive_float, positive_int
 from batchgate.cli.config_file import load_config
+from batchgate.cli.job_flags import add_spec_options, spec_fields, spec_of
 from batchgate.cli.quota_option import add_quota_option, quota_spec
 from batchgate.errors import JobError
 from batchgate.jobs.find import find_job
@@ -49,7 +50,7 @@ def _add_mode_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    _add_mode_options(p)
+    add_spec_options(p)  # --mode, --deadline, --name, --priority, --not-before, --callback-url, ...
     p.add_argument(
         "--store",
         type=parse_location,
@@ -129,11 +130,6 @@ def register(sub: Any) -> None:
         help="create the job in --store and exit without sending: `batchgate worker` processes run it",
     )
     run.add_argument(
-        "--priority",
-        choices=("high", "normal", "low"),
-        help="workers take this job's chunks before those of a lower priority (default: normal)",
-    )
-    run.add_argument(
         "--fanout",
         metavar="ROUTES",
         help="comma-separated routes: run every line on each, one joined output line per input",
@@ -206,10 +202,7 @@ def _request(args: argparse.Namespace, input_path: Path, config: Path, output: P
         skip_invalid=args.skip_invalid,
         allow_changed_input=args.allow_changed_input,
         engine=_engine_options(args),
-        mode=args.mode,
-        deadline_hours=args.deadline,
-        retry_failed=retry_rounds(args),
-        priority=getattr(args, "priority", None),
+        spec=spec_of(spec_fields(args, retry_rounds(args))),
         quiet=args.quiet,
         allow_unpriced=args.allow_unpriced,
         extra_reads=(("pipeline file", args.pipeline),) if getattr(args, "pipeline", None) else (),
@@ -301,14 +294,12 @@ def _resume(args: argparse.Namespace) -> int:
     job = asyncio.run(find())
     config_path = args.config or Path(job.config_path)
     config = load_config(config_path)
-    if args.errors is None and job.options.get("errors_path"):
-        args.errors = Path(job.options["errors_path"])
+    if args.errors is None and job.options.errors_path:
+        args.errors = Path(job.options.errors_path)
     # The job keeps the choices it was started with unless the user repeats or overrides them.
-    if not args.ordered and job.options.get("ordered"):
-        args.ordered = True
-    if not args.skip_invalid and job.options.get("skip_invalid"):
-        args.skip_invalid = True
-    # --mode and --deadline: the job remembers them (see runner.job_config)
+    args.ordered = args.ordered or job.options.ordered
+    args.skip_invalid = args.skip_invalid or job.options.skip_invalid
+    # --mode, --deadline, --priority, ...: the job remembers its spec (see job_setup.job_config)
     args.quota_spec = quota_spec(args, config)
     req = _request(args, Path(job.input_path), config_path, Path(job.output_path))
     return _go(req, config, args)
@@ -317,11 +308,14 @@ def _resume(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     import orjson  # noqa: PLC0415 — start-up: only `plan` needs it
 
+    from batchgate.config import JobSpec  # noqa: PLC0415 — as above
     from batchgate.embedded import check_embedded  # noqa: PLC0415 — start-up: only `plan` needs it here
     from batchgate.jobs.job_setup import RunRequest, check_input, with_job_overrides  # noqa: PLC0415 — as above
     from batchgate.jobs.plan import make_plan, render_plan  # noqa: PLC0415 — start-up: only `plan` needs it
 
-    config = with_job_overrides(load_config(args.config), args.mode, args.deadline)
+    config = with_job_overrides(
+        load_config(args.config), JobSpec(mode=args.mode, deadline_hours=args.deadline)
+    )
     check_embedded(config)  # the whole config, as `run` checks it
     req = RunRequest(
         input_path=args.input, config_path=args.config, output_path=Path("-"), skip_invalid=args.skip_invalid

@@ -22,7 +22,6 @@ import argparse
 import functools
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,8 +33,8 @@ from batchgate.jobs.store.location import parse_location
 
 if TYPE_CHECKING:
     from batchgate.config import GatewayConfig
-    from batchgate.server.body_limits import BodyLimits
     from batchgate.server.callbacks.delivery import CallbackSettings
+    from batchgate.server.door.body_limits import BodyLimits
     from batchgate.server.service import Place
 
 DEFAULT_PORT = 8500
@@ -202,7 +201,8 @@ def _log_to_stderr(level: str) -> None:
 
 
 def _callback_settings(args: argparse.Namespace) -> CallbackSettings:
-    from batchgate.server.callbacks import delivery, guard  # noqa: PLC0415 — the server only when serving
+    from batchgate.server.callbacks import delivery  # noqa: PLC0415 — the server only when serving
+    from batchgate.webhooks import guard  # noqa: PLC0415 — the server only when serving
 
     delays: tuple[float, ...] = delivery.DEFAULT_DELAYS
     if args.callback_retry_delays is not None:
@@ -223,7 +223,7 @@ def _callback_settings(args: argparse.Namespace) -> CallbackSettings:
 
 
 def _body_limits(args: argparse.Namespace) -> BodyLimits:
-    from batchgate.server.body_limits import parse_limits  # noqa: PLC0415 — the server only when serving
+    from batchgate.server.door.body_limits import parse_limits  # noqa: PLC0415 — the server only when serving
 
     try:
         return parse_limits(args.max_body)
@@ -232,14 +232,15 @@ def _body_limits(args: argparse.Namespace) -> BodyLimits:
 
 
 def run_keys_create(args: argparse.Namespace) -> int:
+    from batchgate.clock import wall_time  # noqa: PLC0415 — clock.py imports asyncio: not for `--help`
     from batchgate.server.callbacks.delivery import create_secret  # noqa: PLC0415 — the server only when asked for
-    from batchgate.server.keys import create_key  # noqa: PLC0415 — the server only when asked for
-    from batchgate.server.registry import Registry  # noqa: PLC0415 — the server only when asked for
+    from batchgate.server.tenancy.keys import create_key  # noqa: PLC0415 — the server only when asked for
+    from batchgate.server.tenancy.registry import Registry  # noqa: PLC0415 — the server only when asked for
 
     place = _place(args)
     registry = Registry(place.registry)
     try:
-        key, token = create_key(registry, admin=args.admin, name=args.name, now=int(time.time()))
+        key, token = create_key(registry, admin=args.admin, name=args.name, now=int(wall_time()))
         secret = create_secret(registry, key.id)
     finally:
         registry.close()
@@ -252,7 +253,7 @@ def run_keys_create(args: argparse.Namespace) -> int:
 
 def run_keys_webhook_secret(args: argparse.Namespace) -> int:
     from batchgate.server.callbacks.delivery import create_secret  # noqa: PLC0415 — the server only when asked for
-    from batchgate.server.registry import Registry  # noqa: PLC0415 — the server only when asked for
+    from batchgate.server.tenancy.registry import Registry  # noqa: PLC0415 — the server only when asked for
 
     place = _place(args)
     if not place.registry.exists():

@@ -1,9 +1,12 @@
 """`batchgate submit INPUT --server URL [--priority P] [--follow] [--output OUT]`: send a job to
-`batchgate serve` through its OpenAI-compatible API (upload INPUT, create a batch) and print the
-batch id — or, with `--priority high|normal|low`, through the native job API (`POST /v1/jobs`
-with that priority) and print the job id. With `--follow`, wait for it to end, printing its
-progress to stderr, and write its output (and errors, `OUT.errors.jsonl`) when `--output` is
-given. The client key comes from `--key` or `BATCHGATE_API_KEY`; it is never printed.
+`batchgate serve` through its OpenAI-compatible API (upload INPUT, create a batch on the endpoint
+its first line's `url` names: a batch takes one) and print the batch id — or, with any of the
+job's own options (`--priority high|normal|low`, `--name`, `--not-before`, `--deadline`,
+`--callback-url`, `--metadata KEY=VALUE`, `--mode`: the flags and the parser `run` uses,
+`cli/job_flags`), through the native job API (`POST /v1/jobs` with them; its lines may mix
+endpoints) and print the job id. With `--follow`, wait for it to end, printing its progress to
+stderr, and write its output (and errors, `OUT.errors.jsonl`) when `--output` is given. The client
+key comes from `--key` or `BATCHGATE_API_KEY`; it is never printed.
 
 Exit codes: 0 submitted (or, with --follow, completed with every line answered), 4 completed with
 failed lines, 3 the batch failed, was cancelled or expired, 2 a refusal or an unreachable server.
@@ -20,14 +23,15 @@ from typing import Any
 
 import orjson
 
+from batchgate.cli.job_flags import add_spec_options, spec_fields, spec_of
+from batchgate.endpoints import PATHS
 from batchgate.errors import JobError
 
 KEY_ENV = "BATCHGATE_API_KEY"
-ENDPOINT = "/v1/chat/completions"
+ENDPOINT = PATHS["chat"]  # a batch's endpoint when its first line names none (a plain line)
 ENDED = ("completed", "failed", "cancelled", "expired")
 POLL_FIRST_S, POLL_MAX_S = 0.5, 5.0
 EXIT_OK, EXIT_ENDED_BADLY, EXIT_FAILED_ITEMS = 0, 3, 4
-PRIORITIES = ("high", "normal", "low")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +58,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("input", type=Path, help="JSONL requests (any shape `batchgate run` accepts)")
     parser.add_argument("--server", required=True, help="the server's URL, e.g. http://127.0.0.1:8500")
     parser.add_argument("--key", default=None, help=f"client key (default: ${KEY_ENV})")
-    parser.add_argument(
-        "--priority",
-        choices=PRIORITIES,
-        default=None,
-        help="run it as a native job at this priority (weighted shares: 6/3/1) instead of a batch",
-    )
+    add_spec_options(parser, local=False)  # any of them: a native job instead of a batch
     parser.add_argument("--follow", action="store_true", help="wait for the batch to end, showing progress")
     parser.add_argument("--output", type=Path, default=None, help="with --follow: write the results here")
     parser.set_defaults(handler=run)
@@ -77,10 +76,12 @@ def run(args: argparse.Namespace) -> int:
         raise JobError("--output needs --follow (the results exist only once the batch has ended)")
     import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
 
-    return asyncio.run(_submit(args, key))
+    spec = spec_fields(args)
+    spec_of(spec)  # refused here, naming the flag, before anything is uploaded
+    return asyncio.run(_submit(args, key, spec))
 
 
-async def _submit(args: argparse.Namespace, key: str) -> int:
+async def _submit(args: argparse.Namespace, key: str, spec: dict[str, object]) -> int:
     import aiohttp  # noqa: PLC0415 — the HTTP stack only when submitting
 
     base = args.server.rstrip("/") + "/v1"
@@ -89,14 +90,13 @@ async def _submit(args: argparse.Namespace, key: str) -> int:
         api = _Api(http, base)
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
-        form.add_field("file", args.input.read_bytes(), filename=args.input.name)
+        data = args.input.read_bytes()
+        form.add_field("file", data, filename=args.input.name)
         uploaded = await api.call("POST", "/files", data=form)
-        kind = BATCH if args.priority is None else JOB
-        body: dict[str, Any] = {"input_file_id": uploaded["id"]}
-        if kind is JOB:
-            body["priority"] = args.priority
-        else:
-            body.update(endpoint="/v1/chat/completions", completion_window="24h")
+        kind = JOB if spec else BATCH
+        body: dict[str, Any] = {"input_file_id": uploaded["id"], **spec}
+        if kind is BATCH:
+            body.update(endpoint=batch_endpoint(data), completion_window="24h")
         made = await api.call("POST", kind.path, json=body)
         print(made["id"], flush=True)
         print(f"submitted {args.input} as {kind.noun} {made['id']} ({made[kind.status]})", file=sys.stderr)
@@ -106,6 +106,17 @@ async def _submit(args: argparse.Namespace, key: str) -> int:
         if args.output is not None:
             await (_download(api, made, args.output) if kind is BATCH else _results(api, made, args.output))
         return _exit_code(kind, made)
+
+
+def batch_endpoint(data: bytes) -> str:
+    """The endpoint of a batch over `data`: its first line's `url` when that names one of the
+    endpoints (the server checks that every line names the same), else chat."""
+    first = next((line for line in data.splitlines() if line.strip()), b"")
+    try:
+        url = orjson.loads(first).get("url")
+    except (orjson.JSONDecodeError, AttributeError):
+        return ENDPOINT
+    return url if url in PATHS.values() else ENDPOINT
 
 
 class _Api:

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, cast
 
+from batchgate.config.job_spec import FIELDS, parse_job_spec
 from batchgate.config.schema import (
     EMULATOR_BASE_URL,
     Budget,
@@ -23,6 +24,8 @@ from batchgate.config.schema import (
     TimeoutConfig,
 )
 from batchgate.config.section import Section, type_name
+from batchgate.endpoints import MAX_EMBEDDING_INPUTS
+from batchgate.errors import JobSpecError
 from batchgate.models import ROUTE_MODES, RouteMode
 from batchgate.policy.circuit import CircuitSettings
 from batchgate.policy.poll import PollPolicy
@@ -66,19 +69,21 @@ _CIRCUIT = frozenset(
 )
 _PRICE = frozenset({"input", "output", "cached_input", "batch_discount"})
 _BUDGET = frozenset({"max_cost_usd", "max_tokens", "allow_unpriced"})
-_JOB = frozenset(
-    {
-        "store",
-        "error_rate_threshold",
-        "error_rate_window",
-        "validate_regex",
-        "validate_schema",
-        "validation_attempts",
-        "mode",
-        "deadline_hours",
-        "batch_turnaround_hours",
-        "batch_poll",
-    }
+# the job's own options (`job_spec`), read by the parser every front door uses
+_JOB_SPEC = FIELDS - {"budget", "validate"}  # the config's `budget:` section holds its budget
+_JOB = (
+    frozenset(
+        {
+            "store",
+            "error_rate_threshold",
+            "error_rate_window",
+            "validation_attempts",
+            "batch_turnaround_hours",
+            "batch_poll",
+            "pack_embeddings",
+        }
+    )
+    | _JOB_SPEC
 )
 _BATCH_POLL = frozenset({"initial", "factor", "maximum"})
 
@@ -317,27 +322,39 @@ def _job(top: Section) -> JobSettings:
     threshold = j.number("error_rate_threshold", JobSettings().error_rate_threshold)
     if threshold is not None and threshold > 1:
         j.fail("error_rate_threshold", "must be a fraction between 0 and 1")
-    regex = j.string("validate_regex")
+    try:
+        spec = parse_job_spec({k: j.raw(k) for k in _JOB_SPEC}, accepted=_JOB_SPEC, check_output=_compiles)
+    except JobSpecError as exc:
+        j.fail(exc.field, exc.reason)
+    return JobSettings(
+        error_rate_threshold=threshold,
+        error_rate_window=j.integer("error_rate_window", 200) or 200,
+        validation_attempts=j.integer("validation_attempts", 3) or 3,
+        batch_turnaround_hours=j.number("batch_turnaround_hours", 24.0) or 24.0,
+        batch_poll=_batch_poll(j),
+        store=j.string("store"),
+        pack_embeddings=_pack_embeddings(j),
+        spec=spec,
+    )
+
+
+def _compiles(regex: str | None, schema: Mapping[str, Any] | None) -> None:
+    """A config's regex must compile (a run compiles it again, on its time-limited engine)."""
     if regex is not None:
         try:
             re.compile(regex)
         except re.error as exc:
-            j.fail("validate_regex", f"invalid regular expression: {exc}")
-    schema = j.raw("validate_schema")
-    if schema is not None and not isinstance(schema, Mapping):
-        j.fail("validate_schema", "must be a JSON Schema object")
-    return JobSettings(
-        error_rate_threshold=threshold,
-        error_rate_window=j.integer("error_rate_window", 200) or 200,
-        validate_regex=regex,
-        validate_schema=schema,
-        validation_attempts=j.integer("validation_attempts", 3) or 3,
-        mode=_mode(j, "mode"),
-        deadline_hours=j.number("deadline_hours"),
-        batch_turnaround_hours=j.number("batch_turnaround_hours", 24.0) or 24.0,
-        batch_poll=_batch_poll(j),
-        store=j.string("store"),
-    )
+            raise JobSpecError("validate_regex", f"invalid regular expression: {exc}") from None
+
+
+def _pack_embeddings(j: Section) -> int:
+    value = j.integer("pack_embeddings", MAX_EMBEDDING_INPUTS, minimum=0)
+    assert value is not None
+    if value > MAX_EMBEDDING_INPUTS:
+        j.fail(
+            "pack_embeddings", f"must be at most {MAX_EMBEDDING_INPUTS} (inputs in one request), got {value}"
+        )
+    return value
 
 
 def _quota(top: Section, environ: Mapping[str, str]) -> QuotaSettings:

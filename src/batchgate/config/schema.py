@@ -27,6 +27,14 @@ here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them
       error_rate_window: 200
       mode: auto                  # optional: overrides every route's mode
       deadline_hours: 30          # optional: results wanted within this long of the job's creation
+                                  # (or deadline: a time, RFC 3339 or unix seconds)
+      name: nightly-eval          # optional: the job's own options, as `run` flags and the jobs
+      priority: high              # API take them (config/job_spec.py): high | normal | low
+      not_before: 2026-12-03T02:00:00Z   # start no earlier than this
+      callback_url: https://hooks.example.com/batch   # POSTed when the job ends (signed with
+      callback_secret_env: BATCH_WEBHOOK_SECRET       # the whsec_… secret in this variable)
+      metadata: {team: search}    # up to 16 string values, kept with the job and shown by `status`
+      retry_failed: 2             # rounds of failed tasks run again at the end
       batch_turnaround_hours: 24  # assumed Batch API turnaround (worst case)
       batch_poll: {initial: 5, factor: 1.5, maximum: 60}   # batch status poll intervals, seconds
       store: postgresql://user@db/batch   # optional: the job store (a SQLite path or a URL); --store wins
@@ -40,8 +48,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from batchgate.config.job_spec import JobSpec
 from batchgate.models import RouteMode
 from batchgate.policy.circuit import CircuitSettings
 from batchgate.policy.poll import PollPolicy
@@ -163,14 +172,33 @@ class JobSettings:
     # succeeds; 1 never stops)
     error_rate_threshold: float | None = DEFAULT_ERROR_RATE
     error_rate_window: int = 200
-    validate_regex: str | None = None
-    validate_schema: Mapping[str, Any] | None = None
     validation_attempts: int = 3
-    mode: RouteMode | None = None  # overrides every route's mode when given
-    deadline_hours: float | None = None  # results wanted this long after the job was created
     batch_turnaround_hours: float = 24.0  # assumed Batch API turnaround (the providers' window)
     batch_poll: PollPolicy = field(default_factory=PollPolicy)
     store: str | None = None  # the job store: a SQLite path or a postgresql:// URL (--store wins)
+    pack_embeddings: int = 2048  # the most single-text embedding lines in one request (0: never pack)
+    # the job's own options (name, priority, not_before, deadline, callback, metadata, mode,
+    # validation, retry rounds): read by the parser every front door uses (`job_spec`)
+    spec: JobSpec = field(default_factory=JobSpec)
+
+    @property
+    def mode(self) -> RouteMode | None:
+        """Overrides every route's mode when given."""
+        return cast("RouteMode | None", self.spec.mode)
+
+    @property
+    def deadline_hours(self) -> float | None:
+        """Results wanted this long after the job was created (a `deadline:` time is counted
+        from the job's creation when it runs)."""
+        return self.spec.deadline_hours
+
+    @property
+    def validate_regex(self) -> str | None:
+        return self.spec.validate_regex
+
+    @property
+    def validate_schema(self) -> Mapping[str, Any] | None:
+        return self.spec.validate_schema
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 `/v1/completions` — validation, charge and answer shapes as /work/shared/PROTOCOLS.md gives them.
 
 - Embeddings: `input` a string, an array of ≤ 2,048 strings, or token arrays; each input ≤ 8,192
-  tokens and ≤ 300,000 together; charged on TPM by input tokens only (no output). Each vector is
+  tokens and ≤ 300,000 together; `dimensions` at most the model's own (1,536; 3,072 for
+  `text-embedding-3-large`); charged on TPM by input tokens only (no output). Each vector is
   `embedding_vector(text, dimensions)`: deterministic from the text, so a test can check it.
 - Responses: `input` (string or items), `instructions`, `max_output_tokens` (plays `max_tokens`
   in the charge); an answer cut at `max_output_tokens` is `status: incomplete` with
@@ -25,7 +26,7 @@ from batchgate.emulator.config import ProviderConfig
 from batchgate.emulator.content import answer, content_text, fit
 from batchgate.emulator.limiter import RequestCost
 from batchgate.emulator.openai_api import MAX_N, OpenAIFamily, _int_param, _invalid, _wrong_type, body_model
-from batchgate.emulator.wire import ApiError, ParsedRequest
+from batchgate.emulator.wire import ApiError, Family, ParsedRequest
 
 PATHS = {
     "chat": "/v1/chat/completions",
@@ -54,6 +55,23 @@ def embedding_vector(text: str, dimensions: int) -> list[float]:
 def token_array_text(tokens: list[int]) -> str:
     """The text a token-array input is embedded as (the emulator does not decode tokens)."""
     return "tokens:" + ",".join(str(t) for t in tokens)
+
+
+def parse_for(family: Family, endpoint: str, body: Any, provider: ProviderConfig) -> ParsedRequest:
+    """A body validated as the live endpoint validates it: the OpenAI family's by `endpoint`, the
+    others' by their family (the live server and the Batch APIs both parse through here)."""
+    if isinstance(family, OpenAIFamily):
+        return parse_request(family, endpoint, body, provider)
+    return family.parse(body, provider)
+
+
+def answer_for(
+    family: Family, req: ParsedRequest, text: str, tokens: int, cut: bool, body_id: str, wall: float
+) -> bytes:
+    """The answer to an admitted request in its family's and endpoint's shape (live or batch)."""
+    if isinstance(family, OpenAIFamily):
+        return success_body(family, req, text, tokens, cut, body_id, wall)
+    return family.success_body(req, text, tokens, cut, body_id, wall)
 
 
 def parse_request(family: OpenAIFamily, endpoint: str, body: Any, provider: ProviderConfig) -> ParsedRequest:
@@ -120,7 +138,8 @@ def _embeddings(family: OpenAIFamily, model: str, body: Mapping[str, Any]) -> Pa
             "input",
             "max_tokens_per_request",
         )
-    dimensions = _int_param(body, "dimensions", 1) or _LARGE_DIMENSIONS.get(model, DEFAULT_DIMENSIONS)
+    native = _LARGE_DIMENSIONS.get(model, DEFAULT_DIMENSIONS)  # a model's vectors shorten, never grow
+    dimensions = _int_param(body, "dimensions", 1, native) or native
     encoding = body.get("encoding_format", "float")
     if encoding not in ("float", "base64"):
         raise _invalid(
@@ -273,7 +292,7 @@ def _responses_body(
             "text": {"format": {"type": "text"}},
             "usage": {
                 "input_tokens": req.prompt_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
+                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                 "output_tokens": tokens,
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": req.prompt_tokens + tokens,

@@ -31,7 +31,7 @@ from batchgate.emulator.anthropic_api import AnthropicFamily
 from batchgate.emulator.batch.service import BatchService
 from batchgate.emulator.config import EmulatorConfig
 from batchgate.emulator.openai_api import OpenAIFamily
-from batchgate.emulator.openai_endpoints import PATHS, parse_request, success_body
+from batchgate.emulator.openai_endpoints import PATHS, answer_for, parse_for
 from batchgate.emulator.provider import EmulatedProvider, Plan
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest, refuse_fields
 
@@ -302,18 +302,13 @@ class Emulator:
 
     @staticmethod
     def _parse(rt: EmulatedProvider, endpoint: str, body: Any) -> ParsedRequest:
-        fam = rt.family
-        if isinstance(fam, OpenAIFamily):
-            return parse_request(fam, endpoint, body, rt.config)
-        return fam.parse(body, rt.config)
+        return parse_for(rt.family, endpoint, body, rt.config)
 
     def _answer(self, rt: EmulatedProvider, req: ParsedRequest, plan: Plan, seq: int) -> bytes:
         """The success body of an admitted request, in its family's and endpoint's shape."""
         fam, wall = rt.family, self._clock.wall()
         body_id = f"{fam.id_prefix}{seq:024x}"
-        if isinstance(fam, OpenAIFamily):
-            return success_body(fam, req, plan.text, plan.tokens, plan.cut, body_id, wall)
-        return fam.success_body(req, plan.text, plan.tokens, plan.cut, body_id, wall)
+        return answer_for(fam, req, plan.text, plan.tokens, plan.cut, body_id, wall)
 
     def _respond(
         self,

@@ -25,10 +25,11 @@ from typing import Any
 
 import orjson
 
-from batchgate.config import GatewayConfig, RouteMode, load_config
+from batchgate.config import GatewayConfig, RouteMode, load_config, parse_job_spec
 from batchgate.jobs.engine_types import EngineOptions
 from batchgate.jobs.graph.expand import answer_of
 from batchgate.jobs.graph.setup import requested_graph
+from batchgate.jobs.job_setup import with_job_overrides
 from batchgate.jobs.pricing import check_prices, unpriced_warning
 from batchgate.jobs.runner import RunRequest, job_id_for, run_job
 from batchgate.jobs.store.location import choose_location, open_store, parse_location, store_exists
@@ -38,6 +39,12 @@ from batchgate.request_fields import out_line_metadata, task_metadata
 __all__ = ["Job", "JobResult"]
 
 ProgressCallback = Callable[[dict[str, Any]], None]
+_SPEC_ARGS = {  # `Job(...)` argument → its job-spec field (`config.job_spec`)
+    **{name: name for name in ("name", "priority", "not_before", "deadline", "deadline_hours",
+                               "callback_url", "callback_secret_env", "metadata", "mode",
+                               "validate_regex", "validate_schema", "retry_failed")},
+    "budget_usd": "budget",
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +108,11 @@ class _CallbackSink:
 
 
 class Job:
-    """A durable batch job; see the module docstring. Options mirror `batchgate run`'s."""
+    """A durable batch job; see the module docstring. Options mirror `batchgate run`'s. The job's
+    own options (`_SPEC_ARGS`: name, priority, not_before, deadline, callback_url, metadata,
+    budget_usd, mode, validate_*, retry_failed) are read by the parser `run` flags, the YAML `job:`
+    section and the jobs API use (a bad one raises `JobSpecError` naming it), and the job
+    remembers them."""
 
     def __init__(
         self,
@@ -124,11 +135,21 @@ class Job:
         deadline_hours: float | None = None,
         engine: EngineOptions | None = None,
         allow_unpriced: bool = False,
+        name: str | None = None,
+        priority: str | None = None,
+        not_before: float | str | None = None,
+        deadline: float | str | Mapping[str, float] | None = None,
+        callback_url: str | None = None,
+        callback_secret_env: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        retry_failed: int | None = None,
     ) -> None:
+        given = locals()
+        spec = parse_job_spec({field: given[arg] for arg, field in _SPEC_ARGS.items()})  # see the class
         self.output_path = Path(output)
         self.input_path = self._input_file(input)
         base = config if isinstance(config, GatewayConfig) else load_config(config)
-        self.config = _overridden(base, budget_usd, budget_tokens, validate_regex, validate_schema)
+        self.config = with_job_overrides(_token_budget(base, budget_tokens), spec)
         unpriced = check_prices(self.config, allow_unpriced)  # a money budget that cannot fire: an error now
         if unpriced:
             warnings.warn(unpriced_warning(unpriced, self.config), UserWarning, stacklevel=2)
@@ -144,8 +165,7 @@ class Job:
             skip_invalid=skip_invalid,
             allow_changed_input=allow_changed_input,
             engine=engine or EngineOptions(),
-            mode=mode,
-            deadline_hours=deadline_hours,
+            spec=spec,
             graph=self.graph,
             allow_unpriced=allow_unpriced,
             python=True,
@@ -231,22 +251,8 @@ class Job:
         return path
 
 
-def _overridden(
-    config: GatewayConfig,
-    budget_usd: float | None,
-    budget_tokens: int | None,
-    validate_regex: str | None,
-    validate_schema: Mapping[str, Any] | None,
-) -> GatewayConfig:
-    """The config with the given budget and output validation (None keeps the config's)."""
-    budget = replace(
-        config.budget,
-        max_cost_usd=budget_usd if budget_usd is not None else config.budget.max_cost_usd,
-        max_tokens=budget_tokens if budget_tokens is not None else config.budget.max_tokens,
-    )
-    job = config.job
-    if validate_regex is not None:
-        job = replace(job, validate_regex=validate_regex)
-    if validate_schema is not None:
-        job = replace(job, validate_schema=validate_schema)
-    return replace(config, budget=budget, job=job)
+def _token_budget(config: GatewayConfig, budget_tokens: int | None) -> GatewayConfig:
+    """The config with the given token budget (None keeps the config's)."""
+    if budget_tokens is None:
+        return config
+    return replace(config, budget=replace(config.budget, max_tokens=budget_tokens))

@@ -61,7 +61,7 @@ async def cancel_job(
     try:
         job = await find_job(store, job_id)  # an id or a unique prefix
         job_id = job.job_id
-        if job.options.get("served"):  # a server's batch: its holder runs many jobs, never signal it
+        if job.options.served:  # a server's batch: its holder runs many jobs, never signal it
             raise JobError(
                 f"job {job_id} belongs to `batchgate serve`'s {api_id(job) or 'batch'}: cancel it through "
                 "the server's API (POST /v1/batches/{id}/cancel, or /v1/jobs/{id}/cancel for a job)"

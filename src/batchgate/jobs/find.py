@@ -6,13 +6,10 @@ from __future__ import annotations
 from batchgate.errors import JobError
 from batchgate.jobs.store.protocol import JobRecord, JobStore
 
-API_ID_OPTION = "api_id"  # a job's option: the batch or job id `batchgate serve` gave it
-
 
 def api_id(job: JobRecord) -> str | None:
     """The id a server's API knows the job by (None: a job made by `run` or `submit-only`)."""
-    value = job.options.get(API_ID_OPTION)
-    return value if isinstance(value, str) else None
+    return job.options.api_id
 
 
 async def find_job(store: JobStore, job_id: str | None) -> JobRecord:

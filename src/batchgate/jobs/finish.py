@@ -42,11 +42,11 @@ class OutputFiles:
     def of_job(cls, job: JobRecord) -> OutputFiles:
         """The files a job writes, as it recorded them when it was created."""
         output = Path(job.output_path)
-        errors = job.options.get("errors_path")
+        errors = job.options.errors_path
         return cls(
             output,
             Path(errors) if errors else output.with_name(output.name + ".errors.jsonl"),
-            bool(job.options.get("ordered")),
+            job.options.ordered,
         )
 
     def as_dict(self) -> dict[str, str]:

@@ -16,29 +16,30 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchgate.config import GatewayConfig, ProviderConfig
-from batchgate.endpoints import CHAT, PATHS, endpoint_of
+from batchgate.endpoints import CHAT, PATHS, RESPONSES, endpoint_of
 from batchgate.models import Cost, requested_output_tokens
 from batchgate.providers.base import make_token_counter
+from batchgate.providers.responses_translate import responses_problem
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, cost_amounts
 from batchgate.scheduler import request_cost
-from batchgate.tokens import TokenCounter, chat_framing, iter_prompt_text
+from batchgate.tokens import TokenCounter, chat_framing, iter_prompt_text, token_array_tokens
 
 _KEY = {name: key for key, name in DIMENSIONS}
 
 
 def prompt_upper_bound(body: Mapping[str, Any]) -> int:
     """At least as many tokens as any counter gives the prompt (UTF-8 bytes, at most 4 a
-    character, plus framing) — computed without encoding anything."""
+    character, plus framing; a token array's ids one each) — computed without encoding anything."""
     chars = sum(len(part) for part in iter_prompt_text(body))
-    return 4 * chars + chat_framing(body)
+    return 4 * chars + token_array_tokens(body) + chat_framing(body)
 
 
 class RouteFit:
     """Per provider: its counter (as the run makes it) and its declared per-minute limits; per
     route, the smallest token limit among its targets (below it, nothing needs counting)."""
 
-    def __init__(self, config: GatewayConfig, *, chat_only: bool = False) -> None:
-        self._chat_only = chat_only  # a batch whose endpoint is chat (serve's /v1/batches)
+    def __init__(self, config: GatewayConfig, *, endpoint: str | None = None) -> None:
+        self._endpoint = endpoint  # a batch's one endpoint (serve's /v1/batches); None: any
         self._counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
         self._limits = {
             p.name: QuotaLimits(
@@ -47,7 +48,6 @@ class RouteFit:
             for p in config.providers
         }
         self._routes = {r.model: [config.provider(t.provider) for t in r.targets] for r in config.routes}
-        self._modes = {r.model: config.job.mode or r.mode for r in config.routes}
         self._floor = {model: min(map(self._smallest, ps)) for model, ps in self._routes.items()}
         self._default_out = {
             model: max(p.default_max_tokens for p in ps) for model, ps in self._routes.items()
@@ -89,8 +89,10 @@ class RouteFit:
         if not isinstance(model, str) or model not in self._routes:
             return None  # an unknown model is reported on its own
         endpoint = endpoint_of(body)
+        if self._endpoint is not None and endpoint != self._endpoint:
+            return f"url {PATHS[endpoint]} does not match the batch's endpoint {PATHS[self._endpoint]}"
         if endpoint != CHAT:
-            return self._endpoint_problem(model, PATHS[endpoint])
+            return self._endpoint_problem(model, body)
         output = requested_output_tokens(body, self._default_out[model])
         if prompt_upper_bound(body) + output <= self._floor[model]:
             return None  # the common case: far below every limit, nothing counted
@@ -103,19 +105,21 @@ class RouteFit:
             excluded.append(reason)
         return f"request can never be admitted by any target of route {model!r}: {'; '.join(excluded)}"
 
-    def _endpoint_problem(self, model: str, path: str) -> str | None:
-        """Why route `model` cannot carry a request to `path` (not chat), or None when it can."""
-        if self._chat_only:
-            return f"url {path} does not match the batch's endpoint /v1/chat/completions"
-        if self._modes[model] != "online":  # the Batch API mode sends chat lines only, for now
-            return (
-                f"url {path}: route {model!r} runs in mode {self._modes[model]}, which takes chat lines only"
-            )
+    def _endpoint_problem(self, model: str, body: Mapping[str, Any]) -> str | None:
+        """Why route `model` cannot carry `body` (not chat), or None when it can: an Anthropic target
+        takes a Responses body it can translate (naming the field it cannot), nothing else."""
+        endpoint = endpoint_of(body)
+        path = PATHS[endpoint]
         for p in self._routes[model]:
-            if p.kind != "openai":  # Anthropic has no embeddings; Responses is not translated yet
+            if p.kind == "openai":
+                continue
+            if endpoint != RESPONSES:  # Anthropic has no embeddings and no legacy completions
                 return (
                     f"url {path}: route {model!r} has target {p.name!r} ({p.kind}), which does not serve it"
                 )
+            problem = responses_problem(body)
+            if problem is not None:
+                return f"url {path}: route {model!r} has target {p.name!r} ({p.kind}): {problem}"
         return None
 
     def _over(self, p: ProviderConfig, cost: Cost) -> str | None:

@@ -16,19 +16,17 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from batchgate.clock import Clock
-from batchgate.config import GatewayConfig, RouteMode
+from batchgate.config import GatewayConfig, JobSpec
 from batchgate.embedded import check_embedded, load_embedded
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.gateway import Gateway
-from batchgate.jobs.commit import Committed
 from batchgate.jobs.engine import JobEngine
-from batchgate.jobs.engine_types import EngineOptions, ResultHook
-from batchgate.jobs.find import API_ID_OPTION
+from batchgate.jobs.engine_types import Committed, EngineOptions, ResultHook
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.inputs import read_items, validate_items
-from batchgate.jobs.graph.setup import graph_options, input_items
+from batchgate.jobs.graph.setup import input_items
 from batchgate.jobs.graph.spec import Graph
 from batchgate.jobs.io.input import (
     InputProblem,
@@ -37,12 +35,13 @@ from batchgate.jobs.io.input import (
     read_tasks,
     validate_input,
 )
-from batchgate.jobs.io.report import PRICE_NOTES_OPTION, RETRY_ROUND
+from batchgate.jobs.io.report import RETRY_ROUND
 from batchgate.jobs.io.same_file import refuse_overwrite
 from batchgate.jobs.io.skipped import SKIPPED_BLOB, listed, skipped_lines
 from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.pricing import check_prices, price_notes, unpriced_warning
 from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store
+from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
 from batchgate.logs import WARNING, event, get_logger
 from batchgate.text import plural
@@ -63,10 +62,10 @@ class RunRequest:
     skip_invalid: bool = False
     allow_changed_input: bool = False
     engine: EngineOptions = field(default_factory=EngineOptions)
-    mode: RouteMode | None = None  # --mode: overrides job.mode (and is remembered by the job)
-    deadline_hours: float | None = None  # --deadline: overrides job.deadline_hours (remembered)
-    retry_failed: int = 0  # --retry-failed N / `batchgate retry`: rounds of failed items run again
-    priority: str | None = None  # --priority: workers take a higher one's chunks first (remembered)
+    # The job's own options as this door gave them (`run` flags, `Job(...)`, the jobs API; one
+    # parser: `config.job_spec`): over the config's `job:`, and remembered by the job (its retry
+    # rounds excepted: `--retry-failed N` / `batchgate retry` are for this run).
+    spec: JobSpec = field(default_factory=JobSpec)
     api_id: str | None = None  # `batchgate serve`: the batch or job id its API gave (kept by the job)
     quiet: bool = False  # -q: no summary table at the end
     graph: Graph | None = None  # --fanout / --pipeline (remembered by the job)
@@ -84,7 +83,7 @@ class RunRequest:
     extra_writes: tuple[tuple[str, Path], ...] = ()
     allow_unpriced: bool = False  # --allow-unpriced: a money budget although a model has no price
     python: bool = False  # `batchgate.Job`: messages speak Python (`skip_invalid=True`)
-    chat_only: bool = False  # serve's /v1/batches: its endpoint is chat, so every line must be
+    batch_endpoint: str | None = None  # serve's /v1/batches: the batch's endpoint, every line's
 
     @property
     def errors_file(self) -> Path:
@@ -106,16 +105,13 @@ def appends(req: RunRequest) -> bool:
     return not req.ordered and req.graph is None
 
 
-def with_job_overrides(
-    config: GatewayConfig, mode: RouteMode | None, deadline_hours: float | None
-) -> GatewayConfig:
-    """The config with `job.mode` / `job.deadline_hours` replaced by the given ones (None: kept)."""
-    job = config.job
-    if mode is not None:
-        job = replace(job, mode=mode)
-    if deadline_hours is not None:
-        job = replace(job, deadline_hours=deadline_hours)
-    return replace(config, job=job)
+def with_job_overrides(config: GatewayConfig, spec: JobSpec) -> GatewayConfig:
+    """The config with the given spec's fields over its `job:` ones (and its budget over the
+    config's money budget)."""
+    config = replace(config, job=replace(config.job, spec=spec.over(config.job.spec)))
+    if spec.budget_usd is not None:
+        config = replace(config, budget=replace(config.budget, max_cost_usd=spec.budget_usd))
+    return config
 
 
 def job_id_for(input_path: Path, output_path: Path) -> str:
@@ -125,8 +121,8 @@ def job_id_for(input_path: Path, output_path: Path) -> str:
 
 
 def _route_fit(req: RunRequest, config: GatewayConfig) -> RouteFit:
-    """The fit check with this run's --mode (a Batch API mode takes chat lines only, for now)."""
-    return RouteFit(with_job_overrides(config, req.mode, None), chat_only=req.chat_only)
+    """The fit check of this run's lines (serve's /v1/batches: the batch's endpoint only)."""
+    return RouteFit(config, endpoint=req.batch_endpoint)
 
 
 def check_input(req: RunRequest, config: GatewayConfig, err: Callable[[str], None]) -> ValidationReport:
@@ -238,9 +234,10 @@ async def prepare_job(
                     "it stored, or write to a different --output to start a new job"
                 )
             await store.update_job(job_id, input_sha256=report.sha256)
-        remembered = _remembered(req) | _price_notes(config)
-        if any(job.options.get(k) != v for k, v in remembered.items()):  # --mode etc. again: the latest
-            await store.update_job(job_id, options={**job.options, **remembered})
+        spec = _remembered(req).over(job.options.spec)  # --mode etc. again: the latest
+        notes = price_notes(config)
+        if (spec, notes) != (job.options.spec, job.options.price_notes):
+            await store.update_job(job_id, options=replace(job.options, spec=spec, price_notes=notes))
             job = await store.get_job(job_id) or job
         if sum((await store.counts(job_id)).values()) < job.task_total:
             # An earlier run died while storing the tasks (killed, disk full): store the rest now
@@ -259,18 +256,18 @@ async def prepare_job(
         created_at=now,
         updated_at=now,
         task_total=report.task_count * (len(req.graph.roots()) if req.graph else 1),
-        options={
-            "ordered": req.ordered,
-            "skip_invalid": req.skip_invalid,
-            "errors_path": str(req.errors_file.resolve()),
-            "skipped_lines": report.problem_count if req.skip_invalid else 0,
-            "skipped_first": listed(report.problems) if req.skip_invalid else [],
-            **_remembered(req),
-            **_price_notes(config),
-            **graph_options(req.graph),
-            **({"served": True} if req.gateway is not None else {}),  # `batchgate cancel` must not signal
-            **({API_ID_OPTION: req.api_id} if req.api_id else {}),  # found by it in every command
-        },
+        options=JobOptions(
+            spec=_remembered(req).over(_captured(config)),
+            ordered=req.ordered,
+            skip_invalid=req.skip_invalid,
+            errors_path=str(req.errors_file.resolve()),
+            skipped_lines=report.problem_count if req.skip_invalid else 0,
+            skipped_first=tuple(listed(report.problems)) if req.skip_invalid else (),
+            price_notes=price_notes(config),
+            graph=req.graph.to_dict() if req.graph is not None else None,
+            served=req.gateway is not None,  # `batchgate cancel` must not signal
+            api_id=req.api_id,  # found by it in every command
+        ),
     )
     await store.create_job(job)
     if req.skip_invalid and report.problem_count:  # each skipped line, for the errors file
@@ -278,11 +275,6 @@ async def prepare_job(
         await store.put_blob(job_id, SKIPPED_BLOB, lines)
     await store.add_tasks(job_id, _valid_tasks(req, config))
     return job
-
-
-def _price_notes(config: GatewayConfig) -> dict[str, Any]:
-    """The models this run prices from the built-in table, for the report to say so."""
-    return {PRICE_NOTES_OPTION: price_notes(config)}
 
 
 def _all_problems(req: RunRequest, config: GatewayConfig, report: ValidationReport) -> Iterator[InputProblem]:
@@ -296,25 +288,26 @@ def _all_problems(req: RunRequest, config: GatewayConfig, report: ValidationRepo
     return (p for p in items if isinstance(p, InputProblem))
 
 
-def _remembered(req: RunRequest) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if req.mode is not None:
-        out["mode"] = req.mode
-    if req.deadline_hours is not None:
-        out["deadline_hours"] = req.deadline_hours
-    if req.priority is not None:
-        out["priority"] = req.priority
-    return out
+def _remembered(req: RunRequest) -> JobSpec:
+    return replace(req.spec, retry_failed=0)
+
+
+def _captured(config: GatewayConfig) -> JobSpec:
+    """What a new job keeps of its config's `job:` options (so `status` and `report` show its name,
+    priority, metadata and schedule without the config); its output check and retry rounds stay
+    the config's, read at each run."""
+    return replace(config.job.spec, validate_regex=None, validate_schema=None, retry_failed=0)
 
 
 def job_config(config: GatewayConfig, job: JobRecord) -> GatewayConfig:
-    """The config a job runs with: its remembered --mode / --deadline applied."""
-    mode, hours = job.options.get("mode"), job.options.get("deadline_hours")
-    return with_job_overrides(
-        config,
-        mode if mode in ("online", "batch-api", "auto") else None,
-        float(hours) if isinstance(hours, int | float) else None,
-    )
+    """The config a job runs with: the spec it remembers over the config's `job:`, a deadline
+    given as a time counted in hours from the job's creation (as the Batch API choice counts)."""
+    config = with_job_overrides(config, job.options.spec)
+    spec = config.job.spec
+    if spec.deadline is not None:
+        spec = replace(spec, deadline=None, deadline_hours=spec.hours_after(job.created_at))
+        config = replace(config, job=replace(config.job, spec=spec))
+    return config
 
 
 def check_request(req: RunRequest, config: GatewayConfig, err: Callable[[str], None]) -> None:

@@ -84,12 +84,12 @@ class LiveTasks:
                 raise Abandoned(spec.custom_id)
             before = (float(billed[0]), int(billed[1]))
             self.sending.add(me)
-            self.progress.in_flight += 1
+            self.progress.sending(+1)
             try:
                 result = await self.gateway.arun(spec.body, index=spec.seq, custom_id=spec.custom_id)
                 self._observe(result, billed)
             finally:
-                self.progress.in_flight -= 1
+                self.progress.sending(-1)
                 self.sending.discard(me)
                 self.budget.settle(reserved, (billed[0] - before[0], billed[1] - before[1]))
             calls += len(result.attempts)
@@ -108,7 +108,7 @@ class LiveTasks:
         tally_result(self.progress, result)
         for attempt in result.attempts:
             if attempt.error_kind is not None:
-                self.progress.retry_extra_tokens += attempt.tokens_charged
+                self.progress.charge_retry(attempt.tokens_charged)
         if not result.ok:
             return
         usage = result.usage or Usage()

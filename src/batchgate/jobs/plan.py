@@ -20,6 +20,7 @@ from batchgate.jobs.batch.policy import TasksEstimate, batch_target, resolve_mod
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.io.input import read_tasks
 from batchgate.jobs.io.plan_limits import dimension_seconds, limits_entry, render_limits
+from batchgate.jobs.pack.group import lines_per_request
 from batchgate.jobs.pricing import BUILTIN_NOTE, PriceTable
 from batchgate.jobs.store.protocol import TaskSpec
 from batchgate.models import Usage
@@ -79,13 +80,14 @@ class _Planner:
         ]
         fitting = [entry for entry in live if self.fit.fits(entry[1], entry[2])] or live
         total_w = sum(_weight(p) for _, p, _, _ in fitting)
+        packed = lines_per_request(self.config, body)  # single-text embedding lines share a request
         for target, p, cost, prompt in fitting:
             share = _weight(p) / total_w
             model = target.model or route.model
             self.used_models.add(model)
             price = self.prices.cost(model, Usage(prompt_tokens=prompt, completion_tokens=cost.output_tokens))
             plan = self.plans[p.name]
-            plan.requests += share
+            plan.requests += share / packed
             plan.prompt_tokens += share * prompt
             plan.max_output_tokens += share * cost.output_tokens
             plan.cost_usd += share * price

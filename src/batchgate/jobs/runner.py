@@ -25,7 +25,7 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, JobEngine
-from batchgate.jobs.engine_types import EngineOutcome
+from batchgate.jobs.engine_types import EngineHooks, EngineHost, EngineOutcome, JobFacts
 from batchgate.jobs.finish import Finished, earlier_segments, finish_job, refused_tokens
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import render_graph_summary
@@ -33,11 +33,7 @@ from batchgate.jobs.graph.setup import job_graph, restore, step_checks
 from batchgate.jobs.io.live_output import LiveOutput
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
-from batchgate.jobs.io.report import (
-    OPEN_SEGMENT_BLOB,
-    render_summary,
-    run_segment,
-)
+from batchgate.jobs.io.report import OPEN_SEGMENT_BLOB, render_summary, run_segment
 from batchgate.jobs.io.timeline import TIMELINE_BLOB, Timeline, load_timeline
 from batchgate.jobs.job_setup import (
     RunRequest,
@@ -53,21 +49,15 @@ from batchgate.jobs.job_setup import (
     unchanged_job_input,
     with_job_overrides,
 )
+from batchgate.jobs.lifecycle.callback import announce_end
+from batchgate.jobs.lifecycle.start import before_start
 from batchgate.jobs.store.location import DEFAULT_STORE, resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger
 from batchgate.text import plural
 
-__all__ = [
-    "DEFAULT_STORE",
-    "LIVE_BLOB",
-    "RunRequest",
-    "check_input",
-    "job_config",
-    "job_id_for",
-    "run_job",
-    "with_job_overrides",
-]
+__all__ = ["DEFAULT_STORE", "LIVE_BLOB", "RunRequest", "check_input", "job_config", "job_id_for", "run_job",
+           "with_job_overrides"]  # fmt: skip
 
 EXIT_OK = 0  # every item succeeded
 EXIT_STOPPED = 3  # stopped by a guard (budget, error rate, an exhausted account)
@@ -107,19 +97,24 @@ async def run_job(
                 report = await unchanged_job_input(store, job_id, req) or check_input(req, config, err)
             job = await prepare_job(store, job_id, req, report, config, clock)
             config = job_config(config, job)
+            await before_start(config.job.spec, job_id, clock, err)  # its not_before; its callback's secret
             segments = await earlier_segments(store, job_id)
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
             await store.update_job(job_id, status="running", stop_reason="")  # "" clears an old stop
             deadline = job_deadline(config, job.created_at)
+            rounds = req.spec.retry_failed or config.job.spec.retry_failed
             live = await LiveOutput.open(store, job_id, req.output_path) if appends(req) else None
             req = replace(req, on_commit=live.committed if live is not None else None)
             run = functools.partial(_run_engine, store, job_id, config, req, sink, segments, deadline, clock)
             again = functools.partial(_run_all, store, job_id, req, run)  # --retry-failed N: in rounds
             try:
-                outcome, graph = await run_in_rounds(store, job_id, req.retry_failed, again, segments, err)
+                outcome, graph = await run_in_rounds(store, job_id, rounds, again, segments, err)
             finally:
                 appended = live.close() if live is not None else None
-            return await _finish(store, job, outcome, req, segments, sink, out, err, graph, appended)
+            code = await _finish(store, job, outcome, req, segments, sink, out, err, graph, appended)
+            if req.gateway is None:  # a server's runs: its outbox posts their ends
+                await announce_end(config.job.spec, job_id, code, clock, err)
+            return code
     finally:
         sink.close()
         await store.close()
@@ -148,7 +143,6 @@ async def _run_engine(
     clock: Clock,
     graph: GraphTasks | None = None,
 ) -> EngineOutcome:
-    extra = refused_tokens(segments)
     ticker: _Ticker | None = None
 
     def on_event(name: str, fields: dict[str, Any]) -> None:
@@ -157,20 +151,15 @@ async def _run_engine(
         if ticker is not None:
             ticker.batch_event()  # this run's figures are stored at once
 
+    checks = step_checks(graph.graph, config) if graph is not None else {}
     engine = JobEngine(
         config,
         store,
         job_id,
-        options=req.engine,
-        spent_extra_tokens=extra,
-        deadline=deadline,
-        on_event=on_event,
-        clock=clock,
-        follow=graph,
-        on_result=req.on_result,
-        step_checks=step_checks(graph.graph, config) if graph is not None else None,
-        gateway=req.gateway,
-        on_commit=req.on_commit,
+        req.engine,
+        job=JobFacts(graph, checks, deadline, spent_extra_tokens=refused_tokens(segments)),
+        hooks=EngineHooks(on_event, req.on_result, req.on_commit),
+        host=EngineHost(clock, req.gateway),
     )
     if req.on_engine is not None:
         req.on_engine(engine)

@@ -1,9 +1,11 @@
 """The client for Anthropic Messages: OpenAI-shaped requests in, OpenAI-shaped responses out.
 
-`POST {base_url}/v1/messages` with `x-api-key` and `anthropic-version: 2023-06-01`. The request is
-translated by `batchgate.providers.translate.openai_to_anthropic` (a body that cannot be translated
-fails with `BadRequestError` before anything is sent); a 2xx that is not a Messages response with
-integer usage is a `MalformedResponse`; the answer comes back as a `chat.completion` body.
+`POST {base_url}/v1/messages` with `x-api-key` and `anthropic-version: 2023-06-01`. A chat body is
+translated by `batchgate.providers.translate.openai_to_anthropic` and answered as a
+`chat.completion` body; a Responses body by `responses_translate.responses_to_anthropic` and
+answered as a `response` body. A body that cannot be translated (embeddings, completions, a field
+Messages cannot express) fails with `BadRequestError` before anything is sent; a 2xx that is not
+a Messages response with integer usage is a `MalformedResponse`.
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ import orjson
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, Secret, TimeoutConfig
+from batchgate.endpoints import RESPONSES, endpoint_of
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
 from batchgate.providers.http import request_timeout, send
 from batchgate.providers.ratelimit_headers import parse_anthropic_rate_limits
+from batchgate.providers.responses_translate import anthropic_to_response, responses_to_anthropic
 from batchgate.providers.translate import anthropic_to_openai, openai_to_anthropic
+
+_TRANSLATE = {RESPONSES: (responses_to_anthropic, anthropic_to_response)}
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -61,8 +67,11 @@ class AnthropicClient:
         )
 
     async def send(self, body: dict[str, Any], *, model: str) -> ProviderResponse:
-        """Translate and send one chat request for `model`; the normalised response."""
-        request = openai_to_anthropic(
+        """Translate and send one chat or Responses request for `model`; the answer in its shape."""
+        to_messages, from_messages = _TRANSLATE.get(
+            endpoint_of(body), (openai_to_anthropic, anthropic_to_openai)
+        )
+        request = to_messages(
             body, model=model, default_max_tokens=self._default_max_tokens, provider=self.name
         )
         status, headers, raw = await send(
@@ -84,19 +93,14 @@ class AnthropicClient:
         if not isinstance(parsed, dict):
             raise malformed(self.name, status, headers, raw, "body is not a JSON object")
         try:
-            normalised = anthropic_to_openai(parsed, model=model, created=int(self._clock.wall()))
+            normalised = from_messages(parsed, model=model, created=int(self._clock.wall()))
         except ValueError as exc:
             reason = f"body is not a Messages response: {exc}"
             raise malformed(self.name, status, headers, raw, reason) from None
-        usage = normalised["usage"]
         return ProviderResponse(
             status=status,
             body=normalised,
-            usage=Usage(
-                prompt_tokens=usage["prompt_tokens"],
-                completion_tokens=usage["completion_tokens"],
-                cached_tokens=usage["prompt_tokens_details"]["cached_tokens"],
-            ),
+            usage=_usage(normalised["usage"]),
             headers=headers,
             request_id=headers.get("request-id"),
         )
@@ -107,3 +111,14 @@ class AnthropicClient:
 
     def __repr__(self) -> str:
         return f"AnthropicClient(name={self.name!r}, base_url={self.base_url!r})"
+
+
+def _usage(usage: Mapping[str, Any]) -> Usage:
+    """A translated answer's usage (chat's or Responses' field names)."""
+    if "input_tokens" in usage:
+        return Usage(
+            usage["input_tokens"], usage["output_tokens"], usage["input_tokens_details"]["cached_tokens"]
+        )
+    return Usage(
+        usage["prompt_tokens"], usage["completion_tokens"], usage["prompt_tokens_details"]["cached_tokens"]
+    )

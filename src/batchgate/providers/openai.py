@@ -82,6 +82,16 @@ _USAGE = {
 }
 
 
+def usage_of_answer(body: Any) -> Usage | None:
+    """The usage of an answer of any OpenAI endpoint, read by its shape (a Batch API result line
+    does not say which endpoint answered it); None when it is none of them."""
+    for read in (usage_from_openai, usage_from_embeddings, usage_from_response):
+        usage = read(body)
+        if usage is not None:
+            return usage
+    return None
+
+
 def openai_headers(config: ProviderConfig, base: Mapping[str, str]) -> dict[str, str]:
     """The headers of every OpenAI-family call (chat and Batch API): `base`, the provider's own
     headers, and `Authorization: Bearer KEY` when a key is set."""

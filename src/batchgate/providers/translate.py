@@ -53,7 +53,7 @@ def openai_to_anthropic(
 
     endpoint = endpoint_of(body)
     if endpoint != CHAT:
-        raise refuse(f"url {PATHS[endpoint]} is not served by Anthropic (only chat is translated)")
+        raise refuse(f"url {PATHS[endpoint]} is not served by Anthropic (chat and Responses are translated)")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise refuse("'messages' must be a non-empty list")

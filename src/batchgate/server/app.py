@@ -4,12 +4,13 @@ auth, every refusal in OpenAI's error shape `{"error": {"message", "type", "para
     POST /v1/files                  multipart `file` + `purpose=batch`
     GET  /v1/files                  this key's files
     GET  /v1/files/{id}             GET /v1/files/{id}/content      DELETE /v1/files/{id}
-    POST /v1/batches                GET /v1/batches (`after`, `limit`)
+    POST /v1/batches                GET /v1/batches (`after`, `limit`); a batch names one endpoint
     GET  /v1/batches/{id}           POST /v1/batches/{id}/cancel
     /  /static/...  /v1/dashboard/  the web dashboard (`dashboard`): page public, its data keyed
     /v1/messages/batches/...        Anthropic's Message Batches (`anthropic_api`), its error shape
     GET  /metrics                   Prometheus metrics (`metrics_route`): no key; job ids for an admin key
-    POST /v1/chat/completions       POST /v1/messages (Anthropic's error shape): the live proxy (`live`)
+    POST /v1/chat/completions       POST /v1/messages (Anthropic's error shape): the live proxy (`live`),
+    POST /v1/embeddings  POST /v1/responses  POST /v1/completions  (with the same)
 
 Keys come as `Authorization: Bearer <token>` or (the anthropic SDK) `x-api-key: <token>`.
 Every body is bounded by its route's class (`body_limits`: a 413 naming the bound, before reading).
@@ -30,17 +31,21 @@ from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from batchgate.errors import ServiceRequestError, StoreError
-from batchgate.server import anthropic_api, body_limits, jobs_api, live, metrics_route, openapi
-from batchgate.server.batches import Batches
-from batchgate.server.dashboard import Dashboard
-from batchgate.server.files import Files
-from batchgate.server.keys import authenticate
-from batchgate.server.native import Jobs
-from batchgate.server.query import check_text, query_int
-from batchgate.server.quota_ring import QuotaRing
-from batchgate.server.registry import ApiKey, BatchRecord, FileRecord, Registry
-from batchgate.server.request_body import json_object
-from batchgate.server.shapes import batch_object, error_body, file_object, page
+from batchgate.server.batch_api import anthropic_api
+from batchgate.server.batch_api.batches import Batches
+from batchgate.server.batch_api.files import Files
+from batchgate.server.batch_api.shapes import batch_object, error_body, file_object, page
+from batchgate.server.door import body_limits
+from batchgate.server.door.query import check_text, query_int
+from batchgate.server.door.request_body import json_object
+from batchgate.server.job_api import jobs_api
+from batchgate.server.job_api.native import Jobs
+from batchgate.server.proxy import live
+from batchgate.server.tenancy.keys import authenticate
+from batchgate.server.tenancy.registry import ApiKey, BatchRecord, FileRecord, Registry
+from batchgate.server.views import metrics_route, openapi
+from batchgate.server.views.dashboard import Dashboard
+from batchgate.server.views.quota_ring import QuotaRing
 
 log = logging.getLogger("batchgate.server")
 
@@ -56,6 +61,7 @@ class Service:
     registry: Registry
     files: Files
     batches: Batches
+    jobs: Jobs
     ring: QuotaRing | None = None  # the providers page's quota samples
     limits: body_limits.BodyLimits = body_limits.DEFAULT  # the body bound of each route class
 
@@ -205,8 +211,8 @@ class Api:
 
     # -- batches ---------------------------------------------------------------------------------
     async def _batch(self, b: BatchRecord) -> dict[str, Any]:
-        batches = self.s.batches
-        return batch_object(b, await batches.counts(b), await batches.usage(b))
+        runs = self.s.batches.runs
+        return batch_object(b, await runs.counts(b), await runs.usage(b))
 
     async def create_batch(self, request: web.Request) -> web.Response:
         body = await json_object(request)
@@ -219,7 +225,7 @@ class Api:
 
     async def cancel_batch(self, request: web.Request) -> web.Response:
         b = self.s.batches.visible(request.match_info["id"], _viewer(request))
-        b = self.s.batches.cancel(b)
+        b = self.s.batches.runs.cancel(b)
         return json(await self._batch(b))
 
     async def list_batches(self, request: web.Request) -> web.Response:
@@ -247,10 +253,10 @@ def make_app(service: Service) -> web.Application:
     app.add_routes(Api(service).routes())
     anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)
     app.add_routes(anthropic.routes())
-    app.add_routes(live.LiveApi(service.batches.gateway, service.batches.clock).routes())
-    if isinstance(service.batches, Jobs):  # the native job API (`jobs_api`)
-        app.add_routes(jobs_api.JobsApi(service.batches, _owner_and_viewer).routes())
-        app.add_routes(metrics_route.MetricsRoute(service.batches).routes())  # no key: nothing secret
-        app.add_routes(Dashboard(service.batches, _owner_and_viewer, service.ring).routes())
-    app.add_routes(openapi.routes(min(service.batches.config.route_models(), default=None)))
+    parts = service.batches.parts
+    app.add_routes(live.LiveApi(parts.gateway, parts.clock).routes())
+    app.add_routes(jobs_api.JobsApi(service.jobs, _owner_and_viewer).routes())  # the native job API
+    app.add_routes(metrics_route.MetricsRoute(service.jobs.runs).routes())  # no key: nothing secret
+    app.add_routes(Dashboard(service.jobs, _owner_and_viewer, service.ring).routes())
+    app.add_routes(openapi.routes(min(parts.config.route_models(), default=None)))
     return app

@@ -25,16 +25,18 @@ from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.store.location import StoreLocation, open_store
 from batchgate.quota.store.location import StoreSpec
 from batchgate.server.app import Service, make_app
-from batchgate.server.batches import MAX_JOBS
-from batchgate.server.body_limits import DEFAULT as DEFAULT_LIMITS
-from batchgate.server.body_limits import BodyLimits
+from batchgate.server.batch_api.batches import Batches
+from batchgate.server.batch_api.files import Files
+from batchgate.server.batch_api.run_parts import MAX_JOBS, RunParts
+from batchgate.server.batch_api.runs import Runs
+from batchgate.server.batch_api.shapes import WINDOW_S
 from batchgate.server.callbacks.delivery import Callbacks, CallbackSettings
-from batchgate.server.files import Files
-from batchgate.server.job_table import JobTable
-from batchgate.server.native import Jobs
-from batchgate.server.quota_ring import QuotaRing
-from batchgate.server.registry import REGISTRY_FILE, Registry
-from batchgate.server.shapes import WINDOW_S
+from batchgate.server.door.body_limits import DEFAULT as DEFAULT_LIMITS
+from batchgate.server.door.body_limits import BodyLimits
+from batchgate.server.job_api.job_table import JobTable
+from batchgate.server.job_api.native import Jobs, JobTerms
+from batchgate.server.tenancy.registry import REGISTRY_FILE, Registry
+from batchgate.server.views.quota_ring import QuotaRing
 
 LISTENING_PREFIX = "batchgate serve listening on "
 DEFAULT_DATA = Path(".batchgate") / "server"
@@ -90,7 +92,7 @@ async def serve(
             async with Gateway(config, clock=clock, quota_store=quota_store) as gateway:
                 files = Files(registry, place.folder / "files", clock, limits.upload)
                 hooks = Callbacks(registry, clock, callbacks)
-                batches = Jobs(
+                parts = RunParts(
                     registry,
                     files,
                     store,
@@ -103,18 +105,18 @@ async def serve(
                     expire_after_s=expire_after_s,
                     max_jobs=max_jobs,
                     callbacks=hooks,
-                    table=table,
+                    timeline_s=sample_every_s,
                 )
-                batches.timeline_s = sample_every_s
+                jobs = Jobs(Runs(parts, JobTerms(table, config)), table)
                 ring = QuotaRing(gateway, clock, sample_every_s)
                 hooks.start()  # the events a stopped server left pending
                 ring.start()
                 try:
-                    service = Service(registry, files, batches, ring, limits)
+                    service = Service(registry, files, Batches(jobs.runs), jobs, ring, limits)
                     await _listen(service, host, port, stopping, ready)
                 finally:
                     ring.close()
-                    await batches.close()
+                    await jobs.close()
                     await hooks.close()
         finally:
             await store.close()
@@ -131,7 +133,7 @@ async def _listen(
     try:
         site = web.TCPSite(runner, host, port, reuse_address=True)
         await site.start()
-        service.batches.resume_all()
+        service.jobs.resume_all()
         ready(f"{LISTENING_PREFIX}http://{host}:{int(runner.addresses[0][1])}")
         with _signals(stopping):
             await stopping.wait()

@@ -5,8 +5,9 @@ A `BatchRun` processes its items progressively: item i (0-based) of n is done at
 `start + processing_seconds × (i + 1) / n`. Nothing polls: the run holds two clock timers (the end
 of processing and the end of the completion window) and catches up lazily whenever it is observed
 (`advance(now)`), so a GET in the middle of a run sees exactly the items due by then. An item is
-answered with the emulator's own chat validation and content (`content.answer`/`fit` and the
-family's `success_body`), so a batch answer equals the live answer to the same request.
+answered with the emulator's own validation and content for its endpoint (`content.answer`/`fit`
+and `openai_endpoints.answer_for`: chat, embeddings, responses or completions on the OpenAI family),
+so a batch answer equals the live answer to the same request.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Literal
 from batchgate.clock import Clock, TimerHandle
 from batchgate.emulator.config import BatchConfig
 from batchgate.emulator.content import answer, fit
+from batchgate.emulator.openai_endpoints import answer_for, parse_for
 from batchgate.emulator.provider import EmulatedProvider
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest, refuse_fields
 
@@ -31,13 +33,13 @@ DOCUMENTED_LIMITS = {"openai": (50_000, 200 * 1024 * 1024), "anthropic": (100_00
 
 @dataclass(slots=True)
 class BatchItem:
-    """One request of a batch: valid (`request`) or refused by chat validation (`error`)."""
+    """One request of a batch: valid (`request`) or refused by its endpoint's validation (`error`)."""
 
     custom_id: str
     request: ParsedRequest | None = None
     error: ApiError | None = None
     outcome: Outcome = "pending"
-    body: bytes | None = None  # the chat response body, once succeeded
+    body: bytes | None = None  # the response body in its endpoint's shape, once succeeded
     output_tokens: int = 0
 
 
@@ -151,9 +153,8 @@ class BatchRun:
                 self._stats.requests_errored += 1
             else:
                 text, tokens, cut = fit(answer(req.prompt), req.max_tokens, family.count_text)
-                item.body = family.success_body(
-                    req, text, tokens, cut, f"{family.id_prefix}{self._id_prefix}{i:06x}", self._clock.wall()
-                )
+                body_id = f"{family.id_prefix}{self._id_prefix}{i:06x}"
+                item.body = answer_for(family, req, text, tokens, cut, body_id, self._clock.wall())
                 item.outcome = "succeeded"
                 item.output_tokens = tokens * req.n
                 self.succeeded += 1
@@ -280,11 +281,11 @@ class BatchProvider:
             on_end=ended,
         )
 
-    def parse_item(self, custom_id: str, body: Any) -> BatchItem:
-        """A batch item: the chat body validated exactly as the live endpoint would."""
+    def parse_item(self, custom_id: str, body: Any, endpoint: str = "chat") -> BatchItem:
+        """A batch item: the body validated exactly as the live `endpoint` would."""
         try:
             refuse_fields(body, self.runtime.config.reject_fields)
-            return BatchItem(custom_id, request=self.family.parse(body, self.runtime.config))
+            return BatchItem(custom_id, request=parse_for(self.family, endpoint, body, self.runtime.config))
         except ApiError as err:
             return BatchItem(custom_id, error=err)
 

@@ -4,9 +4,11 @@ output files a batch writes, and the structural validation of a batch input file
 
 An upload over the provider's batch limits (requests or bytes) is refused with a 400. Validation
 (`parse_input`) names every bad line the way `errors.data` does: invalid JSON, a missing or
-duplicate custom_id, a method other than POST, a url other than the batch endpoint, a body that is
-not an object, a model that differs from the batch's. A line that passes becomes a `BatchItem`,
-validated as a chat request by the live endpoint's own rules.
+duplicate custom_id, a method other than POST, a url other than the batch's endpoint (one endpoint
+per batch, /work/shared/PROTOCOLS.md "Other endpoints"), a body that is not an object, a model that
+differs from the batch's; an `/v1/embeddings` batch holding more than 50,000 embedding inputs across
+its requests fails whole. A line that passes becomes a `BatchItem`, validated by the live rules of
+the batch's endpoint (chat, embeddings, responses or completions).
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from aiohttp import BodyPartReader, web
 
 from batchgate.emulator.batch.core import BatchItem, BatchProvider, StoredFile
 from batchgate.emulator.batch.http import Route, json_response
+from batchgate.emulator.openai_endpoints import PATHS
 from batchgate.emulator.wire import ApiError
 
-ENDPOINT = "/v1/chat/completions"
+ENDPOINTS = {path: endpoint for endpoint, path in PATHS.items()}  # a batch's `endpoint` → its name
+MAX_BATCH_EMBEDDING_INPUTS = 50_000
 
 
 def _invalid(message: str, param: str | None = None, code: str | None = None, status: int = 400) -> ApiError:
@@ -124,8 +128,11 @@ class OpenAIFiles:
         return stored.id
 
 
-def parse_input(data: bytes, bp: BatchProvider) -> tuple[list[BatchItem], list[dict[str, Any]], str | None]:
-    """The items of a batch input file, the validation errors (`errors.data`) and the batch's model."""
+def parse_input(
+    data: bytes, bp: BatchProvider, url: str
+) -> tuple[list[BatchItem], list[dict[str, Any]], str | None]:
+    """The items of a batch input file for the batch endpoint `url`, the validation errors
+    (`errors.data`) and the batch's model."""
     items: list[BatchItem] = []
     errors: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -141,7 +148,7 @@ def parse_input(data: bytes, bp: BatchProvider) -> tuple[list[BatchItem], list[d
                 line_error("invalid_json_line", "This line is not parseable as valid JSON.", None, number)
             )
             continue
-        problem = _line_problem(obj, seen)
+        problem = _line_problem(obj, seen, url)
         if problem is not None:
             errors.append(line_error(*problem, number))
             continue
@@ -162,7 +169,20 @@ def parse_input(data: bytes, bp: BatchProvider) -> tuple[list[BatchItem], list[d
                     )
                 )
                 continue
-        items.append(bp.parse_item(custom_id, body))
+        items.append(bp.parse_item(custom_id, body, ENDPOINTS[url]))
+    inputs = sum(
+        len(i.request.inputs) for i in items if i.request is not None and i.request.endpoint == "embeddings"
+    )
+    if inputs > MAX_BATCH_EMBEDDING_INPUTS:
+        errors.append(
+            line_error(
+                "too_many_embedding_inputs",
+                f"The batch holds {inputs} embedding inputs; an /v1/embeddings batch may hold at most "
+                f"{MAX_BATCH_EMBEDDING_INPUTS} across all its requests.",
+                None,
+                None,
+            )
+        )
     if len(lines) > bp.max_requests:
         errors.append(line_error("too_many_requests", "The file holds too many requests.", None, None))
     if not lines:
@@ -174,7 +194,7 @@ def line_error(code: str, message: str, param: str | None, line: int | None) -> 
     return {"code": code, "message": message, "param": param, "line": line}
 
 
-def _line_problem(obj: Any, seen: set[str]) -> tuple[str, str, str | None] | None:
+def _line_problem(obj: Any, seen: set[str], url: str) -> tuple[str, str, str | None] | None:
     """What is structurally wrong with one input line (code, message, param), or None."""
     if not isinstance(obj, dict):
         return "invalid_json_line", "This line is not a JSON object.", None
@@ -190,7 +210,7 @@ def _line_problem(obj: Any, seen: set[str]) -> tuple[str, str, str | None] | Non
         )
     if obj.get("method") != "POST":
         return "invalid_method", "The method of a batch request must be POST.", "method"
-    if obj.get("url") != ENDPOINT:
+    if obj.get("url") != url:
         return "invalid_url", "The URL provided for this request does not match the batch endpoint.", "url"
     if not isinstance(obj.get("body"), dict):
         return "invalid_request", "The body of a batch request must be a JSON object.", "body"

@@ -4,8 +4,11 @@
 Lifecycle: a created batch is `validating` until the next clock tick, then `in_progress` (or
 `failed`, with `errors.data` from `batch_files.parse_input`); then `completed`, `expired` (the
 window ended: done lines are returned, the rest get `batch_expired`), or `cancelling` → `cancelled`
-(done lines are kept, the rest get `batch_cancelled`). A line whose body fails chat validation is
-answered in the error file with the status and body the live endpoint gives. Creation is refused
+(done lines are kept, the rest get `batch_cancelled`). A batch names one `endpoint` (chat,
+embeddings, responses or completions: /work/shared/PROTOCOLS.md, "one endpoint per batch"); every
+line's url must be it, and each line is answered in that endpoint's body shape with its usage. A
+line whose body fails the endpoint's validation is answered in the error file with the status and
+body the live endpoint gives. Creation is refused
 with a 429 (`token_limit_exceeded`) when the batch's prompt tokens would pass the provider's
 enqueued-token limit, with a 400 when they alone pass it. Output lines come in a deterministic
 shuffled order, as the real files are unordered.
@@ -22,7 +25,7 @@ import orjson
 from aiohttp import web
 
 from batchgate.emulator.batch.core import BatchItem, BatchProvider, BatchRun
-from batchgate.emulator.batch.files import ENDPOINT, OpenAIFiles, line_error, parse_input
+from batchgate.emulator.batch.files import ENDPOINTS, OpenAIFiles, line_error, parse_input
 from batchgate.emulator.batch.http import Route, json_object, json_response, page
 from batchgate.emulator.wire import ApiError
 
@@ -38,17 +41,18 @@ def _invalid(message: str, param: str | None = None, code: str | None = None, st
     return ApiError(status, "invalid_request_error", message, param=param, code=code)
 
 
-def _create_fields(body: dict[str, Any]) -> tuple[str, Any]:
-    """The input file id and metadata of a create request, its endpoint and window checked."""
+def _create_fields(body: dict[str, Any]) -> tuple[str, str, Any]:
+    """The input file id, endpoint and metadata of a create request, its window checked."""
     file_id = body.get("input_file_id")
     if not isinstance(file_id, str):
         raise _invalid(
             "Missing required parameter: 'input_file_id'.", "input_file_id", "missing_required_parameter"
         )
     endpoint, window = body.get("endpoint"), body.get("completion_window")
-    if endpoint != ENDPOINT:
+    if endpoint not in ENDPOINTS:
+        supported = ", ".join(f"'{path}'" for path in ENDPOINTS)
         raise _invalid(
-            f"Invalid value: {endpoint!r}. Supported values are: '{ENDPOINT}'.",
+            f"Invalid value: {endpoint!r}. Supported values are: {supported}.",
             "endpoint",
             "invalid_value",
         )
@@ -63,12 +67,13 @@ def _create_fields(body: dict[str, Any]) -> tuple[str, Any]:
         not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values())
     ):
         raise _invalid("Invalid 'metadata': expected an object of strings.", "metadata", "invalid_type")
-    return file_id, metadata
+    return file_id, endpoint, metadata
 
 
 @dataclass(slots=True)
 class OpenAIBatch:
     id: str
+    endpoint: str
     input_file_id: str
     metadata: dict[str, Any] | None
     created_at: int
@@ -111,7 +116,7 @@ class OpenAIBatch:
         return {
             "id": self.id,
             "object": "batch",
-            "endpoint": ENDPOINT,
+            "endpoint": self.endpoint,
             "model": self.model,
             "errors": None if self.errors is None else {"object": "list", "data": self.errors},
             "input_file_id": self.input_file_id,
@@ -162,18 +167,18 @@ class OpenAIBatchAPI:
             _invalid("We could not parse the JSON body of your request."),
             _invalid("The request body must be a JSON object."),
         )
-        file_id, metadata = _create_fields(body)
+        file_id, endpoint, metadata = _create_fields(body)
         stored = self.bp.files.get(file_id)
         if stored is None:
             raise _invalid(f"No such File object: {file_id}", "input_file_id", status=404)
-        items, errors, model = parse_input(stored.data, self.bp)
+        items, errors, model = parse_input(stored.data, self.bp, endpoint)
         if self.bp.config.fail_validation:
             errors.append(line_error("invalid_file", "The batch input file failed validation.", None, None))
         now, wall = self.bp.clock.now(), self._wall()
         batch_id = f"batch_{self._next_id():024x}"
         window_end = wall + int(self.bp.window_seconds)
         record = OpenAIBatch(
-            batch_id, file_id, metadata, wall, window_end, model, 0 if errors else len(items)
+            batch_id, endpoint, file_id, metadata, wall, window_end, model, 0 if errors else len(items)
         )
         if errors:
             record.errors = errors

@@ -1,14 +1,16 @@
 """Running a job's tasks through provider Batch APIs instead of live calls, durably.
 
-`BatchModeRunner` groups claimed tasks by the provider and model of their route's batch target,
-cuts them into batches within the provider's count and size limits, submits each (waiting out a
-429 on the enqueued-token quota), records every handle in the job store (`batch_ledger`) before
-anything else, polls all batches at once, and turns their results into the same OUT lines as live
-calls (`batch_outcomes`). Expired, cancelled or transiently failed items go into one new batch, or
-back to the caller to be sent live when the deadline is near or they were batched twice already.
-After a restart, `resume` re-claims and polls the recorded batches instead of submitting again.
-The runner commits outcomes itself (before marking a batch done); its `events` (`BatchEvents`)
-only observe them, and hear first of each answer the output check (`check`) refused.
+`BatchModeRunner` groups claimed tasks by the provider and model of their route's batch target and
+by endpoint (chat, embeddings, responses, completions: the OpenAI Batch API takes one endpoint per
+batch, /work/shared/PROTOCOLS.md), cuts them into batches within the provider's count and size
+limits, submits each (waiting out a 429 on the enqueued-token quota), records every handle in the
+job store (`batch_ledger`) before anything else, polls all batches at once, and turns their
+results into the same OUT lines as live calls (`batch_outcomes`). Expired, cancelled or
+transiently failed items go into one new batch, or back to the caller to be sent live when the
+deadline is near or they were batched twice already. After a restart, `resume` re-claims and
+polls the recorded batches instead of submitting again. The runner commits outcomes itself
+(before marking a batch done); its `events` (`BatchEvents`) only observe them, and hear first of
+each answer the output check (`check`) refused.
 
 How a job run uses it (one runner per run, sharing the run's aiohttp session):
 
@@ -37,6 +39,7 @@ import aiohttp
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig, ProviderConfig
+from batchgate.endpoints import CHAT, endpoint_of
 from batchgate.errors import BadRequestError, JobError
 from batchgate.jobs.batch.events import BatchEvents, NoEvents
 from batchgate.jobs.batch.ledger import BatchLedger, BatchRecord
@@ -168,19 +171,22 @@ class BatchModeRunner:
 
     async def submit(self, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
         """Run claimed `tasks` through Batch APIs to the end and commit their outcomes; returns
-        the tasks to send live instead (no batch target, deadline near, batched twice already)."""
+        the tasks to send live instead (no batch target, deadline near, batched twice already).
+        A batch holds one endpoint's tasks; a task of another endpoint than chat whose batch
+        target is not OpenAI's goes live (Anthropic's batch answers come back as chat)."""
         live: list[TaskSpec] = []
-        groups: dict[tuple[str, str], list[TaskSpec]] = {}
+        groups: dict[tuple[str, str, str], list[TaskSpec]] = {}
         routes = {r.model: r for r in self.config.routes}
         for spec in tasks:
             route = routes.get(spec.body.get("model"))  # type: ignore[arg-type]
             target = batch_target(route, self.config) if route is not None else None
-            if target is None:
+            endpoint = endpoint_of(spec.body)
+            if target is None or (endpoint != CHAT and target[0].kind != "openai"):
                 live.append(spec)
             else:
-                groups.setdefault((target[0].name, target[1]), []).append(spec)
+                groups.setdefault((target[0].name, target[1], endpoint), []).append(spec)
         self.stats.sent_live += len(live)
-        await self._all([self._run_group(p, m, specs, 1, live) for (p, m), specs in groups.items()])
+        await self._all([self._run_group(p, m, specs, 1, live) for (p, m, _), specs in groups.items()])
         return live
 
     async def cancel_all(self) -> None:
@@ -226,7 +232,8 @@ class BatchModeRunner:
     async def _run_group(
         self, provider: str, model: str, specs: list[TaskSpec], round_no: int, live: list[TaskSpec]
     ) -> None:
-        """Split `specs` into batches, create each (one after the other), follow them all."""
+        """Split `specs` (one endpoint's) into batches, create each (one after the other), follow
+        them all."""
         client = self._client(provider)
         requests = [BatchRequest(custom_id_for(s.seq), wire_body(s.body)) for s in specs]
         try:

@@ -20,18 +20,34 @@ from batchgate.jobs.graph.inputs import InputItem
 from batchgate.jobs.graph.spec import Graph, Step
 from batchgate.jobs.graph.template import Template
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
+from batchgate.models import answer_text
 
 
-def answer_of(output_line: bytes | None) -> str | None:
-    """The answer text of a stored OUT line (OpenAI chat shape), None when it holds none."""
+def _answer_body(output_line: bytes | None) -> Any:
     if not output_line:
         return None
     try:
-        line = orjson.loads(output_line)
-        content = line["response"]["body"]["choices"][0]["message"]["content"]
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+        return orjson.loads(output_line)["response"]["body"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
         return None
-    return content if isinstance(content, str) else None
+
+
+def answer_of(output_line: bytes | None) -> str | None:
+    """The answer text of a stored OUT line (a chat, Responses or completions answer), None when
+    it holds none (an embeddings answer holds vectors: `vectors_of`)."""
+    body = _answer_body(output_line)
+    return answer_text(body) if isinstance(body, dict) else None
+
+
+def vectors_of(output_line: bytes | None) -> list[Any] | None:
+    """The vectors of a stored embeddings OUT line, in input order (each as the provider gave it:
+    floats, or a base64 string), None when it is not an embeddings answer."""
+    body = _answer_body(output_line)
+    data = body.get("data") if isinstance(body, dict) and body.get("object") == "list" else None
+    if not isinstance(data, list) or not all(isinstance(d, dict) and "embedding" in d for d in data):
+        return None
+    ordered = sorted(data, key=lambda d: d.get("index", 0) if isinstance(d.get("index"), int) else 0)
+    return [d["embedding"] for d in ordered]
 
 
 class GraphTasks:

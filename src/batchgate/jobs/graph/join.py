@@ -2,7 +2,9 @@
 by side, and the figures that compare the steps (routes) for the report.
 
 A joined line: `{"custom_id", "line", "answers": {STEP: {"status", "answer", "route", "provider",
-"usage", "latency_ms", "cost_usd", "attempts", "error"}}, "agreement"}`. A step's status is
+"usage", "latency_ms", "cost_usd", "attempts", "error"}}, "agreement"}`; a step that answered an
+embeddings request (a fan-out of `/v1/embeddings` lines) also carries its vectors, in input order,
+as `"embeddings": [vector, ...]` (its `answer` is null: a vector is not text). A step's status is
 `succeeded`, `failed`, `skipped` (its condition was false: nothing was sent), or `blocked` (a step
 it needs failed). `agreement` (fan-out only) is the share of routes giving the most common answer
 when every answer is a label (a word or three), else null. Items with a step still pending are
@@ -16,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from batchgate.jobs.graph.expand import GraphTasks, answer_of
+from batchgate.jobs.graph.expand import GraphTasks, answer_of, vectors_of
 from batchgate.jobs.graph.spec import FANOUT, normalise_answer
 from batchgate.jobs.store.protocol import TaskRecord, TaskState
 from batchgate.request_fields import task_metadata
@@ -71,6 +73,9 @@ def _entry(rec: TaskRecord) -> tuple[dict[str, Any], int, int]:
         "attempts": rec.attempts,
         "error": None if ok else (line.get("error") or {"message": rec.error}),
     }
+    vectors = vectors_of(rec.output_line) if ok else None
+    if vectors is not None:
+        entry["embeddings"] = vectors
     return entry, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
 
 

@@ -5,7 +5,6 @@ input and the store after a restart, and each step's own output check."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from batchgate.config import GatewayConfig
 from batchgate.errors import ConfigError, JobError
@@ -14,8 +13,6 @@ from batchgate.jobs.graph.inputs import InputItem, read_items
 from batchgate.jobs.graph.spec import FANOUT, Graph, fanout_graph, load_pipeline
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.store.protocol import JobRecord, JobStore
-
-GRAPH_OPTION = "graph"
 
 
 def requested_graph(
@@ -52,8 +49,8 @@ def check_routes(graph: Graph, config: GatewayConfig, source: str) -> None:
 def job_graph(requested: Graph | None, job: JobRecord | None) -> Graph | None:
     """The graph a run uses: the one asked for, else the one the job remembers. A job started with
     another graph (or none) is refused: its tasks would not match."""
-    stored = job.options.get(GRAPH_OPTION) if job is not None else None
-    remembered = Graph.from_dict(stored) if isinstance(stored, dict) else None
+    stored = job.options.graph if job is not None else None
+    remembered = Graph.from_dict(dict(stored)) if stored is not None else None
     if job is None or requested is None:
         return requested if job is None else remembered
     if remembered != requested:
@@ -62,10 +59,6 @@ def job_graph(requested: Graph | None, job: JobRecord | None) -> Graph | None:
             f"job {job.job_id} was started with {what}; write to a different --output to start a new job"
         )
     return requested
-
-
-def graph_options(graph: Graph | None) -> dict[str, Any]:
-    return {} if graph is None else {GRAPH_OPTION: graph.to_dict()}
 
 
 def input_items(path: Path, graph: Graph) -> list[InputItem]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from batchgate.errors import ConfigError
+from batchgate.errors import ConfigError, JobSpecError
 
 CHECK_SECONDS = 2.0  # the most one answer's check may take; past it the answer fails its check
 TIMED_OUT = f"the output check took longer than {CHECK_SECONDS:g} s on this answer"
@@ -118,3 +118,29 @@ class OutputCheck:
                 path = "/".join(str(p) for p in error.absolute_path) or "(root)"
                 return f"the answer fails the schema at {path}: {error.message[:200]}"
         return None
+
+
+def check_compiles(regex: str | None, schema: Mapping[str, Any] | None) -> None:
+    """A job's output check compiled as its run will compile it (`JobSpecError` naming
+    `validate.regex` / `validate.schema`: 422 for a well-formed one that cannot be used); the
+    `check_output` of `config.job_spec.parse_job_spec` for a tenant's job."""
+    if regex is not None:
+        from batchgate.jobs.io import safe_regex  # noqa: PLC0415 — start-up: only for a job with a regex
+
+        try:
+            safe_regex.compile_pattern(regex)
+        except (ValueError, TypeError) as exc:
+            raise JobSpecError("validate.regex", f"not a regular expression ({exc})", 422) from None
+    if schema is not None:
+        from batchgate.jobs.io import schema_check  # noqa: PLC0415 — start-up: only for a job with a schema
+
+        try:
+            schema_check.compile_schema(schema)
+        except schema_check.SchemaInvalid as exc:
+            raise JobSpecError("validate", str(exc), exc.status) from None
+        except schema_check.SchemaRefused as exc:
+            raise JobSpecError("validate.schema", str(exc), exc.status) from None
+        except Exception as exc:  # a schema the validator library cannot even read: said by kind only
+            raise JobSpecError(
+                "validate.schema", f"not a usable JSON Schema ({type(exc).__name__})", 422
+            ) from None

@@ -65,6 +65,8 @@ class Progress:
     `cost_by_provider` counts live and batch answers; `batch_cost_by_provider` the batch ones only.
     `batch_view`, set by a run with batch mode, returns its open batches and batch counters.
     `tallies` count the job's own live attempts per provider (`provider_figures.tally_result`).
+    Its fields are written only through its methods (the engine, a live task, batch mode and the
+    tallies call them); displays, reports and metrics read the fields.
     """
 
     started: float
@@ -114,6 +116,34 @@ class Progress:
         before = self.done_before // len(self.step_sizes)
         left = {k: max(0, n - before - ended.get(k, 0)) for k, n in self.step_sizes.items()}
         return self.eta.observe(now, ended, left)
+
+    def begin(self, total: int, before: Before) -> None:
+        """The job's tasks and what earlier runs left of them, read as the run starts."""
+        self.total, self.done_before, self.before = total, before.succeeded + before.failed, before
+
+    def grow(self, added: int) -> None:
+        """Tasks a pipeline's later steps added as earlier ones ended."""
+        self.total += added
+
+    def expect_steps(self, sizes: dict[str, int]) -> None:
+        """A graph job: the most tasks each step may hold (for the ETA)."""
+        self.step_sizes = sizes
+
+    def watch_batches(self, view: Callable[[], dict[str, Any]]) -> None:
+        """A run with batch mode: where its open batches and batch counters are read."""
+        self.batch_view = view
+
+    def sending(self, delta: int) -> None:
+        """A call went out (+1) or came back (-1)."""
+        self.in_flight += delta
+
+    def charge_retry(self, tokens: int) -> None:
+        """A failed attempt's billed tokens."""
+        self.retry_extra_tokens += tokens
+
+    def latency_hist(self, provider: str) -> dict[str, int]:
+        """The job's latency histogram for `provider` (made on its first attempt)."""
+        return self.latency.setdefault(provider, {})
 
     def record(self, outcome: TaskOutcome, step: str | None = None) -> None:
         """A task's outcome, live or batch: counted done (for its step), and the kept answer's tokens."""

@@ -54,7 +54,7 @@ def tally_result(progress: Progress, result: Result) -> None:
     A failed attempt followed by another attempt of the same request counts as a retry."""
     last = len(result.attempts) - 1
     for i, attempt in enumerate(result.attempts):
-        hist_add(progress.latency.setdefault(attempt.provider, {}), attempt.latency_ms)
+        hist_add(progress.latency_hist(attempt.provider), attempt.latency_ms)
         tally = progress.tally(attempt.provider)
         tally.attempts += 1
         tally.latency_ms += attempt.latency_ms

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from batchgate.config.job_spec import spec_line
 from batchgate.jobs.io.batch_figures import merge_batch_stats
 from batchgate.jobs.io.progress import MAX_LISTED_INVALID, Progress
 from batchgate.jobs.io.provider_figures import (
@@ -45,9 +46,6 @@ _ADDITIVE = (
     "validation_tokens",
     "unreachable_attempts",
 )
-
-
-PRICE_NOTES_OPTION = "price_notes"  # the job option: model → "price from the built-in table of DATE"
 
 
 def run_segment(
@@ -150,6 +148,7 @@ def build_report(
             errors_by_kind[kind] = errors_by_kind.get(kind, 0) + n
     return {
         "batch_id": job.job_id,
+        "job": job.options.spec.shown(),  # name, priority, metadata, schedule (`config.job_spec`)
         "status": job.status,
         "stop_reason": job.stop_reason,
         "input": job.input_path,
@@ -166,10 +165,10 @@ def build_report(
         "providers": providers,
         "errors_by_kind": errors_by_kind,
         "unreachable": unreachable_lines(providers),
-        "skipped_invalid_lines": int(job.options.get("skipped_lines", 0)),
-        "prices": dict(job.options.get(PRICE_NOTES_OPTION) or {}),  # model → where its price came from
-        "skipped_lines": list(job.options.get("skipped_first", [])),  # the first; all in the errors file
-        "errors_file": job.options.get("errors_path"),
+        "skipped_invalid_lines": job.options.skipped_lines,
+        "prices": dict(job.options.price_notes),  # model → where its price came from
+        "skipped_lines": [dict(p) for p in job.options.skipped_first],  # the first; all in the errors file
+        "errors_file": job.options.errors_path,
         "rate_limited": sum(p["rate_limited"] for p in providers.values()),
         "retries": sum(p["retries"] for p in providers.values()),
         "token_usage": {
@@ -327,7 +326,7 @@ def fold_open_segment(segments: list[dict[str, Any]], open_blob: bytes | None) -
 def render_summary(report: dict[str, Any]) -> str:
     """A plain-text table (no colour codes) for the end of a run and `batchgate report`."""
     lines = [
-        f"job {report['batch_id']}: {report['status']}"
+        f"job {report['batch_id']}{spec_line(report.get('job') or {})}: {report['status']}"
         + (f" ({report['stop_reason']})" if report.get("stop_reason") else ""),
         f"  {report['success_count']} succeeded, {report['failed_count']} failed, "
         f"{report['pending_count']} pending of {report['task_total']}  ·  "

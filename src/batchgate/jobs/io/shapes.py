@@ -62,13 +62,16 @@ def _line_metadata(obj: dict[str, Any], request_keys: frozenset[str]) -> dict[st
     return meta
 
 
-def live_body(obj: dict[str, Any], *, anthropic: bool) -> dict[str, Any]:
-    """The chat body of one live request (`batchgate serve`'s proxy): an OpenAI chat body as
+def live_body(obj: dict[str, Any], *, anthropic: bool, endpoint: str = CHAT) -> dict[str, Any]:
+    """The body of one live request to `endpoint` (`batchgate serve`'s proxy): an OpenAI body as
     it is, or Anthropic Messages params translated as a batch line's are; checked the same way.
-    `stream` is the caller's to take off first."""
-    body = _from_anthropic(obj) if anthropic else dict(obj)
+    The endpoint is the route's, never the body's (an `ENDPOINT_KEY` in it is dropped). `stream`
+    is the caller's to take off first."""
+    body = _from_anthropic(obj) if anthropic else {k: v for k, v in obj.items() if k != ENDPOINT_KEY}
     for key in OWN_FIELDS.intersection(body):
         del body[key]
+    if endpoint != CHAT:
+        body[ENDPOINT_KEY] = endpoint
     _check_body(body)
     return body
 

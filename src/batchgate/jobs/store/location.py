@@ -8,10 +8,10 @@ here and never carries a password.
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from batchgate.errors import JobError, StoreError
 from batchgate.jobs.store.protocol import DEFAULT_STORE, JobStore
+from batchgate.urls import without_password
 
 __all__ = [
     "DEFAULT_STORE",
@@ -22,16 +22,15 @@ __all__ = [
     "parse_location",
     "resume_hint",
     "store_exists",
-    "without_password",
 ]
 
 StoreLocation = Path | str  # a str is always a postgresql:// URL
-_URL_SCHEMES = ("postgresql://", "postgres://")
+URL_SCHEMES = ("postgresql://", "postgres://")  # a job store at one of these is Postgres
 
 
 def parse_location(text: str | Path) -> StoreLocation:
     """A `--store` or `job.store` value: a Postgres URL stays a string, anything else is a path."""
-    if isinstance(text, str) and text.startswith(_URL_SCHEMES):
+    if isinstance(text, str) and text.startswith(URL_SCHEMES):
         return text
     return Path(text)
 
@@ -60,17 +59,6 @@ def resume_hint(location: StoreLocation) -> str:
     if isinstance(location, str):
         return f" --store {without_password(location)}"
     return f" --store {location.resolve()}"
-
-
-def without_password(url: str) -> str:
-    """The URL with any password taken out (libpq then reads PGPASSWORD or ~/.pgpass)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        host = netloc.rsplit("@", 1)[1]
-        netloc = f"{parts.username}@{host}" if parts.username else host
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 async def open_store(location: StoreLocation, *, create: bool) -> JobStore:

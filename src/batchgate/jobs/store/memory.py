@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import copy
 import heapq
-import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from batchgate.clock import wall_time
 from batchgate.errors import JobError, JobLockedError, LeaseLostError
+from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.protocol import (
     TERMINAL_STATES,
     Chunk,
@@ -71,7 +72,7 @@ class _Job:
 class MemoryJobStore:
     """Jobs in a dict; nothing survives the process."""
 
-    def __init__(self, *, wall: Callable[[], float] = time.time) -> None:
+    def __init__(self, *, wall: Callable[[], float] = wall_time) -> None:
         self._wall = wall
         self._jobs: dict[str, _Job] = {}
         self._locked: set[str] = set()
@@ -105,7 +106,7 @@ class MemoryJobStore:
         status: str | None = None,
         stop_reason: str | None = None,
         input_sha256: str | None = None,
-        options: dict[str, Any] | None = None,
+        options: JobOptions | None = None,
         task_total: int | None = None,
     ) -> None:
         job = self._job(job_id)

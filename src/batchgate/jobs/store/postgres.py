@@ -10,7 +10,6 @@ session advisory locks (`postgres_locks`). Chunk leases live in `postgres_chunks
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Any
@@ -19,10 +18,12 @@ import orjson
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from batchgate.clock import wall_time
 from batchgate.errors import JobError, StoreError
+from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.postgres_chunks import PgChunks, complete_params
 from batchgate.jobs.store.postgres_locks import PgJobLocks
-from batchgate.jobs.store.postgres_schema import Q, display_url, prepare, store_error
+from batchgate.jobs.store.postgres_schema import Q, prepare, store_error
 from batchgate.jobs.store.protocol import (
     JobRecord,
     TaskOutcome,
@@ -32,6 +33,7 @@ from batchgate.jobs.store.protocol import (
     check_outcome,
     check_status,
 )
+from batchgate.urls import without_password
 
 _ADD_CHUNK = 10_000
 _READ_CHUNK = 1_000
@@ -51,7 +53,7 @@ class PgJobStore(PgChunks):
     ) -> None:
         self._url = url
         self.schema = schema
-        self.where = f"{display_url(url)} (schema {schema})"
+        self.where = f"{without_password(url)} (schema {schema})"
         self._pool = pool
         self._wall = wall
         self._lease_clock = lease_clock
@@ -64,12 +66,12 @@ class PgJobStore(PgChunks):
         cls,
         url: str,
         *,
-        wall: Callable[[], float] = time.time,
+        wall: Callable[[], float] = wall_time,
         lease_clock: Callable[[], float] | None = None,
         max_connections: int = 4,
     ) -> PgJobStore:
         """Connect, check and migrate. `lease_clock` None: leases run on the server's clock."""
-        where = display_url(url)
+        where = without_password(url)
         try:
             async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
                 schema = await prepare(conn, where)
@@ -120,7 +122,7 @@ class PgJobStore(PgChunks):
 
     async def create_job(self, job: JobRecord) -> None:
         check_status(job.status)
-        params = {**_job_params(job), "options": orjson.dumps(job.options)}
+        params = {**_job_params(job), "options": job.options.to_json()}
         async with self._conn() as conn:
             if await (await conn.execute(Q["job_insert"], params)).fetchone() is None:
                 raise JobError(f"job {job.job_id!r} already exists in {self.where}")
@@ -142,7 +144,7 @@ class PgJobStore(PgChunks):
         status: str | None = None,
         stop_reason: str | None = None,
         input_sha256: str | None = None,
-        options: dict[str, Any] | None = None,
+        options: JobOptions | None = None,
         task_total: int | None = None,
     ) -> None:
         if status is not None:
@@ -152,7 +154,7 @@ class PgJobStore(PgChunks):
             "status": status,
             "stop_reason": stop_reason,
             "input_sha256": input_sha256,
-            "options": None if options is None else orjson.dumps(options),
+            "options": None if options is None else options.to_json(),
             "task_total": task_total,
             "updated_at": self._wall(),
         }
@@ -361,5 +363,5 @@ def _job_record(row: Any) -> JobRecord:
         created_at=float(row[7]),
         updated_at=float(row[8]),
         task_total=int(row[9]),
-        options=dict(orjson.loads(row[10])),
+        options=JobOptions.of_json(row[10]),
     )

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 
 from batchgate.errors import StoreError
 from batchgate.jobs.store.sqlfile import migrations, queries, split_statements
@@ -21,22 +20,6 @@ QUERIES_FILE = "postgres_queries.sql"
 Q = queries(QUERIES_FILE)
 MIGRATIONS = migrations(Q)
 SCHEMA_VERSION = len(MIGRATIONS)
-URL_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_postgres_url(location: object) -> bool:
-    return isinstance(location, str) and location.startswith(URL_SCHEMES)
-
-
-def display_url(url: str) -> str:
-    """`postgresql://user@host:port/db` — what errors and hints may show: never the password."""
-    try:
-        parts = conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "postgresql://(unparsable address)"
-    user = f"{parts['user']}@" if parts.get("user") else ""
-    port = f":{parts['port']}" if parts.get("port") else ""
-    return f"postgresql://{user}{parts.get('host', '')}{port}/{parts.get('dbname', '')}"
 
 
 def lock_key(schema: str, name: str) -> int:

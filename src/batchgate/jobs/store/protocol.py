@@ -33,7 +33,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from batchgate.jobs.store.options import JobOptions  # the config's job spec: loaded by the stores
 
 DEFAULT_STORE = Path(".batchgate") / "jobs.db"  # the job database `batchgate run` uses by default
 
@@ -107,7 +110,7 @@ class JobRecord:
     created_at: float  # wall seconds
     updated_at: float  # wall seconds
     task_total: int
-    options: dict[str, Any]
+    options: JobOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +145,7 @@ class JobStore(Protocol):
         status: str | None = None,
         stop_reason: str | None = None,
         input_sha256: str | None = None,
-        options: dict[str, Any] | None = None,
+        options: JobOptions | None = None,
         task_total: int | None = None,
     ) -> None:
         """Change the given fields (None leaves a field alone; `stop_reason=""` clears the

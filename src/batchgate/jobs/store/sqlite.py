@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import functools
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
@@ -22,8 +21,10 @@ from typing import Any, TypeVar
 
 import orjson
 
+from batchgate.clock import wall_time
 from batchgate.errors import JobError, StoreError
 from batchgate.jobs.store.lockfile import JobLockFile, lock_path_for
+from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.protocol import (
     JobRecord,
     TaskOutcome,
@@ -64,7 +65,7 @@ class SqliteJobStore(SqliteChunks):
 
     @classmethod
     async def open(
-        cls, path: str | Path, *, wall: Callable[[], float] = time.time, busy_timeout: float = 5.0
+        cls, path: str | Path, *, wall: Callable[[], float] = wall_time, busy_timeout: float = 5.0
     ) -> SqliteJobStore:
         """Open (creating with mode 0600 if missing) and migrate the job database at `path`."""
         path = Path(path)
@@ -144,7 +145,7 @@ class SqliteJobStore(SqliteChunks):
         status: str | None = None,
         stop_reason: str | None = None,
         input_sha256: str | None = None,
-        options: dict[str, Any] | None = None,
+        options: JobOptions | None = None,
         task_total: int | None = None,
     ) -> None:
         if status is not None:
@@ -154,7 +155,7 @@ class SqliteJobStore(SqliteChunks):
             "status": status,
             "stop_reason": stop_reason,
             "input_sha256": input_sha256,
-            "options": None if options is None else orjson.dumps(options),
+            "options": None if options is None else options.to_json(),
             "task_total": task_total,
             "updated_at": self._wall(),
         }
@@ -375,7 +376,7 @@ def _job_params(job: JobRecord) -> dict[str, Any]:
         "created_at": job.created_at,
         "updated_at": job.updated_at,
         "task_total": job.task_total,
-        "options": orjson.dumps(job.options),
+        "options": job.options.to_json(),
     }
 
 
@@ -391,5 +392,5 @@ def _job_record(row: Any) -> JobRecord:
         created_at=float(row[7]),
         updated_at=float(row[8]),
         task_total=int(row[9]),
-        options=dict(orjson.loads(row[10])),
+        options=JobOptions.of_json(row[10]),
     )

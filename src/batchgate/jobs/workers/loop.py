@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
+from batchgate.config.job_spec import PRIORITY_RANK
 from batchgate.errors import (
     DispatchStopped,
     JobLockedError,
@@ -45,16 +46,17 @@ from batchgate.jobs.finish import OutputFiles, finish_job
 from batchgate.jobs.guards import BudgetGuard
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.report import REPORT_BLOB, load_segments
+from batchgate.jobs.lifecycle.callback import announce_end
 from batchgate.jobs.live_task import Abandoned, LiveTasks
 from batchgate.jobs.store.protocol import Chunk, JobRecord, JobStore, TaskSpec, TaskState
 from batchgate.jobs.workers.figures import WorkerFigures
 from batchgate.jobs.workers.lease import LeaseKeeper
+from batchgate.logs import INFO, event, get_logger
 from batchgate.quota.store.location import StoreSpec
 from batchgate.stats import GatewayStatistics
 
-WORKERS_OPTION = "workers"  # a job's option: submitted for workers to run
 TAKEN_STATUSES = frozenset({"created", "running"})  # a submitted job in one of these is worked on
-PRIORITY_RANK = {"high": 0, "normal": 1, "low": 2}  # a job's `priority` option (`run --priority`)
+_log = get_logger("job")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,9 +158,9 @@ class Worker:
     async def _jobs(self) -> list[JobRecord]:
         """The submitted jobs in the order their chunks are taken: the highest priority first,
         then the oldest (the store lists them by creation)."""
-        jobs = [j for j in await self.store.list_jobs() if j.options.get(WORKERS_OPTION)]
+        jobs = [j for j in await self.store.list_jobs() if j.options.workers]
         open_jobs = [j for j in jobs if j.status in TAKEN_STATUSES]
-        return sorted(open_jobs, key=lambda j: PRIORITY_RANK.get(j.options.get("priority", ""), 1))
+        return sorted(open_jobs, key=lambda j: PRIORITY_RANK.get(j.options.spec.priority, 1))
 
     async def _claim(self) -> Chunk | None:
         """A chunk of the first submitted job (by priority, then age) that has claimable tasks (None:
@@ -253,6 +255,8 @@ class Worker:
                 self.figures.forget(job_id)
         except JobLockedError:
             return  # the worker holding the lock is finishing it
+        spec = job.options.spec.over(self.config.job.spec)  # its callback, as `run` posts it
+        await announce_end(spec, job_id, 0, self.clock, lambda line: event(_log, INFO, "callback", text=line))
 
 
 def _cancel(tasks: list[asyncio.Task[None]]) -> None:

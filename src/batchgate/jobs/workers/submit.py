@@ -5,6 +5,7 @@ job is marked with the `workers` option, which is what workers look for."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
@@ -21,7 +22,6 @@ from batchgate.jobs.job_setup import (
 )
 from batchgate.jobs.store.location import open_store, store_exists
 from batchgate.jobs.store.protocol import TaskState
-from batchgate.jobs.workers.loop import WORKERS_OPTION
 from batchgate.text import plural
 
 
@@ -31,7 +31,7 @@ async def submit_job(
     """Create (or re-submit) the job for workers; returns its id and the tasks left to run."""
     if req.graph is not None:
         raise JobError("--submit-only does not take fan-out or pipeline jobs yet (workers send plain tasks)")
-    if (req.mode or config.job.mode) == "batch-api":
+    if (req.spec.mode or config.job.mode) == "batch-api":
         raise JobError(
             "--submit-only sends live: workers do not use provider Batch APIs yet (use --mode online)"
         )
@@ -47,14 +47,14 @@ async def submit_job(
             if report is None:
                 report = await unchanged_job_input(store, job_id, req) or check_input(req, config, err)
             job = await prepare_job(store, job_id, req, report, config, clock or LoopClock())
-            if not job.options.get(WORKERS_OPTION):
+            if not job.options.workers:
                 await store.requeue_running(job_id)  # a crashed `batchgate run`'s claims (no lease)
-            if req.retry_failed:
+            if req.spec.retry_failed:
                 err(f"re-queued {plural(await store.requeue_failed(job_id), 'failed item')} of job {job_id}")
             counts = await store.counts(job_id)
             left = counts[TaskState.PENDING] + counts[TaskState.RUNNING]
             status = "created" if left else job.status
-            await store.update_job(job_id, status=status, options={**job.options, WORKERS_OPTION: True})
+            await store.update_job(job_id, status=status, options=replace(job.options, workers=True))
             return job_id, left
     finally:
         await store.close()

@@ -1,6 +1,8 @@
 """The client for the OpenAI Batch API: upload a JSONL file (`purpose=batch`), create the batch on
-`/v1/chat/completions` with a 24 h window, poll it with growing intervals, download the output and
-error files, cancel.
+its requests' endpoint (`/v1/chat/completions`, `/v1/embeddings`, `/v1/responses` or
+`/v1/completions`, as each body names it: `batchgate.endpoints`; one endpoint per batch,
+/work/shared/PROTOCOLS.md) with a 24 h window, poll it with growing intervals, download the output
+and error files, cancel. A result's usage is read in its endpoint's shape.
 
 A failed batch creation deletes the file it uploaded (best effort). Output and error lines are
 turned into `BatchItemResult`s by `openai_item_result`; the status into a `BatchStatus` by
@@ -18,6 +20,7 @@ import orjson
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, TimeoutConfig
+from batchgate.endpoints import PATHS, endpoint_of, wire_body
 from batchgate.errors import ProviderError
 from batchgate.policy.poll import PollPolicy
 from batchgate.providers.batch.base import BatchClientBase
@@ -34,9 +37,8 @@ from batchgate.providers.batch.common import (
     split_for_batches,
 )
 from batchgate.providers.classify import error_fields, malformed
-from batchgate.providers.openai import openai_headers, usage_from_openai
+from batchgate.providers.openai import openai_headers, usage_of_answer
 
-ENDPOINT = "/v1/chat/completions"
 COMPLETION_WINDOW = "24h"
 MAX_REQUESTS = 50_000
 MAX_BYTES = 200 * 1024 * 1024
@@ -85,9 +87,7 @@ def openai_item_result(line: Mapping[str, Any]) -> BatchItemResult:
     status = _int(response.get("status_code"))
     body = response.get("body")
     if 200 <= status < 300 and isinstance(body, dict):
-        return BatchItemResult(
-            custom_id, ok=True, body=body, usage=usage_from_openai(body), status_code=status
-        )
+        return BatchItemResult(custom_id, ok=True, body=body, usage=usage_of_answer(body), status_code=status)
     etype, ecode, message = error_fields(body)
     return BatchItemResult(
         custom_id,
@@ -128,8 +128,9 @@ class OpenAIBatchClient(BatchClientBase):
         self._http = BatchHTTP(session, timeouts, config.name, config.api_key, headers)
 
     def _line(self, request: BatchRequest, model: str | None) -> bytes:
-        body = body_for(request, model, self.name)
-        return orjson.dumps({"custom_id": request.custom_id, "method": "POST", "url": ENDPOINT, "body": body})
+        path, body = wire_body(body_for(request, model, self.name))
+        line = {"custom_id": request.custom_id, "method": "POST", "url": f"/v1/{path}", "body": body}
+        return orjson.dumps(line)
 
     def split(
         self, requests: Sequence[BatchRequest], *, model: str | None = None
@@ -149,6 +150,9 @@ class OpenAIBatchClient(BatchClientBase):
         """Upload `requests` as one input file and create the batch; its handle."""
         if not requests:
             raise ValueError("a batch needs at least one request")
+        endpoints = {endpoint_of(r.body) for r in requests}
+        if len(endpoints) > 1:
+            raise ValueError(f"one endpoint per batch, got {', '.join(sorted(endpoints))}")
         data = b"".join(self._line(r, model) + b"\n" for r in requests)
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
@@ -159,7 +163,7 @@ class OpenAIBatchClient(BatchClientBase):
             raise malformed(self.name, 200, {}, orjson.dumps(uploaded), "the file object has no id")
         payload: dict[str, Any] = {
             "input_file_id": file_id,
-            "endpoint": ENDPOINT,
+            "endpoint": PATHS[endpoints.pop()],
             "completion_window": COMPLETION_WINDOW,
         }
         if metadata:

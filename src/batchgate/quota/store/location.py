@@ -20,7 +20,8 @@ from typing import Literal
 
 from batchgate.clock import Clock
 from batchgate.errors import QuotaStoreUnavailable
-from batchgate.quota.store.protocol import QuotaStore, without_password
+from batchgate.quota.store.protocol import QuotaStore
+from batchgate.urls import without_password
 
 StoreKind = Literal["memory", "sqlite", "redis"]
 LEDGER_NAME = "quota-ledger.sqlite3"

@@ -34,7 +34,6 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 # The HMAC key: API keys are long random strings, so a fixed key is enough to make the quota's
 # name useless for recovering or testing a key, while every machine names a key the same way.
@@ -137,13 +136,3 @@ def quota_id(base_url: str, api_key: str | None, models: Iterable[str] = ()) -> 
     digest = hmac.new(_ID_KEY, secret, hashlib.sha256).hexdigest()[:32]
     scope = ",".join(sorted(set(models)))
     return f"{base_url.rstrip('/')}#{digest}" + (f"@{scope}" if scope else "")
-
-
-def without_password(url: str) -> str:
-    """`url` with any password replaced by ***."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + host))

@@ -19,7 +19,8 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
 from batchgate.errors import QuotaStoreUnavailable
-from batchgate.quota.store.protocol import Pace, Settle, Take, without_password
+from batchgate.quota.store.protocol import Pace, Settle, Take
+from batchgate.urls import without_password
 
 DEFAULT_NAMESPACE = "batchgate:quota:"
 _TTL_MS = 3_600_000  # an idle quota's hash expires after an hour (it would be full again by then)

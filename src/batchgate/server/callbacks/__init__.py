@@ -2,11 +2,10 @@
 `whsec_…` secret, OpenAI's event types and body (`batch.completed`, `batch.failed`,
 `batch.cancelled`, `batch.expired`), delivered at least once from a durable outbox in `server.db`.
 
-Modules: `signing` (secrets, the event body, the `webhook-signature` header), `guard` (the SSRF
-guard: which addresses a callback may reach, resolved once and pinned), `outbox` (the outbox and
-the secrets tables), `sender` (one delivery attempt over HTTP), `delivery` (`Callbacks`: record an
-end, the retry schedule on clock timers, the outcome counters).
+Modules: `outbox` (the outbox and the secrets tables), `delivery` (`Callbacks`: record an end, the
+retry schedule on clock timers, the outcome counters). Signing, the SSRF guard and one attempt
+over HTTP are `batchgate.webhooks`' (a local `run` sends its callback with them too).
 
-May import: the server's registry and shapes, clock, errors and what lies below them; the server
-(service, batches, the job API) imports it.
+May import: the server's `tenancy` (its registry), `batchgate.webhooks`, clock, errors and what
+lies below them; the server (service, batches, the job API) imports it.
 """

@@ -23,10 +23,10 @@ from yarl import URL
 
 from batchgate.clock import Clock, TimerHandle
 from batchgate.errors import JobError, ServiceRequestError
-from batchgate.server.callbacks import guard, signing
 from batchgate.server.callbacks.outbox import Event, Outbox, add
-from batchgate.server.callbacks.sender import Attempt, send
-from batchgate.server.registry import BatchRecord, Registry
+from batchgate.server.tenancy.registry import BatchRecord, Registry
+from batchgate.webhooks import guard, signing
+from batchgate.webhooks.sender import Attempt, send
 
 log = logging.getLogger("batchgate.server.callbacks")
 

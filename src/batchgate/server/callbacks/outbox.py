@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from batchgate.config.schema import Secret
-from batchgate.server.registry import Registry
+from batchgate.server.tenancy.registry import Registry
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS callback_outbox (

@@ -1,0 +1,95 @@
+"""OpenAI's and Anthropic's batches as runs: a batch is created over a copy of its input file (an
+uploaded file, or Anthropic's inline requests checked at once), recorded in the registry and
+handed to the server's `Runs`, which runs it as a durable job, ends it at its window's end and
+writes its output and error files."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from batchgate.errors import ServiceRequestError
+from batchgate.jobs.runner import job_id_for
+from batchgate.server.batch_api.files import link_or_copy, write_private
+from batchgate.server.batch_api.input_problems import line_problems
+from batchgate.server.batch_api.runs import Runs
+from batchgate.server.batch_api.shapes import ENDPOINT, WINDOW, create_fields, new_id, not_found
+from batchgate.server.tenancy.registry import BatchRecord
+
+PREFIXES = {"openai": "batch_", "anthropic": "msgbatch_"}
+
+
+class Batches:
+    """The OpenAI and Anthropic batches of the server, run by its `runs`."""
+
+    def __init__(self, runs: Runs) -> None:
+        self.runs = runs
+        self.parts = runs.parts
+
+    def visible(self, batch_id: str, owner: str | None, kind: str = "openai") -> BatchRecord:
+        """The batch of `kind`, if `owner` may see it (None: an admin key); a 404 otherwise."""
+        b = self.parts.registry.get_batch(batch_id)
+        if b is None or b.kind != kind or (owner is not None and b.owner != owner):
+            raise not_found("message batch" if kind == "anthropic" else "batch", batch_id)
+        return b
+
+    def create(self, owner: str, viewer: str | None, body: dict[str, Any]) -> BatchRecord:
+        """A new batch over the input file `body` names (which `viewer` must be able to see)."""
+        file_id, endpoint, metadata = create_fields(body)
+        if self.parts.callbacks is not None:
+            self.parts.callbacks.check_metadata(metadata, owner)
+        files = self.parts.files
+        source = files.visible(file_id, viewer)
+        if source.purpose != "batch":
+            raise ServiceRequestError(
+                400, f"File '{file_id}' has purpose '{source.purpose}', not 'batch'.", param="input_file_id"
+            )
+        fill = functools.partial(link_or_copy, files.path(source.id))  # the file may be deleted
+        return self._open(owner, "openai", fill, input_file_id=file_id, endpoint=endpoint, metadata=metadata)
+
+    def create_inline(self, owner: str, kind: str, data: bytes) -> BatchRecord:
+        """A new batch of inline requests (`data`: its input JSONL), refused with a 400 naming the
+        first bad request before anything is created (Anthropic's API checks at once)."""
+        record = self._open(owner, kind, functools.partial(write_private, data=data), check=True)
+        record.requests = data.count(b"\n")
+        self.parts.registry.save_batch(record)
+        return record
+
+    def _open(
+        self,
+        owner: str,
+        kind: str,
+        fill: Callable[[Path], object],
+        *,
+        input_file_id: str = "",
+        endpoint: str = ENDPOINT,
+        metadata: dict[str, str] | None = None,
+        check: bool = False,
+    ) -> BatchRecord:
+        batch_id = new_id(PREFIXES[kind])
+        folder = self.parts.folder / batch_id
+        folder.mkdir(mode=0o700)
+        fill(folder / "input.jsonl")
+        bad = line_problems(self.parts.config, folder / "input.jsonl", endpoint="chat") if check else []
+        if bad:
+            shutil.rmtree(folder, ignore_errors=True)
+            first = bad[0]
+            raise ServiceRequestError(400, f"requests[{first['line'] - 1}]: {first['message']}")
+        record = BatchRecord(
+            id=batch_id,
+            owner=owner,
+            input_file_id=input_file_id,
+            endpoint=endpoint,
+            completion_window=WINDOW,
+            created_at=self.parts.now(),
+            job_id=job_id_for(folder / "input.jsonl", folder / "output.jsonl"),
+            metadata=metadata,
+            kind=kind,
+        )
+        self.parts.registry.add_batch(record)
+        self.runs.start(record)
+        self.runs.arm_expiry(record)
+        return record
