@@ -14,7 +14,7 @@ from batchgate.clock import FakeClock
 from batchgate.server.callbacks.delivery import DEFAULT_DELAYS, Callbacks, CallbackSettings
 from batchgate.server.callbacks.outbox import Event
 from batchgate.server.tenancy.registry import Registry
-from batchgate.webhooks.sender import Attempt
+from batchgate.webhooks.sender import Delivery
 
 URL = "https://hooks.example.com/batch"
 
@@ -49,7 +49,7 @@ async def test_failed_attempts_move_the_one_timer_by_the_schedule_until_given_up
         for _ in range(3):
             pending = hooks.outbox.get(event.id)
             assert pending is not None
-            hooks._settle(pending, Attempt("http_error", "answered HTTP 500"))
+            hooks._settle(pending, Delivery("http_error", "answered HTTP 500"))
             hooks.wake()
             deadline = clock.next_deadline()
             assert deadline is not None
@@ -58,7 +58,7 @@ async def test_failed_attempts_move_the_one_timer_by_the_schedule_until_given_up
         late = hooks.outbox.get(event.id)
         assert late is not None
         hooks._settle(
-            dataclasses.replace(late, created_at=clock.wall() - 101), Attempt("unreachable", "no answer")
+            dataclasses.replace(late, created_at=clock.wall() - 101), Delivery("unreachable", "no answer")
         )
         hooks.wake()
         final = hooks.outbox.get(event.id)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from batchgate.config import GatewayConfig
     from batchgate.server.callbacks.delivery import CallbackSettings
     from batchgate.server.door.body_limits import BodyLimits
-    from batchgate.server.service import Place
+    from batchgate.server.service import ServerPlace
 
 DEFAULT_PORT = 8500
 EXIT_CANNOT_LISTEN = 2
@@ -136,10 +136,10 @@ def _register_keys(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     rotate.set_defaults(handler=run_keys_webhook_secret)
 
 
-def _place(args: argparse.Namespace) -> Place:
-    from batchgate.server.service import DEFAULT_STORE, Place  # noqa: PLC0415 — the server only when serving
+def _place(args: argparse.Namespace) -> ServerPlace:
+    from batchgate.server.service import DEFAULT_STORE, ServerPlace  # noqa: PLC0415 — the server only when serving
 
-    return Place(store=args.store or DEFAULT_STORE, data=args.data)
+    return ServerPlace(store=args.store or DEFAULT_STORE, data=args.data)
 
 
 def _warn_unpriced(config: GatewayConfig) -> None:

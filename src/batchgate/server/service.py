@@ -46,7 +46,7 @@ SHUTDOWN_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True, slots=True)
-class Place:
+class ServerPlace:
     """Where the service keeps its state."""
 
     store: StoreLocation = DEFAULT_STORE
@@ -67,7 +67,7 @@ async def serve(
     config: GatewayConfig,
     host: str,
     port: int,
-    place: Place,
+    place: ServerPlace,
     *,
     ready: Callable[[str], None] = print,
     stop: asyncio.Event | None = None,

@@ -21,7 +21,7 @@ FINAL = frozenset({"delivered", "refused", "redirected"})
 
 
 @dataclass(frozen=True, slots=True)
-class Attempt:
+class Delivery:
     outcome: str
     reason: str | None = None
 
@@ -40,14 +40,14 @@ async def send(
     allow: guard.AllowList,
     timeout_s: float,
     lookup: guard.Lookup = guard.system_lookup,
-) -> Attempt:
+) -> Delivery:
     """One POST of the event to `url`, signed for `timestamp`; `lookup` resolves the host (once)."""
     try:
         parsed = guard.parse_url(url)
         host = parsed.host or ""
         addresses = await guard.resolve(host, parsed.port or 0, allow, lookup)
     except guard.CallbackRefused as exc:
-        return Attempt("refused", exc.message)
+        return Delivery("refused", exc.message)
     connector = aiohttp.TCPConnector(
         resolver=guard.PinnedResolver(host, addresses), use_dns_cache=False, limit=1, force_close=True
     )
@@ -62,13 +62,13 @@ async def send(
             status = answer.status
             location = answer.headers.get("Location", "")
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        return Attempt("unreachable", f"no answer from {host}: {type(exc).__name__}")
+        return Delivery("unreachable", f"no answer from {host}: {type(exc).__name__}")
     if 200 <= status < 300:
-        return Attempt("delivered")
+        return Delivery("delivered")
     if 300 <= status < 400:
         where = _host_of(location)
-        return Attempt("redirected", f"answered {status}, a redirect to {where}; redirects are not followed")
-    return Attempt("http_error", f"answered HTTP {status}")
+        return Delivery("redirected", f"answered {status}, a redirect to {where}; redirects are not followed")
+    return Delivery("http_error", f"answered HTTP {status}")
 
 
 def _host_of(location: str) -> str:

@@ -60,7 +60,7 @@ async def announce_end(
     event_id = signing.new_event_id()
     body = signing.event_body(event_id, event_type(exit_code), int(clock.wall()), job_id)
     host = URL(spec.callback_url).host or "?"
-    attempt = sender.Attempt("unreachable")
+    attempt = sender.Delivery("unreachable")
     for delay in (0.0, *RETRY_DELAYS):
         if delay:
             await clock.sleep(delay)

@@ -23,7 +23,7 @@ from batchgate.stats import GatewayStatistics
 
 
 @dataclass(slots=True)
-class _Job:
+class _WorkerJob:
     progress: Progress
     first: float  # the clock's time of the worker's first claim of the job
     last: float  # ... and of its last chunk's end
@@ -33,7 +33,7 @@ class WorkerFigures:
     def __init__(self, owner: str, clock: Clock) -> None:
         self.run_id = f"worker-{owner}"
         self.clock = clock
-        self._jobs: dict[str, _Job] = {}
+        self._jobs: dict[str, _WorkerJob] = {}
 
     def progress(self, job_id: str) -> Progress:
         """The job's own figures in this worker (made at its first claim)."""
@@ -41,7 +41,7 @@ class WorkerFigures:
         if found is None:
             now = self.clock.now()
             progress = Progress(started=self.clock.wall(), total=0, shared_gateway=True)
-            found = self._jobs[job_id] = _Job(progress, now, now)
+            found = self._jobs[job_id] = _WorkerJob(progress, now, now)
         return found.progress
 
     def forget(self, job_id: str) -> None:

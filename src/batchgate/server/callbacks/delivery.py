@@ -26,7 +26,7 @@ from batchgate.errors import JobError, ServiceRequestError
 from batchgate.server.callbacks.outbox import Event, Outbox, add
 from batchgate.server.tenancy.registry import BatchRecord, Registry
 from batchgate.webhooks import guard, signing
-from batchgate.webhooks.sender import Attempt, send
+from batchgate.webhooks.sender import Delivery, send
 
 log = logging.getLogger("batchgate.server.callbacks")
 
@@ -180,7 +180,7 @@ class Callbacks:
         try:
             secret = self.outbox.secret(event.owner)
             if secret is None:
-                attempt = Attempt("refused", "the owner key has no webhook secret")
+                attempt = Delivery("refused", "the owner key has no webhook secret")
             else:
                 stamp = int(self.clock.wall())
                 s = self.settings
@@ -194,7 +194,7 @@ class Callbacks:
             self._inflight.discard(event.id)
             self._arm()
 
-    def _settle(self, event: Event, attempt: Attempt) -> None:
+    def _settle(self, event: Event, attempt: Delivery) -> None:
         attempts, now = event.attempts + 1, self.clock.wall()
         self.counts[attempt.outcome] += 1
         host = URL(event.url).host  # never the path or query: they may carry the receiver's token
