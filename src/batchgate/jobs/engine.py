@@ -47,6 +47,7 @@ _log = get_logger("task")
 
 class JobEngine:
     no_target = False  # the stop came from a route with no target left (set on the instance)
+    _feeding: asyncio.Future[bool] | None = None  # the input still being stored (`feed_from`)
 
     def __init__(
         self,
@@ -135,6 +136,23 @@ class JobEngine:
         on (`batchgate serve` shares the gateway between jobs by priority); a lower limit takes
         effect as tasks end."""
         self._slots.set_limit(max(1, limit))
+
+    def feed_from(self, feeding: asyncio.Future[bool]) -> None:
+        """The input is still being stored (`io.ingest`): the run does not end before `feeding`
+        does, and each stored chunk (`tasks_arrived`) is claimed as it comes."""
+        self._feeding = feeding
+        feeding.add_done_callback(self._fed)
+
+    def _fed(self, feeding: asyncio.Future[bool]) -> None:
+        if not feeding.cancelled() and feeding.exception() is not None:
+            self.fail(feeding.exception())  # type: ignore[arg-type]
+        self._wake.set()
+
+    def tasks_arrived(self, total: int) -> None:
+        """More tasks were stored; the job holds `total` so far."""
+        self.progress.total = max(self.progress.total, total)
+        self._more = True
+        self._wake.set()
 
     @property
     def stopping(self) -> bool:
@@ -267,10 +285,12 @@ class JobEngine:
                     await self._start_all(gateway, claimed, committer)
                     if claimed and len(self._inflight) < window:
                         continue  # keep filling the window
-                if not self._inflight and exhausted and not self._handed and not batches.busy:
+                feeding = self._more or (self._feeding is not None and not self._feeding.done())
+                if not self._inflight and exhausted and not self._handed and not batches.busy and not feeding:
                     return
                 self._wake.clear()
-                if (self._inflight or batches.busy) and not self._handed and not self.stopping:
+                waiting = self._inflight or batches.busy or feeding
+                if waiting and not self._handed and not self._more and not self.stopping:
                     await self._wake.wait()  # a task finished, batches handed work back, or a stop
                 self._raise_failure()
             await self._drain()

@@ -23,13 +23,14 @@ import orjson
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
-from batchgate.jobs.batch.policy import job_deadline
+from batchgate.jobs.batch.policy import job_config, job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, JobEngine
 from batchgate.jobs.engine_types import EngineOutcome
-from batchgate.jobs.finish import Finished, earlier_segments, finish_job, refused_tokens
+from batchgate.jobs.finish import Finished, earlier_segments, finish_job, refused_tokens, run_in_rounds
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import render_graph_summary
 from batchgate.jobs.graph.setup import job_graph, restore, step_checks
+from batchgate.jobs.input_stream import end_ingest, feed, open_input, set_up_job, stop_feeding
 from batchgate.jobs.io.live_output import LiveOutput
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
@@ -38,36 +39,22 @@ from batchgate.jobs.io.report import (
     render_summary,
     run_segment,
 )
+from batchgate.jobs.io.same_file import check_output_writable
 from batchgate.jobs.io.timeline import TIMELINE_BLOB, Timeline, load_timeline
 from batchgate.jobs.job_setup import (
     RunRequest,
     appends,
     check_input,
-    check_output_writable,
     check_request,
-    job_config,
     job_id_for,
     open_job_store,
-    prepare_job,
-    run_in_rounds,
-    unchanged_job_input,
-    with_job_overrides,
 )
-from batchgate.jobs.store.location import DEFAULT_STORE, resume_hint, store_exists
+from batchgate.jobs.store.location import resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger
 from batchgate.text import plural
 
-__all__ = [
-    "DEFAULT_STORE",
-    "LIVE_BLOB",
-    "RunRequest",
-    "check_input",
-    "job_config",
-    "job_id_for",
-    "run_job",
-    "with_job_overrides",
-]
+__all__ = ["RunRequest", "job_id_for", "run_job"]
 
 EXIT_OK = 0  # every item succeeded
 EXIT_STOPPED = 3  # stopped by a guard (budget, error rate, an exhausted account)
@@ -97,29 +84,34 @@ async def run_job(
     check_output_writable(req.errors_file)
     check_output_writable(req.report_file)
     job_id = job_id_for(req.input_path, req.output_path)
-    rerun = store_exists(req.store_path)
-    report = None if rerun else check_input(req, config, err)  # a new store: validate before creating it
+    first = None  # a new store: the input's first lines (a graph's: all) validated before creating it
+    if not store_exists(req.store_path):
+        first = check_input(req, config, err) if req.graph is not None else open_input(req, config, err)
     store = await open_job_store(req, config)
     try:
         with store.lock_job(job_id):
             req = replace(req, graph=job_graph(req.graph, await store.get_job(job_id)))
-            if report is None:
-                report = await unchanged_job_input(store, job_id, req) or check_input(req, config, err)
-            job = await prepare_job(store, job_id, req, report, config, clock)
+            job, ingest = await set_up_job(store, job_id, req, config, clock, err, first)
             config = job_config(config, job)
             segments = await earlier_segments(store, job_id)
             await store.put_blob(job_id, CANCEL_BLOB, b"")  # a cancel meant for an earlier run
             await store.update_job(job_id, status="running", stop_reason="")  # "" clears an old stop
             deadline = job_deadline(config, job.created_at)
             live = await LiveOutput.open(store, job_id, req.output_path) if appends(req) else None
-            req = replace(req, on_commit=live.committed if live is not None else None)
+            req, feeding = feed(replace(req, on_commit=live.committed if live is not None else None), ingest)
             run = functools.partial(_run_engine, store, job_id, config, req, sink, segments, deadline, clock)
             again = functools.partial(_run_all, store, job_id, req, run)  # --retry-failed N: in rounds
             try:
                 outcome, graph = await run_in_rounds(store, job_id, req.retry_failed, again, segments, err)
             finally:
                 appended = live.close() if live is not None else None
-            return await _finish(store, job, outcome, req, segments, sink, out, err, graph, appended)
+                more = await stop_feeding(ingest, feeding)  # the input not all stored: not complete
+            if ingest is not None and not ingest.failed:
+                await end_ingest(store, job_id, ingest, req, config, err)  # its sha256, skipped lines
+            code = await _finish(store, job, outcome, req, segments, sink, out, err, graph, appended, more)
+            if ingest is not None and ingest.failed:
+                await end_ingest(store, job_id, ingest, req, config, err)  # a bad line read late raises
+            return code
     finally:
         sink.close()
         await store.close()
@@ -317,6 +309,7 @@ async def _finish(
     err: Callable[[str], None],
     graph: GraphTasks | None = None,
     appended: int | None = None,
+    more_input: bool = False,
 ) -> int:
     job_id = job.job_id
     files = req.files
@@ -329,6 +322,7 @@ async def _finish(
         emulator_stats=outcome.emulator_stats,
         graph=graph,
         appended=appended,
+        more_input=more_input,
     )
     status, reason, unfinished = done.status, done.reason, done.unfinished
     written, failed = done.written, done.failed

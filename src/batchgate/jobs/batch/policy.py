@@ -1,6 +1,7 @@
 """Batch-mode policy, pure (no I/O): which mode a route runs in (`online`, `batch-api`, or `auto`
 decided by deadline and price), where a route's batches go, when a deadline is too near to wait for
-another batch, and which batch errors are worth another try.
+another batch, which batch errors are worth another try; and the config a job runs with (its
+remembered --mode / --deadline applied).
 
 Errors are judged by their codes and statuses (structured fields), never by message text.
 """
@@ -8,12 +9,13 @@ Errors are judged by their codes and statuses (structured fields), never by mess
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import EllipsisType
 from typing import Any, Literal
 
-from batchgate.config import GatewayConfig, ProviderConfig, RouteConfig
+from batchgate.config import GatewayConfig, ProviderConfig, RouteConfig, RouteMode
 from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.store.protocol import JobRecord
 from batchgate.models import Usage
 from batchgate.providers.batch.common import CANCELLED, EXPIRED, BatchItemResult
 
@@ -167,3 +169,25 @@ def failed_batch_error(errors: list[tuple[str, str]]) -> tuple[str, str]:
     if len(errors) > 5:
         message += f"; and {len(errors) - 5} more"
     return errors[0][0], f"batch failed validation: {message}"
+
+
+def with_job_overrides(
+    config: GatewayConfig, mode: RouteMode | None, deadline_hours: float | None
+) -> GatewayConfig:
+    """The config with `job.mode` / `job.deadline_hours` replaced by the given ones (None: kept)."""
+    job = config.job
+    if mode is not None:
+        job = replace(job, mode=mode)
+    if deadline_hours is not None:
+        job = replace(job, deadline_hours=deadline_hours)
+    return replace(config, job=job)
+
+
+def job_config(config: GatewayConfig, job: JobRecord) -> GatewayConfig:
+    """The config a job runs with: its remembered --mode / --deadline applied."""
+    mode, hours = job.options.get("mode"), job.options.get("deadline_hours")
+    return with_job_overrides(
+        config,
+        mode if mode in ("online", "batch-api", "auto") else None,
+        float(hours) if isinstance(hours, int | float) else None,
+    )

@@ -81,6 +81,19 @@ def read_tasks(
     return _read(Path(path), known_models, max_line_bytes, None, [0], check, any_model)
 
 
+def read_tasks_hashed(
+    path: Path,
+    hasher: _Hasher,
+    line_count: list[int],
+    *,
+    known_models: Collection[str] | None = None,
+    check: BodyCheck | None = None,
+) -> Iterator[TaskSpec | InputProblem]:
+    """`read_tasks`, feeding every byte read to `hasher` and the last line's number to
+    `line_count[0]` (one read that validates, hashes and yields the tasks: `ingest.InputPass`)."""
+    return _read(path, known_models, DEFAULT_MAX_LINE_BYTES, hasher, line_count, check)
+
+
 def validate_input(
     path: str | Path,
     known_models: Collection[str] | None = None,
