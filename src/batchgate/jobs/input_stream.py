@@ -4,9 +4,10 @@ rest is read; a re-run of a job whose input is not all stored checks the stored 
 sends its pending tasks at once and stores the rest as it reads. With a Batch API in play the
 whole input is stored before the run starts (batch mode groups the pending tasks then).
 
-A bad line read after the first requests left (without --skip-invalid) stops the run: nothing
-after it is sent, what was sent is kept and written, every bad line is told and the run raises
-`InputError`; the job stays resumable from its stored part once the lines are fixed."""
+A bad line read after the first requests left (without --skip-invalid) ends the storing: the
+tasks stored before it are still sent and written, nothing after them; the job ends stopped,
+every bad line is told and the run raises `InputError`; once the lines are fixed, a re-run
+continues the job from its stored part."""
 
 from __future__ import annotations
 
@@ -120,7 +121,7 @@ async def end_ingest(
     reading = ingest.reading
     if not reading.done:
         return  # the run stopped first: the next one reads on
-    report = checked(req, reading.report(), err, sent=ingest.failed)
+    report = checked(req, reading.report(), err, sent=ingest.stored if ingest.failed else None)
     job = await store.get_job(job_id)
     if job is not None and req.skip_invalid and report.problem_count:
         await store.update_job(job_id, options={**job.options, **skipped_options(req, report)})
@@ -151,12 +152,14 @@ def feed(req: RunRequest, ingest: Ingest | None) -> tuple[RunRequest, asyncio.Fu
     return replace(req, on_engine=on_engine), feeding
 
 
-async def stop_feeding(ingest: Ingest | None, feeding: asyncio.Future[bool] | None) -> bool:
-    """The run ended: stop storing (a bad line's pass is let finish, to tell every problem);
-    True if the input is not all stored."""
+async def stop_feeding(ingest: Ingest | None, feeding: asyncio.Future[bool] | None) -> str | None:
+    """The run ended: stop storing (a bad line's pass is let finish, to tell every problem); why
+    the job cannot be complete when its input is not all stored, else None."""
     if ingest is None or feeding is None:
-        return False
+        return None
     if not ingest.failed:
         feeding.cancel()
     await asyncio.gather(feeding, return_exceptions=True)
-    return ingest.failed or not ingest.reading.done
+    if ingest.failed:
+        return f"invalid input on line {ingest.reading.problems[0].line_no}"
+    return None if ingest.reading.done else "the input is not all stored yet"

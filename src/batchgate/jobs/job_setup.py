@@ -126,7 +126,7 @@ def check_input(req: RunRequest, config: GatewayConfig, err: Callable[[str], Non
 
 
 def checked(
-    req: RunRequest, report: ValidationReport, err: Callable[[str], None], *, sent: bool = False
+    req: RunRequest, report: ValidationReport, err: Callable[[str], None], *, sent: int | None = None
 ) -> ValidationReport:
     """`report` when its input may run: bad lines are told (and raise, without --skip-invalid)."""
     if report.task_count == 0 and report.problem_count == 0:

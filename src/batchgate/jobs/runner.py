@@ -105,7 +105,7 @@ async def run_job(
                 outcome, graph = await run_in_rounds(store, job_id, req.retry_failed, again, segments, err)
             finally:
                 appended = live.close() if live is not None else None
-                more = await stop_feeding(ingest, feeding)  # the input not all stored: not complete
+                more = await stop_feeding(ingest, feeding)  # why the input is not all stored, if not
             if ingest is not None and not ingest.failed:
                 await end_ingest(store, job_id, ingest, req, config, err)  # its sha256, skipped lines
             code = await _finish(store, job, outcome, req, segments, sink, out, err, graph, appended, more)
@@ -309,7 +309,7 @@ async def _finish(
     err: Callable[[str], None],
     graph: GraphTasks | None = None,
     appended: int | None = None,
-    more_input: bool = False,
+    more_input: str | None = None,
 ) -> int:
     job_id = job.job_id
     files = req.files
@@ -318,11 +318,11 @@ async def _finish(
         job_id,
         files,
         segments,
-        stop_reason=outcome.stop_reason,
+        stop_reason=outcome.stop_reason or more_input,
         emulator_stats=outcome.emulator_stats,
         graph=graph,
         appended=appended,
-        more_input=more_input,
+        more_input=more_input is not None,
     )
     status, reason, unfinished = done.status, done.reason, done.unfinished
     written, failed = done.written, done.failed

@@ -156,13 +156,12 @@ class IngestSink(Protocol):
 
     def tasks_arrived(self, total: int) -> None: ...
 
-    def request_stop(self, reason: str) -> None: ...
-
 
 class Ingest:
     """Stores the rest of `reading`'s tasks (those from seq `stored` on) into the job, a chunk at a
-    time behind the sending, telling `sink` of each; a bad line (without --skip-invalid) stops
-    the run: `failed` is then set and the pass finished, for the caller to tell every problem."""
+    time behind the sending, telling `sink` of each. A bad line (without --skip-invalid) ends the
+    storing: the tasks stored before it are still sent, `failed` is set and the pass is finished
+    (nothing more stored), for the caller to tell every problem."""
 
     def __init__(self, reading: InputPass, store: JobStore, job_id: str, *, stored: int) -> None:
         self.reading = reading
@@ -195,10 +194,7 @@ class Ingest:
             specs = await asyncio.to_thread(reading.take, size)
             size = CHUNK
             if reading.failed:  # the chunk before its bad line is not stored: the mark stays behind it
-                self.failed = True
-                problem = reading.problems[-1]
-                if self.sink is not None:
-                    self.sink.request_stop(f"invalid input: {problem.describe(reading.path)}")
+                self.failed = True  # the tasks stored are sent, no more; the rest is validated
                 await asyncio.to_thread(reading.finish)
                 return False
             await self.store_chunk(specs)

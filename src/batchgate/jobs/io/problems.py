@@ -15,14 +15,18 @@ SHOWN_PROBLEMS = 20
 SHOWN_IN_ERROR = 3  # reasons a Python caller's error carries in its message (all 20 in `.problems`)
 
 
-def invalid_input(path: Path, report: ValidationReport, *, python: bool, sent: bool = False) -> InputError:
+def invalid_input(
+    path: Path, report: ValidationReport, *, python: bool, sent: int | None = None
+) -> InputError:
     """The error of an input with bad lines; from Python it names `skip_invalid=True` and carries
-    the first reasons (the CLI printed them above it). `sent`: the tasks before the first bad line
-    were sent (the input is read behind the sending) and their results kept."""
+    the first reasons (the CLI printed them above it). `sent`: the tasks that were read (and sent,
+    their results kept) before the first bad line was (the input is read behind the sending)."""
     first = report.problems[0]
     hint = "skip_invalid=True" if python else "--skip-invalid"
-    if sent:
-        done = "the tasks before it were sent and their results kept; the rest was not sent"
+    if sent is not None:
+        done = (
+            f"the first {plural(sent, 'task')}, read before it, were sent and their results kept; none after"
+        )
         in_all = f"{plural(report.problem_count, 'invalid line')} in all; {done}"
         fix = f"fix and re-run to continue the job, or pass {hint}"
     else:
