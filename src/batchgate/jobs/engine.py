@@ -48,6 +48,7 @@ _log = get_logger("task")
 class JobEngine:
     no_target = False  # the stop came from a route with no target left (set on the instance)
     _feeding: asyncio.Future[bool] | None = None  # the input still being stored (`feed_from`)
+    _on_claim: Callable[[int], None] | None = None
 
     def __init__(
         self,
@@ -137,10 +138,11 @@ class JobEngine:
         effect as tasks end."""
         self._slots.set_limit(max(1, limit))
 
-    def feed_from(self, feeding: asyncio.Future[bool]) -> None:
+    def feed_from(self, feeding: asyncio.Future[bool], on_claim: Callable[[int], None]) -> None:
         """The input is still being stored (`io.ingest`): the run does not end before `feeding`
-        does, and each stored chunk (`tasks_arrived`) is claimed as it comes."""
-        self._feeding = feeding
+        does, each stored chunk (`tasks_arrived`) is claimed as it comes, and `on_claim(upto)`
+        hears that the tasks before seq `upto` were claimed (so reading stays just ahead)."""
+        self._feeding, self._on_claim = feeding, on_claim
         feeding.add_done_callback(self._fed)
 
     def _fed(self, feeding: asyncio.Future[bool]) -> None:
@@ -282,6 +284,8 @@ class JobEngine:
                         self.job_id, min(CLAIM_CHUNK, window - len(self._inflight))
                     )
                     exhausted = not claimed
+                    if claimed and self._on_claim is not None:
+                        self._on_claim(claimed[-1].seq + 1)
                     await self._start_all(gateway, claimed, committer)
                     if claimed and len(self._inflight) < window:
                         continue  # keep filling the window

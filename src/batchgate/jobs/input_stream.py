@@ -145,7 +145,7 @@ def feed(req: RunRequest, ingest: Ingest | None) -> tuple[RunRequest, asyncio.Fu
 
     def on_engine(engine: JobEngine) -> None:
         ingest.sink = engine
-        engine.feed_from(feeding)
+        engine.feed_from(feeding, ingest.claimed)
         if hear is not None:
             hear(engine)
 

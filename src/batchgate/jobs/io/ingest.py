@@ -34,7 +34,9 @@ from batchgate.jobs.store.protocol import JobStore, TaskSpec
 
 INGEST_BLOB = "ingest_mark"
 FIRST_CHUNK = 256  # tasks validated before the job is created and its first request leaves
-CHUNK = 8192  # tasks read and stored at a time after that
+CHUNK = 4096  # tasks stored at a time after that (one mark each)
+SLICE = 256  # lines read in one turn of the event loop (a few ms: the sending goes on between)
+AHEAD = 16 * CHUNK  # tasks read ahead of those the run has claimed, at most
 _HASH_CHUNK = 1 << 20
 
 
@@ -125,14 +127,18 @@ class InputPass:
                 self.failed = not self._skip
         return out
 
-    def finish(self) -> None:
-        """Read the rest, counting its tasks and problems (nothing is stored)."""
-        for item in self._items:
+    def finish(self, limit: int | None = None) -> bool:
+        """Read the rest (at most `limit` more lines), counting its tasks and problems (nothing
+        is stored); True once at the end."""
+        for n, item in enumerate(self._items, start=1):
             if isinstance(item, TaskSpec):
                 self.tasks += 1
             else:
                 self._problem(item)
+            if limit is not None and n >= limit:
+                return False
         self.done = True
+        return True
 
     def _problem(self, problem: InputProblem) -> None:
         self.problem_count += 1
@@ -170,6 +176,8 @@ class Ingest:
         self._stored = stored
         self.sink: IngestSink | None = None
         self.failed = False
+        self._claimed = 0
+        self._room = asyncio.Event()
 
     @property
     def stored(self) -> int:
@@ -187,15 +195,32 @@ class Ingest:
         if self.sink is not None:
             self.sink.tasks_arrived(self._stored)
 
-    async def run(self, first: int = CHUNK) -> bool:
-        """Read and store to the end of the input; True if it all went in (False: a bad line)."""
-        reading, size = self.reading, first
+    def claimed(self, upto: int) -> None:
+        """The run claimed the tasks before seq `upto`: reading may go on to `AHEAD` past it."""
+        self._claimed = max(self._claimed, upto)
+        if self.reading.tasks - self._claimed <= AHEAD:
+            self._room.set()
+
+    async def run(self) -> bool:
+        """Read and store to the end of the input, in the event loop's thread a `SLICE` at a time
+        (a reading thread would hold the GIL against the sending), at most `AHEAD` tasks past
+        what the run claimed; True if it all went in (False: a bad line)."""
+        reading = self.reading
+        specs: list[TaskSpec] = []
         while not reading.done:
-            specs = await asyncio.to_thread(reading.take, size)
-            size = CHUNK
-            if reading.failed:  # the chunk before its bad line is not stored: the mark stays behind it
+            while self.sink is not None and reading.tasks - self._claimed > AHEAD:
+                self._room.clear()
+                await self._room.wait()
+            specs += reading.take(SLICE)
+            if reading.failed:  # the chunk holding its bad line is not stored: the mark stays behind it
                 self.failed = True  # the tasks stored are sent, no more; the rest is validated
-                await asyncio.to_thread(reading.finish)
+                finished = False
+                while not finished:
+                    finished = reading.finish(SLICE)
+                    await asyncio.sleep(0)  # the sending of the stored tasks goes on between slices
                 return False
-            await self.store_chunk(specs)
+            if len(specs) >= CHUNK or reading.done:
+                await self.store_chunk(specs)
+                specs = []
+            await asyncio.sleep(0)
         return True
