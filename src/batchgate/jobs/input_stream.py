@@ -103,7 +103,7 @@ async def set_up_job(
         ingest = Ingest(reading, store, job_id, stored=sum((await store.counts(job_id)).values()))
     if may_batch(job_config(config, job)):
         await ingest.run()
-        await end_ingest(store, job_id, ingest, req, config, err)
+        await end_ingest(store, job_id, ingest, req, config, err, sending=False)
         return await store.get_job(job_id) or job, None
     return job, ingest
 
@@ -115,13 +115,16 @@ async def end_ingest(
     req: RunRequest,
     config: GatewayConfig,
     err: Callable[[str], None],
+    *,
+    sending: bool = True,
 ) -> None:
     """The input read to its end: a bad line is told (and raises: its job stays resumable, the
     input stored up to it); else the job gets its sha256, total and the lines --skip-invalid left out."""
     reading = ingest.reading
     if not reading.done:
         return  # the run stopped first: the next one reads on
-    report = checked(req, reading.report(), err, sent=ingest.stored if ingest.failed else None)
+    sent = ingest.stored if ingest.failed and sending else None  # `sending`: the run sent as it read
+    report = checked(req, reading.report(), err, sent=sent)
     job = await store.get_job(job_id)
     if job is not None and req.skip_invalid and report.problem_count:
         await store.update_job(job_id, options={**job.options, **skipped_options(req, report)})

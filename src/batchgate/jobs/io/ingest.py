@@ -36,7 +36,7 @@ INGEST_BLOB = "ingest_mark"
 FIRST_CHUNK = 256  # tasks validated before the job is created and its first request leaves
 CHUNK = 4096  # tasks stored at a time after that (one mark each)
 SLICE = 256  # lines read in one turn of the event loop (a few ms: the sending goes on between)
-AHEAD = 16 * CHUNK  # tasks read ahead of those the run has claimed, at most
+AHEAD = 4 * CHUNK  # tasks read ahead of those the run has claimed, at most
 _HASH_CHUNK = 1 << 20
 
 
