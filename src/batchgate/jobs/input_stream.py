@@ -100,7 +100,8 @@ async def set_up_job(
             route_fit(req, config).problem,
             skip_invalid=req.skip_invalid,
         )
-        ingest = Ingest(reading, store, job_id, stored=sum((await store.counts(job_id)).values()))
+        stored = sum((await store.counts(job_id)).values())
+        ingest = Ingest(reading, store, job_id, stored=stored, marked=mark.offset if mark is not None else 0)
     if may_batch(job_config(config, job)):
         await ingest.run()
         await end_ingest(store, job_id, ingest, req, config, err, sending=False)

@@ -169,8 +169,13 @@ class Ingest:
     storing: the tasks stored before it are still sent, `failed` is set and the pass is finished
     (nothing more stored), for the caller to tell every problem."""
 
-    def __init__(self, reading: InputPass, store: JobStore, job_id: str, *, stored: int) -> None:
+    def __init__(
+        self, reading: InputPass, store: JobStore, job_id: str, *, stored: int, marked: int = 0
+    ) -> None:
+        """`stored`: the tasks the job holds (seqs below it are not stored again); `marked`: the
+        offset its mark is at (a re-read does not move it back)."""
         self.reading = reading
+        self._marked = marked
         self._store = store
         self._job_id = job_id
         self._stored = stored
@@ -186,7 +191,10 @@ class Ingest:
     async def store_chunk(self, specs: list[TaskSpec]) -> None:
         """Record the mark, then store the chunk's tasks not stored yet (the mark first: a task is
         never stored past its job's mark)."""
-        await self._store.put_blob(self._job_id, INGEST_BLOB, self.reading.mark().dump())
+        mark = self.reading.mark()
+        if mark.offset > self._marked:
+            await self._store.put_blob(self._job_id, INGEST_BLOB, mark.dump())
+            self._marked = mark.offset
         new = [s for s in specs if s.seq >= self._stored]
         if new:
             await self._store.add_tasks(self._job_id, new)
