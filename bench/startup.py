@@ -7,7 +7,8 @@ and its CPU time (user + system), which a busy machine disturbs less.
 
 `run`: the README's main command (`batchgate run reviews.jsonl --config batchgate.yaml --output
 OUT`, three providers served by the embedded emulator) on the first `--lines` lines of
-`examples/reviews.jsonl`, each run a fresh job in a fresh folder. The time is measured from the
+`examples/reviews.jsonl` (repeated with fresh custom_ids past its 2,000), each run a fresh job in
+a fresh folder. The time is measured from the
 emulator's side: it records the wall time its first provider request arrived
 (`first_request_at` in the report's `emulator` section), minus the wall time just before the
 process was spawned (so interpreter start-up, imports, config, validation, the job store and the
@@ -73,13 +74,23 @@ def help_seconds() -> tuple[float, float]:
     return time.perf_counter() - start, _children_cpu() - cpu
 
 
+def write_input(path: Path, lines: int) -> None:
+    """The first `lines` lines of `examples/reviews.jsonl`, repeated (with fresh custom_ids) past
+    its end."""
+    src = (EXAMPLES / "reviews.jsonl").read_bytes().splitlines()
+    with path.open("wb") as dst:
+        for i in range(lines):
+            line = orjson.loads(src[i % len(src)])
+            if i >= len(src):
+                line["custom_id"] = f"{line['custom_id']}-{i // len(src)}"
+            dst.write(orjson.dumps(line) + b"\n")
+
+
 def run_to_first_request(lines: int, tty: bool) -> float:
     """Seconds from spawning `batchgate run` to the emulator seeing its first request."""
     with tempfile.TemporaryDirectory(prefix="bg-startup-") as tmp_s:
         tmp = Path(tmp_s)
-        with (EXAMPLES / "reviews.jsonl").open("rb") as src, (tmp / "reviews.jsonl").open("wb") as dst:
-            for _, line in zip(range(lines), src, strict=False):
-                dst.write(line)
+        write_input(tmp / "reviews.jsonl", lines)
         shutil.copy(EXAMPLES / "batchgate.yaml", tmp / "batchgate.yaml")
         cmd = [*CLI, "run", "reviews.jsonl", "--config", "batchgate.yaml", "--output", "out.jsonl"]
         reader = None

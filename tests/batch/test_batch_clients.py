@@ -1,6 +1,7 @@
-"""batchgate's Batch API clients against the emulator over real sockets: every lifecycle path, for
-both providers. Most tests run the emulator on a FakeClock driven by the client's own poll sleeps
-(`SteppingClock`), so partial results are exact; one runs on real time end to end."""
+"""batchgate's Batch API clients against the emulator over real sockets: the conformance suite of
+the one `BatchClient` seam, every lifecycle path for every kind the factory makes. Most tests run
+the emulator on a FakeClock driven by the client's own poll sleeps (`SteppingClock`), so partial
+results are exact; one runs on real time end to end."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from batchgate.endpoints import ENDPOINT_KEY
 from batchgate.errors import BadRequestError, BatchgateError, RateLimitError
 from batchgate.policy.poll import PollPolicy
 from batchgate.providers import make_client
-from batchgate.providers.batch.common import BatchHandle, BatchRequest, BatchStatus
+from batchgate.providers.batch.common import KINDS, BatchClient, BatchHandle, BatchRequest, BatchStatus
 from clocks import SteppingClock
 
 from .helpers import (
@@ -28,7 +29,7 @@ from .helpers import (
 )
 
 pytestmark = pytest.mark.integration
-kinds = pytest.mark.parametrize("kind", ["openai", "anthropic"])
+kinds = pytest.mark.parametrize("kind", KINDS)  # every kind the factory makes
 Kind = Literal["openai", "anthropic"]
 
 
@@ -208,18 +209,23 @@ async def test_oversize_input_is_refused_then_split_into_several_batches(kind: K
         assert emu.stats()["providers"]["p"]["batches"]["created"] == len(parts)
 
 
-async def test_results_before_the_end_and_foreign_handles_are_refused() -> None:
+@kinds
+async def test_results_before_the_end_and_foreign_handles_are_refused(kind: Kind) -> None:
     fake = FakeClock()
     async with (
-        running(provider("p", "openai", processing_seconds=10.0), clock=fake) as emu,
+        running(provider("p", kind, processing_seconds=10.0), clock=fake) as emu,
         session() as http,
     ):
         client = batch_client(emu, "p", http, clock=SteppingClock(fake))
+        assert isinstance(client, BatchClient)
         handle = await client.submit(sentiment_requests(2))
         with pytest.raises(BatchgateError, match="has not ended"):
             await client.results(handle)
+        other = next(k for k in KINDS if k != kind)
         with pytest.raises(ValueError, match="another provider"):
-            await client.status(BatchHandle("p", handle.batch_id, "anthropic"))
+            await client.status(BatchHandle("p", handle.batch_id, other))
+        with pytest.raises(ValueError, match="another provider"):
+            await client.cancel(BatchHandle("q", handle.batch_id, kind))
         with pytest.raises(BadRequestError, match="names no model"):
             await client.submit([BatchRequest("x", {"messages": [{"role": "user", "content": "hi"}]})])
 

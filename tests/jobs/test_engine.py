@@ -76,8 +76,11 @@ async def emu() -> AsyncIterator[Emulator]:
 
 async def test_runs_every_task_once(emu: Emulator) -> None:
     store = await _store([_spec(i) for i in range(40)])
-    outcome = await _engine(store, emu, _config()).run()
+    engine = _engine(store, emu, _config())
+    outcome = await engine.run()
     assert outcome.status == "completed"
+    assert engine.batches is not None
+    assert not engine.batches.opened_session
     assert outcome.stop_reason is None
     counts = await store.counts("job1")
     assert counts[TaskState.SUCCEEDED] == 40

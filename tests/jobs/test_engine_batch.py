@@ -113,6 +113,8 @@ async def test_batch_and_live_routes_finish_in_one_run(emu: Emulator) -> None:
     assert emu.stats()["providers"]["alpha"]["admitted"] == 5  # only the live route's tasks
     assert [name for name, _ in events] == ["batch_submitted", "batch_ended"]
     assert events[1][1]["state"] == "completed"
+    assert engine.batches is not None
+    assert engine.batches.opened_session
     progress = outcome.progress
     assert (progress.succeeded, progress.failed) == (10, 0)
     batch_cost = progress.batch_cost_by_provider["alpha"]

@@ -217,6 +217,21 @@ def test_duplicates_are_confirmed_by_re_reading_the_first_line(tmp_path: Path) -
     ]
 
 
+def test_a_duplicate_far_from_its_first_line_is_found_across_blank_and_long_lines(tmp_path: Path) -> None:
+    # The first line is re-read by its number from the offset of a line kept every few hundred:
+    # blank and over-long lines before it count as lines.
+    lines = [orjson.dumps({"custom_id": f"id-{i}", "model": "m", "prompt": "p"}) for i in range(900)]
+    lines[10], lines[600] = b"", orjson.dumps({"model": "m", "prompt": "y" * 5000})
+    lines.append(orjson.dumps({"custom_id": "id-700", "model": "m", "prompt": "again"}))
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    _, problems = read_all(path, max_line_bytes=1000)
+    assert [(p.line_no, p.reason) for p in problems][-1] == (
+        901,
+        "duplicate custom_id 'id-700' (first on line 701)",
+    )
+
+
 def test_over_long_line_is_skipped_and_counting_goes_on(tmp_path: Path) -> None:
     short = orjson.dumps({"model": "m", "prompt": "x"})
     long = orjson.dumps({"model": "m", "prompt": "y" * 5000})

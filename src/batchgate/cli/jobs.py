@@ -14,7 +14,7 @@ import orjson
 
 from batchgate.cli.config_file import load_config
 from batchgate.errors import JobError, JobLockedError
-from batchgate.jobs.find import api_id, find_job
+from batchgate.jobs.store.find import api_id, find_job
 from batchgate.jobs.store.location import (
     DEFAULT_STORE,
     StoreLocation,
@@ -191,7 +191,7 @@ def _print_live(live: dict[str, Any]) -> None:
 def _report(args: argparse.Namespace) -> int:
     from batchgate.jobs.finish import stored_report, write_report  # noqa: PLC0415 — start-up: not for `--help`
     from batchgate.jobs.io.report import render_summary  # noqa: PLC0415 — start-up: not for `--help`
-    from batchgate.jobs.job_setup import check_output_writable  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.io.same_file import check_output_writable  # noqa: PLC0415 — start-up: not for `--help`
 
     if args.html is not None:
         return _report_html(args)

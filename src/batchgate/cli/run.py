@@ -17,7 +17,7 @@ from batchgate.cli.config_file import load_config
 from batchgate.cli.job_flags import add_spec_options, spec_fields, spec_of
 from batchgate.cli.quota_option import add_quota_option, quota_spec
 from batchgate.errors import JobError
-from batchgate.jobs.find import find_job
+from batchgate.jobs.store.find import find_job
 from batchgate.jobs.store.location import (
     DEFAULT_STORE,
     choose_location,
@@ -310,7 +310,8 @@ def _plan(args: argparse.Namespace) -> int:
 
     from batchgate.config import JobSpec  # noqa: PLC0415 — as above
     from batchgate.embedded import check_embedded  # noqa: PLC0415 — start-up: only `plan` needs it here
-    from batchgate.jobs.job_setup import RunRequest, check_input, with_job_overrides  # noqa: PLC0415 — as above
+    from batchgate.jobs.batch.policy import with_job_overrides  # noqa: PLC0415 — as below
+    from batchgate.jobs.job_setup import RunRequest, check_input  # noqa: PLC0415 — as above
     from batchgate.jobs.plan import make_plan, render_plan  # noqa: PLC0415 — start-up: only `plan` needs it
 
     config = with_job_overrides(

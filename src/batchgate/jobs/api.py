@@ -26,10 +26,10 @@ from typing import Any
 import orjson
 
 from batchgate.config import GatewayConfig, RouteMode, load_config, parse_job_spec
+from batchgate.jobs.batch.policy import with_job_overrides
 from batchgate.jobs.engine_types import EngineOptions
 from batchgate.jobs.graph.expand import answer_of
 from batchgate.jobs.graph.setup import requested_graph
-from batchgate.jobs.job_setup import with_job_overrides
 from batchgate.jobs.pricing import check_prices, unpriced_warning
 from batchgate.jobs.runner import RunRequest, job_id_for, run_job
 from batchgate.jobs.store.location import choose_location, open_store, parse_location, store_exists

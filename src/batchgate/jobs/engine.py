@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 from batchgate.clock import LoopClock
 from batchgate.config import GatewayConfig
@@ -47,6 +48,8 @@ _log = get_logger("task")
 
 class JobEngine:
     no_target = False  # the stop came from a route with no target left (set on the instance)
+    _feeding: asyncio.Future[bool] | None = None  # the input still being stored (`feed_from`)
+    _on_claim: Callable[[int], None] | None = None
 
     def __init__(
         self,
@@ -118,6 +121,24 @@ class JobEngine:
         on (`batchgate serve` shares the gateway between jobs by priority); a lower limit takes
         effect as tasks end."""
         self._slots.set_limit(max(1, limit))
+
+    def feed_from(self, feeding: asyncio.Future[bool], on_claim: Callable[[int], None]) -> None:
+        """The input is still being stored (`io.ingest`): the run does not end before `feeding`
+        does, each stored chunk (`tasks_arrived`) is claimed as it comes, and `on_claim(upto)`
+        hears that the tasks before seq `upto` were claimed (so reading stays just ahead)."""
+        self._feeding, self._on_claim = feeding, on_claim
+        feeding.add_done_callback(self._fed)
+
+    def _fed(self, feeding: asyncio.Future[bool]) -> None:
+        if not feeding.cancelled() and feeding.exception() is not None:
+            self.fail(feeding.exception())  # type: ignore[arg-type]
+        self._wake.set()
+
+    def tasks_arrived(self, total: int) -> None:
+        """More tasks were stored; the job holds `total` so far."""
+        self.progress.total = max(self.progress.total, total)
+        self._more = True
+        self._wake.set()
 
     @property
     def stopping(self) -> bool:
@@ -251,14 +272,18 @@ class JobEngine:
                         self.job_id, min(CLAIM_CHUNK, window - len(self._inflight))
                     )
                     exhausted = not claimed
+                    if claimed and self._on_claim is not None:
+                        self._on_claim(claimed[-1].seq + 1)
                     await self._start_all(gateway, claimed, committer)
                     if claimed and len(self._inflight) < window:
                         continue  # keep filling the window
                 self._packs.flush_soon()  # what was claimed is started: held embedding lines go
-                if not self._inflight and exhausted and not self._handed and not batches.busy:
+                feeding = self._more or (self._feeding is not None and not self._feeding.done())
+                if not self._inflight and exhausted and not self._handed and not batches.busy and not feeding:
                     return
                 self._wake.clear()
-                if (self._inflight or batches.busy) and not self._handed and not self.stopping:
+                waiting = self._inflight or batches.busy or feeding
+                if waiting and not self._handed and not self._more and not self.stopping:
                     await self._wake.wait()  # a task finished, batches handed work back, or a stop
                 self._raise_failure()
             await self._drain()

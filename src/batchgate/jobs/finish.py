@@ -1,13 +1,17 @@
 """The end of a run (or of `batchgate cancel`): the job's status and report figures stored, then
 OUT, the errors file and the JSON report written from the store — so each custom_id appears in
-OUT exactly once, whichever runs and batches produced it."""
+OUT exactly once, whichever runs and batches produced it; and the rounds of `--retry-failed [N]` /
+`batchgate retry` (`run_in_rounds`): a job's failed tasks re-queued and run again, at most N
+rounds, each re-running those that failed again; each round's last run segment is marked, so the
+report counts the rounds a job has had over all its runs."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -17,6 +21,7 @@ from batchgate.jobs.io.output import write_outputs
 from batchgate.jobs.io.report import (
     OPEN_SEGMENT_BLOB,
     REPORT_BLOB,
+    RETRY_ROUND,
     build_report,
     dump_segments,
     fold_open_segment,
@@ -24,6 +29,7 @@ from batchgate.jobs.io.report import (
     load_segments,
 )
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+from batchgate.text import plural
 
 GRAPH_REPORT_BLOB = "graph_report"  # a fan-out or pipeline job's step comparison, as last written
 
@@ -73,14 +79,16 @@ async def finish_job(
     emulator_stats: dict[str, Any] | None = None,
     graph: GraphTasks | None = None,
     appended: int | None = None,
+    more_input: bool = False,
 ) -> Finished:
     """Store the job's status and report segments, then write OUT, errors and the report. A
     fan-out or pipeline job (`graph`) writes one joined line per input and a `graph` report section.
     `appended`: the lines a run appended to OUT as it went; when that is one per finished task, OUT
-    is complete and is left as it is (else, and for `--ordered`, it is rewritten from the store)."""
+    is complete and is left as it is (else, and for `--ordered`, it is rewritten from the store).
+    `more_input`: the job's input is not all stored yet, so the job is stopped, not completed."""
     counts = await store.counts(job_id)
     unfinished = counts[TaskState.PENDING] + counts[TaskState.RUNNING]
-    status = "completed" if unfinished == 0 else "stopped"
+    status = "completed" if unfinished == 0 and not more_input else "stopped"
     reason = None if status == "completed" else (stop_reason or "unfinished")
     # A pipeline's later tasks are added as they become ready: its total is what the store holds.
     total = sum(counts.values()) if graph is not None else None
@@ -159,3 +167,46 @@ async def stored_report(store: JobStore, job: JobRecord) -> dict[str, Any]:
     if graph:
         report["graph"] = orjson.loads(graph)
     return report
+
+
+# -- --retry-failed rounds ----------------------------------------------------------------------
+
+
+class _Outcome(Protocol):
+    @property
+    def status(self) -> str: ...
+
+
+_O = TypeVar("_O", bound=_Outcome)
+_G = TypeVar("_G")
+
+
+async def run_in_rounds(
+    store: JobStore,
+    job_id: str,
+    rounds: int,
+    run: Callable[[], Awaitable[tuple[_O, _G]]],
+    segments: list[dict[str, Any]],
+    say: Callable[[str], None],
+) -> tuple[_O, _G]:
+    """Run the job (`run`), with up to `rounds` rounds of its failed tasks re-queued first."""
+    done = 0
+    if rounds:
+        done = 1
+        say(f"re-queued {plural(await store.requeue_failed(job_id), 'failed item')} of job {job_id}")
+    outcome, extra = await run()
+    _mark(segments, done)
+    while done < rounds and outcome.status == "completed":
+        requeued = await store.requeue_failed(job_id)
+        if not requeued:
+            break
+        done += 1
+        say(f"round {done} of {rounds}: re-queued {plural(requeued, 'item')} that failed again")
+        outcome, extra = await run()
+        _mark(segments, done)
+    return outcome, extra
+
+
+def _mark(segments: list[dict[str, Any]], round_no: int) -> None:
+    if round_no and segments:
+        segments[-1][RETRY_ROUND] = round_no

@@ -1,24 +1,20 @@
 """Setting a job up before it runs: the run request, the job id its paths name, the validation
 pass over the input, the job created (or found and checked) in the store with its tasks, the
-options it remembers (--mode, --deadline), and the output and store paths checked; and the rounds
-of `--retry-failed [N]` / `batchgate retry` (`run_in_rounds`): a job's failed tasks re-queued and
-run again, at most N rounds, each re-running those that failed again; each round's last run
-segment is marked, so the report counts the rounds a job has had over all its runs."""
+options it remembers (--mode, --deadline), and the output and store paths checked. A plain job's
+input is stored behind the sending instead (`input_stream`)."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
 
 from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, JobSpec
 from batchgate.embedded import check_embedded, load_embedded
-from batchgate.errors import InputChangedError, InputError, JobError
+from batchgate.errors import InputChangedError, InputError
 from batchgate.gateway import Gateway
 from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.engine_types import Committed, EngineOptions, ResultHook
@@ -28,6 +24,7 @@ from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.inputs import read_items, validate_items
 from batchgate.jobs.graph.setup import input_items
 from batchgate.jobs.graph.spec import Graph
+from batchgate.jobs.io.ingest import INGEST_BLOB, IngestMark, input_stat
 from batchgate.jobs.io.input import (
     InputProblem,
     ValidationReport,
@@ -35,7 +32,7 @@ from batchgate.jobs.io.input import (
     read_tasks,
     validate_input,
 )
-from batchgate.jobs.io.report import RETRY_ROUND
+from batchgate.jobs.io.problems import invalid_input, show_problems
 from batchgate.jobs.io.same_file import refuse_overwrite
 from batchgate.jobs.io.skipped import SKIPPED_BLOB, listed, skipped_lines
 from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
@@ -44,11 +41,8 @@ from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_sto
 from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec
 from batchgate.logs import WARNING, event, get_logger
-from batchgate.text import plural
 
-SHOWN_PROBLEMS = 20
 _log = get_logger("job")
-SHOWN_IN_ERROR = 3  # reasons a Python caller's error carries in its message (all 20 in `.problems`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,22 +99,13 @@ def appends(req: RunRequest) -> bool:
     return not req.ordered and req.graph is None
 
 
-def with_job_overrides(config: GatewayConfig, spec: JobSpec) -> GatewayConfig:
-    """The config with the given spec's fields over its `job:` ones (and its budget over the
-    config's money budget)."""
-    config = replace(config, job=replace(config.job, spec=spec.over(config.job.spec)))
-    if spec.budget_usd is not None:
-        config = replace(config, budget=replace(config.budget, max_cost_usd=spec.budget_usd))
-    return config
-
-
 def job_id_for(input_path: Path, output_path: Path) -> str:
     """The same input and output (absolute paths) always name the same job: re-running resumes it."""
     key = f"{input_path.resolve()}\0{output_path.resolve()}".encode()
     return "job-" + hashlib.sha256(key).hexdigest()[:12]
 
 
-def _route_fit(req: RunRequest, config: GatewayConfig) -> RouteFit:
+def route_fit(req: RunRequest, config: GatewayConfig) -> RouteFit:
     """The fit check of this run's lines (serve's /v1/batches: the batch's endpoint only)."""
     return RouteFit(config, endpoint=req.batch_endpoint)
 
@@ -131,51 +116,24 @@ def check_input(req: RunRequest, config: GatewayConfig, err: Callable[[str], Non
         report = validate_items(req.input_path, req.graph)
     else:
         report = validate_input(
-            req.input_path, known_models=config.route_models(), check=_route_fit(req, config).problem
+            req.input_path, known_models=config.route_models(), check=route_fit(req, config).problem
         )
+    return checked(req, report, err)
+
+
+def checked(
+    req: RunRequest, report: ValidationReport, err: Callable[[str], None], *, sent: int | None = None
+) -> ValidationReport:
+    """`report` when its input may run: bad lines are told (and raise, without --skip-invalid)."""
     if report.task_count == 0 and report.problem_count == 0:
         raise InputError(str(req.input_path), None, "the input has no tasks")
     if report.problem_count:
-        _show_problems(req, report, err)
+        show_problems(req.input_path, report, err, skip_invalid=req.skip_invalid, python=req.python)
         if not req.skip_invalid:
-            raise _invalid_input(req, report)
+            raise invalid_input(req.input_path, report, python=req.python, sent=sent)
         if report.task_count == 0:
             raise InputError(str(req.input_path), None, "no valid tasks left after skipping invalid lines")
     return report
-
-
-def _invalid_input(req: RunRequest, report: ValidationReport) -> InputError:
-    """The error of an input with bad lines; from Python it names `skip_invalid=True` and carries
-    the first reasons (the CLI printed them above it)."""
-    first = report.problems[0]
-    hint = "skip_invalid=True" if req.python else "--skip-invalid"
-    in_all = f"{plural(report.problem_count, 'invalid line')} in all; nothing was sent"
-    problems = [(p.line_no, p.reason) for p in report.problems[:SHOWN_PROBLEMS]]
-    if report.problem_count == 1:  # one bad line, one line: the error names it
-        reason = f"{first.reason} ({in_all}; fix it or pass {hint})"
-        return InputError(str(req.input_path), first.line_no, reason, problems=problems)
-    listed = ""
-    if req.python:
-        shown = "; ".join(f"line {n}: {why}" for n, why in problems[:SHOWN_IN_ERROR])
-        more = " ..." if report.problem_count > SHOWN_IN_ERROR else ""
-        listed = f": {shown}{more}"
-    reason = f"{in_all} (the first on line {first.line_no}){listed}; fix them or pass {hint}"
-    return InputError(str(req.input_path), None, reason, problems=problems)
-
-
-def _show_problems(req: RunRequest, report: ValidationReport, err: Callable[[str], None]) -> None:
-    """The problems in input order (a lone problem is the error itself, so it is not repeated)."""
-    if report.problem_count == 1 and not req.skip_invalid:
-        return
-    shown = report.problems[:SHOWN_PROBLEMS]
-    for problem in shown:
-        err(problem.describe(req.input_path))
-    more = report.problem_count - len(shown)
-    if more > 0:
-        err(f"... and {plural(more, 'more invalid line')}")
-    if req.skip_invalid:
-        hint = "skip_invalid=True" if req.python else "--skip-invalid"
-        err(f"skipping {plural(report.problem_count, 'invalid line')} ({hint})")
 
 
 def _valid_tasks(req: RunRequest, config: GatewayConfig) -> Iterator[TaskSpec]:
@@ -184,7 +142,7 @@ def _valid_tasks(req: RunRequest, config: GatewayConfig) -> Iterator[TaskSpec]:
     return (
         t
         for t in read_tasks(
-            req.input_path, known_models=config.route_models(), check=_route_fit(req, config).problem
+            req.input_path, known_models=config.route_models(), check=route_fit(req, config).problem
         )
         if isinstance(t, TaskSpec)
     )
@@ -204,13 +162,17 @@ async def open_job_store(req: RunRequest, config: GatewayConfig) -> JobStore:
 
 
 async def unchanged_job_input(store: JobStore, job_id: str, req: RunRequest) -> ValidationReport | None:
-    """For a re-run: when the job exists with all its tasks and its input file is byte-for-byte the
-    one it was made from, the report of that input without a second validation pass (on a
-    million-line input the pass takes longer than resuming should). None otherwise."""
+    """For a re-run: when the job exists with all its tasks and its input file is the one it was
+    made from, the report of that input without a second validation pass (on a million-line input
+    the pass takes longer than resuming should). The file is taken as unchanged when its size,
+    mtime and inode are those recorded when it was read (`io.ingest`), else when its sha256 is
+    the job's. None otherwise."""
     job = await store.get_job(job_id)
     if job is None or sum((await store.counts(job_id)).values()) < job.task_total:
         return None
-    sha = file_sha256(req.input_path)
+    mark = IngestMark.load(await store.get_blob(job_id, INGEST_BLOB))
+    same = mark is not None and mark.done and input_stat(req.input_path) == mark.stat
+    sha = job.input_sha256 if same else await asyncio.to_thread(file_sha256, req.input_path)
     if sha != job.input_sha256:
         return None
     return ValidationReport(str(req.input_path), sha, job.task_total, job.task_total, 0, [])
@@ -224,28 +186,52 @@ async def prepare_job(
     config: GatewayConfig,
     clock: Clock,
 ) -> JobRecord:
+    """The job with every task stored: created from the validated input, or found (its input
+    unchanged, or `--allow-changed-input`) with this run's remembered options."""
     job = await store.get_job(job_id)
     if job is not None:
         if job.input_sha256 != report.sha256:
-            if not req.allow_changed_input:
-                raise InputChangedError(
-                    f"{req.input_path} changed since job {job_id} started (sha256 {job.input_sha256[:12]} "
-                    f"→ {report.sha256[:12]}); pass --allow-changed-input to continue the job with the tasks "
-                    "it stored, or write to a different --output to start a new job"
-                )
+            changed_input(req, job, report.sha256)
             await store.update_job(job_id, input_sha256=report.sha256)
-        spec = _remembered(req).over(job.options.spec)  # --mode etc. again: the latest
-        notes = price_notes(config)
-        if (spec, notes) != (job.options.spec, job.options.price_notes):
-            await store.update_job(job_id, options=replace(job.options, spec=spec, price_notes=notes))
-            job = await store.get_job(job_id) or job
+        job = await remember(store, job, req, config)
         if sum((await store.counts(job_id)).values()) < job.task_total:
             # An earlier run died while storing the tasks (killed, disk full): store the rest now
             # (add_tasks skips those already there), or the job would "complete" without them.
             await store.add_tasks(job_id, _valid_tasks(req, config))
         return job
+    job = new_record(job_id, req, report, config, clock)
+    await store.create_job(job)
+    if req.skip_invalid and report.problem_count:
+        await store_skipped(store, job_id, req, config, report)
+    await store.add_tasks(job_id, _valid_tasks(req, config))
+    return job
+
+
+def changed_input(req: RunRequest, job: JobRecord, sha: str) -> None:
+    """Refuse a job's changed input, unless --allow-changed-input."""
+    if not req.allow_changed_input:
+        raise InputChangedError(
+            f"{req.input_path} changed since job {job.job_id} started (sha256 {job.input_sha256[:12] or '?'} "
+            f"→ {sha[:12]}); pass --allow-changed-input to continue the job with the tasks "
+            "it stored, or write to a different --output to start a new job"
+        )
+
+
+async def remember(store: JobStore, job: JobRecord, req: RunRequest, config: GatewayConfig) -> JobRecord:
+    """--mode etc. given again: the job keeps the latest (and this run's price notes)."""
+    spec = _remembered(req).over(job.options.spec)
+    notes = price_notes(config)
+    if (spec, notes) != (job.options.spec, job.options.price_notes):
+        await store.update_job(job.job_id, options=replace(job.options, spec=spec, price_notes=notes))
+        return await store.get_job(job.job_id) or job
+    return job
+
+
+def new_record(
+    job_id: str, req: RunRequest, report: ValidationReport, config: GatewayConfig, clock: Clock
+) -> JobRecord:
     now = clock.wall()
-    job = JobRecord(
+    return JobRecord(
         job_id=job_id,
         input_path=str(req.input_path.resolve()),
         input_sha256=report.sha256,
@@ -269,12 +255,23 @@ async def prepare_job(
             api_id=req.api_id,  # found by it in every command
         ),
     )
-    await store.create_job(job)
-    if req.skip_invalid and report.problem_count:  # each skipped line, for the errors file
-        lines = skipped_lines(req.input_path, _all_problems(req, config, report))
-        await store.put_blob(job_id, SKIPPED_BLOB, lines)
-    await store.add_tasks(job_id, _valid_tasks(req, config))
-    return job
+
+
+def with_skipped(options: JobOptions, req: RunRequest, report: ValidationReport) -> JobOptions:
+    """`options` with what --skip-invalid left out of the input (nothing without it)."""
+    return replace(
+        options,
+        skipped_lines=report.problem_count if req.skip_invalid else 0,
+        skipped_first=tuple(listed(report.problems)) if req.skip_invalid else (),
+    )
+
+
+async def store_skipped(
+    store: JobStore, job_id: str, req: RunRequest, config: GatewayConfig, report: ValidationReport
+) -> None:
+    """Each line --skip-invalid left out, for the errors file."""
+    lines = skipped_lines(req.input_path, _all_problems(req, config, report))
+    await store.put_blob(job_id, SKIPPED_BLOB, lines)
 
 
 def _all_problems(req: RunRequest, config: GatewayConfig, report: ValidationReport) -> Iterator[InputProblem]:
@@ -297,17 +294,6 @@ def _captured(config: GatewayConfig) -> JobSpec:
     priority, metadata and schedule without the config); its output check and retry rounds stay
     the config's, read at each run."""
     return replace(config.job.spec, validate_regex=None, validate_schema=None, retry_failed=0)
-
-
-def job_config(config: GatewayConfig, job: JobRecord) -> GatewayConfig:
-    """The config a job runs with: the spec it remembers over the config's `job:`, a deadline
-    given as a time counted in hours from the job's creation (as the Batch API choice counts)."""
-    config = with_job_overrides(config, job.options.spec)
-    spec = config.job.spec
-    if spec.deadline is not None:
-        spec = replace(spec, deadline=None, deadline_hours=spec.hours_after(job.created_at))
-        config = replace(config, job=replace(config.job, spec=spec))
-    return config
 
 
 def check_request(req: RunRequest, config: GatewayConfig, err: Callable[[str], None]) -> None:
@@ -335,56 +321,3 @@ def guard_paths(req: RunRequest) -> None:
     }
     reads = {"input": req.input_path, "config": req.config_path, "job store": store, **dict(req.extra_reads)}
     refuse_overwrite(writes, reads)
-
-
-def check_output_writable(path: Path) -> None:
-    parent = path.resolve().parent
-    if not parent.is_dir():
-        raise JobError(f"{path}: cannot write output: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise JobError(f"{path}: cannot write output: directory {parent} is not writable")
-    if path.exists() and path.is_dir():
-        raise JobError(f"{path}: cannot write output: it is a directory")
-
-
-# -- --retry-failed rounds ----------------------------------------------------------------------
-
-
-class _Outcome(Protocol):
-    @property
-    def status(self) -> str: ...
-
-
-_O = TypeVar("_O", bound=_Outcome)
-_G = TypeVar("_G")
-
-
-async def run_in_rounds(
-    store: JobStore,
-    job_id: str,
-    rounds: int,
-    run: Callable[[], Awaitable[tuple[_O, _G]]],
-    segments: list[dict[str, Any]],
-    say: Callable[[str], None],
-) -> tuple[_O, _G]:
-    """Run the job (`run`), with up to `rounds` rounds of its failed tasks re-queued first."""
-    done = 0
-    if rounds:
-        done = 1
-        say(f"re-queued {plural(await store.requeue_failed(job_id), 'failed item')} of job {job_id}")
-    outcome, extra = await run()
-    _mark(segments, done)
-    while done < rounds and outcome.status == "completed":
-        requeued = await store.requeue_failed(job_id)
-        if not requeued:
-            break
-        done += 1
-        say(f"round {done} of {rounds}: re-queued {plural(requeued, 'item')} that failed again")
-        outcome, extra = await run()
-        _mark(segments, done)
-    return outcome, extra
-
-
-def _mark(segments: list[dict[str, Any]], round_no: int) -> None:
-    if round_no and segments:
-        segments[-1][RETRY_ROUND] = round_no

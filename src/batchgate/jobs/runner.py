@@ -23,41 +23,40 @@ import orjson
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
-from batchgate.jobs.batch.policy import job_deadline
+from batchgate.jobs.batch.policy import job_config, job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, JobEngine
 from batchgate.jobs.engine_types import EngineHooks, EngineHost, EngineOutcome, JobFacts
-from batchgate.jobs.finish import Finished, earlier_segments, finish_job, refused_tokens
+from batchgate.jobs.finish import Finished, earlier_segments, finish_job, refused_tokens, run_in_rounds
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import render_graph_summary
 from batchgate.jobs.graph.setup import job_graph, restore, step_checks
+from batchgate.jobs.input_stream import end_ingest, feed, open_input, set_up_job, stop_feeding
 from batchgate.jobs.io.live_output import LiveOutput
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
-from batchgate.jobs.io.report import OPEN_SEGMENT_BLOB, render_summary, run_segment
+from batchgate.jobs.io.report import (
+    OPEN_SEGMENT_BLOB,
+    render_summary,
+    run_segment,
+)
+from batchgate.jobs.io.same_file import check_output_writable
 from batchgate.jobs.io.timeline import TIMELINE_BLOB, Timeline, load_timeline
 from batchgate.jobs.job_setup import (
     RunRequest,
     appends,
     check_input,
-    check_output_writable,
     check_request,
-    job_config,
     job_id_for,
     open_job_store,
-    prepare_job,
-    run_in_rounds,
-    unchanged_job_input,
-    with_job_overrides,
 )
 from batchgate.jobs.lifecycle.callback import announce_end
 from batchgate.jobs.lifecycle.start import before_start
-from batchgate.jobs.store.location import DEFAULT_STORE, resume_hint, store_exists
+from batchgate.jobs.store.location import resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger
 from batchgate.text import plural
 
-__all__ = ["DEFAULT_STORE", "LIVE_BLOB", "RunRequest", "check_input", "job_config", "job_id_for", "run_job",
-           "with_job_overrides"]  # fmt: skip
+__all__ = ["RunRequest", "job_id_for", "run_job"]
 
 EXIT_OK = 0  # every item succeeded
 EXIT_STOPPED = 3  # stopped by a guard (budget, error rate, an exhausted account)
@@ -87,15 +86,14 @@ async def run_job(
     check_output_writable(req.errors_file)
     check_output_writable(req.report_file)
     job_id = job_id_for(req.input_path, req.output_path)
-    rerun = store_exists(req.store_path)
-    report = None if rerun else check_input(req, config, err)  # a new store: validate before creating it
+    first = None  # a new store: the input's first lines (a graph's: all) validated before creating it
+    if not store_exists(req.store_path):
+        first = check_input(req, config, err) if req.graph is not None else open_input(req, config, err)
     store = await open_job_store(req, config)
     try:
         with store.lock_job(job_id):
             req = replace(req, graph=job_graph(req.graph, await store.get_job(job_id)))
-            if report is None:
-                report = await unchanged_job_input(store, job_id, req) or check_input(req, config, err)
-            job = await prepare_job(store, job_id, req, report, config, clock)
+            job, ingest = await set_up_job(store, job_id, req, config, clock, err, first)
             config = job_config(config, job)
             await before_start(config.job.spec, job_id, clock, err)  # its not_before; its callback's secret
             segments = await earlier_segments(store, job_id)
@@ -104,16 +102,21 @@ async def run_job(
             deadline = job_deadline(config, job.created_at)
             rounds = req.spec.retry_failed or config.job.spec.retry_failed
             live = await LiveOutput.open(store, job_id, req.output_path) if appends(req) else None
-            req = replace(req, on_commit=live.committed if live is not None else None)
+            req, feeding = feed(replace(req, on_commit=live.committed if live is not None else None), ingest)
             run = functools.partial(_run_engine, store, job_id, config, req, sink, segments, deadline, clock)
             again = functools.partial(_run_all, store, job_id, req, run)  # --retry-failed N: in rounds
             try:
                 outcome, graph = await run_in_rounds(store, job_id, rounds, again, segments, err)
             finally:
                 appended = live.close() if live is not None else None
-            code = await _finish(store, job, outcome, req, segments, sink, out, err, graph, appended)
+                more = await stop_feeding(ingest, feeding)  # why the input is not all stored, if not
+            if ingest is not None and not ingest.failed:
+                await end_ingest(store, job_id, ingest, req, config, err)  # its sha256, skipped lines
+            code = await _finish(store, job, outcome, req, segments, sink, out, err, graph, appended, more)
             if req.gateway is None:  # a server's runs: its outbox posts their ends
                 await announce_end(config.job.spec, job_id, code, clock, err)
+            if ingest is not None and ingest.failed:
+                await end_ingest(store, job_id, ingest, req, config, err)  # a bad line read late raises
             return code
     finally:
         sink.close()
@@ -306,6 +309,7 @@ async def _finish(
     err: Callable[[str], None],
     graph: GraphTasks | None = None,
     appended: int | None = None,
+    more_input: str | None = None,
 ) -> int:
     job_id = job.job_id
     files = req.files
@@ -314,10 +318,11 @@ async def _finish(
         job_id,
         files,
         segments,
-        stop_reason=outcome.stop_reason,
+        stop_reason=outcome.stop_reason or more_input,
         emulator_stats=outcome.emulator_stats,
         graph=graph,
         appended=appended,
+        more_input=more_input is not None,
     )
     status, reason, unfinished = done.status, done.reason, done.unfinished
     written, failed = done.written, done.failed

@@ -1,5 +1,6 @@
-"""A job run's batch mode, on the engine's side: starts a `BatchModeRunner` after the gateway (its
-own HTTP session, the gateway's provider URLs), recovers recorded batches and claims the tasks of
+"""A job run's batch mode, on the engine's side: starts a `BatchModeRunner` after the gateway (the
+gateway's provider URLs; its own HTTP session, opened only when a task goes to a provider's Batch
+API, so a run with no batch opens none), recovers recorded batches and claims the tasks of
 batch-mode routes before live dispatch begins, follows them in the background, and feeds what
 they produce into the run: outcomes into progress, the budget and the error-rate window; tasks
 handed back into live dispatch; batch events into the progress sink.
@@ -72,6 +73,7 @@ class BatchDriver:
         self._on_event = on_event
         self._prices = PriceTable(config.prices)
         self._session: aiohttp.ClientSession | None = None
+        self.opened_session = False  # whether this run needed a Batch API (and opened its session)
         self._background: set[asyncio.Future[list[TaskSpec]]] = set()
         self._reserved: dict[int, Amount] = {}
         self._check = check
@@ -85,12 +87,11 @@ class BatchDriver:
     async def start(self, gateway: Gateway) -> None:
         """Recover recorded batches and claim batch-mode tasks (before any live claim), then
         follow and submit them in the background."""
-        self._session = create_session(connect_timeout=self.config.settings.timeouts.connect)
         runner = BatchModeRunner(
             self.config,
             self.store,
             self.job_id,
-            session=self._session,
+            session=self._open_session,
             base_urls=gateway.base_urls,
             clock=self._clock,
             prices=self._prices,
@@ -135,6 +136,13 @@ class BatchDriver:
         return {**self.runner.open.summary(), "stats": self.runner.stats.to_dict()}
 
     # -- internals -------------------------------------------------------------------------------
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        """The batch clients' HTTP session, opened on the first client's need (closed by `close`)."""
+        if self._session is None:
+            self.opened_session = True
+            self._session = create_session(connect_timeout=self.config.settings.timeouts.connect)
+        return self._session
 
     def _spawn(self, coro: Any) -> None:
         fut: asyncio.Future[list[TaskSpec]] = asyncio.ensure_future(coro)

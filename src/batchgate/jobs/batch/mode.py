@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any
@@ -86,7 +86,7 @@ class BatchModeRunner:
         store: JobStore,
         job_id: str,
         *,
-        session: aiohttp.ClientSession,
+        session: aiohttp.ClientSession | Callable[[], aiohttp.ClientSession],
         base_urls: Mapping[str, str] | None = None,
         clock: Clock | None = None,
         prices: PriceTable | None = None,
@@ -95,7 +95,8 @@ class BatchModeRunner:
         events: BatchEvents | None = None,
     ) -> None:
         """`deadline`: wall seconds (see `batch_policy.job_deadline`), None for no deadline.
-        `base_urls` overrides providers' URLs (an embedded emulator's)."""
+        `base_urls` overrides providers' URLs (an embedded emulator's). `session` may be a function
+        that opens one when a provider's Batch API is first used (a run with no batch opens none)."""
         self.config = config
         self.store = store
         self.job_id = job_id
@@ -217,9 +218,10 @@ class BatchModeRunner:
         return client
 
     def _make_client(self, provider: ProviderConfig) -> BatchClient:
+        session = self._session if isinstance(self._session, aiohttp.ClientSession) else self._session()
         client: BatchClient = make_batch_client(
             provider,
-            self._session,
+            session,
             self.config.settings.timeouts,
             base_url=self._base_urls.get(provider.name),
             clock=self._clock,

@@ -1,6 +1,7 @@
 """Batch-mode policy, pure (no I/O): which mode a route runs in (`online`, `batch-api`, or `auto`
 decided by deadline and price), where a route's batches go, when a deadline is too near to wait for
-another batch, and which batch errors are worth another try.
+another batch, which batch errors are worth another try; and the config a job runs with (its
+remembered --mode / --deadline applied).
 
 Errors are judged by their codes and statuses (structured fields), never by message text.
 """
@@ -8,12 +9,13 @@ Errors are judged by their codes and statuses (structured fields), never by mess
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import EllipsisType
 from typing import Any, Literal
 
-from batchgate.config import GatewayConfig, ProviderConfig, RouteConfig
+from batchgate.config import GatewayConfig, JobSpec, ProviderConfig, RouteConfig
 from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.store.protocol import JobRecord
 from batchgate.models import Usage
 from batchgate.providers.batch.common import CANCELLED, EXPIRED, BatchItemResult
 
@@ -167,3 +169,23 @@ def failed_batch_error(errors: list[tuple[str, str]]) -> tuple[str, str]:
     if len(errors) > 5:
         message += f"; and {len(errors) - 5} more"
     return errors[0][0], f"batch failed validation: {message}"
+
+
+def with_job_overrides(config: GatewayConfig, spec: JobSpec) -> GatewayConfig:
+    """The config with the given spec's fields over its `job:` ones (and its budget over the
+    config's money budget)."""
+    config = replace(config, job=replace(config.job, spec=spec.over(config.job.spec)))
+    if spec.budget_usd is not None:
+        config = replace(config, budget=replace(config.budget, max_cost_usd=spec.budget_usd))
+    return config
+
+
+def job_config(config: GatewayConfig, job: JobRecord) -> GatewayConfig:
+    """The config a job runs with: the spec it remembers over the config's `job:`, a deadline
+    given as a time counted in hours from the job's creation (as the Batch API choice counts)."""
+    config = with_job_overrides(config, job.options.spec)
+    spec = config.job.spec
+    if spec.deadline is not None:
+        spec = replace(spec, deadline=None, deadline_hours=spec.hours_after(job.created_at))
+        config = replace(config, job=replace(config.job, spec=spec))
+    return config

@@ -10,6 +10,7 @@ tasks are numbered 0, 1, 2, ... (`seq`) in input order.
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
 MAX_REPORTED_PROBLEMS = 1000
 _BOM = b"\xef\xbb\xbf"
 _SKIP_CHUNK = 1 << 20
+_SAMPLE_EVERY = 256  # lines between two offsets kept for re-reading a line by its number
 
 
 class _Hasher(Protocol):
@@ -79,6 +81,19 @@ def read_tasks(
 ) -> Iterator[TaskSpec | InputProblem]:
     """Stream the input's tasks and line problems in file order (`any_model`: see `normalise`)."""
     return _read(Path(path), known_models, max_line_bytes, None, [0], check, any_model)
+
+
+def read_tasks_hashed(
+    path: Path,
+    hasher: _Hasher,
+    line_count: list[int],
+    *,
+    known_models: Collection[str] | None = None,
+    check: BodyCheck | None = None,
+) -> Iterator[TaskSpec | InputProblem]:
+    """`read_tasks`, feeding every byte read to `hasher` and the last line's number to
+    `line_count[0]` (one read that validates, hashes and yields the tasks: `ingest.InputPass`)."""
+    return _read(path, known_models, DEFAULT_MAX_LINE_BYTES, hasher, line_count, check)
 
 
 def validate_input(
@@ -137,12 +152,14 @@ def _read(
 ) -> Iterator[TaskSpec | InputProblem]:
     known = None if known_models is None else frozenset(known_models)
     reread = _Reread(path, max_line_bytes)
-    seen = FirstLines(reread.same_id)  # compact: a million ids in ~50 MB, not ~125 MB
+    seen = FirstLines(reread.same_id)  # compact: a million ids in ~15 MB, not ~125 MB
     seq = 0
     content = False
     with _open(path) as f, reread:
         for line_no, offset, raw in _lines(f, path, max_line_bytes, hasher):
             line_count[0] = line_no
+            if line_no % _SAMPLE_EVERY == 1:
+                reread.samples.append(offset)
             if raw is None:
                 content = True
                 yield InputProblem(line_no, f"line is longer than {max_line_bytes} bytes")
@@ -159,7 +176,7 @@ def _read(
             if problem is not None:
                 yield InputProblem(line_no, problem)
                 continue
-            first = seen.first_line(custom_id, line_no, offset)
+            first = seen.first_line(custom_id, line_no)
             if first is not None:
                 yield InputProblem(line_no, f"duplicate custom_id {custom_id!r} (first on line {first})")
                 continue
@@ -193,19 +210,25 @@ def _parse(
 
 
 class _Reread:
-    """Reads an accepted line back by its offset, to confirm that a custom_id whose hash matched
-    an earlier line's really is that line's (a second handle, opened on the first need)."""
+    """Reads an accepted line back by its number, to confirm that a custom_id whose hash matched
+    an earlier line's really is that line's (a second handle, opened on the first need): from the
+    offset of every `_SAMPLE_EVERY`th line (`samples`, kept by the reader), it reads on to the line."""
 
     def __init__(self, path: Path, max_line_bytes: int) -> None:
         self._path = path
         self._max = max_line_bytes
         self._f: IO[bytes] | None = None
+        self.samples = array("q")  # the offset of lines 1, 1 + _SAMPLE_EVERY, ...
 
-    def same_id(self, offset: int, line_no: int, custom_id: str) -> bool:
+    def same_id(self, line_no: int, custom_id: str) -> bool:
         if self._f is None:
             self._f = _open(self._path)
+        before, ahead = divmod(line_no - 1, _SAMPLE_EVERY)
         try:
-            self._f.seek(offset)
+            self._f.seek(self.samples[before])
+            for _ in range(ahead):
+                while (skipped := self._f.readline(_SKIP_CHUNK)) and not skipped.endswith(b"\n"):
+                    pass
             raw = self._f.readline(self._max + 1)
         except OSError as exc:
             raise InputError(str(self._path), line_no, f"cannot read ({exc.strerror})") from None

@@ -2,7 +2,7 @@
 the report, the job store, a log file, a `report --html` page) that is the input, the config or any
 other file the run reads is refused before anything is written. "The same file" is the same device
 and inode, whatever the paths say (a symlink, a hard link, `./x` beside `x`); a path that does not
-exist yet is no file anybody reads."""
+exist yet is no file anybody reads. And an output's folder checked writable before a run starts."""
 
 from __future__ import annotations
 
@@ -47,3 +47,13 @@ def refuse_overwrite(writes: Paths, reads: Paths) -> None:
                     f"{path}: the {what} and the {other} are the same file; choose another path "
                     "(nothing was written)"
                 )
+
+
+def check_output_writable(path: Path) -> None:
+    parent = path.resolve().parent
+    if not parent.is_dir():
+        raise JobError(f"{path}: cannot write output: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise JobError(f"{path}: cannot write output: directory {parent} is not writable")
+    if path.exists() and path.is_dir():
+        raise JobError(f"{path}: cannot write output: it is a directory")

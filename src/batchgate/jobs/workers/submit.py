@@ -11,10 +11,10 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.errors import JobError
 from batchgate.jobs.io.output_check import OutputCheck
+from batchgate.jobs.io.same_file import check_output_writable
 from batchgate.jobs.job_setup import (
     RunRequest,
     check_input,
-    check_output_writable,
     check_request,
     job_id_for,
     prepare_job,

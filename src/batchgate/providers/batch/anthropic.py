@@ -22,7 +22,7 @@ from batchgate.errors import BadRequestError
 from batchgate.models import Usage
 from batchgate.policy.poll import PollPolicy
 from batchgate.providers.anthropic import anthropic_headers
-from batchgate.providers.batch.base import BatchClientBase
+from batchgate.providers.batch.calls import BatchCalls
 from batchgate.providers.batch.common import (
     CANCELLED,
     EXPIRED,
@@ -112,7 +112,7 @@ def _int(value: Any) -> int:
     return value if type(value) is int else 0
 
 
-class AnthropicBatchClient(BatchClientBase):
+class AnthropicBatchClient:
     """Runs batches on one Anthropic provider's Message Batches API."""
 
     kind = "anthropic"
@@ -136,9 +136,13 @@ class AnthropicBatchClient(BatchClientBase):
         self.max_bytes = max_bytes
         self._default_max_tokens = config.default_max_tokens
         self._clock: Clock = clock or LoopClock()
-        self._poll = poll or PollPolicy()
         headers = anthropic_headers(config, {"Accept": "application/json"})
         self._http = BatchHTTP(session, timeouts, config.name, config.api_key, headers)
+        self._calls = calls = BatchCalls(
+            self.name, self.kind, self._http, self._url, anthropic_status, self._clock, poll or PollPolicy()
+        )
+        # status, poll_until_done and cancel are the same calls on every Batch API
+        self.status, self.poll_until_done, self.cancel = calls.status, calls.poll_until_done, calls.cancel
 
     def _entry(self, request: BatchRequest, model: str | None) -> dict[str, Any]:
         body = body_for(request, model, self.name)
@@ -180,15 +184,12 @@ class AnthropicBatchClient(BatchClientBase):
             raise malformed(self.name, 200, {}, orjson.dumps(batch), "the batch object has no id")
         return BatchHandle(self.name, batch_id, self.kind)
 
-    def _batches_url(self) -> str:
-        return self._url
-
-    def _parse_status(self, raw: Mapping[str, Any]) -> BatchStatus:
-        return anthropic_status(raw)
-
     async def results(self, handle: BatchHandle) -> list[BatchItemResult]:
         """Every result of an ended batch (fetched from the configured URL, never `results_url`)."""
-        await self._ended(handle)
-        data = await self._http.raw("GET", f"{self._batch_url(handle)}/results")
+        await self._calls.ended(handle)
+        data = await self._http.raw("GET", f"{self._calls.batch_url(handle)}/results")
         created = int(self._clock.wall())
-        return self._items(data, "batch result", lambda line: anthropic_item_result(line, created))
+        return self._calls.items(data, "batch result", lambda line: anthropic_item_result(line, created))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"

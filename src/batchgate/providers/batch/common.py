@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import aiohttp
 import orjson
@@ -122,8 +122,10 @@ class BatchItemResult:
     status_code: int | None = None
 
 
+@runtime_checkable
 class BatchClient(Protocol):
-    """Submits batches to one provider's Batch API and collects their results."""
+    """Submits batches to one provider's Batch API and collects their results: the one seam of
+    the Batch API clients (what they share is `calls.BatchCalls`, held, not inherited)."""
 
     name: str
     kind: str

@@ -23,7 +23,7 @@ from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.endpoints import PATHS, endpoint_of, wire_body
 from batchgate.errors import ProviderError
 from batchgate.policy.poll import PollPolicy
-from batchgate.providers.batch.base import BatchClientBase
+from batchgate.providers.batch.calls import BatchCalls
 from batchgate.providers.batch.common import (
     BatchCounts,
     BatchHandle,
@@ -101,7 +101,7 @@ def _int(value: Any) -> int:
     return value if type(value) is int else 0
 
 
-class OpenAIBatchClient(BatchClientBase):
+class OpenAIBatchClient:
     """Runs batches on one OpenAI-compatible provider's Batch API."""
 
     kind = "openai"
@@ -122,10 +122,19 @@ class OpenAIBatchClient(BatchClientBase):
         self.base_url = (base_url or config.base_url).rstrip("/")
         self.max_requests = max_requests
         self.max_bytes = max_bytes
-        self._clock: Clock = clock or LoopClock()
-        self._poll = poll or PollPolicy()
         headers = openai_headers(config, {"Accept": "application/json"})
         self._http = BatchHTTP(session, timeouts, config.name, config.api_key, headers)
+        self._calls = calls = BatchCalls(
+            self.name,
+            self.kind,
+            self._http,
+            f"{self.base_url}/batches",
+            openai_status,
+            clock or LoopClock(),
+            poll or PollPolicy(),
+        )
+        # status, poll_until_done and cancel are the same calls on every Batch API
+        self.status, self.poll_until_done, self.cancel = calls.status, calls.poll_until_done, calls.cancel
 
     def _line(self, request: BatchRequest, model: str | None) -> bytes:
         path, body = wire_body(body_for(request, model, self.name))
@@ -179,19 +188,16 @@ class OpenAIBatchClient(BatchClientBase):
             raise malformed(self.name, 200, {}, orjson.dumps(batch), "the batch object has no id")
         return BatchHandle(self.name, batch_id, self.kind)
 
-    def _batches_url(self) -> str:
-        return f"{self.base_url}/batches"
-
-    def _parse_status(self, raw: Mapping[str, Any]) -> BatchStatus:
-        return openai_status(raw)
-
     async def results(self, handle: BatchHandle) -> list[BatchItemResult]:
         """Every result of an ended batch (output file, then error file); [] for a failed one."""
-        status = await self._ended(handle)
+        status = await self._calls.ended(handle)
         results: list[BatchItemResult] = []
         for key in ("output_file_id", "error_file_id"):
             file_id = status.raw.get(key)
             if isinstance(file_id, str) and file_id:
                 data = await self._http.raw("GET", f"{self.base_url}/files/{file_id}/content")
-                results.extend(self._items(data, f"batch {key[:-8]} file", openai_item_result))
+                results.extend(self._calls.items(data, f"batch {key[:-8]} file", openai_item_result))
         return results
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
