@@ -24,7 +24,8 @@ from batchgate.clock import LoopClock, TimerHandle
 from batchgate.config import JobSpec, load_config
 from batchgate.emulator import EmulatorThread
 from batchgate.errors import JobSpecError
-from batchgate.jobs.runner import RunRequest, run_job
+from batchgate.jobs.job_setup import RunRequest
+from batchgate.jobs.runner import run_job
 from batchgate.webhooks.signing import new_secret
 from loopback import serving
 

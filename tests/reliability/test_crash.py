@@ -20,7 +20,7 @@ from acceptance.harness import Cli, one_error_line, read_jsonl, wait_for
 from batchgate.config import load_config
 from batchgate.emulator import EmulatorThread
 from batchgate.jobs.io.input import validate_input
-from batchgate.jobs.runner import RunRequest, job_id_for
+from batchgate.jobs.job_setup import RunRequest, job_id_for
 from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.protocol import JobRecord
 from batchgate.jobs.store.sqlite import SqliteJobStore

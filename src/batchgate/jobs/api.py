@@ -30,8 +30,9 @@ from batchgate.jobs.batch.policy import with_job_overrides
 from batchgate.jobs.engine_types import EngineOptions
 from batchgate.jobs.graph.expand import answer_of
 from batchgate.jobs.graph.setup import requested_graph
+from batchgate.jobs.job_setup import RunRequest, job_id_for
 from batchgate.jobs.pricing import check_prices, unpriced_warning
-from batchgate.jobs.runner import RunRequest, job_id_for, run_job
+from batchgate.jobs.runner import run_job
 from batchgate.jobs.store.location import choose_location, open_store, parse_location, store_exists
 from batchgate.jobs.store.protocol import TaskOutcome, TaskRecord, TaskSpec, TaskState
 from batchgate.request_fields import out_line_metadata, task_metadata

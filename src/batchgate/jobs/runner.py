@@ -56,7 +56,7 @@ from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger
 from batchgate.text import plural
 
-__all__ = ["RunRequest", "job_id_for", "run_job"]
+__all__ = ["run_job"]
 
 EXIT_OK = 0  # every item succeeded
 EXIT_STOPPED = 3  # stopped by a guard (budget, error rate, an exhausted account)

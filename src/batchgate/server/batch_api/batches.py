@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from batchgate.errors import ServiceRequestError
-from batchgate.jobs.runner import job_id_for
+from batchgate.jobs.job_setup import job_id_for
 from batchgate.server.batch_api.files import link_or_copy, write_private
 from batchgate.server.batch_api.input_problems import line_problems
 from batchgate.server.batch_api.runs import Runs

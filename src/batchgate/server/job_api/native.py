@@ -26,7 +26,7 @@ from batchgate.config import GatewayConfig
 from batchgate.config.job_spec import JobSpec
 from batchgate.errors import InputError, ServiceRequestError
 from batchgate.jobs.batch.policy import with_job_overrides
-from batchgate.jobs.runner import job_id_for
+from batchgate.jobs.job_setup import job_id_for
 from batchgate.server.batch_api.files import link_or_copy, write_private
 from batchgate.server.batch_api.input_problems import line_problems
 from batchgate.server.batch_api.run_parts import RunTerms, batch_terms
