@@ -9,7 +9,7 @@ import pytest
 
 from batchgate.config import GatewayConfig, Price, config_from_dict
 from batchgate.errors import JobError
-from batchgate.jobs.batch.ledger import INDEX_KEY, BatchLedger, BatchRecord
+from batchgate.jobs.batch.ledger import INDEX_KEY, BatchLedger, ProviderBatch
 from batchgate.jobs.batch.outcomes import BatchContext, Rejected, failed_batch_outcomes, sort_results
 from batchgate.jobs.batch.policy import (
     TasksEstimate,
@@ -184,8 +184,8 @@ async def test_ledger_records_round_trip_and_refuse_garbage() -> None:
     await store.create_job(job())
     ledger = BatchLedger(store, "job1")
     assert await ledger.records() == []
-    first = BatchRecord(BatchHandle("p", "batch_1", "openai"), (0, 1, 2), "gpt-x", 1234.5)
-    second = BatchRecord(BatchHandle("q", "msgbatch_2", "anthropic"), (3,), "claude", 1240.0, round=2)
+    first = ProviderBatch(BatchHandle("p", "batch_1", "openai"), (0, 1, 2), "gpt-x", 1234.5)
+    second = ProviderBatch(BatchHandle("q", "msgbatch_2", "anthropic"), (3,), "claude", 1240.0, round=2)
     await ledger.add(first)
     await ledger.add(second)
     await ledger.add(first)  # once in the index

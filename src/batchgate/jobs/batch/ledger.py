@@ -31,7 +31,7 @@ def batch_key(handle: BatchHandle) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class BatchRecord:
+class ProviderBatch:
     handle: BatchHandle
     seqs: tuple[int, ...]
     model: str  # the model the batch's requests were sent with
@@ -60,7 +60,7 @@ class BatchRecord:
         )
 
     @classmethod
-    def from_json(cls, job_id: str, key: str, data: bytes) -> BatchRecord:
+    def from_json(cls, job_id: str, key: str, data: bytes) -> ProviderBatch:
         """Parse a stored record; `JobError` naming the job and key when it is unreadable."""
         try:
             raw: Any = orjson.loads(data)
@@ -104,20 +104,20 @@ class BatchLedger:
             self._keys = keys
         return list(self._keys)
 
-    async def records(self) -> list[BatchRecord]:
+    async def records(self) -> list[ProviderBatch]:
         """Every batch record, in submission order."""
-        out: list[BatchRecord] = []
+        out: list[ProviderBatch] = []
         for key in await self.keys():
             data = await self._store.get_blob(self._job_id, key)
             if data:
-                out.append(BatchRecord.from_json(self._job_id, key, data))
+                out.append(ProviderBatch.from_json(self._job_id, key, data))
         return out
 
-    async def open_records(self) -> list[BatchRecord]:
+    async def open_records(self) -> list[ProviderBatch]:
         """The batches whose items' outcomes are not all committed yet."""
         return [r for r in await self.records() if r.state == "submitted"]
 
-    async def add(self, record: BatchRecord) -> None:
+    async def add(self, record: ProviderBatch) -> None:
         """Persist a just-submitted batch: its blob, then the index."""
         async with self._lock:
             await self._store.put_blob(self._job_id, record.key, record.to_json())
@@ -127,7 +127,7 @@ class BatchLedger:
                 await self._store.put_blob(self._job_id, INDEX_KEY, orjson.dumps(keys))
                 self._keys = keys
 
-    async def finish(self, record: BatchRecord, ended: str, ended_at: float) -> BatchRecord:
+    async def finish(self, record: ProviderBatch, ended: str, ended_at: float) -> ProviderBatch:
         """Mark a batch done (its outcomes are committed): it is not resumed again."""
         done = replace(record, state="done", ended=ended, ended_at=ended_at)
         async with self._lock:

@@ -42,7 +42,7 @@ from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.endpoints import CHAT, endpoint_of
 from batchgate.errors import BadRequestError, JobError
 from batchgate.jobs.batch.events import BatchEvents, NoEvents
-from batchgate.jobs.batch.ledger import BatchLedger, BatchRecord
+from batchgate.jobs.batch.ledger import BatchLedger, ProviderBatch
 from batchgate.jobs.batch.outcomes import (
     BatchContext,
     custom_id_for,
@@ -73,7 +73,7 @@ CREATE_ATTEMPTS = 30  # tries to create one batch through 429s / transient error
 
 @dataclass(slots=True)
 class _Batch:
-    record: BatchRecord
+    record: ProviderBatch
     specs: dict[int, TaskSpec]  # the tasks this run holds (claimed) among the batch's seqs
 
 
@@ -284,7 +284,7 @@ class BatchModeRunner:
                     live.extend(specs)
                     return None
                 await self._clock.sleep(self._poll.interval(attempt - 1))
-        record = BatchRecord(handle, tuple(s.seq for s in specs), model, self._clock.wall(), round_no)
+        record = ProviderBatch(handle, tuple(s.seq for s in specs), model, self._clock.wall(), round_no)
         await self._ledger.add(record)  # first thing after the provider accepted it
         self._active.add(record.key)
         self.stats.batches_submitted += 1
@@ -294,7 +294,7 @@ class BatchModeRunner:
             await self._cancel(record)
         return _Batch(record, {s.seq: s for s in specs})
 
-    async def _cancel(self, record: BatchRecord) -> None:
+    async def _cancel(self, record: ProviderBatch) -> None:
         with contextlib.suppress(BadRequestError):  # it has ended already (or is gone)
             await self._client(record.handle.provider).cancel(record.handle)
 
@@ -368,7 +368,7 @@ class BatchModeRunner:
             return outcome.cost_usd / price.batch_discount
         return self._prices.cost(model, Usage(outcome.prompt_tokens, outcome.completion_tokens))
 
-    def _event(self, name: str, record: BatchRecord, **fields: Any) -> None:
+    def _event(self, name: str, record: ProviderBatch, **fields: Any) -> None:
         handle = record.handle
         fields = {"provider": handle.provider, "batch_id": handle.batch_id, "round": record.round, **fields}
         self.events.event(name, fields)
@@ -379,7 +379,7 @@ class BatchModeRunner:
     def _near(self) -> bool:
         return deadline_near(self._deadline, self._clock.wall(), self.config.job.batch_turnaround_hours)
 
-    def _latency_ms(self, record: BatchRecord) -> float:
+    def _latency_ms(self, record: ProviderBatch) -> float:
         return max(0.0, self._clock.wall() - record.submitted_at) * 1000.0
 
     def _spawn(self, coro: Awaitable[None]) -> asyncio.Future[None]:
