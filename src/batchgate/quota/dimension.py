@@ -167,13 +167,15 @@ def follow_room(
     snapshot: RateLimitSnapshot,
     now: float,
     style: str,
+    busy: bool = False,
 ) -> bool:
-    """Tell the AIMD what room the provider's minute-style `remaining` shows (`on_room`), and,
-    once the rate is not cut, each prompt dimension's charge margin; True if either moved."""
+    """Tell the AIMD what room the provider's minute-style `remaining` shows (`on_room`; `busy`:
+    requests wait to be sent), and, once the rate is not cut, each prompt dimension's charge
+    margin; True if either moved."""
     fill = reported_fill(dims, snapshot) if style == "minute" else None
     if fill is None:
         return False
-    if aimd.on_room(now, fill):
+    if aimd.on_room(now, fill, busy=busy):
         return True
     if aimd.factor < 1.0 or not aimd.room_trusted:
         return False

@@ -289,7 +289,8 @@ class QuotaPool:
             never = lambda r: dim_.never_fits(self.name, self._dims, r.amounts)  # noqa: E731
             self._counts["never_fit"] += self._gate.fail(never)
         changed = self.headers.follow(self._dims, snapshot, now)
-        if room := dim_.follow_room(self.aimd, self.charges, self._dims, snapshot, now, self.headers.style):
+        style, busy = self.headers.style, self._gate.busy()
+        if room := dim_.follow_room(self.aimd, self.charges, self._dims, snapshot, now, style, busy):
             self._apply_rates(now)
         if ratio is not None or changed or room:
             self._dispatch()
