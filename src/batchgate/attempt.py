@@ -6,13 +6,15 @@ reserved at the head of the pool's queue, first answer wins, the loser cancelled
 counted as duplicate spend) — but only with quota nobody queues for: while requests wait at the
 pool, a hedge would take the place of one of them, and the adaptive timeout ends a hang at no cost
 to the job, so the hedge waits until the queue drains (the job's tail; a live request's hedge does
-not wait: its latency is the point). Every answer feeds the provider's models: success → the charge
-model (usage against our count), header calibration, AIMD, the latency model, the in-flight limit
-and the breaker; failure → 429s to the charge model (by the dimension the provider names) or to the
-in-flight limit (a refusal that names no exhausted dimension), breaker failures by
-`counts_as_failure` (so a 200 with a malformed body counts too). What changes a provider's state is
-logged as an event (`batchgate.logs`): a limit learned from headers, an AIMD cut, a pause from a
-retry hint, a learned in-flight cap, the circuit opening or closing, a hedge fired.
+not wait: its latency is the point). Every ending settles the reservation with one call,
+`pool.settle(reservation, Outcome)`, carrying what was learned (usage and our count, the rate-limit
+headers, a 429's retry hint and the limit its body names): the quota's charge model, header
+calibration and AIMD sit behind it (`batchgate.quota.learning`). Besides, an answer feeds the
+latency model, the in-flight limit and the breaker; a 429 the pool finds bare (no rate at fault)
+teaches the in-flight limit; breaker failures by `counts_as_failure` (so a 200 with a malformed
+body counts too). What changes a provider's state is logged as an event (`batchgate.logs`): a
+learned in-flight cap, the circuit opening or closing, a hedge fired (and, by the quota, a limit
+learned from headers, an AIMD cut, a pause from a retry hint).
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ from batchgate.errors import (
     UnreachableError,
 )
 from batchgate.logs import DEBUG, INFO, WARNING, enabled, event, get_logger
-from batchgate.models import Attempt, ChatBody, Cost, ProviderResponse, RateLimitSnapshot, Result
+from batchgate.models import Attempt, ChatBody, Cost, ProviderResponse, Result
 from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.hints import parse_retry_hint
 from batchgate.providers.classify import error_fields
 from batchgate.providers.wire import sending
-from batchgate.quota.charge import PROMPT_DIMENSIONS, binding_dimension
+from batchgate.quota.limits import ABANDONED, UNSENT, Outcome
 from batchgate.quota.pool import Reservation
 from batchgate.racing import Leg, RaceTimeout, race
 from batchgate.runtime import ProviderRuntime
@@ -44,8 +46,6 @@ from batchgate.slots import FairSlots
 # follow a provider within a fraction of a second at any useful rate, at an eighth of the parsing.
 CALIBRATE_ALWAYS = 32
 CALIBRATE_EVERY = 8
-OUTPUT_KEPT_AFTER = 3  # 429s on output tokens that show a provider keeps max_tokens charged
-OUTPUT_EMPTY = 0.1  # ... or its headers showing at most this share of its output bucket left
 
 _log = get_logger("provider")
 _req = get_logger("request")
@@ -138,10 +138,10 @@ class Attempts:
             try:
                 await pool.shared.take(reservation, urgent=True)
             except QuotaStoreUnavailable:
-                pool.refund(reservation)
+                pool.settle(reservation, UNSENT)
                 return None  # no hedge; the primary goes on
             except asyncio.CancelledError:
-                pool.refund(reservation)
+                pool.settle(reservation, UNSENT)
                 raise
         s.rt.recorder.hedged += 1
         event(_log, INFO, "hedge_fired", provider=s.rt.name, task=s.task, attempt=s.attempt)
@@ -154,16 +154,11 @@ class Attempts:
         now = self._clock.now()
         latency = now - tag.sent
         usage = response.usage
-        rt.pool.observe_usage(s.count, usage.prompt_tokens)
-        cost = tag.reservation.cost
-        rt.pool.reconcile(
-            tag.reservation, usage, prompt_estimate=cost.tokens - cost.output_tokens, count=s.count
-        )
+        succeeded = rt.recorder.succeeded
+        read = succeeded < CALIBRATE_ALWAYS or succeeded % CALIBRATE_EVERY == 0
+        snapshot = rt.client.rate_limits(response.headers, self._clock.wall()) if read else None
+        rt.pool.settle(tag.reservation, Outcome.answered(usage, s.count, snapshot))
         rt.counter.observe(s.body, usage.prompt_tokens)
-        if rt.recorder.succeeded < CALIBRATE_ALWAYS or rt.recorder.succeeded % CALIBRATE_EVERY == 0:
-            _calibrate(rt, rt.client.rate_limits(response.headers, self._clock.wall()))
-        if rt.pool.on_success() and enabled(_log, DEBUG):
-            event(_log, DEBUG, "aimd_raise", provider=rt.name, factor=round(rt.pool.aimd.factor, 4))
         rt.latency.observe(latency)
         if rt.concurrency.on_success(now):
             rt.slots.set_limit(rt.concurrency.limit)
@@ -188,7 +183,7 @@ class Attempts:
         """A leg cancelled: the other leg won (duplicate spend) or the deadline passed (a timeout)."""
         rt, tag = s.rt, _tag(leg)
         if won:
-            rt.pool.settle(tag.reservation)  # the provider admitted and charged it
+            rt.pool.settle(tag.reservation, ABANDONED)  # the provider admitted and charged it
             rt.recorder.duplicate_tokens += s.cost.input_tokens
             return
         exc = RequestTimeout(f"{rt.name}: no answer within the adaptive timeout", provider=rt.name)
@@ -206,7 +201,7 @@ class Attempts:
             charged = 0
             self._refused(s, tag, exc, now)
         elif isinstance(exc, UnreachableError):
-            rt.pool.refund(tag.reservation)  # refused or unresolvable: nothing was sent, nothing charged
+            rt.pool.settle(tag.reservation, UNSENT)  # refused or unresolvable: nothing was sent
             charged = 0
             rt.recorder.record_unreachable(exc.cause)
         if counts_as_failure(exc):
@@ -245,55 +240,16 @@ class Attempts:
         return exc
 
     def _refused(self, s: Send, tag: _Tag, exc: RateLimitError, now: float) -> None:
-        """A 429: which limit said no. A bare one — no retry hint, no rate-limit headers, no rate
-        limit named in its body — is a server turning away what exceeds its in-flight cap (local
-        servers, proxies): learn the cap, nothing was charged, no rate is at fault. Otherwise a
-        rate: a token dimension the provider names may raise the charge margin, or be explained
-        by what the model learned since the request was priced (then the rate's AIMD is spared:
-        the reservations were short, not the pace); anything else goes to the AIMD."""
-        rt = s.rt
-        wall = self._clock.wall()
+        """A 429, settled with what it says (its headers, retry hint, the rate limit its body
+        names); one the pool finds bare — no rate at fault — is a server turning away what
+        exceeds its in-flight cap (local servers, proxies): the in-flight limit learns it."""
+        rt, wall = s.rt, self._clock.wall()
         snapshot = rt.client.rate_limits(exc.headers, wall)
         hint = parse_retry_hint(exc.headers, wall, max_hint=self._max_hint)
-        named = binding_dimension(error_fields(exc.body)[0], None)  # the body names a rate limit
-        bare = hint is None and snapshot == _NOTHING and named is None
-        if bare or not rt.pool.limited():
-            if rt.concurrency.on_refused(tag.in_flight, now):
-                rt.slots.set_limit(rt.concurrency.limit)
-                event(_log, INFO, "inflight_limit_learned", provider=rt.name, limit=rt.concurrency.limit)
-            rt.pool.refund(tag.reservation)  # turned away at the door: nothing charged
-            _pause(rt, hint)
-            return
-        dim = binding_dimension(error_fields(exc.body)[0], snapshot)
-        if dim == "output_tokens":
-            _output_refused(rt)
-        admitted = tag.reservation.admitted_at
-        raises, before = rt.pool.charges.raises, rt.pool.charges.margin(dim) if dim else 1.0
-        cost = tag.reservation.cost
-        prompt = cost.tokens - cost.output_tokens if dim == "tokens" else cost.input_tokens
-        reserved = prompt / s.count if s.count > 0 else None  # per unit of our count
-        explained = dim in PROMPT_DIMENSIONS and rt.pool.charges.on_rate_limited(dim, now, admitted, reserved)
-        if rt.pool.charges.raises != raises and dim is not None:
-            margin = rt.pool.charges.margin(dim)
-            rt.pool.charge_raised(dim, margin / before)
-            event(
-                _log, INFO, "charge_margin_raised", provider=rt.name, dimension=dim, margin=round(margin, 4)
-            )
-        if rt.pool.on_rate_limited(tag.reservation, rate_at_fault=not explained):
-            event(
-                _log,
-                WARNING,
-                "aimd_cut",
-                provider=rt.name,
-                dimension=dim,
-                factor=round(rt.pool.aimd.factor, 4),
-                cuts=rt.pool.aimd.cuts,
-            )
-        _pause(rt, hint)
-        _calibrate(rt, snapshot)
-
-
-_NOTHING = RateLimitSnapshot()
+        outcome = Outcome.refused(s.count, snapshot, hint, error_fields(exc.body)[0])
+        if rt.pool.settle(tag.reservation, outcome) and rt.concurrency.on_refused(tag.in_flight, now):
+            rt.slots.set_limit(rt.concurrency.limit)
+            event(_log, INFO, "inflight_limit_learned", provider=rt.name, limit=rt.concurrency.limit)
 
 
 def _tag(leg: Leg[ProviderResponse]) -> _Tag:
@@ -304,57 +260,3 @@ def _tag(leg: Leg[ProviderResponse]) -> _Tag:
 
 def _left(rt: ProviderRuntime) -> None:
     rt.recorder.in_flight -= 1
-
-
-def _calibrate(rt: ProviderRuntime, snapshot: RateLimitSnapshot) -> None:
-    """Follow the provider's rate-limit headers; a limit learned from them is an event."""
-    before = rt.pool.count("calibrations")
-    _output_emptied(rt, snapshot)
-    rt.pool.calibrate(snapshot)
-    if rt.pool.count("calibrations") != before:
-        limits = rt.pool.statistics().limits_per_minute
-        event(
-            _log,
-            INFO,
-            "limit_learned",
-            provider=rt.name,
-            source="headers",
-            limits_per_minute={k: round(v, 3) for k, v in limits.items()},
-        )
-
-
-def _output_refused(rt: ProviderRuntime) -> None:
-    """A 429 on output tokens. A provider whose output charge is only assumed to be settled to the
-    real output (by its kind: Anthropic documents it) but that keeps `max_tokens` charged refuses
-    again and again what the settled charge admits: after `OUTPUT_KEPT_AFTER` such 429s its
-    output charge is taken as kept. A configured `output_charge` is never second-guessed."""
-    if not rt.pool.output_adjusted or rt.config.output_charge is not None:
-        return
-    rt.output_refusals += 1
-    if rt.output_refusals >= OUTPUT_KEPT_AFTER:
-        _output_kept(rt)
-
-
-def _output_emptied(rt: ProviderRuntime, snapshot: RateLimitSnapshot) -> None:
-    """The provider's headers show its output bucket (nearly) empty: one that settled output to
-    the real answers would hold only what requests in flight reserved, at most the second of its
-    OTPM we let them hold — so it keeps `max_tokens` charged; learned before its 429s say so."""
-    remaining, limit = snapshot.remaining_output_tokens, snapshot.limit_output_tokens
-    assumed = rt.pool.output_adjusted and rt.config.output_charge is None
-    if assumed and remaining is not None and limit and remaining <= OUTPUT_EMPTY * limit:
-        _output_kept(rt)
-
-
-def _output_kept(rt: ProviderRuntime) -> None:
-    rt.pool.settles_output(False)
-    event(_log, WARNING, "output_charge_learned", provider=rt.name, output_charge="max_tokens")
-
-
-def _pause(rt: ProviderRuntime, hint: float | None) -> None:
-    """A retry hint pauses the provider's pool; a pause that starts (not one extended) is an event."""
-    if hint is None or hint <= 0:
-        return
-    paused = rt.pool.statistics().paused_until is not None
-    rt.pool.pause(hint)
-    if not paused:
-        event(_log, INFO, "paused", provider=rt.name, seconds=round(hint, 3), source="retry_hint")

@@ -34,7 +34,6 @@ class ProviderRuntime:
     recorder: ProviderRecorder
     concurrency: ConcurrencyAimd
     latency: LatencyModel
-    output_refusals: int = 0  # 429s naming output tokens while the output charge is settled
 
 
 def build_runtime(
@@ -51,7 +50,7 @@ def build_runtime(
     """`timeout` is the configured per-request maximum the adaptive timeouts stay under; `hedge`
     False never sends a straggler again."""
     pool = QuotaPool(config.name, config.limits, clock, AimdSettings(prior_answers=PRIOR_ANSWERS))
-    pool.settles_output(config.output_adjusted)
+    pool.settles_output(config.output_adjusted, learnable=config.output_charge is None)
     return ProviderRuntime(
         name=config.name,
         config=config,

@@ -109,16 +109,9 @@ class Scheduler:
             count = rt.counter.count_prompt(body)
             if counted is not None:
                 counted[key] = count
-        charges = rt.pool.charges
-        prompt = charges.reserve("tokens", count)
         output = requested_output_tokens(body, rt.config.default_max_tokens)
-        cost = Cost(
-            requests=1,
-            tokens=prompt + output,
-            input_tokens=charges.reserve("input_tokens", count),
-            output_tokens=output,
-        )
-        return cost, prompt, count
+        cost = rt.pool.priced(Cost(requests=1, output_tokens=output), count)
+        return cost, cost.tokens - output, count
 
     async def run(
         self, index: int, body: ChatBody, custom_id: str | None = None, *, urgent: bool = False

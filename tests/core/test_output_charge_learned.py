@@ -32,9 +32,9 @@ async def _run(emulator: Start, output_charge: str) -> tuple[bool, int, bool]:
     emu = await emulator([provider])
     cfg = gateway_config(emu, [provider], [{"model": "m", "targets": ["claude"]}])
     async with Gateway(cfg) as gw:
-        assert gw.runtimes["claude"].pool.output_adjusted  # Anthropic documents it: assumed
+        assert gw.runtimes["claude"].pool.learning.output_adjusted  # Anthropic documents it: assumed
         results = await gw.abatch([chat(f"echo {i}", max_tokens=20) for i in range(12)])
-        adjusted = gw.runtimes["claude"].pool.output_adjusted
+        adjusted = gw.runtimes["claude"].pool.learning.output_adjusted
     refused = emu.stats()["providers"]["claude"]["rejected"]["rate_limit"]
     return adjusted, refused, all(r.ok for r in results)
 

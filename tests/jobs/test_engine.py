@@ -13,7 +13,7 @@ import pytest
 from batchgate.config import GatewayConfig, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.engine import JobEngine
-from batchgate.jobs.engine_types import EngineOptions
+from batchgate.jobs.engine_types import EngineHost, EngineOptions
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskSpec, TaskState
 
@@ -55,7 +55,11 @@ async def _store(specs: list[TaskSpec]) -> MemoryJobStore:
 
 def _engine(store: MemoryJobStore, emu: Emulator, config: GatewayConfig, **opts: Any) -> JobEngine:
     return JobEngine(
-        config, store, "job1", options=EngineOptions(**opts), base_urls={"alpha": emu.base_url("alpha")}
+        config,
+        store,
+        "job1",
+        EngineOptions(**opts),
+        host=EngineHost(base_urls={"alpha": emu.base_url("alpha")}),
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 from batchgate.config import GatewayConfig, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.engine import JobEngine
-from batchgate.jobs.engine_types import EngineOptions
+from batchgate.jobs.engine_types import EngineHooks, EngineOptions
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskSpec, TaskState
 
@@ -95,7 +95,9 @@ class Events(list[tuple[str, dict[str, Any]]]):
 
 
 def _engine(store: MemoryJobStore, config: GatewayConfig, events: Events) -> JobEngine:
-    return JobEngine(config, store, "job1", options=EngineOptions(grace_seconds=1.0), on_event=events)
+    return JobEngine(
+        config, store, "job1", EngineOptions(grace_seconds=1.0), hooks=EngineHooks(on_event=events)
+    )
 
 
 async def test_batch_and_live_routes_finish_in_one_run(emu: Emulator) -> None:

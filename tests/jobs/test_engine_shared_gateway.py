@@ -14,7 +14,7 @@ from batchgate.config import GatewayConfig, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.gateway import Gateway
 from batchgate.jobs.engine import JobEngine
-from batchgate.jobs.engine_types import EngineOptions
+from batchgate.jobs.engine_types import EngineHooks, EngineHost, EngineOptions
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskSpec, TaskState
 
@@ -70,9 +70,9 @@ async def test_two_jobs_share_one_gateway_and_one_s_cancel_spares_the_other(emu:
                 config,
                 store,
                 j,
-                options=EngineOptions(grace_seconds=0.5),
-                gateway=gateway,
-                on_result=cancel_at_five if j == "job2" else None,
+                EngineOptions(grace_seconds=0.5),
+                hooks=EngineHooks(on_result=cancel_at_five if j == "job2" else None),
+                host=EngineHost(gateway=gateway),
             )
             for j in ("job1", "job2")
         }

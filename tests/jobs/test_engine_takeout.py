@@ -14,6 +14,7 @@ from batchgate.config import GatewayConfig, config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.errors import ConfigError
 from batchgate.jobs.engine import JobEngine
+from batchgate.jobs.engine_types import EngineHost
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskSpec, TaskState
 
@@ -66,7 +67,7 @@ async def _store(n: int) -> MemoryJobStore:
 
 
 def _engine(store: MemoryJobStore, config: GatewayConfig, urls: dict[str, str]) -> JobEngine:
-    return JobEngine(config, store, "job1", base_urls=urls)
+    return JobEngine(config, store, "job1", host=EngineHost(base_urls=urls))
 
 
 def _urls(emu: Emulator) -> dict[str, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from batchgate.config import config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.engine import JobEngine
+from batchgate.jobs.engine_types import JobFacts
 from batchgate.jobs.io.eta import Eta
 from batchgate.jobs.io.live_display import eta_text, total_text
 from batchgate.jobs.io.progress import Progress, snapshot
@@ -141,7 +142,9 @@ async def test_the_engine_counts_each_step_s_ends_for_the_eta() -> None:
             TaskSpec(seq=i, line_no=i + 1, custom_id=f"c{i}", body=body, step="extract") for i in range(3)
         ]
         await store.add_tasks("job1", specs)
-        engine = JobEngine(config_from_dict(data, source="t.yaml"), store, "job1", follow=_Steps())
+        engine = JobEngine(
+            config_from_dict(data, source="t.yaml"), store, "job1", job=JobFacts(follow=_Steps())
+        )
         outcome = await engine.run()
     assert outcome.status == "completed"
     assert outcome.progress.step_sizes == {"extract": 3, "summary": 3}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from batchgate.models import RateLimitSnapshot
-from batchgate.quota.burst import BurstLearner, BurstSettings
 from batchgate.quota.charge import ChargeModel, ChargeSettings, binding_dimension
+from batchgate.quota.learning import BurstLearner, BurstSettings
 
 
 def test_no_burst_at_first_and_none_earned_without_trying_one() -> None:

@@ -128,7 +128,7 @@ async def _scenario(
     allowance = tpm * seconds / 60.0
     biggest = max(s.charge for s in client.log)
     rate = per_second * runtime.pool.limits.safety
-    learned = rate * (runtime.pool.burst.seconds + TIMER_SLACK)
+    learned = rate * (runtime.pool.learning.burst.seconds + TIMER_SLACK)
     # (1) no window of the enforcement's length, after the engine knew, holds more than allowed
     j = 0
     total = 0.0

@@ -330,7 +330,7 @@ async def test_calibrate_lowers_level_to_reported_remaining_never_raises() -> No
     pool, _ = make()
     # an idle provider showing most of its limit left: its remaining is on the per-minute scale
     assert not pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=5900))
-    assert pool.headers.style == "minute"
+    assert pool.learning.headers.style == "minute"
     assert pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=600))
     assert pool.statistics().levels["tokens"] == pytest.approx(10.0)  # 10 % of the bucket
     assert not pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=6000))
@@ -346,7 +346,7 @@ async def test_minute_headers_of_a_busy_provider_leave_a_small_burst_alone() -> 
     # 30% left — of what it admits at once (a second's 100 tokens), more than our whole bucket
     pool, _ = make(QuotaLimits(tpm=6000, safety=1.0, burst_seconds=0.25))
     assert not pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=5900))
-    assert pool.headers.style == "minute"
+    assert pool.learning.headers.style == "minute"
     assert not pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=1800))
     assert pool.statistics().levels["tokens"] == pytest.approx(25.0)
     # 5% left is 5 tokens a second: far below our 25, so the level comes down to it
@@ -358,7 +358,7 @@ async def test_a_short_window_remaining_is_never_read_as_minute_capacity() -> No
     # "window" headers: 40 left of this second's 100 — not 40 of 6000 per minute (nearly empty)
     pool, clock = make()
     assert not pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=100))
-    assert pool.headers.style == "window"
+    assert pool.learning.headers.style == "window"
     assert pool.calibrate(RateLimitSnapshot(limit_tokens=6000, remaining_tokens=40))
     assert pool.statistics().levels["tokens"] == pytest.approx(40.0)  # what the provider would admit
     assert pool.try_acquire(tokens(40)) is not None
@@ -440,7 +440,7 @@ async def test_unknown_enforcement_gives_back_estimate_noise_but_not_what_the_mo
     stale = await admitted()  # nothing known yet: priced at our count, 100
     assert stale.charged["tokens"] == 110
     for _ in range(50):
-        pool.charges.observe_usage(100, 80, now=0.0)  # the provider reports 0.8 of our count
+        pool.learning.charges.observe_usage(100, 80, now=0.0)  # the provider reports 0.8 of our count
     fresh = await admitted()
     assert fresh.charged["tokens"] == 90  # priced at admission: 80 + 10
     level = pool.statistics().levels["tokens"]

@@ -85,13 +85,15 @@ async def test_a_pool_reads_room_from_minute_style_headers() -> None:
     pool.on_rate_limited(res)
     clock.advance(1.0)
     pool.on_rate_limited()
-    cut = pool.aimd.factor
+    cut = pool.learning.aimd.factor
     assert cut < 0.6
     clock.advance(1.0)
     full = RateLimitSnapshot(limit_tokens=TPM, remaining_tokens=TPM)  # the provider's bucket is full
     assert pool.calibrate(full)
-    assert pool.aimd.factor > cut
-    assert pool.statistics().effective_per_second["tokens"] == pytest.approx(TPM / 60 * pool.aimd.factor)
+    assert pool.learning.aimd.factor > cut
+    assert pool.statistics().effective_per_second["tokens"] == pytest.approx(
+        TPM / 60 * pool.learning.aimd.factor
+    )
 
 
 def _proven(fill: float = 1.0) -> AimdController:

@@ -12,6 +12,7 @@ from batchgate.clock import FakeClock
 from batchgate.models import Cost, Usage
 from batchgate.quota import QuotaLimits, QuotaPool
 from batchgate.quota.dimension import COLD_JITTER, JITTER, TIMER_SLACK
+from batchgate.quota.limits import ABANDONED
 from batchgate.quota.window import WindowLog
 
 
@@ -86,7 +87,7 @@ async def _admissions(pool: QuotaPool, clock: FakeClock, n: int) -> list[float]:
             deadline = clock.next_deadline()
             if not task.done() and deadline is not None:
                 clock.advance(max(0.0, deadline - clock.now()))
-        pool.settle(task.result())  # answered: later requests reuse its connection (not cold)
+        pool.settle(task.result(), ABANDONED)  # answered: later requests reuse its connection (not cold)
         times.append(clock.now())
     return times
 

@@ -17,10 +17,10 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
 from batchgate.clock import Clock, TimerHandle
+from batchgate.jobs.engine_types import Committed
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome
 
 Write = Callable[[Sequence[TaskOutcome]], Awaitable[None]]
-Committed = Callable[[Sequence[TaskOutcome]], None]  # outcomes the store has just committed
 
 
 class GroupCommitter:

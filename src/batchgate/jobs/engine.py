@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from typing import Any
 
-from batchgate.clock import Clock, LoopClock
+from batchgate.clock import LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.errors import DispatchStopped, NoTargetLeft, QuotaExhaustedError, QuotaStoreUnavailable
 from batchgate.gateway import Gateway
 from batchgate.inflight import InflightLimit
-from batchgate.jobs.batch.driver import BatchDriver, EventSink
+from batchgate.jobs.batch.driver import BatchDriver
 from batchgate.jobs.budget_gate import BudgetGate
-from batchgate.jobs.commit import Committed, GroupCommitter
-from batchgate.jobs.engine_types import EngineOptions, EngineOutcome, FollowUps, ResultHook
+from batchgate.jobs.commit import GroupCommitter
+from batchgate.jobs.engine_types import EngineHooks, EngineHost, EngineOptions, EngineOutcome, JobFacts
 from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Before, Progress
@@ -53,41 +52,25 @@ class JobEngine:
         config: GatewayConfig,
         store: JobStore,
         job_id: str,
-        *,
         options: EngineOptions | None = None,
-        clock: Clock | None = None,
-        base_urls: dict[str, str] | None = None,
-        on_gateway: Callable[[Gateway], None] | None = None,
-        spent_extra_tokens: int = 0,
-        deadline: float | None = None,
-        on_event: EventSink | None = None,
-        follow: FollowUps | None = None,
-        on_result: ResultHook | None = None,
-        step_checks: dict[str, OutputCheck] | None = None,
-        gateway: Gateway | None = None,
-        on_commit: Committed | None = None,
+        *,
+        job: JobFacts | None = None,
+        hooks: EngineHooks | None = None,
+        host: EngineHost | None = None,
     ) -> None:
-        """`spent_extra_tokens`: tokens earlier runs were billed beyond the stored answers (rejected answers),
-        counted against the token budget. `deadline`: the job's deadline in wall seconds
-        (`batch_policy.job_deadline`). `on_event(name, fields)` hears the batch events. `follow` names the
-        tasks a committed outcome makes ready (stored, then claimed like any other); `on_result` hears each
-        live outcome once accepted for commit, `on_commit` each group (live or batch mode) once committed;
-        `step_checks` replace the job's output check for the named steps' tasks. `gateway`: a started
-        gateway shared with other jobs (`batchgate serve`: one quota pool per provider for all of them); the
-        engine neither starts nor closes it, and its stop leaves the other jobs' requests alone."""
+        """Runs `job_id` of `store` under `config` with `options`; `job`: what it knows of the job
+        beyond them, `hooks`: who hears what the run does, `host`: where it runs (clock, a shared
+        gateway); see `jobs.engine_types`."""
         self.config = config
         self.store = store
         self.job_id = job_id
         self.options = options or EngineOptions()
-        self.clock = clock or LoopClock()
-        self._base_urls = base_urls
-        self._on_gateway = on_gateway
-        self._spent_extra_tokens = spent_extra_tokens
-        self._deadline = deadline
-        self._on_event = on_event
-        self._follow = follow
-        self._on_result, self._on_commit = on_result, on_commit
-        self._step_checks = step_checks or {}
+        self.job = job or JobFacts()
+        self.hooks = hooks or EngineHooks()
+        host = host or EngineHost()
+        self.clock = host.clock or LoopClock()
+        self._base_urls = host.base_urls
+        gateway = self._shared = host.gateway
         self._more = False  # follow-up tasks were stored since the last claim found none
         self.budget = BudgetGuard(config.budget)
         self.errors = ErrorRateWindow(config.job.error_rate_threshold, config.job.error_rate_window)
@@ -106,7 +89,6 @@ class JobEngine:
         self._live: LiveTasks | None = None
         self.gateway: Gateway | None = None
         self.last_statistics: Any = None  # the gateway's final GatewayStatistics, once the run ended
-        self._shared = gateway
         self.batches: BatchDriver | None = None
 
     def request_stop(self, reason: str) -> None:
@@ -149,7 +131,7 @@ class JobEngine:
         prompt, completion = int(totals.get("prompt_tokens", 0)), int(totals.get("completion_tokens", 0))
         self.progress.before = Before(ok, failed, prompt, completion)
         self.budget.spent_cost = float(totals.get("cost_usd", 0.0))
-        self.budget.spent_tokens = prompt + completion + self._spent_extra_tokens
+        self.budget.spent_tokens = prompt + completion + self.job.spent_extra_tokens
 
     async def run(self) -> EngineOutcome:
         bind(job=self.job_id)
@@ -165,16 +147,14 @@ class JobEngine:
             timeout=opts.timeout,
             quota_store=opts.quota_store,
         )
-        committer = GroupCommitter(self.store, self.job_id, self.clock, after=self._on_commit)
+        committer = GroupCommitter(self.store, self.job_id, self.clock, after=self.hooks.on_commit)
         started = self.clock.now()
         async with contextlib.nullcontext(gateway) if self._shared is not None else gateway:
             self.gateway = gateway
-            if self._on_gateway is not None:
-                self._on_gateway(gateway)
             self._live = LiveTasks(
                 self.config, gateway, self._gate, self.check, self.progress, lambda: self.stopping
             )
-            self._live.step_checks = self._step_checks
+            self._live.step_checks = dict(self.job.step_checks)
             self.batches = BatchDriver(
                 self.config,
                 self.store,
@@ -184,10 +164,10 @@ class JobEngine:
                 budget=self._gate,
                 errors=self.errors,
                 run=self,
-                deadline=self._deadline,
-                on_event=self._on_event,
+                deadline=self.job.deadline,
+                on_event=self.hooks.on_event,
                 check=self.check,
-                on_commit=self._on_commit,
+                on_commit=self.hooks.on_commit,
             )
             try:
                 await self.batches.start(gateway)
@@ -248,7 +228,7 @@ class JobEngine:
             self._start(gateway, spec, committer)
 
     async def _dispatch(self, gateway: Gateway, committer: GroupCommitter) -> None:
-        self.progress.step_sizes = self._follow.step_sizes() if self._follow is not None else {}  # ETA
+        self.progress.step_sizes = self.job.follow.step_sizes() if self.job.follow is not None else {}  # ETA
         window = self._window()
         exhausted = False
         batches = self.batches
@@ -358,16 +338,16 @@ class JobEngine:
             )
         if self.errors.record(not result.ok or invalid is not None):
             self.request_stop(self.errors.reason())
-        if self._follow is not None:
+        if self.job.follow is not None:
             await self._add_follow_ups(spec, done, committer)
-        if self._on_result is not None:
-            self._on_result(spec, done)
+        if self.hooks.on_result is not None:
+            self.hooks.on_result(spec, done)
 
     async def _add_follow_ups(self, spec: TaskSpec, done: TaskOutcome, committer: GroupCommitter) -> None:
         """Store the tasks `done` makes ready, after `done` itself is durable (a crash in between is
         mended by the graph's `recover` on resume); the dispatch loop claims them next."""
-        assert self._follow is not None
-        new = self._follow.after(spec, done)
+        assert self.job.follow is not None
+        new = self.job.follow.after(spec, done)
         if not new:
             return
         await committer.flush()

@@ -1,15 +1,22 @@
-"""What a job engine is given and gives back: its options, the follow-ups a pipeline hands it, the
-hook that hears each outcome, and the outcome of a run (`jobs.engine` runs them)."""
+"""What a job engine is given and gives back: its options, what it knows of the job (`JobFacts`:
+the follow-ups a pipeline hands it, per-step output checks, the deadline), the hooks that hear
+what a run does (`EngineHooks`), where it runs (`EngineHost`: clock, gateway), and the outcome of
+a run (`jobs.engine` runs them)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
 from batchgate.quota.store.location import StoreSpec
+
+if TYPE_CHECKING:
+    from batchgate.clock import Clock
+    from batchgate.gateway import Gateway
+    from batchgate.jobs.io.output_check import OutputCheck
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +38,39 @@ class FollowUps(Protocol):
 
 
 ResultHook = Callable[[TaskSpec, TaskOutcome], None]  # hears each live outcome as it is committed
+Committed = Callable[[Sequence[TaskOutcome]], None]  # outcomes the store has just committed
+EventSink = Callable[[str, dict[str, Any]], None]  # hears batch mode's events: (name, fields)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What the engine knows of the job beyond its store and config."""
+
+    follow: FollowUps | None = None  # the tasks a committed outcome makes ready (a pipeline)
+    step_checks: Mapping[str, OutputCheck] = field(default_factory=dict)  # replace the job's, by step
+    deadline: float | None = None  # wall seconds (`batch_policy.job_deadline`)
+    spent_extra_tokens: int = 0  # billed by earlier runs beyond the stored answers (the token budget)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineHooks:
+    """Who hears what a run does; each is optional."""
+
+    on_event: EventSink | None = None  # batch mode's events
+    on_result: ResultHook | None = None  # each live outcome once accepted for commit
+    on_commit: Committed | None = None  # each group (live or batch mode) once committed
+
+
+@dataclass(frozen=True, slots=True)
+class EngineHost:
+    """Where the engine runs. `gateway`: a started gateway shared with other jobs (`batchgate
+    serve`: one quota pool per provider for all of them); the engine neither starts nor closes it,
+    and its stop leaves the other jobs' requests alone. Without one the engine opens its own, on
+    `base_urls` (an embedded emulator's) if given."""
+
+    clock: Clock | None = None  # default: the running loop's
+    gateway: Gateway | None = None
+    base_urls: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,9 +20,8 @@ from batchgate.config import GatewayConfig, RouteMode
 from batchgate.embedded import check_embedded, load_embedded
 from batchgate.errors import InputChangedError, InputError, JobError
 from batchgate.gateway import Gateway
-from batchgate.jobs.commit import Committed
 from batchgate.jobs.engine import JobEngine
-from batchgate.jobs.engine_types import EngineOptions, ResultHook
+from batchgate.jobs.engine_types import Committed, EngineOptions, ResultHook
 from batchgate.jobs.find import API_ID_OPTION
 from batchgate.jobs.finish import OutputFiles
 from batchgate.jobs.fits import RouteFit

@@ -25,7 +25,7 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_deadline
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, JobEngine
-from batchgate.jobs.engine_types import EngineOutcome
+from batchgate.jobs.engine_types import EngineHooks, EngineHost, EngineOutcome, JobFacts
 from batchgate.jobs.finish import Finished, earlier_segments, finish_job, refused_tokens
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import render_graph_summary
@@ -148,7 +148,6 @@ async def _run_engine(
     clock: Clock,
     graph: GraphTasks | None = None,
 ) -> EngineOutcome:
-    extra = refused_tokens(segments)
     ticker: _Ticker | None = None
 
     def on_event(name: str, fields: dict[str, Any]) -> None:
@@ -157,20 +156,15 @@ async def _run_engine(
         if ticker is not None:
             ticker.batch_event()  # this run's figures are stored at once
 
+    checks = step_checks(graph.graph, config) if graph is not None else {}
     engine = JobEngine(
         config,
         store,
         job_id,
-        options=req.engine,
-        spent_extra_tokens=extra,
-        deadline=deadline,
-        on_event=on_event,
-        clock=clock,
-        follow=graph,
-        on_result=req.on_result,
-        step_checks=step_checks(graph.graph, config) if graph is not None else None,
-        gateway=req.gateway,
-        on_commit=req.on_commit,
+        req.engine,
+        job=JobFacts(graph, checks, deadline, spent_extra_tokens=refused_tokens(segments)),
+        hooks=EngineHooks(on_event, req.on_result, req.on_commit),
+        host=EngineHost(clock, req.gateway),
     )
     if req.on_engine is not None:
         req.on_engine(engine)

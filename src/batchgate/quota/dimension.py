@@ -20,10 +20,8 @@ import math
 from collections.abc import Iterable, Mapping
 
 from batchgate.errors import NeverFitsError
-from batchgate.models import RateLimitSnapshot
 from batchgate.policy.aimd import AimdController
 from batchgate.quota.bucket import TokenBucket
-from batchgate.quota.charge import PROMPT_DIMENSIONS, ChargeModel
 from batchgate.quota.limits import DIMENSIONS, QuotaStats
 from batchgate.quota.store.protocol import Pace
 from batchgate.quota.window import Entry, WindowLog
@@ -34,7 +32,6 @@ COLD_JITTER = 0.02  # the same before any answer (new connections; counted from 
 TIMER_SLACK = 0.005  # seconds of rate a late timer may carry over (timers here run ~1 ms late)
 _REFRESH = 16  # admissions between two updates of the average cost
 CONFIG_KEYS = {name: key for key, name in DIMENSIONS}  # Cost field name -> config key (rpm, tpm, ...)
-_PLAUSIBLE = 0.1  # a reported limit below this share of the declared one is not a per-minute limit
 
 
 class Dimension:
@@ -140,63 +137,6 @@ class Dimension:
         if self.cap < math.inf:
             wait = max(wait, self.window.time_until(amount, self.cap, now))
         return wait
-
-
-def adopt_reported_limits(dims: Mapping[str, Dimension], snapshot: RateLimitSnapshot) -> float | None:
-    """Adopt each limit the provider's headers report below the declared one (a later higher
-    report restores up to the declared limit, never past it; one below a tenth of the declared
-    one is not a per-minute limit). None if no limit changed, else the largest factor by which a
-    limit fell (1.0 if they only rose)."""
-    ratio: float | None = None
-    for name, dim in dims.items():
-        reported = getattr(snapshot, f"limit_{name}")
-        if reported is None or not math.isfinite(reported) or reported <= 0:
-            continue
-        before = dim.limit
-        plausible = dim.declared * _PLAUSIBLE <= reported < dim.declared
-        dim.reported = reported if plausible else None
-        if dim.limit != before:
-            ratio = max(ratio or 1.0, before / dim.limit)
-    return ratio
-
-
-def follow_room(
-    aimd: AimdController,
-    charges: ChargeModel,
-    dims: Mapping[str, Dimension],
-    snapshot: RateLimitSnapshot,
-    now: float,
-    style: str,
-    busy: bool = False,
-) -> bool:
-    """Tell the AIMD what room the provider's minute-style `remaining` shows (`on_room`; `busy`:
-    requests wait to be sent), and, once the rate is not cut, each prompt dimension's charge
-    margin; True if either moved."""
-    fill = reported_fill(dims, snapshot) if style == "minute" else None
-    if fill is None:
-        return False
-    if aimd.on_room(now, fill, busy=busy):
-        return True
-    if aimd.factor < 1.0 or not aimd.room_trusted:
-        return False
-    moved = False
-    for name in PROMPT_DIMENSIONS:
-        if name in dims and (share := reported_fill({name: dims[name]}, snapshot)) is not None:
-            moved = charges.on_room(name, share, now) or moved
-    return moved
-
-
-def reported_fill(dims: Mapping[str, Dimension], snapshot: RateLimitSnapshot) -> float | None:
-    """The emptiest share of a limit the provider reports left (minute-style `remaining` ÷ its
-    limit) over our limited dimensions; None if it reports none of them."""
-    fill: float | None = None
-    for name, dim in dims.items():
-        remaining = getattr(snapshot, f"remaining_{name}")
-        limit = getattr(snapshot, f"limit_{name}") or dim.limit
-        if remaining is not None and math.isfinite(remaining) and limit > 0:
-            share = max(0.0, min(1.0, remaining / limit))
-            fill = share if fill is None else min(fill, share)
-    return fill
 
 
 def never_fits(

@@ -1,4 +1,5 @@
-"""The quota pool's value objects: declared limits, reservations and statistics.
+"""The quota pool's value objects: declared limits, reservations, how an attempt on one ended
+(`Outcome`: what `QuotaPool.settle` is handed) and statistics.
 
 Dimensions, named after the `Cost` fields that charge them:
 
@@ -11,8 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
-from batchgate.models import Cost
+from batchgate.models import Cost, RateLimitSnapshot, Usage
 from batchgate.quota.window import Entry
 
 DIMENSIONS: tuple[tuple[str, str], ...] = (
@@ -30,7 +32,7 @@ class QuotaLimits:
     `safety` scales every rate so network bunching rarely provokes a 429; `burst_seconds` sizes
     each bucket as that many seconds of its (effective) rate. None (the default) assumes no burst
     at all: requests leave evenly spaced, and a burst is used only once the provider has shown it
-    tolerates one (`batchgate.quota.burst`), one average request per second below the rate
+    tolerates one (`batchgate.quota.learning.BurstLearner`), one average request per second below the rate
     (`batchgate.quota.dimension`). A configured burst says the enforcement is known: a token
     bucket holding that many seconds, paced at the full rate.
     """
@@ -92,8 +94,8 @@ class SharedEntry:
 class Reservation:
     """What one admitted request took from a pool, per dimension, until it is settled.
 
-    Settle it exactly once: `QuotaPool.reconcile` after a response, `refund` when the provider
-    never admitted it (429, connect error before sending), or `on_rate_limited(res)`.
+    Settle it exactly once: `QuotaPool.settle(res, Outcome)` when its attempt ends (or
+    `reconcile` after a response, `refund` when the provider never admitted it, `on_rate_limited`).
     """
 
     __slots__ = ("admitted_at", "charged", "cost", "logged", "pool", "repriced", "settled", "shared")
@@ -112,6 +114,41 @@ class Reservation:
         charged = ", ".join(f"{k}={v:g}" for k, v in self.charged.items())
         state = "settled" if self.settled else "open"
         return f"Reservation({self.pool!r}, {charged or 'nothing'}, at={self.admitted_at:.3f}, {state})"
+
+
+Ending = Literal["answered", "refused", "unsent", "abandoned"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one attempt on a reservation ended, and what it taught: an answer (its usage, our count
+    of its prompt, its rate-limit headers when read), a 429 (its headers, retry hint and the rate
+    limit its body names), a request that never left (`UNSENT`: an unreachable provider, nothing
+    charged), or one abandoned after the provider admitted it (`ABANDONED`: a hedge's losing leg,
+    kept as charged). Build the first two with `answered` and `refused`."""
+
+    ending: Ending
+    usage: Usage | None = None  # an answer's usage as the provider reported it
+    count: int | None = None  # our own count of the request's prompt
+    snapshot: RateLimitSnapshot | None = None  # its rate-limit headers, parsed (None: not read)
+    hint: float | None = None  # a 429's retry hint, seconds
+    error_type: str | None = None  # the rate limit a 429's body names (the provider's error type)
+
+    @classmethod
+    def answered(cls, usage: Usage, count: int, snapshot: RateLimitSnapshot | None = None) -> Outcome:
+        """An answer: `snapshot` only when its headers were read (not on every answer)."""
+        return cls("answered", usage=usage, count=count, snapshot=snapshot)
+
+    @classmethod
+    def refused(
+        cls, count: int, snapshot: RateLimitSnapshot, hint: float | None, error_type: str | None
+    ) -> Outcome:
+        """A 429 with its parsed headers, retry hint and the error type its body names."""
+        return cls("refused", count=count, snapshot=snapshot, hint=hint, error_type=error_type)
+
+
+UNSENT = Outcome("unsent")
+ABANDONED = Outcome("abandoned")
 
 
 @dataclass(frozen=True, slots=True)

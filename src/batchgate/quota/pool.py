@@ -4,39 +4,39 @@ A request reserves its estimated cost on every limited dimension before it is se
 charge prompt + max_tokens at admission; the prompt part as the pool's charge model says this
 provider charges, `batchgate.quota.charge`) and the reservation is settled after: `reconcile`
 with real usage, `refund` when the provider never admitted it. Buckets hold only the burst the
-provider has shown it tolerates (`batchgate.quota.burst`; none at first), so requests leave
+provider has shown it tolerates (`batchgate.quota.learning.BurstLearner`; none at first), so requests leave
 evenly spaced at the rate; a window log (`batchgate.quota.window`) keeps every window of a second
 within the limit. Waiters queue in FIFO order, so a big request at the head is never starved by
 small ones behind it; urgent ones (live requests, hedges) in a lane of their own served first
 (`batchgate.quota.queue`); one timer (`clock.call_at`) is armed for the head's deadline and the
 queue is also re-examined whenever capacity comes back, limits change or a pause ends — no
 polling. Rates: declared (or header-reported, if lower) limits × safety × the AIMD factor; 429s
-cut the factor, clean periods restore it, retry hints pause all. Over a whole limit: NeverFitsError.
+cut the factor, clean periods restore it, retry hints pause all (`batchgate.quota.learning`).
+An attempt ends its reservation with one call, `settle(res, Outcome)`, that carries what it
+learned (`batchgate.quota.limits.Outcome`). Over a whole limit: NeverFitsError.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 from batchgate.clock import Clock
+from batchgate.logs import INFO, event, get_logger
 from batchgate.models import Cost, RateLimitSnapshot, Usage
-from batchgate.policy.aimd import AimdController, AimdSettings
+from batchgate.policy.aimd import AimdSettings
 from batchgate.quota import dimension as dim_
 from batchgate.quota.bucket import TokenBucket
-from batchgate.quota.burst import BurstLearner
-from batchgate.quota.charge import ChargeModel
 from batchgate.quota.dimension import TIMER_SLACK, Dimension
-from batchgate.quota.header_style import HeaderStyle
-from batchgate.quota.limits import QuotaLimits, QuotaStats, Reservation, cost_amounts
+from batchgate.quota.learning import Learning
+from batchgate.quota.limits import Outcome, QuotaLimits, QuotaStats, Reservation, cost_amounts
 from batchgate.quota.queue import FifoGate
-from batchgate.quota.reprice import OpenReservations
-from batchgate.quota.settle import reconcile_deltas
+from batchgate.quota.reservations import Reservations
 from batchgate.quota.shared import SHARED_LEAD, SharedQuota
 from batchgate.quota.store.protocol import Pace
 
 _EVENTS = ("admitted", "refunded", "reconciled", "never_fit", "pauses", "calibrations")  # counted
-__all__ = ["TIMER_SLACK", "QuotaLimits", "QuotaPool", "QuotaStats", "Reservation"]
+__all__ = ["TIMER_SLACK", "Outcome", "QuotaLimits", "QuotaPool", "QuotaStats", "Reservation"]
+_log = get_logger("provider")
 
 
 class _Request:
@@ -57,18 +57,13 @@ class QuotaPool:
         self.name = name
         self.limits = limits
         self._clock = clock
-        self.aimd = AimdController(aimd)
-        self.burst = BurstLearner()
-        self.charges = ChargeModel()
-        self._unsettled = OpenReservations()
-        self.headers = HeaderStyle()
         now = clock.now()
-        self._lead = 1.0
         self._dims: dict[str, Dimension] = {
             name_: Dimension(name_, limit, TokenBucket(0.0, 0.0, now))
             for name_, limit in limits.declared().items()
         }
-        self._apply_rates(now, fill=True)
+        self.learning = Learning(name, limits, clock, self._dims, aimd)
+        self.learning.pace(now, fill=True)
         self._gate: FifoGate[_Request, Reservation] = FifoGate(
             clock,
             lambda r, now: self._wait_for(self._reprice(r).amounts, now),
@@ -78,20 +73,20 @@ class QuotaPool:
         self._paused_until = -math.inf
         self.shared: SharedQuota | None = None  # set by `share`
         self._counts = dict.fromkeys(_EVENTS, 0)
-        self.output_adjusted = False  # the provider settles output to the real output (`settle.py`)
+        self._book = Reservations(name, self._dims, clock, self._counts, self.learning)
 
-    def settles_output(self, adjusted: bool) -> None:
-        """The provider gives unused output back at an answer's end (or not): see `Dimension.hold`."""
-        self.output_adjusted = adjusted
-        if (out := self._dims.get("output_tokens")) is not None:
-            out.hold = dim_.MIN_WINDOW if adjusted else 0.0
-        self._apply_rates(self._clock.now(), fill=self._counts["admitted"] == 0)
+    def settles_output(self, adjusted: bool, *, learnable: bool = False) -> None:
+        """The provider gives unused output back at an answer's end (or not): see `Dimension.hold`;
+        `learnable`: only assumed (from its kind), so answers that show otherwise unlearn it."""
+        self.learning.output_learnable = learnable
+        self.learning.settles_output(adjusted, self._clock.now(), fill=self._counts["admitted"] == 0)
 
     def share(self, shared: SharedQuota) -> None:
         """Share the key's quota through `shared`'s store, which paces every process; this bucket
         runs SHARED_LEAD ahead, so all wait at the store and take turns (in step, one wins all)."""
-        self.shared, self._lead = shared, SHARED_LEAD
-        self._apply_rates(self._clock.now())
+        self.shared = self._book.shared = shared
+        self.learning.lead = SHARED_LEAD
+        self.learning.pace(self._clock.now())
 
     # -- admission ---------------------------------------------------------------------------
 
@@ -100,6 +95,11 @@ class QuotaPool:
         if (problem := dim_.never_fits(self.name, self._dims, cost_amounts(cost, self._dims))) is not None:
             self._counts["never_fit"] += 1
             raise problem
+
+    def priced(self, cost: Cost, count: int) -> Cost:
+        """`cost` with its prompt parts priced from our `count` as the charge model says this
+        provider charges it now (`ChargeModel.priced`)."""
+        return self.learning.charges.priced(cost, count)
 
     async def acquire(self, cost: Cost, *, count: int | None = None, urgent: bool = False) -> Reservation:
         """Wait (FIFO) until `cost` is admissible, then reserve it; `urgent` (a live request, a
@@ -116,35 +116,23 @@ class QuotaPool:
     def observe_usage(self, count: int, reported: int) -> None:
         """An answer's prompt (our `count`, the provider's `reported` tokens) for the charge model;
         if it now charges more, open reservations take what they are short at once, so nothing
-        more is admitted into what they already used (`batchgate.quota.reprice`)."""
-        first, now = self.charges.samples == 0, self._clock.now()
-        self.charges.observe_usage(count, reported, now)
-        self._take_short(self._unsettled.shortfalls(self.charges))
-        if first and self.charges.explains_blind() and self.aimd.excuse_blind():
-            self._apply_rates(now)  # the 429s before it were short reservations, not the pace
+        more is admitted into what they already used (`batchgate.quota.reservations`)."""
+        now = self._clock.now()
+        excused = self.learning.usage(count, reported, now)
+        self._book.reprice()
+        if excused:
+            self.learning.pace(now)  # the 429s before it were short reservations, not the pace
             self._dispatch()
 
     def charge_raised(self, dim: str, ratio: float) -> None:
         """`dim`'s prompts are now believed charged `ratio` × more: open reservations are re-priced
         (their answers settle against that), answered ones' window entries scaled."""
-        if (d := self._dims.get(dim)) is not None and ratio > 1.0:
-            skip = frozenset(id(r.logged.get(dim)) for r in self._unsettled)
-            self._take_short(self._unsettled.raised(dim, ratio))
-            d.window.scale(ratio, self._clock.now(), skip=skip)
+        if self._book.raise_margin(dim, ratio):
             self._dispatch()
-
-    def _take_short(self, shortfalls: Iterator[tuple[Reservation, str, float]]) -> None:
-        for res, name, short in shortfalls:
-            self._charge(res, name, short, self._clock.now())
-            res.repriced[name] = res.repriced.get(name, 0.0) + short
 
     def paces(self) -> dict[str, Pace]:
         """Each dimension's pace now (rate, burst, slack, window allowance) for a shared store."""
         return {n: d.shared_pace() for n, d in self._dims.items()}
-
-    def limited(self) -> bool:
-        """Whether any dimension is rate-limited here."""
-        return bool(self._dims)
 
     def busy(self) -> bool:
         """Whether requests are queued here (a newcomer could not be admitted at once)."""
@@ -176,6 +164,22 @@ class QuotaPool:
 
     # -- settling ----------------------------------------------------------------------------
 
+    def settle(self, res: Reservation, outcome: Outcome) -> bool:
+        """End `res` with what its attempt learned — the one call an attempt makes: an answer is
+        reconciled with its usage and teaches the charge model, the headers and the AIMD; a 429
+        teaches whichever limit said no; a request that never left is refunded; one abandoned
+        after the provider admitted it is kept as charged. True only for a 429 no rate is at
+        fault for (the server's in-flight cap turned it away: nothing was charged)."""
+        if outcome.ending == "answered":
+            self._answered(res, outcome)
+        elif outcome.ending == "refused":
+            return self._refused(res, outcome)
+        elif outcome.ending == "unsent":
+            self.refund(res)
+        elif self._book.is_open(res):
+            self._book.keep(res)
+        return False
+
     def reconcile(
         self,
         res: Reservation,
@@ -186,27 +190,12 @@ class QuotaPool:
         output_adjusted: bool | None = None,
     ) -> bool:
         """Correct a reservation with the provider's real usage; False if already settled. What
-        is corrected and why: `batchgate.quota.settle` (the estimate is `prompt_estimate`, default
+        is corrected and why: `batchgate.quota.reservations` (the estimate is `prompt_estimate`, default
         `res.cost.input_tokens`; `count` is our own count of the prompt). A shared store gets the
         same."""
-        if not self._open(res):
+        if not self._book.is_open(res):
             return False
-        estimate = res.cost.input_tokens if prompt_estimate is None else prompt_estimate
-        deltas = reconcile_deltas(
-            res,
-            usage,
-            self.charges,
-            estimate=estimate + round(res.repriced.get("tokens", 0.0)),
-            count=count,
-            known=self.limits.burst_seconds is not None,
-            output_adjusted=self.output_adjusted if output_adjusted is None else output_adjusted,
-        )
-        now = self._clock.now()
-        for name, delta in deltas.items():
-            self._charge(res, name, delta, now)
-        res.settled = True
-        self._unsettled.discard(res)
-        self._counts["reconciled"] += 1
+        self._book.reconcile(res, usage, prompt_estimate, count, output_adjusted)
         self._dispatch()
         return True
 
@@ -217,48 +206,41 @@ class QuotaPool:
         if self.shared is not None:
             self.shared.sent(res)
 
-    def settle(self, res: Reservation) -> bool:
-        """Keep a reservation as charged (an answer abandoned after the provider admitted it)."""
-        if not self._open(res):
-            return False
-        res.settled = True
-        self._unsettled.discard(res)
-        self._counts["reconciled"] += 1
-        return True
-
     def refund(self, res: Reservation) -> bool:
         """Give a reservation back entirely (the provider never admitted it); False if settled."""
-        if not self._open(res):
+        if not self._book.is_open(res):
             return False
-        self._give_back(res)
+        self._book.give_back(res)
         self._dispatch()
         return True
 
     # -- adaptation --------------------------------------------------------------------------
 
     def pause(self, seconds: float) -> None:
-        """A retry hint: admit nobody until now + `seconds` (extends, never shortens, a pause)."""
+        """A retry hint: admit nobody until now + `seconds` (extends, never shortens, a pause; one
+        that starts is an event)."""
         if not math.isfinite(seconds) or seconds <= 0:
             return
         self._counts["pauses"] += 1
-        self._paused_until = max(self._paused_until, self._clock.now() + seconds)
+        now = self._clock.now()
+        if self._paused_until <= now:
+            event(_log, INFO, "paused", provider=self.name, seconds=round(seconds, 3), source="retry_hint")
+        self._paused_until = max(self._paused_until, now + seconds)
         if self.shared is not None:
             self.shared.pause(seconds)
         self._dispatch()
 
-    def on_rate_limited(self, res: Reservation | None = None, *, rate_at_fault: bool = True) -> bool:
-        """A 429: refund `res` if given, empty the buckets (one average request into debt), cut the
-        rates (damped; not when otherwise explained, e.g. by charges; from `res`'s admission). True if cut."""
+    def on_rate_limited(
+        self, res: Reservation | None = None, *, rate_at_fault: bool = True, dim: str | None = None
+    ) -> bool:
+        """A 429 (on `dim`): refund `res` if given, empty the buckets (one average request into
+        debt), cut the rates (damped; not when otherwise explained, e.g. by charges; from `res`'s
+        admission). True if cut."""
         now = self._clock.now()
-        if res is not None and self._open(res):
-            self._give_back(res)
+        if res is not None and self._book.is_open(res):
+            self._book.give_back(res)
         admitted = res.admitted_at if res is not None else -math.inf
-        blind = self.charges.samples == 0
-        cut = self.aimd.on_rate_limited(now, admitted, blind=blind) if rate_at_fault else False
-        if self.burst.on_rate_limited(now) or cut:
-            self._apply_rates(now)
-        for dim in self._dims.values():  # empty at the provider: the next leaves one request later
-            dim.bucket.set_level(min(-dim.avg_cost, dim.bucket.level(now)), now)
+        cut = self.learning.rate_limited(now, admitted, at_fault=rate_at_fault, dim=dim)
         if self.shared is not None:
             self.shared.drain()
         self._dispatch()
@@ -266,46 +248,57 @@ class QuotaPool:
 
     def on_success(self) -> bool:
         """A clean answer; True when a clean period earned a rate increase."""
-        now = self._clock.now()
-        grew = self.burst.on_success(now)
-        if not self.aimd.on_success(now) and not grew:
+        if not self.learning.success(self._clock.now()):
             return False
-        self._apply_rates(now)
         self._dispatch()
         return True
 
     def calibrate(self, snapshot: RateLimitSnapshot) -> bool:
-        """Follow a provider's rate-limit headers; True if a limit, level or rate changed. A
-        reported limit below the declared one (but above a tenth of it) is adopted × safety,
-        undoing the AIMD cuts it explains; a later higher one restores up to the declared limit.
-        What `remaining` means depends on the header style (`header_style`); minute-style room
-        moves the AIMD factor (`AimdController.on_room`)."""
-        now = self._clock.now()
-        ratio = dim_.adopt_reported_limits(self._dims, snapshot)
+        """Follow a provider's rate-limit headers (`Learning.calibrate`); True if a limit, level or
+        rate changed. Requests queued that a lower limit makes never fit fail."""
+        ratio, changed = self.learning.calibrate(snapshot, self._clock.now(), busy=self._gate.busy())
         if ratio is not None:
             self._counts["calibrations"] += 1
-            self.aimd.rescale(max(1.0, ratio))  # undo the cuts a lower limit explains
-            self._apply_rates(now)
             never = lambda r: dim_.never_fits(self.name, self._dims, r.amounts)  # noqa: E731
             self._counts["never_fit"] += self._gate.fail(never)
-        changed = self.headers.follow(self._dims, snapshot, now)
-        style, busy = self.headers.style, self._gate.busy()
-        if room := dim_.follow_room(self.aimd, self.charges, self._dims, snapshot, now, style, busy):
-            self._apply_rates(now)
-        if ratio is not None or changed or room:
+        if ratio is not None or changed:
             self._dispatch()
-        return changed or room or ratio is not None
+        return changed or ratio is not None
+
+    def _answered(self, res: Reservation, o: Outcome) -> None:
+        assert o.usage is not None
+        cost = res.cost
+        if o.count is not None:
+            self.observe_usage(o.count, o.usage.prompt_tokens)
+        self.reconcile(res, o.usage, prompt_estimate=cost.tokens - cost.output_tokens, count=o.count)
+        if o.snapshot is not None:
+            self.calibrate(o.snapshot)
+        self.on_success()
+
+    def _refused(self, res: Reservation, o: Outcome) -> bool:
+        """A 429: at the door (True: refunded, the caller learns its in-flight cap), or a rate's
+        (`Learning.refused` says which and whether the AIMD is spared)."""
+        blame = self.learning.refused(res, o) if self._dims else None
+        if blame is None:
+            self.refund(res)  # turned away at the door: nothing charged
+        else:
+            dim, explained, ratio = blame
+            if dim is not None:
+                self.charge_raised(dim, ratio)
+            self.on_rate_limited(res, rate_at_fault=not explained, dim=dim)
+        if o.hint is not None:
+            self.pause(o.hint)
+        if blame is not None and o.snapshot is not None:
+            self.calibrate(o.snapshot)
+        return blame is None
 
     # -- introspection -----------------------------------------------------------------------
-
-    def count(self, name: str) -> int:
-        """One event counter of `statistics()` (admitted, calibrations, pauses, ...), cheaply."""
-        return self._counts[name]
 
     def statistics(self) -> QuotaStats:
         now = self._clock.now()
         paused = self._paused_until if self._paused_until > now else None
-        return dim_.statistics(self.name, self._dims, now, len(self._gate), paused, self.aimd, self._counts)
+        aimd = self.learning.aimd
+        return dim_.statistics(self.name, self._dims, now, len(self._gate), paused, aimd, self._counts)
 
     def close(self) -> None:
         """Cancel the timer and every waiter (shutdown)."""
@@ -314,7 +307,10 @@ class QuotaPool:
     def __repr__(self) -> str:
         now = self._clock.now()
         paused = f", paused={self._paused_until - now:.3g}s" if self._paused_until > now else ""
-        dims, factor = dim_.describe(self._dims, now) or "unlimited", f"factor={self.aimd.factor:.3g}"
+        dims, factor = (
+            dim_.describe(self._dims, now) or "unlimited",
+            f"factor={self.learning.aimd.factor:.3g}",
+        )
         return f"QuotaPool({self.name!r}, {dims}, waiters={len(self._gate)}, {factor}{paused})"
 
     # -- internals ---------------------------------------------------------------------------
@@ -323,7 +319,7 @@ class QuotaPool:
         """`cost` checked to fit, priced from `count` (if given), and its amounts per dimension."""
         self.check_fits(cost)
         if count is not None:
-            cost = self.charges.priced(cost, count)
+            cost = self.priced(cost, count)
         return cost, cost_amounts(cost, self._dims)
 
     def _wait_for(self, amounts: dict[str, float], now: float) -> float:
@@ -334,7 +330,7 @@ class QuotaPool:
 
     def _reprice(self, request: _Request) -> _Request:
         if request.count is not None:
-            request.cost = self.charges.priced(request.cost, request.count)
+            request.cost = self.priced(request.cost, request.count)
             request.amounts = cost_amounts(request.cost, self._dims)
         return request
 
@@ -343,7 +339,7 @@ class QuotaPool:
     ) -> Reservation:
         """Admit a request that found nobody waiting: if every bucket was full, it tries the burst."""
         if all(self._dims[n].bucket.level(now) >= self._dims[n].bucket.capacity for n in amounts):
-            self.burst.on_full_burst_spent(now)
+            self.learning.burst.on_full_burst_spent(now)
         return self._admit(cost, amounts, now, count)
 
     def _admit(self, cost: Cost, amounts: dict[str, float], now: float, count: int | None) -> Reservation:
@@ -355,42 +351,8 @@ class QuotaPool:
                 res.logged[name] = entry
             dim.note(amount)
         self._counts["admitted"] += 1
-        self._unsettled.add(res, count)
+        self._book.add(res, count)
         return res
-
-    def _charge(self, res: Reservation, name: str, delta: float, now: float) -> None:
-        """`res` holds `delta` more of dimension `name` (less if negative), here and in a shared store."""
-        if (dim := self._dims.get(name)) is not None:
-            dim.correct(res.logged.get(name), delta, now)
-        res.charged[name] += delta
-        if self.shared is not None:
-            self.shared.adjust(res, name, delta)
-
-    def _open(self, res: Reservation) -> bool:
-        if res.pool != self.name:
-            raise ValueError(f"reservation of pool {res.pool!r} settled on pool {self.name!r}")
-        return not res.settled
-
-    def _give_back(self, res: Reservation) -> None:
-        now = self._clock.now()
-        for name, amount in res.charged.items():
-            if (dim := self._dims.get(name)) is not None:
-                dim.correct(res.logged.get(name), -amount, now)
-        if self.shared is not None:
-            self.shared.give_back(res)
-        res.settled = True
-        self._unsettled.discard(res)
-        self._counts["refunded"] += 1
-
-    def _apply_rates(self, now: float, *, fill: bool = False) -> None:
-        burst = self.limits.burst_seconds
-        seconds = self.burst.seconds if burst is None else burst
-        for dim in self._dims.values():
-            dim.pace(
-                self.aimd.factor, self.limits.safety, seconds, now, windowed=burst is None, lead=self._lead
-            )
-            if fill:
-                dim.bucket.set_level(dim.bucket.capacity, now)
 
     def _dispatch(self) -> None:
         self._gate.wake()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -28,7 +27,7 @@ from batchgate.jobs.batch.mode import BatchModeRunner
 from batchgate.jobs.batch.outcomes import Rejected
 from batchgate.jobs.batch.policy import batch_target, may_batch
 from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate
-from batchgate.jobs.commit import Committed
+from batchgate.jobs.engine_types import Committed, EventSink
 from batchgate.jobs.guards import ErrorRateWindow
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Progress
@@ -37,8 +36,6 @@ from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskS
 from batchgate.models import requested_output_tokens
 from batchgate.providers.http import create_session
 from batchgate.tokens import chat_framing
-
-EventSink = Callable[[str, dict[str, Any]], None]
 
 
 class BatchDriver:
