@@ -159,3 +159,16 @@ def test_a_429_from_a_bucket_seen_emptied_is_a_verdict_not_noise() -> None:
     before = c.factor
     assert c.on_rate_limited(1.6)
     assert c.factor == pytest.approx(before * c.settings.decrease)
+
+
+def test_a_level_that_leaps_back_to_full_is_a_window_and_never_a_bucket() -> None:
+    c = _proven()
+    c.on_room(1.2, fill=0.05, busy=True)
+    c.on_room(1.25, fill=1.0, busy=True)  # a fixed window restarted: no bucket refills that fast
+    assert c.window_seen
+    assert not c.bucket_seen
+    factor = c.factor
+    for i in range(1, 30):  # its sawtooth is no evidence of others, and never proves a bucket
+        c.on_room(1.25 + 0.1 * i, fill=1.0 - 0.1 * (i % 10), busy=True)
+    assert not c.bucket_seen
+    assert c.factor >= factor

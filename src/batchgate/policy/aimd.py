@@ -39,6 +39,8 @@ class AimdSettings:
     room_proof: float = 1.0  # seconds of room reported while we send at the rate: a bucket, not a window
     room_trend: float = 0.15  # shares of its bucket per second it fills or drains by: room freed or taken
     room_move: float = 0.5  # the most one trend moves the factor by
+    room_jump: float = 0.5  # a level this much higher within `room_jump_s`: a window restarting
+    room_jump_s: float = 0.25
 
     def __post_init__(self) -> None:
         if not 0.0 < self.decrease <= 1.0:
@@ -76,7 +78,9 @@ class AimdController:
         # Room reported for `room_proof` seconds while we sent at the rate: the provider holds a
         # bucket whose level others move (a window we fill ourselves never shows room for long).
         self.bucket_seen = False
+        self.window_seen = False  # its level leapt back to full at once: windows, never a bucket
         self._room_since: float | None = None
+        self._last: tuple[float, float] | None = None  # (fill, when) of the last report
         self._ref: tuple[float, float] | None = None  # (fill, when) at the last settle point
 
     def _observe(self, now: float, rate_limited: bool) -> float:
@@ -193,8 +197,12 @@ class AimdController:
     def _prove_bucket(self, now: float, fill: float, busy: bool) -> None:
         """Room reported all along for `room_proof` seconds while we had requests waiting at a
         factor near 1: a bucket others can drain, not a window we fill ourselves within its
-        length (see `bucket_seen`)."""
-        if fill <= self.settings.room_none or not busy or self.factor < 0.9:
+        length (see `bucket_seen`). A level that leaps up faster than any bucket refills is a
+        fixed window restarting: its level says nothing about others, ever."""
+        s, last, self._last = self.settings, self._last, (fill, now)
+        if last is not None and fill - last[0] >= s.room_jump and now - last[1] <= s.room_jump_s:
+            self.window_seen, self.bucket_seen = True, False
+        if self.window_seen or fill <= s.room_none or not busy or self.factor < 0.9:
             self._room_since = None
         elif self._room_since is None:
             self._room_since = now
