@@ -39,6 +39,8 @@ class AimdSettings:
     room_proof: float = 1.0  # seconds of room reported while we send at the rate: a bucket, not a window
     room_trend: float = 0.15  # shares of its bucket per second it fills or drains by: room freed or taken
     room_move: float = 0.5  # the most one trend moves the factor by
+    room_gain: float = 0.7  # the share of a level rising below `room_full` followed at once (its
+    # headers lag our sending: all of it overshoots); a draining or nearly full one is followed whole
     room_jump: float = 0.5  # a level this much higher within `room_jump_s`: a window restarting
     room_jump_s: float = 0.25
 
@@ -184,7 +186,7 @@ class AimdController:
         if self._no_room and self._room_good is not None and self._room_good < self.factor:
             self.factor, self._room_good, self._room_at = self._room_good, None, now
             return True
-        trend = trend if self.bucket_seen and busy else 0.0
+        trend = trend * (s.room_gain if trend > 0 else 1.0) if self.bucket_seen and busy else 0.0
         if abs(trend) < s.room_trend or (trend > 0 and self.factor >= 1.0):
             return False
         self._room_good, self._room_at = None, now
