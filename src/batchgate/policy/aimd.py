@@ -11,8 +11,10 @@ careful near the factor that last provoked a cut: increases stop one step below 
 limit lies below the declared one settles just under that limit instead of overshooting every few
 seconds. The provider's own word on its bucket (`on_room`: what its `remaining` headers show
 left) moves the factor faster than either: up at once while there is room to spare, back before
-a 429 when a step used it up, and no additive increase while there is none. Pure: the caller
-passes the time in.
+a 429 when a step used it up, and no additive increase while there is none; once it has shown a
+bucket (room while we send at the rate), its level draining or climbing while requests wait is
+others taking capacity or giving it back, followed before any 429 (a steady neighbour is learned
+as a lower rate, not fought with 429s). Pure: the caller passes the time in.
 """
 
 from __future__ import annotations
