@@ -172,3 +172,10 @@ def test_a_level_that_leaps_back_to_full_is_a_window_and_never_a_bucket() -> Non
         c.on_room(1.25 + 0.1 * i, fill=1.0 - 0.1 * (i % 10), busy=True)
     assert not c.bucket_seen
     assert c.factor >= factor
+
+
+def test_a_level_that_moves_by_a_request_or_two_says_nothing() -> None:
+    c = _proven()
+    for i in range(1, 20):  # 5 requests a second: each is a fifth of the bucket, its level jumps
+        c.on_room(1.0 + 0.25 * i, fill=(0.7, 0.55, 0.4)[i % 3], busy=True, grain=0.2)
+    assert c.factor == 1.0

@@ -156,9 +156,10 @@ class AimdController:
         self.increases += 1
         return True
 
-    def on_room(self, now: float, fill: float, *, busy: bool = False) -> bool:
+    def on_room(self, now: float, fill: float, *, busy: bool = False, grain: float = 0.0) -> bool:
         """The provider's headers say its bucket is `fill` full (0..1) while we do (`busy`) or do
-        not have requests waiting; True if the factor moved.
+        not have requests waiting; True if the factor moved. `grain`: one average request's share
+        of a second of the limit — a level that moved by a request or two says nothing.
 
         Full while the factor is below 1: we send below what is left to us (the 429s that cut it
         were another's traffic that has gone, or a limit that came back) — step up at once, past
@@ -189,7 +190,7 @@ class AimdController:
             self.factor, self._room_good, self._room_at = self._room_good, None, now
             return True
         trend = trend * (s.room_gain if trend > 0 else 1.0) if self.bucket_seen and busy else 0.0
-        if abs(trend) < s.room_trend or (trend > 0 and self.factor >= 1.0):
+        if abs(trend) < max(s.room_trend, 2 * grain / s.room_settle) or (trend > 0 and self.factor >= 1.0):
             return False
         self._room_good, self._room_at = None, now
         self.factor = min(1.0, max(s.min_factor, self.factor + trend))

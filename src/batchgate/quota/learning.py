@@ -254,7 +254,9 @@ class Learning:
         fill = reported_fill(self._dims, snapshot) if self.headers.style == "minute" else None
         if fill is None:
             return False
-        if self.aimd.on_room(now, fill, busy=busy):
+        per_second = [(d.avg_cost, d.limit / 60.0) for d in self._dims.values() if d.limit > 0]
+        grain = max((cost / rate for cost, rate in per_second), default=0.0)  # one request's share
+        if self.aimd.on_room(now, fill, busy=busy, grain=grain):
             return True
         if self.aimd.factor < 1.0 or not self.aimd.room_trusted:
             return False
