@@ -65,6 +65,7 @@ class Figures:
     status: str = "ok"
     pace_min: float | None = None  # the lowest pace over the seeds, when there were several
     trace: list[float] | None = None  # other traffic on the key: per second, admitted ÷ the key's rate
+    recovery: float | None = None  # seconds from capacity returning to a second at ≥ 95% of the rate before
 
     def meets(self, cell: Cell) -> bool:
         if self.failed != 0 or self.status != "ok":
@@ -76,6 +77,8 @@ class Figures:
             pace = 0.9
         if cell.name.startswith("colleague"):  # issue #28: back to full within 3 s (see the trace)
             pace, r429 = 0.9, 0.015
+            if self.recovery is None or self.recovery > 3.0:
+                return False
         if cell.name.startswith("neighbour"):  # of what the neighbour leaves
             pace, r429 = 0.93, 0.01
         return self.pace is not None and self.pace >= pace and self.r429 is not None and self.r429 <= r429
@@ -88,7 +91,8 @@ class Figures:
             pace += f" (≥{self.pace_min:.2f})"
         r429 = "—" if self.r429 is None else f"{100 * self.r429:.1f}%"
         ratio = "—" if self.ratio is None else f"{self.ratio:.2f}×"
-        return f"{pace} · {r429} · {ratio} · {self.failed if self.failed is not None else '—'}"
+        back = "" if self.recovery is None else f" · back in {self.recovery:.0f} s"
+        return f"{pace} · {r429} · {ratio} · {self.failed if self.failed is not None else '—'}{back}"
 
 
 def _spec(cell: Cell, emu: EmulatorProcess) -> Spec:
@@ -117,6 +121,7 @@ def _figures(cell: Cell, stats: dict[str, Any], child: Any, out: Any) -> Figures
         f.pace = quota_seconds(cell, done, credit=False)[0] / span
     if cell.neighbours:
         f.trace = _trace(cell, mine)
+        f.recovery = _recovery(cell, f.trace)
     r429 = sum(
         p["rejected"]["rate_limit"] + (p["rejected"]["concurrency"] if n in cell.bare_429 else 0)
         for n, p in mine.items()
@@ -141,6 +146,23 @@ def _trace(cell: Cell, mine: dict[str, Any]) -> list[float]:
     for t, _requests, tokens in series:
         seconds[int(t + step / 2)] = seconds.get(int(t + step / 2), 0.0) + tokens
     return [round(seconds.get(s, 0.0) / rate, 2) for s in range(max(seconds, default=-1) + 1)]
+
+
+def _recovery(cell: Cell, trace: list[float]) -> float | None:
+    """Seconds from other traffic leaving the key (its `until`) to the end of the first whole
+    second that admitted ≥ 95% of the rate admitted before it came (the median second of those
+    before it, the first two — the start — left out); None when nobody leaves, or the rate never
+    came back."""
+    (n,) = cell.neighbours
+    if "until" not in n or "from" not in n:
+        return None
+    start, until = int(n["from"]), int(n["until"])
+    before = trace[2:start]
+    if not before:
+        return None
+    full = statistics.median(before)
+    back = next((s for s in range(until, len(trace) - 1) if trace[s] >= 0.95 * full), None)
+    return None if back is None else float(back + 1 - until)
 
 
 def _enforced_tpm(cell: Cell) -> float:
@@ -189,6 +211,7 @@ def combine(runs: list[Figures]) -> Figures:
         ratio=median([f.ratio for f in runs]),
         failed=sum(f.failed or 0 for f in runs),
         pace_min=min(paces) if len(paces) > 1 else None,
+        recovery=None if any(f.recovery is None for f in runs) else median([f.recovery for f in runs]),
     )
 
 
@@ -233,7 +256,10 @@ real output when the answer ends (`adjusted`, as Anthropic documents; ITPM binds
 (`max_tokens`; OTPM binds). Target: pace ≥ 0.9 of the binding bucket, ≤ 0.5% 429s. *Colleague*:
 another job on the key takes half of it from 5 s to 15 s (emulator time) without any change to
 the limit headers (20 s of quota); target pace ≥ 0.9 of what it left, ≤ 1.5% 429s, and back to
-the full rate within 3 s of its leaving (a per-second admission trace of batchgate is printed).
+the full rate within 3 s of its leaving: *back in N s* is the end of the first whole second from
+its leaving that admitted ≥ 95% of the median second before it came (but the first two; median
+over the seeds; a
+per-second admission trace of batchgate is printed).
 *Neighbour*: another service takes 30% of the key all along; target pace ≥ 0.93 of what is
 left, ≤ 1% 429s. Pace there is over the quota left to the client, not the whole key's.
 
@@ -323,7 +349,9 @@ def main(argv: list[str] | None = None) -> int:
             for seed, run in zip(args.seeds, runs, strict=True):
                 trace = run["batchgate"].trace if "batchgate" in run else None
                 if trace:
-                    print(f"  batchgate seed {seed}, admitted per second ÷ the key's rate: {trace}")
+                    back = run["batchgate"].recovery
+                    again = "" if back is None else f"; back to ≥ 95% of the rate before within {back:.0f} s"
+                    print(f"  batchgate seed {seed}, admitted per second ÷ the key's rate: {trace}{again}")
     elapsed = time.time() - started
     table = render(cells, results, args.systems)
     print(f"\n{table}\n\nmatrix finished in {elapsed / 60:.1f} min", flush=True)

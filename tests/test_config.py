@@ -215,3 +215,79 @@ def test_bad_batch_mode_keys_are_named(mutate: object, key: str, reason: str) ->
         config_from_dict(data, source="cfg.yaml", environ={"OPENAI_API_KEY": "k"})
     assert info.value.key == key
     assert reason in info.value.reason
+
+
+def _per_model(models: Any, routes: list[dict[str, Any]] | None = None, **limits: Any) -> Any:
+    data: dict[str, Any] = copy.deepcopy(MINIMAL)
+    data["providers"][0]["limits"] = {"max_concurrency": 50, **limits}
+    data["providers"][0]["models"] = models
+    if routes is not None:
+        data["routes"] = routes
+    return config_from_dict(data, source="cfg.yaml", environ={"OPENAI_API_KEY": "k"})
+
+
+def test_models_cut_an_entry_into_a_quota_per_model() -> None:
+    """`models:` gives one key a quota per model (or per pool "a,b" models share); each route's
+    target is the quota of the model it sends, the entry's `limits` hold the models not listed."""
+    routes = [
+        {"model": "gpt-4o", "targets": ["alpha"]},
+        {"model": "mini", "targets": ["alpha:gpt-4.1-mini"]},
+        {"model": "other", "targets": ["alpha"]},
+    ]
+    models = {
+        "gpt-4o": {"rpm": 500, "tpm": 30000},
+        "gpt-4o-mini, gpt-4.1-mini": {"rpm": 5000},
+        "o3": {"rpm": 9},
+    }
+    cfg = _per_model(models, routes, rpm=100, burst_seconds=2)
+    names = [p.name for p in cfg.providers]
+    assert names == ["alpha", "alpha/gpt-4o", "alpha/gpt-4o-mini,gpt-4.1-mini"]  # o3: no route
+    four = cfg.provider("alpha/gpt-4o")
+    assert (four.limits.rpm, four.limits.tpm, four.limits.burst_seconds) == (500, 30000, 2)
+    assert (four.models, four.entry, four.entry_name, four.max_concurrency) == (
+        ("gpt-4o",),
+        "alpha",
+        "alpha",
+        50,
+    )
+    assert cfg.provider("alpha/gpt-4o-mini,gpt-4.1-mini").models == ("gpt-4o-mini", "gpt-4.1-mini")
+    assert [t.provider for r in cfg.routes for t in r.targets] == [
+        "alpha/gpt-4o",
+        "alpha/gpt-4o-mini,gpt-4.1-mini",
+        "alpha",
+    ]
+    assert cfg.provider("alpha").limits.rpm == 100
+    only_listed = _per_model({"gpt-4o-mini": {"rpm": 5, "max_concurrency": 2}})  # the entry: unused
+    assert [(p.name, p.max_concurrency) for p in only_listed.providers] == [("alpha/gpt-4o-mini", 2)]
+
+
+@pytest.mark.parametrize(
+    ("models", "key", "reason"),
+    [
+        ([], "providers[0].models", "must map model names"),
+        ({"gpt-4o-mini": {}}, "providers[0].models.gpt-4o-mini", "at least one of rpm"),
+        ({"gpt-4o-mini": {"rpm": 0}}, "providers[0].models.gpt-4o-mini.rpm", "finite number"),
+        ({"gpt-4o-mini": {"rmp": 5}}, "providers[0].models.gpt-4o-mini.rmp", "unknown key"),
+        (
+            {"a,gpt-4o-mini": {"rpm": 5}, "gpt-4o-mini": {"rpm": 5}},
+            "providers[0].models.gpt-4o-mini",
+            "one pool",
+        ),
+        ({"a,,b": {"rpm": 5}}, "providers[0].models.a,,b", "must name models"),
+        (
+            {"gpt-4o-mini": {"rpm": 5, "burst_seconds": 90}},
+            "providers[0].models.gpt-4o-mini.burst_seconds",
+            "60",
+        ),
+        (  # a typo: the route's model is not listed, and the entry has no limits of its own
+            {"gpt4o-mini": {"rpm": 5}},
+            "routes[0].targets[0]",
+            "sends model 'gpt-4o-mini' to 'alpha', whose models: has no limits for it (it lists: gpt4o-mini)",
+        ),
+    ],
+)
+def test_bad_models_are_named(models: Any, key: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        _per_model(models)
+    assert info.value.key == key
+    assert reason in info.value.reason

@@ -31,21 +31,24 @@ def check_embedded(config: GatewayConfig) -> EmulatorConfig | None:
 
     emulated = emulator_config_from_dict(config.emulator, source=f"{config.source}: emulator")
     served = {p.name: p.family for p in emulated.providers}
-    for i, p in enumerate(config.providers):
+    entries = list(dict.fromkeys(p.entry_name for p in config.providers))  # the YAML's, in order
+    for p in config.providers:
         if not p.emulated:
             continue
-        if p.name not in served:
+        name = p.entry_name  # a per-model quota is served by its entry's emulated provider
+        i = entries.index(name)
+        if name not in served:
             raise ConfigError(
                 config.source,
                 f"providers[{i}].base_url",
-                f"is 'emulator' but the emulator section has no provider {p.name!r} "
+                f"is 'emulator' but the emulator section has no provider {name!r} "
                 f"(it has: {', '.join(sorted(served))})",
             )
-        if served[p.name] != p.kind:
+        if served[name] != p.kind:
             raise ConfigError(
                 config.source,
                 f"providers[{i}].kind",
-                f"is {p.kind!r} but the emulator serves {p.name!r} as {served[p.name]!r}",
+                f"is {p.kind!r} but the emulator serves {name!r} as {served[name]!r}",
             )
     return emulated
 
@@ -75,10 +78,14 @@ async def start_embedded(config: GatewayConfig, clock: Clock | None = None) -> E
 def provider_urls(
     config: GatewayConfig, emulator: Emulator | None, given: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """The base URL overrides: `given` first, then the embedded emulator's for emulated providers."""
+    """The base URL overrides: `given` first, then the embedded emulator's for emulated providers;
+    a per-model quota (`entry/models`) has its entry's URL."""
     urls = dict(given or {})
-    if emulator is not None:
-        for p in config.providers:
-            if p.emulated and p.name not in urls:
-                urls[p.name] = emulator.base_url(p.name)
+    for p in config.providers:
+        if p.name in urls:
+            continue
+        if p.entry_name in urls:
+            urls[p.name] = urls[p.entry_name]
+        elif emulator is not None and p.emulated:
+            urls[p.name] = emulator.base_url(p.entry_name)
     return urls

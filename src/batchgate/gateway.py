@@ -148,7 +148,7 @@ class Gateway:
         if self._quota is None or not _shareable(p):
             return
         key = p.api_key.reveal() if p.api_key is not None else None
-        quota = quota_id(self._urls.get(p.name, p.base_url), key, _model_scope(self.config, p.name))
+        quota = quota_id(self._urls.get(p.name, p.base_url), key, _model_scope(self.config, p))
         shared = SharedQuota(self._quota, quota, rt.pool.paces, self._clock)
         rt.pool.share(shared)
         self._shared.append(shared)
@@ -322,9 +322,12 @@ class Gateway:
         return f"Gateway({state}, providers={[p.name for p in self.config.providers]})"
 
 
-def _model_scope(cfg: GatewayConfig, provider: str) -> list[str]:
-    """The models routes send to `provider`: its quota's model scope (one key, a quota per model)."""
-    return [t.model or r.model for r in cfg.routes for t in r.targets if t.provider == provider]
+def _model_scope(cfg: GatewayConfig, p: ProviderConfig) -> list[str]:
+    """`p`'s quota's model scope (one key, a quota per model): the models its `models:` pool
+    holds, else the models routes send to it."""
+    if p.models:
+        return list(p.models)
+    return [t.model or r.model for r in cfg.routes for t in r.targets if t.provider == p.name]
 
 
 def _shareable(p: ProviderConfig) -> bool:

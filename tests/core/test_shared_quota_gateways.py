@@ -189,3 +189,37 @@ async def test_two_models_on_one_key_are_two_quotas_in_the_machine_ledger(
     assert quotas["fast"].quota == quota_id(emu.base_url("alpha"), "sk-one-key", ["small"])
     assert quotas["slow"].quota == quota_id(emu.base_url("alpha"), "sk-one-key", ["large-2"])
     assert quotas["fast"].quota != quotas["slow"].quota
+
+
+async def test_a_models_map_is_a_quota_per_model_on_one_entry(emulator: Start, tmp_path: Path) -> None:
+    """One provider entry with `models:` (OpenAI limits each model apart; "a,b" is a pool two
+    models share): each route reaches its model's quota, each quota its own row in the ledger
+    (named by the models it holds), and the entry's URL — given by the entry's name — serves all."""
+    providers = [emu_provider("alpha")]
+    emu = await emulator(providers)
+    entry = {"name": "key", "kind": "openai", "base_url": "http://127.0.0.1:9", "api_key": "sk-one-key"}
+    models = {"small": {"rpm": RPM}, "large,large-2": {"rpm": RPM // 4}}
+    cfg = config_from_dict(
+        {
+            "providers": [{**entry, "models": models}],
+            "routes": [
+                {"model": "small", "targets": ["key"]},
+                {"model": "large", "targets": ["key:large-2"]},
+            ],
+        },
+        environ={},
+    )
+    ledger = tmp_path / "quota.sqlite3"
+    url = emu.base_url("alpha")
+    async with Gateway(cfg, base_urls={"key": url}, quota_store=StoreSpec("sqlite", str(ledger))) as gw:
+        results = await gw.abatch([chat("echo", model=m) for m in ("small", "large", "small")])
+        assert set(gw.runtimes) == {"key/small", "key/large,large-2"}
+        asked = {name: rt.recorder.requests for name, rt in gw.runtimes.items()}
+        quotas = {name: rt.pool.shared for name, rt in gw.runtimes.items()}
+    assert all(r.ok for r in results)
+    assert asked == {"key/small": 2, "key/large,large-2": 1}
+    small, large = quotas["key/small"], quotas["key/large,large-2"]
+    assert small is not None
+    assert large is not None
+    assert small.quota == quota_id(url, "sk-one-key", ["small"])
+    assert large.quota == quota_id(url, "sk-one-key", ["large", "large-2"])

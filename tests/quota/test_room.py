@@ -1,7 +1,9 @@
 """A provider's `remaining` as evidence (issue #28): capacity others took and gave back. Room in its
 bucket steps the rate up at once (past the last cut point, and a charge margin the 429s raised back
 down), a step that empties it is undone before any 429, no room holds the additive increase, and a
-provider that refuses while it reports room is believed no more (its headers lie)."""
+provider that refuses while it reports room is believed no more (its headers lie). Once the
+provider has shown a bucket (room while we send at the rate), its level draining or filling while
+requests wait moves the rate by as much, before any 429, and a 429 at an emptied bucket cuts."""
 
 from __future__ import annotations
 
@@ -92,3 +94,88 @@ async def test_a_pool_reads_room_from_minute_style_headers() -> None:
     assert pool.statistics().effective_per_second["tokens"] == pytest.approx(
         TPM / 60 * pool.learning.aimd.factor
     )
+
+
+def _proven(fill: float = 1.0) -> AimdController:
+    """A controller whose provider has shown room for a second while requests waited (a bucket)."""
+    c = AimdController(AimdSettings(prior_answers=20.0))
+    for i in range(5):
+        c.on_room(0.25 * i, fill=fill, busy=True)
+    assert c.bucket_seen
+    return c
+
+
+def test_room_while_we_send_at_the_rate_shows_a_bucket_not_a_window() -> None:
+    s = AimdSettings()
+    window = AimdController(s)  # a window we fill ourselves: its room is gone within its length
+    for i, fill in enumerate((1.0, 0.6, 0.2, 0.05, 0.04, 0.05)):
+        window.on_room(0.25 * i, fill=fill, busy=True)
+    assert not window.bucket_seen
+    idle = AimdController(s)  # room while nothing waits says nothing: we did not ask for it
+    for i in range(8):
+        idle.on_room(0.25 * i, fill=1.0, busy=False)
+    assert not idle.bucket_seen
+    assert _proven(fill=0.6).bucket_seen  # a bucket others drain still shows room for a while
+
+
+def test_a_bucket_others_drain_cuts_the_factor_by_as_much_before_any_429() -> None:
+    c = _proven()
+    s = c.settings
+    now, fill = 1.0, 1.0
+    while c.factor == 1.0 and now < 5.0:  # a neighbour takes 30%: the level falls 0.3 a second
+        now += 0.1
+        fill -= 0.03
+        c.on_room(now, fill=fill, busy=True)
+    assert c.factor == pytest.approx(0.7, abs=0.05)
+    assert c.rate_limited == 0
+    assert fill > s.room_none  # well before the bucket is empty
+    cut = c.factor
+    for i in range(1, 20):  # not waiting to send: the level moving says nothing about our rate
+        c.on_room(now + 0.1 * i, fill=fill - 0.03 * i, busy=False)
+    assert c.factor == cut
+
+
+def test_capacity_given_back_raises_the_factor_by_what_the_level_gains() -> None:
+    c = _proven()
+    for i in range(1, 30):  # the colleague takes half: the level drains, the factor follows
+        c.on_room(1.0 + 0.1 * i, fill=max(0.35, 1.0 - 0.05 * i), busy=True)
+    assert c.factor <= 0.6
+    low, now, fill = c.factor, 4.0, 0.35
+    c.on_room(now, fill=fill, busy=True)
+    while c.factor < 1.0 and now < 7.0:  # it leaves: the level climbs half a bucket a second
+        now += 0.1
+        fill = min(1.0, fill + 0.05)
+        c.on_room(now, fill=fill, busy=True)
+    assert c.factor == 1.0
+    assert now - 4.0 <= 2.0  # the whole rate back within two seconds, not by clean periods
+    assert low < 1.0
+
+
+def test_a_429_from_a_bucket_seen_emptied_is_a_verdict_not_noise() -> None:
+    noisy = AimdController(AimdSettings(prior_answers=20.0))
+    assert not noisy.on_rate_limited(1.0)  # one 429 among many answers: noise
+    c = _proven()
+    c.on_room(1.5, fill=0.02, busy=True)  # others emptied it
+    before = c.factor
+    assert c.on_rate_limited(1.6)
+    assert c.factor == pytest.approx(before * c.settings.decrease)
+
+
+def test_a_level_that_leaps_back_to_full_is_a_window_and_never_a_bucket() -> None:
+    c = _proven()
+    c.on_room(1.2, fill=0.05, busy=True)
+    c.on_room(1.25, fill=1.0, busy=True)  # a fixed window restarted: no bucket refills that fast
+    assert c.window_seen
+    assert not c.bucket_seen
+    factor = c.factor
+    for i in range(1, 30):  # its sawtooth is no evidence of others, and never proves a bucket
+        c.on_room(1.25 + 0.1 * i, fill=1.0 - 0.1 * (i % 10), busy=True)
+    assert not c.bucket_seen
+    assert c.factor >= factor
+
+
+def test_a_level_that_moves_by_a_request_or_two_says_nothing() -> None:
+    c = _proven()
+    for i in range(1, 20):  # 5 requests a second: each is a fifth of the bucket, its level jumps
+        c.on_room(1.0 + 0.25 * i, fill=(0.7, 0.55, 0.4)[i % 3], busy=True, grain=0.2)
+    assert c.factor == 1.0

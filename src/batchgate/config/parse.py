@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from batchgate.config.job_spec import FIELDS, parse_job_spec
+from batchgate.config.model_limits import cut_per_model, read_model_limits
 from batchgate.config.schema import (
     EMULATOR_BASE_URL,
     Budget,
@@ -56,6 +57,7 @@ _PROVIDER = frozenset(
         "batch_max_requests",
         "batch_max_bytes",
         "output_charge",
+        "models",
     }
 )
 _LIMITS = frozenset({"rpm", "tpm", "itpm", "otpm", "max_concurrency", "burst_seconds"})
@@ -109,6 +111,7 @@ def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> 
     if any(p.emulated for p in providers) and emulator is None:
         bad = next(i for i, p in enumerate(providers) if p.emulated)
         top.fail(f"providers[{bad}].base_url", "is 'emulator' but the config has no emulator section")
+    providers, routes = cut_per_model(top, providers, routes)  # a quota per model on one key
     return GatewayConfig(
         providers=providers,
         routes=routes,
@@ -189,6 +192,7 @@ def _provider(top: Section, i: int, raw: Any, environ: Mapping[str, str]) -> Pro
         batch_max_requests=s.integer("batch_max_requests"),
         batch_max_bytes=s.integer("batch_max_bytes"),
         output_charge=cast("OutputCharge | None", output_charge),
+        model_limits=read_model_limits(s, limits.burst_seconds),
     )
 
 

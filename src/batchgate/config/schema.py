@@ -15,6 +15,10 @@ here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them
         batch_api: true           # has a Batch API (default); false for vLLM, Ollama, ...
         batch_max_requests: 50000 # optional: cut batches smaller than the documented limits
         batch_max_bytes: 209715200
+        models:                   # optional: one quota per model on this key (OpenAI and Anthropic
+          gpt-4o: {rpm: 500, tpm: 30000}      # limit each model apart); `limits` then holds the
+          "gpt-4o-mini,gpt-4.1-mini": {rpm: 5000, tpm: 2000000}   # models not listed; "a,b": a
+                                  # pool those models share (as the provider's limits page shows)
     routes:
       - model: gpt-4o-mini        # the model name requests carry
         targets: [alpha]          # provider, or provider:model to rename the model
@@ -87,6 +91,16 @@ class Secret:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelLimits:
+    """One quota of a key that limits each model apart (the YAML's `models:`): the models that
+    share it (one, or a group the provider documents as one pool) and their per-minute limits."""
+
+    models: tuple[str, ...]
+    limits: QuotaLimits
+    max_concurrency: int | None = None  # None: the provider entry's
+
+
+@dataclass(frozen=True, slots=True)
 class ProviderConfig:
     name: str
     kind: ProviderKind
@@ -102,6 +116,16 @@ class ProviderConfig:
     batch_max_requests: int | None = None  # None: the provider's documented limit
     batch_max_bytes: int | None = None
     output_charge: OutputCharge | None = None  # None: by kind (anthropic adjusts, openai keeps)
+    model_limits: tuple[ModelLimits, ...] = ()  # the YAML's `models:` (the loader cuts them out)
+    # The models this quota holds, when it is one of a key's per-model quotas (the loader names
+    # it `entry/models`); (): whatever the routes send to it.
+    models: tuple[str, ...] = ()
+    entry: str | None = None  # the YAML entry a per-model quota was cut from (its URL, its emulator)
+
+    @property
+    def entry_name(self) -> str:
+        """The provider entry this quota belongs to: the name `base_urls` and an emulator know."""
+        return self.entry or self.name
 
     @property
     def output_adjusted(self) -> bool:

@@ -188,16 +188,17 @@ def _route_entry(config: GatewayConfig, model: str, rp: RoutePlan) -> dict[str, 
 
 
 def render_plan(plan: dict[str, Any]) -> str:
+    w = max([12, *(len(n) + 2 for n in plan["providers"])])  # a per-model quota: `entry/model`
     lines = [
         f"plan for {plan['input']}: {plan['tasks']} tasks, {plan['prompt_tokens']} prompt tokens, "
         f"up to {plan['max_output_tokens']} output tokens",
-        f"  {'provider':<12}{'requests':>10}{'prompt tok':>12}{'max out tok':>13}{'max cost $':>12}"
+        f"  {'provider':<{w}}{'requests':>10}{'prompt tok':>12}{'max out tok':>13}{'max cost $':>12}"
         f"{'batch API $':>13}{'quota time':>12}{'binds':>8}",
     ]
     for name, p in sorted(plan["providers"].items()):
         batch = p["batch_api_cost_usd_max"]
         lines.append(
-            f"  {name:<12}{p['requests']:>10}{p['prompt_tokens']:>12}{p['max_output_tokens']:>13}"
+            f"  {name:<{w}}{p['requests']:>10}{p['prompt_tokens']:>12}{p['max_output_tokens']:>13}"
             f"{p['cost_usd_max']:>12.4f}{'-' if batch is None else f'{batch:.4f}':>13}"
             f"{p['quota_seconds']:>11.0f}s{p.get('binding_limit') or '-':>8}"
         )

@@ -11,8 +11,10 @@ careful near the factor that last provoked a cut: increases stop one step below 
 limit lies below the declared one settles just under that limit instead of overshooting every few
 seconds. The provider's own word on its bucket (`on_room`: what its `remaining` headers show
 left) moves the factor faster than either: up at once while there is room to spare, back before
-a 429 when a step used it up, and no additive increase while there is none. Pure: the caller
-passes the time in.
+a 429 when a step used it up, and no additive increase while there is none; once it has shown a
+bucket (room while we send at the rate), its level draining or climbing while requests wait is
+others taking capacity or giving it back, followed before any 429 (a steady neighbour is learned
+as a lower rate, not fought with 429s). Pure: the caller passes the time in.
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ class AimdSettings:
     room_none: float = 0.3  # ... at most this share left: no room (no additive increase)
     room_step: float = 0.15  # fraction of the declared rate added per piece of evidence of room
     room_settle: float = 0.5  # seconds between two steps (and after a 429) for the bucket to show it
+    room_proof: float = 1.0  # seconds of room reported while we send at the rate: a bucket, not a window
+    room_trend: float = 0.15  # shares of its bucket per second it fills or drains by: room freed or taken
+    room_move: float = 0.5  # the most one trend moves the factor by
+    room_gain: float = 0.7  # the share of a level rising below `room_full` followed at once (its
+    # headers lag our sending: all of it overshoots); a draining or nearly full one is followed whole
+    room_jump: float = 0.5  # a level this much higher within `room_jump_s`: a window restarting
+    room_jump_s: float = 0.25
 
     def __post_init__(self) -> None:
         if not 0.0 < self.decrease <= 1.0:
@@ -70,6 +79,13 @@ class AimdController:
         self._no_room = False  # the provider's bucket last showed no room: no additive increase
         self._fill: float | None = None  # what the provider last reported left of its bucket
         self.room_trusted = True  # False once a 429 came while it reported room: its headers lie
+        # Room reported for `room_proof` seconds while we sent at the rate: the provider holds a
+        # bucket whose level others move (a window we fill ourselves never shows room for long).
+        self.bucket_seen = False
+        self.window_seen = False  # its level leapt back to full at once: windows, never a bucket
+        self._room_since: float | None = None
+        self._last: tuple[float, float] | None = None  # (fill, when) of the last report
+        self._ref: tuple[float, float] | None = None  # (fill, when) at the last settle point
 
     def _observe(self, now: float, rate_limited: bool) -> float:
         """Add one answer to the decayed counts; the share of 429s among them."""
@@ -93,8 +109,9 @@ class AimdController:
         self.rate_limited += 1
         if self._fill is not None and self._fill >= s.room_full:
             self.room_trusted = self._no_room = False  # it reported room, then refused: not evidence
-        if self._observe(now, rate_limited=True) <= s.noise_ratio:
-            return False
+        verdict = self.bucket_seen and self._fill is not None and self._fill <= s.room_none
+        if self._observe(now, rate_limited=True) <= s.noise_ratio and not verdict:
+            return False  # noise, unless its bucket was seen emptied: then others took the room
         self._last_rate_limited = now
         if now - self._last_cut < s.cooldown and admitted_at <= self._last_cut:
             return False
@@ -139,33 +156,74 @@ class AimdController:
         self.increases += 1
         return True
 
-    def on_room(self, now: float, fill: float) -> bool:
-        """The provider's headers say its bucket is `fill` full (0..1); True if the factor moved.
+    def on_room(self, now: float, fill: float, *, busy: bool = False, grain: float = 0.0) -> bool:
+        """The provider's headers say its bucket is `fill` full (0..1) while we do (`busy`) or do
+        not have requests waiting; True if the factor moved. `grain`: one average request's share
+        of a second of the limit — a level that moved by a request or two says nothing.
 
         Full while the factor is below 1: we send below what is left to us (the 429s that cut it
         were another's traffic that has gone, or a limit that came back) — step up at once, past
         the last cut point, every `room_settle` seconds while it stays full. Emptied right after
         such a step: the step went past what is left (a steady neighbour) — back to the factor
-        before it, before any 429. No room at all: no additive increase until there is. A 429
-        that comes while the last report showed room (headers that report more than is enforced)
-        makes them no evidence from then on."""
+        before it, before any 429. No room at all: no additive increase until there is. Once its
+        bucket has shown room while we sent at the rate (`bucket_seen`), a level that drains or
+        fills while we wait to send is others taking capacity or giving it back: the factor
+        follows by as much (a second's bucket), before a 429 and without waiting to be full. A
+        429 that comes while the last report showed room (headers that report more than is
+        enforced) makes them no evidence from then on."""
         s = self.settings
         self._fill = fill
         if not self.room_trusted:
             return False
         self._no_room = fill <= s.room_none
+        self._prove_bucket(now, fill, busy)
         if now - max(self._room_at, self._last_rate_limited) < s.room_settle:
             return False
+        trend = self._trend(fill, now)
         if fill >= s.room_full and self.factor < 1.0:
             self._room_good, self._room_at = self.factor, now
-            self.factor = min(1.0, self.factor + s.room_step)
+            self.factor = min(1.0, self.factor + max(s.room_step, trend))
             self._ceiling = max(self._ceiling, self.factor)
             self._last_increase = now
             return True
         if self._no_room and self._room_good is not None and self._room_good < self.factor:
             self.factor, self._room_good, self._room_at = self._room_good, None, now
             return True
-        return False
+        trend = trend * (s.room_gain if trend > 0 else 1.0) if self.bucket_seen and busy else 0.0
+        if abs(trend) < max(s.room_trend, 2 * grain / s.room_settle) or (trend > 0 and self.factor >= 1.0):
+            return False
+        self._room_good, self._room_at = None, now
+        self.factor = min(1.0, max(s.min_factor, self.factor + trend))
+        if trend > 0:
+            self._ceiling = max(self._ceiling, self.factor)
+            self._last_increase = now
+        return True
+
+    def _prove_bucket(self, now: float, fill: float, busy: bool) -> None:
+        """Room reported all along for `room_proof` seconds while we had requests waiting at a
+        factor near 1: a bucket others can drain, not a window we fill ourselves within its
+        length (see `bucket_seen`). A level that leaps up faster than any bucket refills is a
+        fixed window restarting: its level says nothing about others, ever."""
+        s, last, self._last = self.settings, self._last, (fill, now)
+        if last is not None and fill - last[0] >= s.room_jump and now - last[1] <= s.room_jump_s:
+            self.window_seen, self.bucket_seen = True, False
+        if self.window_seen or fill <= s.room_none or not busy or self.factor < 0.9:
+            self._room_since = None
+        elif self._room_since is None:
+            self._room_since = now
+        elif now - self._room_since >= self.settings.room_proof:
+            self.bucket_seen = True
+
+    def _trend(self, fill: float, now: float) -> float:
+        """How fast the level moved over the last `room_settle` or more (shares of the bucket per
+        second, bounded; 0 within a settle period, or after a gap too long to say)."""
+        s, ref = self.settings, self._ref
+        if ref is not None and now - ref[1] < s.room_settle:
+            return 0.0
+        self._ref = (fill, now)
+        if ref is None or now - ref[1] > 4 * s.room_settle:
+            return 0.0
+        return max(-s.room_move, min(s.room_move, (fill - ref[0]) / (now - ref[1])))
 
     def rescale(self, ratio: float) -> None:
         """Multiply the factor by `ratio` (capped to [min_factor, 1]).

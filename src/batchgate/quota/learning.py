@@ -128,8 +128,11 @@ class Learning:
             event(_log, DEBUG, "aimd_raise", provider=self.name, factor=round(self.aimd.factor, 4))
         return True
 
-    def calibrate(self, snapshot: RateLimitSnapshot, now: float) -> tuple[float | None, bool]:
-        """Follow a provider's rate-limit headers: (the largest factor by which a reported limit
+    def calibrate(
+        self, snapshot: RateLimitSnapshot, now: float, *, busy: bool = False
+    ) -> tuple[float | None, bool]:
+        """Follow a provider's rate-limit headers (`busy`: requests wait to be sent, so room is
+        what our pace leaves unused): (the largest factor by which a reported limit
         fell — 1.0 if they only rose, None if none changed —, whether a level or the rate moved).
         A reported limit below the declared one (but above a tenth of it) is adopted × safety,
         undoing the AIMD cuts it explains; a later higher one restores up to the declared limit.
@@ -143,7 +146,7 @@ class Learning:
             limits = {n: round(d.limit, 3) for n, d in self._dims.items()}
             event(_log, INFO, "limit_learned", provider=self.name, source="headers", limits_per_minute=limits)
         changed = self.headers.follow(self._dims, snapshot, now)
-        if room := self._follow_room(snapshot, now):
+        if room := self._follow_room(snapshot, now, busy):
             self.pace(now)
         return ratio, changed or room
 
@@ -245,13 +248,15 @@ class Learning:
                 ratio = max(ratio or 1.0, before / dim.limit)
         return ratio
 
-    def _follow_room(self, snapshot: RateLimitSnapshot, now: float) -> bool:
+    def _follow_room(self, snapshot: RateLimitSnapshot, now: float, busy: bool) -> bool:
         """Tell the AIMD what room the provider's minute-style `remaining` shows (`on_room`), and,
         once the rate is not cut, each prompt dimension's charge margin; True if either moved."""
         fill = reported_fill(self._dims, snapshot) if self.headers.style == "minute" else None
         if fill is None:
             return False
-        if self.aimd.on_room(now, fill):
+        per_second = [(d.avg_cost, d.limit / 60.0) for d in self._dims.values() if d.limit > 0]
+        grain = max((cost / rate for cost, rate in per_second), default=0.0)  # one request's share
+        if self.aimd.on_room(now, fill, busy=busy, grain=grain):
             return True
         if self.aimd.factor < 1.0 or not self.aimd.room_trusted:
             return False

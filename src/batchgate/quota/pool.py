@@ -256,7 +256,7 @@ class QuotaPool:
     def calibrate(self, snapshot: RateLimitSnapshot) -> bool:
         """Follow a provider's rate-limit headers (`Learning.calibrate`); True if a limit, level or
         rate changed. Requests queued that a lower limit makes never fit fail."""
-        ratio, changed = self.learning.calibrate(snapshot, self._clock.now())
+        ratio, changed = self.learning.calibrate(snapshot, self._clock.now(), busy=self._gate.busy())
         if ratio is not None:
             self._counts["calibrations"] += 1
             never = lambda r: dim_.never_fits(self.name, self._dims, r.amounts)  # noqa: E731

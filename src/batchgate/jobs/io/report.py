@@ -335,8 +335,9 @@ def render_summary(report: dict[str, Any]) -> str:
     ]
     batches = report.get("batches") or {}
     batched = bool(batches.get("submitted") or batches.get("resumed"))
+    w = max([12, *(len(n) + 2 for n in report["providers"])])  # a per-model quota: `entry/model`
     header = (
-        f"  {'provider':<12}{'requests':>9}{'ok':>8}{'errors':>8}{'429s':>6}{'p50 ms':>9}"
+        f"  {'provider':<{w}}{'requests':>9}{'ok':>8}{'errors':>8}{'429s':>6}{'p50 ms':>9}"
         f"{'p95 ms':>9}{'p99 ms':>9}{'tokens':>10}{'cost $':>10}"
     )
     lines.append(header + (f"{'live $':>10}{'batch $':>10}{'in batches':>12}" if batched else ""))
@@ -349,7 +350,7 @@ def render_summary(report: dict[str, Any]) -> str:
             else ""
         )
         lines.append(
-            f"  {name:<12}{p['request_count']:>9}{p['success_count']:>8}{p['error_count']:>8}"
+            f"  {name:<{w}}{p['request_count']:>9}{p['success_count']:>8}{p['error_count']:>8}"
             f"{p['rate_limited']:>6}{lat['p50']:>9.0f}{lat['p95']:>9.0f}{lat['p99']:>9.0f}"
             f"{p['prompt_tokens'] + p['completion_tokens']:>10}{p['cost_usd']:>10.4f}{split}"
         )
