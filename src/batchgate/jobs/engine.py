@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from batchgate.clock import LoopClock
 from batchgate.config import GatewayConfig
+from batchgate.endpoints import EMBEDDINGS, endpoint_of
 from batchgate.errors import DispatchStopped, NoTargetLeft, QuotaExhaustedError, QuotaStoreUnavailable
 from batchgate.gateway import Gateway
 from batchgate.inflight import InflightLimit
@@ -336,7 +337,7 @@ class JobEngine:
         cancelled is not committed, so it goes back to pending when the run ends."""
         live = self._live
         assert live is not None
-        key = self._packs.key(spec)
+        key = self._packs.key(spec) if endpoint_of(spec.body) == EMBEDDINGS else None  # chat: never packed
         try:
             if key is not None:  # a single-text embedding line: sent in a pack (one slot a pack)
                 result, attempts, invalid, billed = await self._packs.run(spec, key)
