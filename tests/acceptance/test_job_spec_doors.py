@@ -91,6 +91,9 @@ async def test_run_flags_reach_status_jobs_and_report_and_the_end_is_posted(
     report = orjson.loads(cli.run("report", "--config", str(cfg), store=False).stdout)
     assert report["job"]["metadata"] == {"team": "search", "run": "7"}
     assert report["job"]["not_before"] == "2020-01-01T00:00:00Z"
+    cancelled = cli.run("cancel", status["job"], "--config", str(cfg), store=False)
+    assert cancelled.returncode == 0, cancelled.stderr  # found through --config's job.store too
+    assert f"job {status['job']}:" in cancelled.stdout
 
 
 def test_a_bad_flag_is_one_line_naming_it_and_nothing_is_written(

@@ -6,7 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from batchgate.jobs.store.location import DEFAULT_STORE, parse_location, resume_hint
+from batchgate.cli.jobs import store_of, store_options
+from batchgate.jobs.store.location import resume_hint
 
 
 def register(sub: Any) -> None:
@@ -15,7 +16,7 @@ def register(sub: Any) -> None:
         help="stop a job (running or not), cancel its provider batches, keep partial results",
     )
     cancel.add_argument("job", help="job id or a unique prefix (see `batchgate jobs`)")
-    cancel.add_argument("--store", type=parse_location, default=DEFAULT_STORE)
+    store_options(cancel)  # --store, else --config's job.store, as `status` and `report` find it
     cancel.add_argument(
         "--wait",
         type=float,
@@ -35,11 +36,12 @@ def _cancel(args: argparse.Namespace) -> int:
 
     import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
 
-    result = asyncio.run(cancel_job(args.store, args.job, wait_s=args.wait, say=say))
+    store = store_of(args)
+    result = asyncio.run(cancel_job(store, args.job, wait_s=args.wait, say=say))
     done = result.finished
     say(render_summary(done.report))
     batches = f"; cancelled {result.batches_cancelled} batches" if result.batches_cancelled else ""
-    store_hint = resume_hint(args.store)
+    store_hint = resume_hint(store)
     print(
         f"job {result.job_id}: {done.status}"
         + (f" ({done.reason})" if done.reason else "")

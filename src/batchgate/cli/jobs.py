@@ -27,16 +27,16 @@ from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 
 def register(sub: Any) -> None:
     jobs = sub.add_parser("jobs", help="list the jobs in the store")
-    _store_options(jobs)
+    store_options(jobs)
     jobs.set_defaults(handler=_jobs)
     status = sub.add_parser("status", help="show a running or stopped job (default: the latest)")
     status.add_argument("job", nargs="?", help="job id or a unique prefix (default: the latest job)")
-    _store_options(status)
+    store_options(status)
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=_status)
     report = sub.add_parser("report", help="print a job's JSON report (default: the latest job)")
     report.add_argument("job", nargs="?", help="job id or a unique prefix (default: the latest job)")
-    _store_options(report)
+    store_options(report)
     report.add_argument("--summary", action="store_true", help="print the readable table instead of JSON")
     report.add_argument("-o", "--output", type=Path, default=None, help="write it to this file instead")
     report.add_argument(
@@ -46,7 +46,7 @@ def register(sub: Any) -> None:
     report.set_defaults(handler=_report)
 
 
-def _store_options(p: argparse.ArgumentParser) -> None:
+def store_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--store",
         type=parse_location,
