@@ -8,9 +8,10 @@ error is raised. At `deadline` (once a hedge is sent, at `hedge_deadline()`, ask
 set while the provider's latencies were unknown gives way to one from what was learned since) the
 legs still running are cancelled (`on_cancelled(leg, won=False)`) and `RaceTimeout` is raised; the loser of
 a won race is cancelled with `on_cancelled(leg, won=True)` — so is one that answered in the same
-instant, and every leg that ends is reported once (its error retrieved), even as the race ends. Timers come from the injected clock
-(`call_at`), never a polling loop. Until the first timer the primary is awaited alone, on one
-future and one timer (`_primary_alone`): most answers come before it, and pay for nothing more.
+instant; every leg that ends is reported once (its error retrieved), even as the race ends.
+Timers come from the injected clock (`call_at`), never a polling loop. Until the first timer the
+primary is awaited alone, on one future and one timer (`_primary_alone`): most answers come
+before it, and pay for nothing more.
 """
 
 from __future__ import annotations

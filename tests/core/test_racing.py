@@ -103,12 +103,12 @@ async def test_a_leg_that_fails_as_the_other_wins_is_reported_and_its_error_retr
     unretrieved: list[str] = []
     loop.set_exception_handler(lambda _, context: unretrieved.append(str(context.get("message"))))
     primary: asyncio.Future[str] = loop.create_future()
-    hedge: asyncio.Future[str] = loop.create_future()
+    hedge: list[asyncio.Future[str]] = [loop.create_future()]  # dropped at the end, to be collected
     started = asyncio.Event()
 
     async def start_hedge() -> Leg[str] | None:
         started.set()
-        return Leg(1, hedge, None)
+        return Leg(1, hedge[0], None)
 
     failed: list[int] = []
     task = asyncio.ensure_future(
@@ -128,12 +128,13 @@ async def test_a_leg_that_fails_as_the_other_wins_is_reported_and_its_error_retr
         clock.advance(0.5)
     await _settle()
     primary.set_result("answer")
-    hedge.set_exception(RuntimeError("the hedge failed"))
+    hedge[0].set_exception(RuntimeError("the hedge failed"))
     await _settle()
     leg, value = task.result()
     assert (leg.index, value) == (0, "answer")
     assert failed == [1]
-    del hedge, task, leg
+    hedge.clear()
+    del task, leg
     gc.collect()
     loop.set_exception_handler(None)
     assert unretrieved == []
