@@ -93,18 +93,7 @@ async def race(
                     waits.add(extra)
             if not any(f.done() for f in waits):  # (a timer passed while the primary was alone)
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            winner: Leg[T] | None = None
-            for leg in running:  # every leg that ended is seen, even one ending as the other wins
-                if leg.task.done():
-                    exc = asyncio.CancelledError() if leg.task.cancelled() else leg.task.exception()
-                    if exc is None and winner is None:
-                        winner = leg
-                    elif exc is None:  # answered in the same instant: charged, not used
-                        on_cancelled(leg, True)
-                    else:
-                        errors[leg.index] = exc
-                        on_failed(leg, exc)
-            if winner is not None:
+            if (winner := _ended(running, errors, on_failed, on_cancelled)) is not None:
                 won = True
                 return winner, winner.task.result()
             if hedge_due is not None and hedge_due.done():
@@ -166,6 +155,28 @@ async def _primary_alone(
         on_failed(primary, exc)
         raise exc
     return True
+
+
+def _ended(
+    running: list[Leg[T]],
+    errors: dict[int, BaseException],
+    on_failed: Callable[[Leg[T], BaseException], None],
+    on_cancelled: Callable[[Leg[T], bool], None],
+) -> Leg[T] | None:
+    """The first of `running` that answered, if any; every other leg that ended is reported now
+    (one failing or answering in the same instant as the winner too), failures kept in `errors`."""
+    winner: Leg[T] | None = None
+    for leg in running:
+        if leg.task.done():
+            exc = asyncio.CancelledError() if leg.task.cancelled() else leg.task.exception()
+            if exc is None and winner is None:
+                winner = leg
+            elif exc is None:  # answered in the same instant: charged, not used
+                on_cancelled(leg, True)
+            else:
+                errors[leg.index] = exc
+                on_failed(leg, exc)
+    return winner
 
 
 def _report_ended(
