@@ -7,9 +7,11 @@ through `on_failed` and the race goes on with the other; when every leg has fail
 error is raised. At `deadline` (once a hedge is sent, at `hedge_deadline()`, asked then: a deadline
 set while the provider's latencies were unknown gives way to one from what was learned since) the
 legs still running are cancelled (`on_cancelled(leg, won=False)`) and `RaceTimeout` is raised; the loser of
-a won race is cancelled with `on_cancelled(leg, won=True)`. Timers come from the injected clock
-(`call_at`), never a polling loop. Until the first timer the primary is awaited alone, on one
-future and one timer (`_primary_alone`): most answers come before it, and pay for nothing more.
+a won race is cancelled with `on_cancelled(leg, won=True)` — so is one that answered in the same
+instant; every leg that ends is reported once (its error retrieved), even as the race ends.
+Timers come from the injected clock (`call_at`), never a polling loop. Until the first timer the
+primary is awaited alone, on one future and one timer (`_primary_alone`): most answers come
+before it, and pay for nothing more.
 """
 
 from __future__ import annotations
@@ -91,14 +93,9 @@ async def race(
                     waits.add(extra)
             if not any(f.done() for f in waits):  # (a timer passed while the primary was alone)
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            for leg in running:
-                if leg.task.done():
-                    exc = asyncio.CancelledError() if leg.task.cancelled() else leg.task.exception()
-                    if exc is None:
-                        won = True
-                        return leg, leg.task.result()
-                    errors[leg.index] = exc
-                    on_failed(leg, exc)
+            if (winner := _ended(running, errors, on_failed, on_cancelled)) is not None:
+                won = True
+                return winner, winner.task.result()
             if hedge_due is not None and hedge_due.done():
                 hedge_due = None
                 if not primary.task.done():
@@ -112,6 +109,11 @@ async def race(
                     handles.append(_timer(clock, hedge_deadline(), due))
             if due.done():
                 raise RaceTimeout()
+    except BaseException:  # (cancelled from outside: a leg may have ended unseen)
+        for leg in legs:
+            if leg.task.done() and leg.index not in errors:
+                _report_ended(leg, on_failed, on_cancelled)
+        raise
     finally:
         await _finish(handles, starting, legs, won, on_cancelled)
 
@@ -138,6 +140,8 @@ async def _primary_alone(
     try:
         await woken
     except BaseException:  # the race itself cancelled: its leg with it
+        if primary.task.done():
+            _report_ended(primary, on_failed, on_cancelled)
         await _finish([], None, [primary], False, on_cancelled)
         raise
     finally:
@@ -151,6 +155,43 @@ async def _primary_alone(
         on_failed(primary, exc)
         raise exc
     return True
+
+
+def _ended(
+    running: list[Leg[T]],
+    errors: dict[int, BaseException],
+    on_failed: Callable[[Leg[T], BaseException], None],
+    on_cancelled: Callable[[Leg[T], bool], None],
+) -> Leg[T] | None:
+    """The first of `running` that answered, if any; every other leg that ended is reported now
+    (one failing or answering in the same instant as the winner too), failures kept in `errors`."""
+    winner: Leg[T] | None = None
+    for leg in running:
+        if leg.task.done():
+            exc = asyncio.CancelledError() if leg.task.cancelled() else leg.task.exception()
+            if exc is None and winner is None:
+                winner = leg
+            elif exc is None:  # answered in the same instant: charged, not used
+                on_cancelled(leg, True)
+            else:
+                errors[leg.index] = exc
+                on_failed(leg, exc)
+    return winner
+
+
+def _report_ended(
+    leg: Leg[T],
+    on_failed: Callable[[Leg[T], BaseException], None],
+    on_cancelled: Callable[[Leg[T], bool], None],
+) -> None:
+    """A leg that ended while the race was not looking: its failure reported (and so retrieved),
+    its answer, if any, abandoned (the provider charged it; nobody uses it)."""
+    if leg.task.cancelled():
+        on_cancelled(leg, False)
+    elif (exc := leg.task.exception()) is not None:
+        on_failed(leg, exc)
+    else:
+        on_cancelled(leg, True)
 
 
 async def _finish(

@@ -280,7 +280,7 @@ class Scheduler:
         """Pass the key's shared quota too (`pool.shared`: other processes' sends count) before
         sending; on any failure the reservation is refunded (nothing was sent)."""
         shared = pool.shared
-        if shared is None:
+        if shared is None or shared.take_now(reservation):  # most requests: the lease covers them
             return
         wait = asyncio.ensure_future(shared.take(reservation, urgent=urgent))
         self._acquiring.add(wait)

@@ -1,8 +1,10 @@
-"""The race of one attempt on a fake clock: when both legs of a hedged attempt are given up."""
+"""The race of one attempt on a fake clock: when both legs of a hedged attempt are given up, and
+that every leg that ends is reported (its error retrieved, never left to the garbage collector)."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import pytest
@@ -91,3 +93,85 @@ async def test_a_hedge_sent_late_keeps_its_own_timeout_past_the_primarys_deadlin
     leg, value = task.result()
     assert (leg.index, value) == (1, "answer")
     assert primary.cancelled()
+
+
+async def test_a_leg_that_fails_as_the_other_wins_is_reported_and_its_error_retrieved() -> None:
+    """Both legs end in the same turn of the loop: the primary answers, the hedge fails. The
+    hedge's failure is reported (its attempt recorded) and retrieved — not left for the garbage
+    collector to log as "exception was never retrieved"."""
+    clock = FakeClock(start=0.0)
+    loop = asyncio.get_running_loop()
+    unretrieved: list[str] = []
+    loop.set_exception_handler(lambda _, context: unretrieved.append(str(context.get("message"))))
+    primary: asyncio.Future[str] = loop.create_future()
+    hedge: list[asyncio.Future[str]] = [loop.create_future()]  # dropped at the end, to be collected
+    started = asyncio.Event()
+
+    async def start_hedge() -> Leg[str] | None:
+        started.set()
+        return Leg(1, hedge[0], None)
+
+    failed: list[int] = []
+    task = asyncio.ensure_future(
+        race(
+            clock,
+            Leg(0, primary, None),
+            deadline=30.0,
+            hedge_at=1.0,
+            hedge_deadline=lambda: clock.now() + 30.0,
+            start_hedge=start_hedge,
+            on_failed=lambda leg, exc: failed.append(leg.index),
+            on_cancelled=lambda leg, won: None,
+        )
+    )
+    while not started.is_set():
+        await _settle()
+        clock.advance(0.5)
+    await _settle()
+    primary.set_result("answer")
+    hedge[0].set_exception(RuntimeError("the hedge failed"))
+    await _settle()
+    leg, value = task.result()
+    assert (leg.index, value) == (0, "answer")
+    assert failed == [1]
+    hedge.clear()
+    del task, leg
+    gc.collect()
+    loop.set_exception_handler(None)
+    assert unretrieved == []
+
+
+async def test_a_leg_that_fails_as_the_race_is_cancelled_is_reported_and_its_error_retrieved() -> None:
+    clock = FakeClock(start=0.0)
+    loop = asyncio.get_running_loop()
+    unretrieved: list[str] = []
+    loop.set_exception_handler(lambda _, context: unretrieved.append(str(context.get("message"))))
+    primary: list[asyncio.Future[str]] = [loop.create_future()]  # dropped at the end, to be collected
+    failed: list[int] = []
+
+    async def no_hedge() -> Leg[str] | None:
+        return None
+
+    task = asyncio.ensure_future(
+        race(
+            clock,
+            Leg(0, primary[0], None),
+            deadline=30.0,
+            hedge_at=None,
+            hedge_deadline=lambda: 30.0,
+            start_hedge=no_hedge,
+            on_failed=lambda leg, exc: failed.append(leg.index),
+            on_cancelled=lambda leg, won: None,
+        )
+    )
+    await _settle()
+    primary[0].set_exception(RuntimeError("the call failed"))
+    task.cancel()  # in the same turn: the race never looks at the primary again
+    await _settle()
+    assert task.cancelled()
+    assert failed == [0]
+    primary.clear()
+    del task
+    gc.collect()
+    loop.set_exception_handler(None)
+    assert unretrieved == []

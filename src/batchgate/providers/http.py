@@ -4,7 +4,7 @@ One `ClientSession` per gateway: a `TCPConnector` with no per-host cap (the quot
 scheduler decide concurrency, not the pool), keep-alive, a DNS cache, no cookie jar (API calls are
 stateless; a jar would only cost CPU and leak state between providers), `raise_for_status` off
 (status codes are classified by `batchgate.providers.classify`), orjson for any `json=` use, and
-the tracing that tells the quota pool when a request's bytes leave (`batchgate.providers.wire`).
+a connector that tells the quota pool when a request's bytes leave (`batchgate.providers.wire`).
 The clients themselves serialise with orjson to bytes and parse the bytes they read.
 
 `send` is the one place bytes go out and come back, for chat and Batch API calls alike: it turns
@@ -27,7 +27,7 @@ from multidict import CIMultiDictProxy
 
 from batchgate.config import Secret, TimeoutConfig
 from batchgate.providers.classify import error_for_exception
-from batchgate.providers.wire import trace_config
+from batchgate.providers.wire import WireConnector
 
 KEEPALIVE_SECONDS = 30.0
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}  # a chat call's
@@ -44,7 +44,7 @@ def create_session(*, connect_timeout: float, limit: int = 0) -> aiohttp.ClientS
     Call it from a running event loop (aiohttp binds the connector to it); close it with
     `await session.close()` or `async with`.
     """
-    connector = aiohttp.TCPConnector(
+    connector = WireConnector(
         limit=limit,
         limit_per_host=0,
         use_dns_cache=True,
@@ -59,7 +59,6 @@ def create_session(*, connect_timeout: float, limit: int = 0) -> aiohttp.ClientS
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
         auto_decompress=True,
         trust_env=False,
-        trace_configs=[trace_config()],
     )
 
 

@@ -4,19 +4,23 @@ The quota pool admits a request before it is sent, and counts it in its window l
 left (`batchgate.quota.window`). On a connection already open that is the moment it is handed to
 the client; on a new one its bytes leave only once the connection is made — a TCP and TLS
 handshake, tens to hundreds of milliseconds to a real provider — and a log that counted it from
-before would let it leave the window early. So the session's tracing (`trace_config`, in every
-session `batchgate.providers.http` builds) calls `ON_WIRE` — a callback the sender sets in the
-context of the task that sends (`sending`) — when the request's headers are written, after the
-connection is made. Elsewhere `ON_WIRE` is unset and nothing is called.
+before would let it leave the window early. So the connector of every session
+`batchgate.providers.http` builds (`WireConnector`) calls `ON_WIRE` — a callback the sender sets
+in the context of the task that sends (`sending`) — as soon as the request has its connection,
+right before its headers are written. Elsewhere `ON_WIRE` is unset and nothing is called. (One
+call per request, not aiohttp's client tracing: that awaits a handful of trace signals on every
+request, whichever are listened to.)
 """
 
 from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable
-from types import SimpleNamespace
 
 import aiohttp
+from aiohttp.client_reqrep import ClientRequest
+from aiohttp.connector import Connection
+from aiohttp.tracing import Trace
 
 ON_WIRE: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
     "batchgate_on_wire", default=None
@@ -31,16 +35,17 @@ def sending(on_wire: Callable[[], None]) -> contextvars.Context:
     return context
 
 
-async def _headers_sent(
-    session: aiohttp.ClientSession, ctx: SimpleNamespace, params: aiohttp.TraceRequestHeadersSentParams
-) -> None:
-    on_wire = ON_WIRE.get()
-    if on_wire is not None:
-        on_wire()
+class WireConnector(aiohttp.TCPConnector):
+    """A `TCPConnector` that calls `ON_WIRE` once a request has its connection (pooled or new)."""
 
-
-def trace_config() -> aiohttp.TraceConfig:
-    """The tracing that calls `ON_WIRE` when a request's headers are written."""
-    config = aiohttp.TraceConfig()
-    config.on_request_headers_sent.append(_headers_sent)
-    return config
+    async def connect(
+        self,
+        req: ClientRequest,
+        traces: list[Trace],
+        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109 (aiohttp's)
+    ) -> Connection:
+        conn = await super().connect(req, traces, timeout)
+        on_wire = ON_WIRE.get()
+        if on_wire is not None:
+            on_wire()
+        return conn

@@ -159,15 +159,21 @@ class SharedQuota:
         """Wait until the store admits `res`'s amounts (from this process's lease, or a new
         one); they are then recorded on `res.shared`. `urgent` asks before every non-urgent take
         of this process still waiting its turn."""
-        hold = max((entry.hold for entry in res.logged.values()), default=0.0)
-        if not self._turns.held() and self._spend(res, hold):
+        if self.take_now(res):
             return
+        hold = max((entry.hold for entry in res.logged.values()), default=0.0)
         await self._turns.acquire(urgent)
         try:
             while not self._spend(res, hold):
                 await self._new_lease(res.charged, hold)
         finally:
             self._turns.release()
+
+    def take_now(self, res: Reservation) -> bool:
+        """`take` without waiting: True if `res` was admitted from this process's lease now (no
+        other take waiting its turn), else False and nothing taken."""
+        hold = max((entry.hold for entry in res.logged.values()), default=0.0)
+        return not self._turns.held() and self._spend(res, hold)
 
     # -- settlements (synchronous: called by the pool) ------------------------------------------
 
