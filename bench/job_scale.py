@@ -65,10 +65,28 @@ def launch(cmd: list[str], cwd: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def finish(
+    proc: subprocess.Popen[bytes], url: str, dispatch_s: float | None
+) -> tuple[float, int, float, int]:
+    """Sample the resumed run's RSS until it ends: (peak MB, completions in all, seconds, its completions)."""
+    assert dispatch_s is not None, "the resumed run never sent"
+    start, base, peak = time.perf_counter(), emulator_stats(url)["completed"], 0.0
+    while proc.poll() is None:
+        time.sleep(0.5)
+        peak = max(peak, peak_rss_mb(proc.pid))
+    total = emulator_stats(url)["completed"]
+    return peak, total, time.perf_counter() - start, total - base
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--run-seconds", type=float, default=20.0)
+    ap.add_argument(
+        "--finish",
+        action="store_true",
+        help="let the resumed run go to the end of the job: peak RSS over the whole job, sustained rate",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bg-scale-") as tmp_s:
         tmp = Path(tmp_s)
@@ -135,16 +153,26 @@ def main() -> None:
                     break
                 if proc.poll() is not None:
                     break
-            for _ in range(50):
-                time.sleep(0.1)
-                peak2 = max(peak2, peak_rss_mb(proc.pid))
-            os.kill(proc.pid, signal.SIGKILL)
+            if args.finish:
+                finished = finish(proc, emu.url, dispatch_s)
+                peak2 = max(peak2, finished[0])
+            else:
+                for _ in range(50):
+                    time.sleep(0.1)
+                    peak2 = max(peak2, peak_rss_mb(proc.pid))
+                os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
             shown = f"{dispatch_s:.2f} s" if dispatch_s is not None else "never (see stderr)"
             print(f"peak RSS: {max(peak1, peak2):.0f} MB (first run {peak1:.0f} MB, resume {peak2:.0f} MB)")
             print(f"first request: {load_s:.2f} s after launch (process start included)")
             print(f"completions/s: {rate:,.0f} ({before_kill:,} completions in {ran:.1f} s, then SIGKILL)")
             print(f"resume after kill -9: first request {shown} after launch (process start included)")
+            if args.finish:
+                total, elapsed = finished[1], finished[2]
+                print(
+                    f"whole job: {total:,} completions in all; the resumed run sent {finished[3]:,} in "
+                    f"{elapsed:.0f} s ({finished[3] / elapsed:,.0f}/s sustained), exit code {proc.returncode}"
+                )
 
 
 if __name__ == "__main__":
