@@ -118,9 +118,18 @@ def too_large(route_class: str, limits: BodyLimits) -> ServiceRequestError:
 async def read(request: web.Request) -> bytes:
     """The whole body, read a chunk at a time and refused (413) once past its route's bound: unlike
     `request.read()`, which decompresses a gzip body in chunks as large as the bound, a small
-    compressed body that inflates hugely costs no more than the bound."""
+    compressed body that inflates hugely costs no more than the bound. A body that has all arrived
+    before the route reads it (a live request's, as a rule: in the packet of its headers) is taken
+    from aiohttp's buffer at once, with no await; that buffer holds no more than aiohttp's flow
+    control lets in, and the bound still applies."""
     route_class, limits = request.get(BOUND, ("other", DEFAULT))
     bound = limits.bound(route_class)
+    content = request.content
+    if content.is_eof():
+        whole = content.read_nowait()
+        if len(whole) > bound:
+            raise too_large(route_class, limits)
+        return whole
     body = bytearray()
     async for chunk in request.content.iter_any():
         if len(body) + len(chunk) > bound:
