@@ -2,11 +2,12 @@
 client session, the body's bytes forwarded, nothing checked, no gateway) in its own process, with
 the same burst as `serve_responsive.py`'s (b), side by side with the emulator straight.
 
-    python bench/bare_proxy.py [--live 200] [--rounds 3] [--latency-ms 50]
+    python bench/bare_proxy.py [--live 200] [--rounds 3] [--latency-ms 50] [--loop asyncio|uvloop]
 
 Prints p50/p99 (ms) of each side, the p50 the bare proxy adds and its CPU time per request
 (/proc, Linux). What `batchgate serve`'s proxy adds beyond this is its own (auth, checks, the
-gateway's quota, slots, attempt and hedge); asserts nothing.
+gateway's quota, slots, attempt and hedge); asserts nothing. `--loop uvloop` runs the bare proxy
+(only it) on uvloop, as `batchgate serve --loop uvloop` runs the server.
 """
 
 from __future__ import annotations
@@ -70,19 +71,26 @@ async def _burst(emu_url: str, proxy_url: str, pid: int, args: argparse.Namespac
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
-        asyncio.run(_serve(sys.argv[2]))
+    if len(sys.argv) == 4 and sys.argv[1] == "--serve":
+        factory = None
+        if sys.argv[3] == "uvloop":
+            import uvloop  # noqa: PLC0415 — only when asked for
+
+            factory = uvloop.new_event_loop
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(_serve(sys.argv[2]))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--live", type=int, default=200, help="concurrent live requests")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of live requests per side")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="the provider's answer latency")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the proxy's loop")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         emu = EmulatorProcess(_emulator_config(Path(tmp) / "emu.yaml", 60000, args.latency_ms))
         emu.start()
         server = subprocess.Popen(
-            [sys.executable, __file__, "--serve", emu.url], stdout=subprocess.PIPE, text=True
+            [sys.executable, __file__, "--serve", emu.url, args.loop], stdout=subprocess.PIPE, text=True
         )
         try:
             assert server.stdout is not None

@@ -8,7 +8,7 @@ import contextlib
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,12 +53,13 @@ class Served:
 
 
 @contextlib.contextmanager
-def served(root: Path, config: Path) -> Iterator[Served]:
-    """`batchgate serve` on a free port with its store and data in `root`, stopped at the end."""
+def served(root: Path, config: Path, extra: Sequence[str] = ()) -> Iterator[Served]:
+    """`batchgate serve` on a free port with its store and data in `root`, stopped at the end;
+    `extra`: more of its options (`--loop asyncio`, say)."""
     registry = Registry(root / REGISTRY_FILE)
     key = create_key(registry, admin=False, name="bench", now=int(time.time()))[1]
     registry.close()
-    argv = [*CLI, "serve", "--config", str(config), "--port", "0", "--store", str(root / "jobs.db")]
+    argv = [*CLI, "serve", "--config", str(config), "--port", "0", "--store", str(root / "jobs.db"), *extra]
     server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert server.stdout is not None

@@ -2,6 +2,7 @@
 
     python bench/serve_responsive.py [--lines 20000] [--rpm 60000] [--latency-ms 50]
                                      [--calls 300] [--live 200] [--rounds 3]
+                                     [--loop auto|uvloop|asyncio]
 
 One emulated provider (`batchgate emulate`, its own process) and one `batchgate serve` (a
 subprocess) in front of it, the bench's client in a third process:
@@ -15,8 +16,10 @@ subprocess) in front of it, the bench's client in a third process:
     proxy's added latency is the difference of the two. The server's CPU time per proxied request
     (from /proc, Linux) is printed beside it: on a loaded machine it is the steadier figure.
 
-Prints p50/p99 (ms) of each. Asserts nothing. `--profile DIR` records the server with py-spy
-(`pip install py-spy`) during each phase into DIR/<phase>.txt (collapsed stacks).
+`--loop` is passed to `batchgate serve` (its event loop; without it, the server's default): run
+once with each, alternated, to compare them. Prints p50/p99 (ms) of each. Asserts nothing.
+`--profile DIR` records the server with py-spy (`pip install py-spy`) during each phase into
+DIR/<phase>.txt (collapsed stacks).
 """
 
 from __future__ import annotations
@@ -239,6 +242,7 @@ def main() -> None:
     parser.add_argument("--live", type=int, default=200, help="concurrent live requests")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of live requests per side")
     parser.add_argument("--profile", type=Path, help="record the server with py-spy into this folder")
+    parser.add_argument("--loop", help="the server's event loop (`batchgate serve --loop`)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -246,7 +250,7 @@ def main() -> None:
         emu.start()
         try:
             config = _gateway_config(root / "gw.yaml", emu.url, args.rpm)
-            with served(root, config) as server:
+            with served(root, config, ["--loop", args.loop] if args.loop else []) as server:
                 asyncio.run(bench(server, emu.url, args))
         finally:
             emu.stop()

@@ -49,6 +49,7 @@ def test_the_command_line_parser_imports_no_machinery() -> None:
         "batchgate.quota",
         "batchgate.gateway",
         "batchgate.emulator.server",
+        "uvloop",  # the serve extra: only `batchgate serve` loads it, when it starts its loop
     )
     assert loaded_after(code, watch) == []
 

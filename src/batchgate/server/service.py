@@ -5,12 +5,18 @@ or SIGTERM. Batches a stopped server left unfinished resume at start.
 Where things live: the job store (`--store`, SQLite by default) and a data folder (`--data`,
 default the store file's folder) holding `server.db` (keys, files, batches), `files/` and
 `batches/<id>/` (each batch's input copy, and the job's own output and report).
+
+The event loop is the CLI's choice (`serve --loop`: uvloop when installed, by default); the
+service's clock is that loop's, with whole-millisecond timers on uvloop (`WholeMillisecondClock`),
+and the log's `serving` event names the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import math
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,6 +24,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from batchgate import logs
 from batchgate.clock import LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.gateway import Gateway
@@ -43,6 +50,7 @@ DEFAULT_DATA = Path(".batchgate") / "server"
 DEFAULT_STORE = DEFAULT_DATA / "jobs.db"
 GRACE_S = 2.0  # a cancelled or interrupted job's in-flight calls get this long to finish
 SHUTDOWN_TIMEOUT = 5.0
+log = logging.getLogger("batchgate.server")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +91,7 @@ async def serve(
     `callbacks`: their allow-list and retries; `quota_store`: where quotas are shared (None: the
     config's); `sample_every_s`: how often timelines and quotas are sampled; `limits`: body bounds."""
     stopping = stop or asyncio.Event()
-    clock = LoopClock()
+    clock = loop_clock(asyncio.get_running_loop())
     registry = Registry(place.registry)
     table = JobTable(place.registry)
     try:
@@ -135,10 +143,33 @@ async def _listen(
         await site.start()
         service.jobs.resume_all()
         ready(f"{LISTENING_PREFIX}http://{host}:{int(runner.addresses[0][1])}")
+        logs.event(log, logging.INFO, "serving", loop=loop_name(asyncio.get_running_loop()))
         with _signals(stopping):
             await stopping.wait()
     finally:
         await runner.cleanup()
+
+
+def loop_name(loop: asyncio.AbstractEventLoop) -> str:
+    """`uvloop` or `asyncio`: whose event loop the server runs on (`serve --loop`)."""
+    return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
+
+
+class WholeMillisecondClock(LoopClock):
+    """The clock of a loop that counts whole milliseconds (uvloop): its `time()` is whole ms, and it
+    rounds a timer's delay to the nearest ms, running one under half a ms at once. A waiter woken
+    before its time (the quota gate) would look, find it early, arm again and spin until the next
+    tick — hundreds of wakes per admission. Here a timer is armed for the first whole ms at or after
+    `when`, so it wakes once, when `now()` has reached `when`."""
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        loop = asyncio.get_running_loop()
+        return loop.call_later(max(0.0, math.ceil((when - loop.time()) * 1000.0) / 1000.0), callback)
+
+
+def loop_clock(loop: asyncio.AbstractEventLoop) -> LoopClock:
+    """The service's clock on `loop`: the loop's own, with whole-ms timers on uvloop."""
+    return WholeMillisecondClock() if loop_name(loop) == "uvloop" else LoopClock()
 
 
 @contextlib.contextmanager
