@@ -22,8 +22,8 @@ pytestmark = pytest.mark.integration
 def debug_server(tmp_path_factory: pytest.TempPathFactory, emu: EmulatorThread) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("debuglog")
     config = gateway_config(root / "gateway.yaml", emu)
-    extra = ("--log-level", "debug", "--callback-allow", "127.0.0.1", "--callback-retry-delays", "0.3")
-    extra += ("--loop", "asyncio")  # its loop logs at DEBUG at start (uvloop's does not): the level took
+    extra = ["--log-level", "debug", "--callback-allow", "127.0.0.1", "--callback-retry-delays", "0.3"]
+    extra += ["--loop", "asyncio"]  # its loop logs at DEBUG at start (uvloop's does not): the level took
     with running(root, config, *extra) as s:
         yield s
 
