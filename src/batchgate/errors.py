@@ -24,6 +24,7 @@
     │       ├── RetryableStatusError 408, 409 (retryable)
     │       ├── AuthenticationError  401, 403 (never retried)
     │       ├── BadRequestError      other 4xx (never retried)
+    │       │   └── ModelRefusedError    403/404 `model_not_found`: the key may not use that model
     │       └── QuotaExhaustedError  insufficient_quota / spend limit (never retried; stops a job)
     ├── StoreError               the job store is unusable (locked, corrupted, foreign)
     ├── ServiceRequestError      a client's request to `batchgate serve` is refused (status, type, code)
@@ -201,6 +202,11 @@ class BadRequestError(HTTPStatusError):
     """The provider refused the request as invalid (4xx)."""
 
 
+class ModelRefusedError(BadRequestError):
+    """The provider's key may not use the request's model (403 or 404 `model_not_found`): that
+    (provider, model) target is out, the provider's other models are not (`policy.takeout`)."""
+
+
 class QuotaExhaustedError(HTTPStatusError):
     """The account's quota or spend limit is exhausted; retrying cannot help."""
 
@@ -252,6 +258,7 @@ _KIND: dict[type[BaseException], str] = {
     RetryableStatusError: "retryable_status",
     AuthenticationError: "authentication",
     BadRequestError: "bad_request",
+    ModelRefusedError: "model_refused",
     QuotaExhaustedError: "quota_exhausted",
     NeverFitsError: "never_fits",
     DispatchStopped: "stopped",

@@ -37,7 +37,7 @@ from batchgate.models import Attempt, ChatBody, Cost, Result, requested_output_t
 from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.retry import RetryPolicy
 from batchgate.policy.routing import choose_target
-from batchgate.policy.takeout import stop_line
+from batchgate.policy.takeout import allowed, stop_line
 from batchgate.quota.pool import QuotaPool, Reservation
 from batchgate.runtime import ProviderRuntime
 from batchgate.slots import FairSlots
@@ -162,7 +162,7 @@ class Scheduler:
             raise RoutingError("the request has no model")
         if (problem := request_problem(body)) is not None:  # what `batchgate run` refuses: never sent
             raise InvalidRequestError(problem)
-        candidates = self._fitting(self.targets_for(model), body)
+        candidates = allowed(self._fitting(self.targets_for(model), body), self._refusal, model)
         attempt_no = 0
         timeouts = 0
         last: tuple[str, str] | None = None  # the previous attempt's provider and error kind
@@ -189,7 +189,7 @@ class Scheduler:
             if error is None:
                 return
             timeouts += isinstance(error, RequestTimeout)
-            candidates, delay = self._after_failure(rt, error, attempt_no, candidates, model, task)
+            candidates, delay = self._after_failure(target, error, attempt_no, candidates, model, task)
             rt.recorder.retries += 1
             last = (rt.name, error.kind)
             if delay > 0:
@@ -216,7 +216,7 @@ class Scheduler:
 
     def _after_failure(
         self,
-        rt: ProviderRuntime,
+        target: Target,
         error: ProviderError,
         attempt_no: int,
         candidates: list[Candidate],
@@ -228,9 +228,13 @@ class Scheduler:
         target left). A key refused or a target unreachable counts toward taking the target out
         (`policy.takeout`); once out, the request fails over at once. A 401/403 is retried only
         from a target that never answered (then it says the key is wrong, not the request)."""
-        now = self._clock.now()
+        rt, now = target.runtime, self._clock.now()
         if rt.breaker.takeout.record(error, now):
             self._take_out(rt, task)
+        if (new := rt.breaker.takeout.models.record(error, target.model, now)) is not None:
+            if new:  # that (provider, model) is out; the provider's other models are not
+                event(_log, WARNING, "model_out", provider=rt.name, model=target.model, task=task)
+            return allowed(candidates, self._refusal, model, error), 0.0  # fail over, or fail now
         if rt.breaker.is_out(now):
             left = [c for c in candidates if not c[0].runtime.breaker.is_out(now)]
             if not left:
@@ -258,6 +262,9 @@ class Scheduler:
                 streak=streak,
             )
         return candidates, 0.0 if decision.hinted else decision.delay
+
+    def _refusal(self, c: Candidate) -> str | None:
+        return c[0].runtime.breaker.takeout.models.reason(c[0].model, self._clock.now())
 
     def _take_out(self, rt: ProviderRuntime, task: str | None) -> None:
         """`rt` was just taken out: say so, and wake the requests queued for its quota (they go

@@ -20,8 +20,9 @@ from openai import OpenAI
 
 import batchgate
 from batchgate.cli import main
-from batchgate.clock import LoopClock, TimerHandle
+from batchgate.clock import LoopClock, TimerHandle, wall_time
 from batchgate.config import JobSpec, load_config
+from batchgate.config.job_spec import rfc3339
 from batchgate.emulator import EmulatorThread
 from batchgate.errors import JobSpecError
 from batchgate.jobs.job_setup import RunRequest
@@ -116,6 +117,29 @@ def test_a_bad_flag_is_one_line_naming_it_and_nothing_is_written(
         assert line.startswith(f"batchgate: error: {text}"), line
     assert not out.exists()
     assert not store.exists()
+
+
+def test_plan_takes_the_deadline_run_takes(
+    tmp_path: Path, emu: EmulatorThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`plan --deadline` is `run --deadline`: HOURS, or a TIME counted in hours from now (as a job
+    created now would count it), refused with run's words."""
+    cfg = gateway_config(tmp_path / "gw.yaml", emu)
+    src = write_input(tmp_path / "in.jsonl", 2)
+    in_30_h = rfc3339(wall_time() + 30 * 3600)
+    assert in_30_h is not None
+    for given, hours in (("12", 12.0), (in_30_h, 30.0)):
+        assert main(["plan", str(src), "--config", str(cfg), "--json", "--deadline", given]) == 0
+        plan = orjson.loads(capsys.readouterr().out)
+        assert plan["deadline_hours"] == pytest.approx(hours, abs=0.1)  # 0.1 h: a slow machine's start
+    run = ["run", str(src), "--config", str(cfg), "--output", str(tmp_path / "o.jsonl")]
+    for given, text in (("tomorrow", "--deadline: not an RFC 3339 date-time"), ("0", "--deadline: expected")):
+        for argv in (["plan", str(src), "--config", str(cfg)], [*run, "--store", str(tmp_path / "jobs.db")]):
+            code = main([*argv, "--deadline", given])
+            [line] = capsys.readouterr().err.strip().splitlines()  # one line, run's words
+            assert code == 2
+            assert line.startswith(f"batchgate: error: {text}"), (argv[0], line)
+    assert not (tmp_path / "jobs.db").exists()
 
 
 async def test_job_takes_the_spec_and_the_yaml_job_section_is_the_default(

@@ -1,6 +1,7 @@
 """Taking a target out: a refused key or nowhere to connect, a few times in a row, and the target
 is out for good; any other answer starts the count again; a target that answered before is given
-a grace period. Pure: times are passed in, nothing sleeps."""
+a grace period. A key refused one model (403/404 `model_not_found`) takes out that model alone,
+at once. Pure: times are passed in, nothing sleeps."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import pytest
 from batchgate.errors import (
     AuthenticationError,
     BadRequestError,
+    ModelRefusedError,
     RateLimitError,
     RequestTimeout,
     ServerError,
     UnreachableError,
 )
 from batchgate.policy.circuit import CircuitBreaker, CircuitSettings
-from batchgate.policy.takeout import TakeOut, TakeOutSettings, fatal_cause
+from batchgate.policy.takeout import TakeOut, TakeOutSettings, allowed, fatal_cause
 
 KEY = AuthenticationError("alpha: HTTP 401", provider="alpha", status=401)
 REFUSED = UnreachableError("alpha: unreachable", provider="alpha", cause="connection refused")
@@ -132,3 +134,43 @@ def test_a_target_out_for_its_time_is_given_its_tries_again() -> None:
     never = TakeOut(TakeOutSettings(after=1, readmit_seconds=0.0))
     assert never.record(KEY, 0.0)
     assert never.is_out(10**9)
+
+
+MODEL_403 = ModelRefusedError("alpha: HTTP 403 model_not_found", provider="alpha", status=403)
+
+
+def test_a_model_refused_takes_out_that_model_alone_at_once() -> None:
+    t = TakeOut(TakeOutSettings(after=3, readmit_seconds=60.0))
+    assert t.models.record(MODEL_403, "gpt-4o", 0.0) is True  # the first refusal: out now
+    assert t.models.record(MODEL_403, "gpt-4o", 0.1) is False  # one sent before: out already
+    assert t.models.reason("gpt-4o", 1.0) == (
+        "provider alpha's key may not use model 'gpt-4o' (HTTP 403 model_not_found)"
+    )
+    assert t.models.reason("gpt-4o-mini", 1.0) is None  # the provider's other models are in
+    assert not t.record(MODEL_403, 0.2)  # not the key: the provider itself stays in
+    assert (t.out, t.streak, t.answered) == (False, 0, True)
+    assert t.models.reason("gpt-4o", 60.0) is None  # tried again after its time out
+
+
+@pytest.mark.parametrize("error", [KEY, REFUSED, BadRequestError("x", provider="alpha", status=404)])
+def test_only_a_model_refusal_takes_a_model_out(error: Exception) -> None:
+    t = TakeOut(TakeOutSettings(after=1))
+    assert t.models.record(error, "gpt-4o", 0.0) is None
+    assert t.models.reason("gpt-4o", 0.0) is None
+
+
+def test_with_take_outs_off_a_model_refusal_is_the_requests_own_failure() -> None:
+    t = TakeOut(TakeOutSettings(after=0))
+    assert t.models.record(MODEL_403, "gpt-4o", 0.0) is None
+    assert t.models.reason("gpt-4o", 0.0) is None
+
+
+def test_allowed_keeps_the_targets_a_key_may_use_or_fails_the_request_alone() -> None:
+    out = {"alpha": "provider alpha's key may not use model 'm' (HTTP 403 model_not_found)"}
+    assert allowed(["alpha", "beta"], out.get, "m") == ["beta"]
+    assert allowed([], out.get, "m") == []
+    with pytest.raises(ModelRefusedError, match=r"^provider alpha's key .*; no target left for model 'm'$"):
+        allowed(["alpha"], out.get, "m")
+    with pytest.raises(ModelRefusedError) as answered:
+        allowed(["alpha"], out.get, "m", MODEL_403)  # the refusal just answered, as it came
+    assert answered.value is MODEL_403

@@ -15,6 +15,7 @@ from batchgate.errors import (
     ConnectError,
     HTTPStatusError,
     MalformedResponse,
+    ModelRefusedError,
     OverloadedError,
     QuotaExhaustedError,
     RateLimitError,
@@ -84,6 +85,12 @@ def test_status_alone_decides_the_class(status: int, cls: type[HTTPStatusError])
         (500, anthropic_error("api_error"), ServerError),
         (401, anthropic_error("authentication_error"), AuthenticationError),
         (400, anthropic_error("invalid_request_error"), BadRequestError),
+        # a key without access to one model: that model only (the emulator's `refused_models`)
+        (403, openai_error(etype="invalid_request_error", code="model_not_found"), ModelRefusedError),
+        (404, openai_error(etype="invalid_request_error", code="model_not_found"), ModelRefusedError),
+        (401, openai_error(etype="invalid_request_error", code="invalid_api_key"), AuthenticationError),
+        (403, openai_error(code="unsupported_country_region_territory"), AuthenticationError),
+        (400, openai_error(code="model_not_found"), BadRequestError),
     ],
 )
 def test_structured_fields_refine_the_class(status: int, body: bytes, cls: type[HTTPStatusError]) -> None:

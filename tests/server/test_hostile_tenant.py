@@ -160,6 +160,27 @@ def test_a_ref_to_something_that_is_not_a_schema_is_refused_without_quoting_it(
     assert "TOP-SECRET" not in server.log.read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize(
+    ("check", "field"),
+    [
+        ({"schema": {"type": 5}}, "validate.schema"),  # not a valid JSON Schema
+        ({"schema": {"properties": {"a": {"minLength": -1}}}}, "validate.schema"),
+        ({"regex": "("}, "validate.regex"),  # a pattern the regex engine cannot take
+        ({"regex": "[z-a]"}, "validate.regex"),
+    ],
+)
+def test_an_output_check_the_engine_cannot_take_is_a_400_naming_the_field(
+    tenant: JobsClient, check: dict[str, object], field: str
+) -> None:
+    r = tenant.http.post("/jobs", json={"requests": requests_for(ALPHA, 1, "check"), "validate": check})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == field
+    assert str(error["message"]).startswith(f"'{field}': ")
+    assert "\n" not in str(error["message"])
+    assert tenant.find()["data"] == []  # refused whole: nothing stored
+
+
 @pytest.mark.slow
 def test_a_backtracking_regex_fails_its_answers_while_every_route_answers(tenant: JobsClient) -> None:
     """`(a|aa)+$` on `echo: a…ab` backtracks for ever on Python's `re`: the check runs on an

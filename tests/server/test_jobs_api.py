@@ -169,8 +169,8 @@ def test_a_key_sees_only_its_own_jobs(server: Server, keys: dict[str, str], a: J
         ({"requests": requests_for(ALPHA, 1), "mode": "fast"}, 400, "mode"),
         ({"requests": requests_for(ALPHA, 1), "metadata": {"k": 1}}, 400, "metadata"),
         ({"requests": requests_for(ALPHA, 1), "callback_url": "ftp://x"}, 400, "callback_url"),
-        ({"requests": requests_for(ALPHA, 1), "validate": {"regex": "("}}, 422, "validate.regex"),
-        ({"requests": requests_for(ALPHA, 1), "validate": {"schema": {"type": 5}}}, 422, "validate"),
+        ({"requests": requests_for(ALPHA, 1), "validate": {"regex": "("}}, 400, "validate.regex"),
+        ({"requests": requests_for(ALPHA, 1), "validate": {"schema": {"type": 5}}}, 400, "validate.schema"),
         ({"requests": requests_for(ALPHA, 1), "colour": "red"}, 400, "colour"),
     ],
 )

@@ -13,6 +13,9 @@ import pytest
 from anthropic.types import MessageParam
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionStreamOptionsParam
 
+from batchgate.errors import ModelRefusedError
+from batchgate.server.proxy.live import refusal
+
 from .harness import ALPHA, DENIED, GAMMA, PROVIDER_KEY, Server, client
 
 pytestmark = pytest.mark.integration
@@ -101,6 +104,16 @@ def test_an_unknown_model_is_a_clear_404(keys: dict[str, str], sdk: Clients) -> 
     assert caught.value.code == "model_not_found"
     with pytest.raises(anthropic.NotFoundError, match="m-nope"):
         sdk.claude(keys["a"]).messages.create(model="m-nope", max_tokens=5, messages=HI)
+
+
+def test_a_model_the_gateways_key_may_not_use_is_the_operators_502_without_the_providers_text() -> None:
+    """A 403/404 `model_not_found` speaks of the gateway's key (its project id in OpenAI's text):
+    not the client's request, and nothing of the provider's account to tell a tenant."""
+    text = "alpha: HTTP 403 invalid_request_error/model_not_found: Project `proj_x1` does not have access"
+    error = refusal(ModelRefusedError(text, provider="alpha", status=403))
+    assert (error.status, error.code) == (502, "model_refused")
+    assert "operator" in error.message
+    assert "proj_x1" not in error.message
 
 
 def test_bad_bodies_are_400s_naming_the_field(server: Server, keys: dict[str, str], sdk: Clients) -> None:

@@ -2,7 +2,7 @@
 `--deadline`, `--callback-url`, `--callback-secret-env`, `--metadata KEY=VALUE`, `--mode`,
 `--retry-failed`): gathered into the mapping the jobs API takes and read by the one parser
 (`config.job_spec`), so a flag is refused with the same words as a YAML key or an API field,
-naming the flag."""
+naming the flag. `plan` takes `--mode` and `--deadline` from here too (`add_mode_options`)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,8 @@ if TYPE_CHECKING:
     from batchgate.config.job_spec import JobSpec
 
 
-def add_spec_options(p: argparse.ArgumentParser, *, local: bool = True) -> None:
-    """The flags of a job's spec (`--retry-failed` is added by the caller with its own help);
-    `local=False` (`submit`): without `--callback-secret-env` (a server signs with the key's own
-    secret)."""
+def add_mode_options(p: argparse.ArgumentParser) -> None:
+    """`--mode` and `--deadline`: all of a job's spec that `plan` takes (read by `mode_fields`)."""
     p.add_argument(
         "--mode",
         choices=ROUTE_MODES,
@@ -33,6 +31,13 @@ def add_spec_options(p: argparse.ArgumentParser, *, local: bool = True) -> None:
         help="results wanted within HOURS of the job's creation, or by TIME (RFC 3339 with an offset, "
         "or unix seconds); overrides job.deadline_hours",
     )
+
+
+def add_spec_options(p: argparse.ArgumentParser, *, local: bool = True) -> None:
+    """The flags of a job's spec (`--retry-failed` is added by the caller with its own help);
+    `local=False` (`submit`): without `--callback-secret-env` (a server signs with the key's own
+    secret)."""
+    add_mode_options(p)
     p.add_argument("--name", default=None, help="the job's name, shown by `batchgate jobs` and `status`")
     p.add_argument(
         "--priority",
@@ -66,18 +71,23 @@ def add_spec_options(p: argparse.ArgumentParser, *, local: bool = True) -> None:
 def spec_fields(args: argparse.Namespace, retry_rounds: int = 0) -> dict[str, object]:
     """The flags given, as the jobs API's fields (a deadline in hours as `{"hours": h}`); `spec_of`
     reads them."""
-    deadline = _time(args.deadline)
     data = {
+        **mode_fields(args),
         "name": args.name,
         "priority": args.priority,
         "not_before": _time(args.not_before),
-        "deadline": {"hours": deadline} if isinstance(deadline, float) else deadline,
         "callback_url": args.callback_url,
         "callback_secret_env": getattr(args, "callback_secret_env", None),
         "metadata": _pairs(args.metadata),
-        "mode": args.mode,
         "retry_failed": retry_rounds or None,
     }
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def mode_fields(args: argparse.Namespace) -> dict[str, object]:
+    """`--mode` and `--deadline` as the jobs API's fields (those given)."""
+    deadline = _time(args.deadline)
+    data = {"mode": args.mode, "deadline": {"hours": deadline} if isinstance(deadline, float) else deadline}
     return {k: v for k, v in data.items() if v is not None}
 
 

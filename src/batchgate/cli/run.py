@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from batchgate.cli import observing
 from batchgate.cli.arg_types import non_negative_float, positive_float, positive_int
 from batchgate.cli.config_file import load_config
-from batchgate.cli.job_flags import add_spec_options, spec_fields, spec_of
+from batchgate.cli.job_flags import add_mode_options, add_spec_options, mode_fields, spec_fields, spec_of
 from batchgate.cli.quota_option import add_quota_option, quota_spec
 from batchgate.errors import JobError
 from batchgate.jobs.store.find import find_job
@@ -25,28 +25,11 @@ from batchgate.jobs.store.location import (
     parse_location,
     resume_hint,
 )
-from batchgate.models import ROUTE_MODES
 
 if TYPE_CHECKING:
     from batchgate.config import GatewayConfig
     from batchgate.jobs.engine_types import EngineOptions
     from batchgate.jobs.job_setup import RunRequest
-
-
-def _add_mode_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--mode",
-        choices=ROUTE_MODES,
-        default=None,
-        help="online, batch-api (provider Batch APIs) or auto (by deadline and price); overrides job.mode",
-    )
-    p.add_argument(
-        "--deadline",
-        type=positive_float,
-        default=None,
-        metavar="HOURS",
-        help="results wanted within HOURS of the job's creation; overrides job.deadline_hours",
-    )
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
@@ -159,7 +142,7 @@ def register(sub: Any) -> None:
     plan.add_argument("--config", type=Path, required=True)
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     plan.add_argument("--skip-invalid", action="store_true")
-    _add_mode_options(plan)
+    add_mode_options(plan)  # --mode, --deadline: as `run` takes them
     plan.set_defaults(handler=_plan)
 
 
@@ -308,15 +291,14 @@ def _resume(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     import orjson  # noqa: PLC0415 — start-up: only `plan` needs it
 
-    from batchgate.config import JobSpec  # noqa: PLC0415 — as above
+    from batchgate.clock import wall_time  # noqa: PLC0415 — as above
     from batchgate.embedded import check_embedded  # noqa: PLC0415 — start-up: only `plan` needs it here
-    from batchgate.jobs.batch.policy import with_job_overrides  # noqa: PLC0415 — as below
+    from batchgate.jobs.batch.policy import counted_from, with_job_overrides  # noqa: PLC0415 — as below
     from batchgate.jobs.job_setup import RunRequest, check_input  # noqa: PLC0415 — as above
     from batchgate.jobs.plan import make_plan, render_plan  # noqa: PLC0415 — start-up: only `plan` needs it
 
-    config = with_job_overrides(
-        load_config(args.config), JobSpec(mode=args.mode, deadline_hours=args.deadline)
-    )
+    spec = spec_of(mode_fields(args))  # refused as `run` refuses it, naming the flag
+    config = counted_from(with_job_overrides(load_config(args.config), spec), wall_time())  # created now
     check_embedded(config)  # the whole config, as `run` checks it
     req = RunRequest(
         input_path=args.input, config_path=args.config, output_path=Path("-"), skip_invalid=args.skip_invalid

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import yaml
 
+from batchgate.emulator.model_access import read_refused_models
 from batchgate.emulator.modes import (
     Charge,
     Enforcement,
@@ -140,6 +141,7 @@ class ProviderConfig:
     # each group of models and its limits; a model in none of them is held by `limits`
     model_limits: tuple[tuple[tuple[str, ...], Limits], ...] = ()
     neighbours: tuple[Neighbour, ...] = ()  # other traffic on the key, seen only in remaining and 429s
+    refused_models: tuple[str, ...] = ()  # models the key may not use: a 403 (model_access.py)
 
     @property
     def headers_honest(self) -> bool:
@@ -253,7 +255,7 @@ class _Reader:
             "name", "family", "api_key", "models", "limits", "enforced", "limit_changes",
             "default_max_tokens", "concurrency", "latency", "faults", "batch", "reject_fields",
             "enforcement", "charge", "headers", "output_charge", "model_limits",
-            "neighbours",
+            "neighbours", "refused_models",
         )  # fmt: skip
         m = self.mapping(value, key, allowed)
         name = m.get("name")
@@ -295,6 +297,7 @@ class _Reader:
             output_charge=read_output_charge(m.get("output_charge"), self.source, f"{key}.output_charge"),
             model_limits=self.model_limits(m.get("model_limits"), f"{key}.model_limits", family),
             neighbours=read_neighbours(m.get("neighbours"), self.source, f"{key}.neighbours"),
+            refused_models=read_refused_models(m, self.source, key, family),
         )
 
     def model_limits(self, value: Any, key: str, family: str) -> tuple[tuple[tuple[str, ...], Limits], ...]:

@@ -16,6 +16,7 @@ import orjson
 from batchgate.emulator.config import ProviderConfig
 from batchgate.emulator.content import last_user_text
 from batchgate.emulator.limiter import DimensionState, RequestCost
+from batchgate.emulator.model_access import refusal
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest, go_duration
 from batchgate.tokens import ExactTokenCounter
 
@@ -177,6 +178,7 @@ class OpenAIFamily(Family):
             raise _invalid("The emulator does not stream; send stream=false.", "stream", "unsupported_value")
         if provider.models is not None and model not in provider.models:
             raise self.unknown_model(model)
+        self.check_access(provider, model)
         charged_max = max_tokens if max_tokens is not None else provider.default_max_tokens
         prompt_tokens = self.counter.count_prompt(body)
         prompt = last_user_text(messages)
@@ -292,6 +294,14 @@ class OpenAIFamily(Family):
             code="model_not_found",
             reason="unknown_model",
         )
+
+    def check_access(self, provider: ProviderConfig, model: str) -> None:
+        """The 403 `model_not_found` of a key without access to `model` (`model_access`)."""
+        message = refusal(provider.refused_models, model)
+        if message is not None:
+            raise ApiError(
+                403, "invalid_request_error", message, code="model_not_found", reason="model_refused"
+            )
 
     def never_fits(self, dimension: str, cost: int, limit: int) -> ApiError:
         words, abbr = _DIM_WORDS.get(dimension, (dimension, dimension))

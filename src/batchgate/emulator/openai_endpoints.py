@@ -83,6 +83,7 @@ def parse_request(family: OpenAIFamily, endpoint: str, body: Any, provider: Prov
         raise _invalid("The emulator does not stream; send stream=false.", "stream", "unsupported_value")
     if provider.models is not None and model not in provider.models:
         raise family.unknown_model(model)
+    family.check_access(provider, model)
     if endpoint == "embeddings":
         return _embeddings(family, model, body)
     if endpoint == "responses":

@@ -27,6 +27,7 @@ REJECT_REASONS: tuple[str, ...] = (
     "never_fits",
     "not_found",
     "unknown_model",
+    "model_refused",
     "too_large",
 )
 

@@ -11,14 +11,23 @@ being rotated) before it is taken out, while its circuit breaker paces the probe
 HTTP answer (a 200, a 429, a 500) shows the target reachable and the key accepted: the run of
 failures starts again. Timeouts and broken connections prove nothing either way. Pure: the
 caller passes the error and the time in; the circuit breaker holds one per target.
+
+A key that may not use one model (a 403 or 404 `model_not_found`: `ModelRefusedError`) is not a
+refused key: only that (provider, model) target is out (`ModelRefusals`, at the first refusal,
+for `readmit_seconds` too), and the provider's other models go on. Its requests fail over to the
+route's other targets; where none is left, each fails at once (`allowed`), never sent again at
+the quota's pace, and the job goes on with its other models.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
-from batchgate.errors import AuthenticationError, HTTPStatusError, UnreachableError
+from batchgate.errors import AuthenticationError, HTTPStatusError, ModelRefusedError, UnreachableError
+
+C = TypeVar("C")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,7 @@ class TakeOut:
         self._cause: str | None = None  # the streak's latest cause
         self.reason: str | None = None  # why the target is out; None while it is in
         self._out_at = 0.0
+        self.models = ModelRefusals(self.settings)  # the provider's models its key may not use
 
     @property
     def out(self) -> bool:
@@ -120,3 +130,53 @@ def stop_line(model: str, targets: Iterable[tuple[str, TakeOut]]) -> str:
     """Every target of the route is out: which, and why (never a key, never a provider's text)."""
     why = "; ".join(f"provider {name} taken out: {out.reason}" for name, out in targets if out.out)
     return f"{why}; no target left for model {model!r}"
+
+
+class ModelRefusals:
+    """The models one provider's key may not use; see the module docstring."""
+
+    def __init__(self, settings: TakeOutSettings) -> None:
+        self.settings = settings
+        self._out: dict[str, tuple[float, str]] = {}  # model -> (taken out at, why)
+
+    def record(self, error: BaseException, model: str, now: float) -> bool | None:
+        """One failed attempt at `model`: None when `error` is no refusal of it (or take-outs are
+        off: then it is the request's own failure); else True when it takes `model` out now, False
+        when `model` was out already (an attempt sent before it was)."""
+        if not isinstance(error, ModelRefusedError) or self.settings.after == 0:
+            return None
+        if self.reason(model, now) is not None:
+            return False
+        status = f"HTTP {error.status} model_not_found"
+        self._out[model] = (now, f"provider {error.provider}'s key may not use model {model!r} ({status})")
+        return True
+
+    def reason(self, model: str, now: float) -> str | None:
+        """Why `model` is out at `now`; None while it is in (again after `readmit_seconds`)."""
+        entry = self._out.get(model)
+        if entry is None:
+            return None
+        readmit = self.settings.readmit_seconds
+        if readmit and now >= entry[0] + readmit:
+            del self._out[model]
+            return None
+        return entry[1]
+
+
+def allowed(
+    candidates: list[C],
+    refused: Callable[[C], str | None],
+    model: str,
+    error: BaseException | None = None,
+) -> list[C]:
+    """The candidates whose model their provider's key may use (`refused(c)`: why not, or None).
+    None left: `error` (the refusal just answered) or a `ModelRefusedError` naming every refusal
+    — this request's failure alone; never sent, as the route has nothing it may use."""
+    marked = [(c, refused(c)) for c in candidates]
+    left = [c for c, why in marked if why is None]
+    if left or not candidates:
+        return left
+    if error is not None:
+        raise error
+    reasons = "; ".join(why for _, why in marked if why is not None)
+    raise ModelRefusedError(f"{reasons}; no target left for model {model!r}")

@@ -13,6 +13,7 @@ Status answers (`error_for_response`):
     529, or error.type "overloaded_error"           OverloadedError
     408, 409                                        RetryableStatusError
     >= 500                                          ServerError
+    403, 404 + error.code "model_not_found"         ModelRefusedError     (that model only)
     401, 403                                        AuthenticationError
     anything else (other 4xx, a 3xx redirect)       BadRequestError
 
@@ -44,6 +45,7 @@ from batchgate.errors import (
     ConnectError,
     HTTPStatusError,
     MalformedResponse,
+    ModelRefusedError,
     OverloadedError,
     QuotaExhaustedError,
     RateLimitError,
@@ -107,6 +109,8 @@ def status_class(status: int, etype: str | None, code: str | None) -> type[HTTPS
         return RetryableStatusError
     if status >= 500:
         return ServerError
+    if status in (403, 404) and code == "model_not_found":  # the key may not use this one model
+        return ModelRefusedError
     if status in (401, 403):
         return AuthenticationError
     return BadRequestError

@@ -250,13 +250,16 @@ def make_app(service: Service) -> web.Application:
     app = web.Application(
         middlewares=[errors, auth(service.registry), bounded], client_max_size=service.limits.largest
     )
-    app.add_routes(Api(service).routes())
     anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)
-    app.add_routes(anthropic.routes())
     parts = service.batches.parts
-    app.add_routes(live.LiveApi(parts.gateway, parts.clock).routes())
-    app.add_routes(jobs_api.JobsApi(service.jobs, _owner_and_viewer).routes())  # the native job API
-    app.add_routes(metrics_route.MetricsRoute(service.jobs.runs).routes())  # no key: nothing secret
-    app.add_routes(Dashboard(service.jobs, _owner_and_viewer, service.ring).routes())
-    app.add_routes(openapi.routes(min(parts.config.route_models(), default=None)))
+    routes = [
+        *Api(service).routes(),
+        *anthropic.routes(),
+        *live.LiveApi(parts.gateway, parts.clock).routes(),
+        *jobs_api.JobsApi(service.jobs, _owner_and_viewer).routes(),  # the native job API
+        *metrics_route.MetricsRoute(service.jobs.runs).routes(),  # no key: nothing secret
+        *Dashboard(service.jobs, _owner_and_viewer, service.ring).routes(),
+        *openapi.routes(min(parts.config.route_models(), default=None)),
+    ]
+    app.add_routes(body_limits.expecting(routes, service.limits))  # `Expect: 100-continue` by bound
     return app

@@ -183,9 +183,14 @@ def with_job_overrides(config: GatewayConfig, spec: JobSpec) -> GatewayConfig:
 def job_config(config: GatewayConfig, job: JobRecord) -> GatewayConfig:
     """The config a job runs with: the spec it remembers over the config's `job:`, a deadline
     given as a time counted in hours from the job's creation (as the Batch API choice counts)."""
-    config = with_job_overrides(config, job.options.spec)
+    return counted_from(with_job_overrides(config, job.options.spec), job.created_at)
+
+
+def counted_from(config: GatewayConfig, created_at: float) -> GatewayConfig:
+    """The config with a deadline given as a time counted in hours from `created_at` (wall
+    seconds): the job's creation, or now for `plan`."""
     spec = config.job.spec
-    if spec.deadline is not None:
-        spec = replace(spec, deadline=None, deadline_hours=spec.hours_after(job.created_at))
-        config = replace(config, job=replace(config.job, spec=spec))
-    return config
+    if spec.deadline is None:
+        return config
+    spec = replace(spec, deadline=None, deadline_hours=spec.hours_after(created_at))
+    return replace(config, job=replace(config.job, spec=spec))

@@ -122,25 +122,22 @@ class OutputCheck:
 
 def check_compiles(regex: str | None, schema: Mapping[str, Any] | None) -> None:
     """A job's output check compiled as its run will compile it (`JobSpecError` naming
-    `validate.regex` / `validate.schema`: 422 for a well-formed one that cannot be used); the
-    `check_output` of `config.job_spec.parse_job_spec` for a tenant's job."""
+    `validate.regex` / `validate.schema`: a 400, as a check the engine cannot take is refused at
+    creation); the `check_output` of `config.job_spec.parse_job_spec` for a tenant's job."""
     if regex is not None:
         from batchgate.jobs.io import safe_regex  # noqa: PLC0415 — start-up: only for a job with a regex
 
         try:
             safe_regex.compile_pattern(regex)
         except (ValueError, TypeError) as exc:
-            raise JobSpecError("validate.regex", f"not a regular expression ({exc})", 422) from None
+            raise JobSpecError("validate.regex", f"not a regular expression ({exc})") from None
     if schema is not None:
         from batchgate.jobs.io import schema_check  # noqa: PLC0415 — start-up: only for a job with a schema
 
         try:
             schema_check.compile_schema(schema)
-        except schema_check.SchemaInvalid as exc:
-            raise JobSpecError("validate", str(exc), exc.status) from None
         except schema_check.SchemaRefused as exc:
-            raise JobSpecError("validate.schema", str(exc), exc.status) from None
+            raise JobSpecError("validate.schema", str(exc)) from None
         except Exception as exc:  # a schema the validator library cannot even read: said by kind only
-            raise JobSpecError(
-                "validate.schema", f"not a usable JSON Schema ({type(exc).__name__})", 422
-            ) from None
+            reason = f"not a usable JSON Schema ({type(exc).__name__})"
+            raise JobSpecError("validate.schema", reason) from None

@@ -30,16 +30,8 @@ _DATA = frozenset({"const", "enum", "default", "examples"})  # values that are d
 
 
 class SchemaRefused(ValueError):
-    """Why a schema cannot be used, in one line naming where in it: it would reach outside itself
-    or its patterns cannot be run safely (a 400 from the server)."""
-
-    status = 400
-
-
-class SchemaInvalid(SchemaRefused):
-    """Not a valid JSON Schema (a 422 from the server: well-formed JSON that cannot be used)."""
-
-    status = 422
+    """Why a schema cannot be used, in one line naming where in it: not a valid JSON Schema, it
+    would reach outside itself, or its patterns cannot be run safely (a 400 from the server)."""
 
 
 def compile_schema(schema: Mapping[str, Any]) -> Any:
@@ -48,7 +40,7 @@ def compile_schema(schema: Mapping[str, Any]) -> Any:
     try:
         text = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
     except TypeError as exc:  # from YAML: a key that is not a string, a number JSON cannot hold
-        raise SchemaInvalid(f"not JSON data ({exc})") from None
+        raise SchemaRefused(f"not JSON data ({exc})") from None
     return _compiled(text)
 
 
@@ -59,7 +51,7 @@ def _compiled(text: bytes) -> Any:
     try:
         base.check_schema(as_dict)
     except jsonschema.SchemaError as exc:
-        raise SchemaInvalid(
+        raise SchemaRefused(
             f"not a valid JSON Schema at {_where(exc.absolute_path)}: {exc.message[:200]}"
         ) from None
     specification = referencing.jsonschema.specification_with(

@@ -14,15 +14,17 @@ body is read at most to the bound (`read`, through which every JSON body is read
 streamed to disk and cut off by `files.Files`) and then refused the same way, so the server holds
 at most one bound per request, never the whole body
 (/work/shared/PROTOCOLS.md, "Untrusted values inside the server"). The 413 names the bound and the
-option that sets it.
+option that sets it. A client that sends `Expect: 100-continue` gets `100 Continue` only for a body
+its route will take (`expecting`); over the bound it gets its answer at once, before sending it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 
-from aiohttp import web
+from aiohttp import HttpVersion11, hdrs, web
 from aiohttp.typedefs import Handler, Middleware
 
 from batchgate.errors import ServiceRequestError
@@ -161,3 +163,23 @@ def middleware(limits: BodyLimits) -> Middleware:
             raise too_large(route_class, limits) from None
 
     return bounded
+
+
+def expecting(routes: Iterable[web.RouteDef], limits: BodyLimits) -> list[web.RouteDef]:
+    """`routes`, each answering `Expect: 100-continue` by its bound. aiohttp answers `Expect` per
+    route and before any middleware: its default sends `100 Continue` whatever the size, inviting a
+    body that `middleware` then refuses. Here a declared body over the bound gets no 100, and the
+    middlewares answer as without `Expect` (the key checked first, then the 413), the body unsent."""
+
+    async def expect(request: web.Request) -> None:
+        declared = request.content_length
+        if declared is not None and declared > limits.bound(limits.route_class(request.method, request.path)):
+            return
+        if request.version != HttpVersion11:
+            return
+        if request.headers.get(hdrs.EXPECT, "").lower() != "100-continue":
+            raise web.HTTPExpectationFailed(text=f"Unknown Expect: {request.headers[hdrs.EXPECT]}")
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # as aiohttp's own: the answer's size starts after the 100
+
+    return [web.RouteDef(r.method, r.path, r.handler, {**r.kwargs, "expect_handler": expect}) for r in routes]

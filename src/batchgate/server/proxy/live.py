@@ -32,6 +32,7 @@ from batchgate.errors import (
     BadRequestError,
     BatchgateError,
     DispatchStopped,
+    ModelRefusedError,
     NeverFitsError,
     NoTargetLeft,
     QuotaExhaustedError,
@@ -122,6 +123,11 @@ def refusal(error: BatchgateError | None) -> ServiceRequestError:
     """What a failed live request answers: the status and type its kind of failure deserves."""
     message = (error.message if error is not None else "the request failed")[:_MESSAGE_CHARS]
     kind = error.kind if error is not None else "error"
+    if isinstance(error, ModelRefusedError):  # the gateway's key may not use it: not the client's
+        message = "The provider refused this model to the gateway's credentials (model_not_found)"
+        return ServiceRequestError(
+            502, f"{message}; the server's operator must fix them.", type=_SERVER, code=kind
+        )
     if isinstance(error, NeverFitsError | BadRequestError) and not isinstance(error, QuotaExhaustedError):
         return ServiceRequestError(400, message, code=kind)
     if isinstance(error, NoTargetLeft):  # the gateway's providers, not the client's request
