@@ -3,7 +3,8 @@ bucket steps the rate up at once (past the last cut point, and a charge margin t
 down), a step that empties it is undone before any 429, no room holds the additive increase, and a
 provider that refuses while it reports room is believed no more (its headers lie). Once the
 provider has shown a bucket (room while we send at the rate), its level draining or filling while
-requests wait moves the rate by as much, before any 429, and a 429 at an emptied bucket cuts."""
+requests wait moves the rate by as much, before any 429, and a 429 at an emptied bucket cuts. A
+fixed window restarting (its level leaping back to full) is no room for a charge margin."""
 
 from __future__ import annotations
 
@@ -179,3 +180,58 @@ def test_a_level_that_moves_by_a_request_or_two_says_nothing() -> None:
     for i in range(1, 20):  # 5 requests a second: each is a fifth of the bucket, its level jumps
         c.on_room(1.0 + 0.25 * i, fill=(0.7, 0.55, 0.4)[i % 3], busy=True, grain=0.2)
     assert c.factor == 1.0
+
+
+async def _margin_raised(clock: FakeClock) -> QuotaPool:
+    """A pool whose provider charges what we count (characters ÷ 4, say) but reports 0.8 of it in
+    `usage`: a confirmed pair of token 429s raised the margin to that hypothesis (factor 1)."""
+    pool = QuotaPool("p", QuotaLimits(tpm=TPM, safety=1.0), clock)
+    for _ in range(50):
+        pool.observe_usage(100, 80)
+    charges, now = pool.learning.charges, clock.now()
+    charges.on_rate_limited("tokens", now - 1.0)
+    charges.on_rate_limited("tokens", now)
+    assert charges.factor("tokens") == pytest.approx(1.0)
+    return pool
+
+
+def _headers(fill: float) -> RateLimitSnapshot:
+    return RateLimitSnapshot(limit_tokens=TPM, remaining_tokens=fill * TPM)
+
+
+async def test_a_fixed_window_restarting_is_no_room_for_a_charge_margin() -> None:
+    # Minute-style headers of a one-second fixed window we fill at the confirmed factor: nearly
+    # empty at its end, its whole allowance back at the next boundary. That leap is the window
+    # restarting, not room: a margin stepped down there priced the rest of the window below what
+    # the provider charges, and it refused the window's last requests (issue #28's
+    # `1 · fixed_window · chars · minute` cell: 0.6-0.8% 429s).
+    clock = FakeClock()
+    pool = await _margin_raised(clock)
+    charges = pool.learning.charges
+    clock.advance(0.2)
+    pool.calibrate(_headers(1.0))  # a window starts (minute-style: within the raise's cooldown)
+    clock.advance(0.7)
+    pool.calibrate(_headers(0.05))  # ... and ends, nearly empty
+    clock.advance(0.1)
+    pool.calibrate(_headers(1.0))  # the next one starts: a leap no bucket refills that fast
+    assert pool.learning.aimd.window_seen
+    assert charges.factor("tokens") == pytest.approx(1.0)
+    assert pool.priced(Cost(tokens=110, output_tokens=10), 100).tokens == 110  # what it charges
+    for _ in range(5):  # boundary after boundary
+        clock.advance(0.9)
+        pool.calibrate(_headers(0.05))
+        clock.advance(0.1)
+        pool.calibrate(_headers(1.0))
+    assert charges.factor("tokens") == pytest.approx(1.0)
+
+
+async def test_a_bucket_that_stays_full_still_steps_a_charge_margin_back() -> None:
+    # The same margin where the provider's level stays full (a bucket others drained, then left):
+    # room, and the margin steps back toward the usage ratio, as before.
+    clock = FakeClock()
+    pool = await _margin_raised(clock)
+    for _ in range(5):
+        clock.advance(0.25)
+        pool.calibrate(_headers(1.0))
+    assert not pool.learning.aimd.window_seen
+    assert pool.learning.charges.factor("tokens") < 1.0

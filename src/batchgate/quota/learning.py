@@ -250,7 +250,11 @@ class Learning:
 
     def _follow_room(self, snapshot: RateLimitSnapshot, now: float, busy: bool) -> bool:
         """Tell the AIMD what room the provider's minute-style `remaining` shows (`on_room`), and,
-        once the rate is not cut, each prompt dimension's charge margin; True if either moved."""
+        once the rate is not cut, each prompt dimension's charge margin; True if either moved.
+        Not the margin of a provider whose level has leapt back to full (`window_seen`): a fixed
+        window restarting shows its whole allowance left however much it charges, so that room
+        says nothing of a margin — stepping it down there admits the rest of the window
+        under-priced, and the provider refuses its last requests."""
         fill = reported_fill(self._dims, snapshot) if self.headers.style == "minute" else None
         if fill is None:
             return False
@@ -258,7 +262,7 @@ class Learning:
         grain = max((cost / rate for cost, rate in per_second), default=0.0)  # one request's share
         if self.aimd.on_room(now, fill, busy=busy, grain=grain):
             return True
-        if self.aimd.factor < 1.0 or not self.aimd.room_trusted:
+        if self.aimd.factor < 1.0 or not self.aimd.room_trusted or self.aimd.window_seen:
             return False
         moved = False
         for name in PROMPT_DIMENSIONS:
