@@ -92,7 +92,10 @@ class QuotaPool:
 
     def check_fits(self, cost: Cost) -> None:
         """Raise NeverFitsError if `cost` exceeds a whole per-minute limit on any dimension."""
-        if (problem := dim_.never_fits(self.name, self._dims, cost_amounts(cost, self._dims))) is not None:
+        self._check_fits(cost_amounts(cost, self._dims))
+
+    def _check_fits(self, amounts: dict[str, float]) -> None:
+        if (problem := dim_.never_fits(self.name, self._dims, amounts)) is not None:
             self._counts["never_fit"] += 1
             raise problem
 
@@ -323,11 +326,13 @@ class QuotaPool:
     # -- internals ---------------------------------------------------------------------------
 
     def _prepare(self, cost: Cost, count: int | None) -> tuple[Cost, dict[str, float]]:
-        """`cost` checked to fit, priced from `count` (if given), and its amounts per dimension."""
-        self.check_fits(cost)
-        if count is not None:
-            cost = self.priced(cost, count)
-        return cost, cost_amounts(cost, self._dims)
+        """`cost` checked to fit, priced from `count` (if given), and its amounts per dimension
+        (worked out once when the pricing leaves it as it was: the scheduler priced it just now)."""
+        amounts = cost_amounts(cost, self._dims)
+        self._check_fits(amounts)
+        if count is not None and (priced := self.priced(cost, count)) is not cost:
+            return priced, cost_amounts(priced, self._dims)
+        return cost, amounts
 
     def _wait_for(self, amounts: dict[str, float], now: float) -> float:
         wait = max(0.0, self._paused_until - now)
