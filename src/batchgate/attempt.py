@@ -83,29 +83,40 @@ class Attempts:
         self.stopping = False
 
     async def run(self, s: Send, reservation: Reservation, result: Result) -> ProviderError | None:
-        """Send, settle and record one attempt; the error that ended it, or None on success."""
-        rt = s.rt
-        async with rt.slots.place(urgent=s.urgent), self._global.slot(rt.name, urgent=s.urgent):
-            primary = self._leg(s, 0, reservation)
-            timeout = rt.latency.timeout(s.timeouts)
-            hedge_after = rt.latency.hedge_after()
-            sent = self._clock.now()
-            failure: list[ProviderError] = []
+        """Send, settle and record one attempt; the error that ended it, or None on success. The
+        in-flight place and the global slot are taken at once when free (no future, no await)."""
+        rt, urgent = s.rt, s.urgent
+        places, slots = rt.slots, self._global
+        if not places.try_acquire(urgent=urgent):
+            await places.acquire(urgent=urgent)
+        try:
+            if not slots.try_acquire(rt.name, urgent=urgent):
+                await slots.acquire(rt.name, urgent=urgent)
             try:
-                leg, response = await race(
-                    self._clock,
-                    primary,
-                    deadline=sent + timeout,
-                    hedge_at=None if hedge_after is None else sent + hedge_after,
-                    hedge_deadline=lambda: self._hedge_deadline(s),
-                    start_hedge=lambda: self._hedge(s),
-                    on_failed=lambda leg, exc: failure.append(self._failed(s, leg, exc, result)),
-                    on_cancelled=lambda leg, won: self._abandoned(s, leg, won, result, failure),
-                )
-            except RaceTimeout:
-                return failure[0] if failure else RequestTimeout("timed out", provider=rt.name)
-            except ProviderError as exc:
-                return exc
+                primary = self._leg(s, 0, reservation)
+                timeout = rt.latency.timeout(s.timeouts)
+                hedge_after = rt.latency.hedge_after()
+                sent = self._clock.now()
+                failure: list[ProviderError] = []
+                try:
+                    leg, response = await race(
+                        self._clock,
+                        primary,
+                        deadline=sent + timeout,
+                        hedge_at=None if hedge_after is None else sent + hedge_after,
+                        hedge_deadline=lambda: self._hedge_deadline(s),
+                        start_hedge=lambda: self._hedge(s),
+                        on_failed=lambda leg, exc: failure.append(self._failed(s, leg, exc, result)),
+                        on_cancelled=lambda leg, won: self._abandoned(s, leg, won, result, failure),
+                    )
+                except RaceTimeout:
+                    return failure[0] if failure else RequestTimeout("timed out", provider=rt.name)
+                except ProviderError as exc:
+                    return exc
+            finally:
+                slots.release(rt.name)
+        finally:
+            places.release()
         self._succeeded(s, leg, response, result)
         return None
 

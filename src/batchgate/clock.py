@@ -43,22 +43,30 @@ class Clock(Protocol):
 
 
 class LoopClock:
-    """The running event loop's clock."""
+    """The running event loop's clock: asyncio's loops keep `time.monotonic()` (`now` reads it
+    directly, without looking the loop up: it is read many times per request); a loop that keeps
+    another time (uvloop, say) has each `call_at` translated into its own."""
 
     def now(self) -> float:
-        return asyncio.get_running_loop().time()
+        return time.monotonic()
 
     def wall(self) -> float:
         return wall_time()
 
     def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
-        return asyncio.get_running_loop().call_at(when, callback)
+        loop = asyncio.get_running_loop()
+        if type(loop).time is not _MONOTONIC_LOOP_TIME:
+            when += loop.time() - time.monotonic()
+        return loop.call_at(when, callback)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds))
 
     def __repr__(self) -> str:
         return "LoopClock()"
+
+
+_MONOTONIC_LOOP_TIME = asyncio.BaseEventLoop.time  # `time.monotonic()`: what `LoopClock.now` reads
 
 
 class _FakeTimer:

@@ -29,6 +29,7 @@ PATHS = {
     COMPLETIONS: "/v1/completions",
 }
 MAX_EMBEDDING_INPUTS = 2048
+_WIRE_PATHS = {endpoint: path.removeprefix("/v1/") for endpoint, path in PATHS.items()}
 
 
 def endpoint_of(body: Mapping[str, Any]) -> str:
@@ -64,9 +65,10 @@ def with_endpoint(request: Mapping[str, Any]) -> dict[str, Any]:
 
 def wire_body(body: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """`(path under /v1, payload)`: where a body is sent and what is sent (no batchgate key)."""
-    endpoint = endpoint_of(body)
-    payload = {k: v for k, v in body.items() if k != ENDPOINT_KEY}
-    return PATHS[endpoint].removeprefix("/v1/"), payload
+    payload = dict(body)
+    endpoint = payload.pop(ENDPOINT_KEY, CHAT)
+    path = _WIRE_PATHS.get(endpoint) if isinstance(endpoint, str) else None
+    return path or _WIRE_PATHS[CHAT], payload
 
 
 def request_problem(body: Mapping[str, Any]) -> str | None:

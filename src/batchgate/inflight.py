@@ -37,10 +37,16 @@ class InflightLimit:
     def _free(self) -> bool:
         return self._limit is None or self.in_use < self._limit
 
-    async def acquire(self, *, urgent: bool = False) -> None:
-        """Take a place; `urgent` waits ahead of every ordinary waiter (FIFO among the urgent)."""
+    def try_acquire(self, *, urgent: bool = False) -> bool:
+        """Take a place now if one is free and nobody waits ahead (no future, no await)."""
         if not self._lanes.ahead_of(urgent) and self._free():
             self.in_use += 1
+            return True
+        return False
+
+    async def acquire(self, *, urgent: bool = False) -> None:
+        """Take a place; `urgent` waits ahead of every ordinary waiter (FIFO among the urgent)."""
+        if self.try_acquire(urgent=urgent):
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._lanes.append(fut, urgent=urgent)

@@ -129,7 +129,7 @@ async def _primary_alone(
     if the timer came first; its failure is reported and raised, as the full race would. One
     future and one timer, not the full race's (`asyncio.wait` over the legs and two timers): the
     live path's answers nearly all come before any timer."""
-    woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    woken: asyncio.Future[None] = primary.task.get_loop().create_future()
 
     def wake(_: object = None) -> None:
         if not woken.done():

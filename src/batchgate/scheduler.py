@@ -14,6 +14,7 @@ before is logged as a `failover` event (`batchgate.logs`); each retry's delay at
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,7 +111,7 @@ class Scheduler:
             if counted is not None:
                 counted[key] = count
         output = requested_output_tokens(body, rt.config.default_max_tokens)
-        cost = rt.pool.priced(Cost(requests=1, output_tokens=output), count)
+        cost = rt.pool.priced(_unpriced(output), count)
         return cost, cost.tokens - output, count
 
     async def run(
@@ -312,7 +313,8 @@ class Scheduler:
     ) -> tuple[Candidate, Reservation]:
         """Reserve quota at whichever target still in its route admits the request first."""
         while True:
-            left = [c for c in candidates if not c[0].runtime.breaker.is_out(self._clock.now())]
+            now = self._clock.now()
+            left = [c for c in candidates if not c[0].runtime.breaker.is_out(now)]
             if not left:
                 raise _no_target_left(model, candidates)
             won = await self._acquire_once(left, urgent)
@@ -381,6 +383,11 @@ class Scheduler:
             return None  # every wait was cancelled by a take-out (`_take_out`)
         winner[0][0].runtime.breaker.allow(self._clock.now())
         return winner
+
+
+@functools.lru_cache(maxsize=256)
+def _unpriced(output: int) -> Cost:  # before its prompt is priced: one per output size (frozen)
+    return Cost(requests=1, output_tokens=output)
 
 
 def _no_target_left(model: str, candidates: list[Candidate]) -> NoTargetLeft:

@@ -51,13 +51,19 @@ class FairSlots:
         self.in_use[name] += 1
         self.used += 1
 
+    def try_acquire(self, name: str, *, urgent: bool = False) -> bool:
+        """Take one of `name`'s slots now if `acquire` would not wait (no future, no await)."""
+        self._last_seen[name] = self._clock.now()
+        if not self._lanes[name].ahead_of(urgent) and self._may_take(name):
+            self._take(name)
+            return True
+        return False
+
     async def acquire(self, name: str, *, urgent: bool = False) -> None:
         """Take one of `name`'s slots; `urgent` waits ahead of that provider's other waiters."""
-        self._last_seen[name] = self._clock.now()
-        lanes = self._lanes[name]
-        if not lanes.ahead_of(urgent) and self._may_take(name):
-            self._take(name)
+        if self.try_acquire(name, urgent=urgent):
             return
+        lanes = self._lanes[name]
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         lanes.append(fut, urgent=urgent)
         try:

@@ -48,7 +48,8 @@ def iter_prompt_text(body: Mapping[str, Any]) -> Iterator[str]:
     elif isinstance(system, list):
         yield from _text_parts(system)
     for key in ("prompt", "input", "instructions"):  # completions, embeddings and Responses
-        yield from _loose_text(body.get(key))
+        if key in body:  # (a chat body has none of them: no generator for each)
+            yield from _loose_text(body[key])
     messages = body.get("messages")
     if isinstance(messages, list):
         for message in messages:

@@ -108,12 +108,22 @@ class ChargeModel:
         return math.ceil(count * self.factor(dim)) if count > 0 else 0
 
     def priced(self, cost: Cost, count: int) -> Cost:
-        """`cost` (prompt + output on `tokens`) with its prompt parts re-estimated from our `count`."""
-        prompt = self.reserve("tokens", count)
+        """`cost` (prompt + output on `tokens`) with its prompt parts re-estimated from our `count`
+        (`reserve` on both prompt dimensions, the usage ratio worked out once: every request is
+        priced here, on its way to the pool, twice)."""
+        prompt = inputs = 0
+        if count > 0:
+            ratio = self.usage_ratio
+            margins = self._margins
+            prompt = math.ceil(count * (ratio * margins["tokens"].value))
+            inputs = math.ceil(count * (ratio * margins["input_tokens"].value))
+        tokens = prompt + cost.output_tokens
+        if cost.tokens == tokens and cost.input_tokens == inputs:
+            return cost  # priced so already (the pool re-prices what the scheduler just priced)
         return Cost(
             requests=cost.requests,
-            tokens=prompt + cost.output_tokens,
-            input_tokens=self.reserve("input_tokens", count),
+            tokens=tokens,
+            input_tokens=inputs,
             output_tokens=cost.output_tokens,
         )
 

@@ -92,7 +92,10 @@ class QuotaPool:
 
     def check_fits(self, cost: Cost) -> None:
         """Raise NeverFitsError if `cost` exceeds a whole per-minute limit on any dimension."""
-        if (problem := dim_.never_fits(self.name, self._dims, cost_amounts(cost, self._dims))) is not None:
+        self._check_fits(cost_amounts(cost, self._dims))
+
+    def _check_fits(self, amounts: dict[str, float]) -> None:
+        if (problem := dim_.never_fits(self.name, self._dims, amounts)) is not None:
             self._counts["never_fit"] += 1
             raise problem
 
@@ -113,11 +116,11 @@ class QuotaPool:
             return self._admit_idle(cost, amounts, now, count)
         return await self._gate.wait(_Request(cost, amounts, count), urgent=urgent)
 
-    def observe_usage(self, count: int, reported: int) -> None:
+    def observe_usage(self, count: int, reported: int, now: float | None = None) -> None:
         """An answer's prompt (our `count`, the provider's `reported` tokens) for the charge model;
         if it now charges more, open reservations take what they are short at once, so nothing
         more is admitted into what they already used (`batchgate.quota.reservations`)."""
-        now = self._clock.now()
+        now = self._clock.now() if now is None else now
         excused = self.learning.usage(count, reported, now)
         self._book.reprice()
         if excused:
@@ -188,6 +191,7 @@ class QuotaPool:
         prompt_estimate: int | None = None,
         count: int | None = None,
         output_adjusted: bool | None = None,
+        now: float | None = None,
     ) -> bool:
         """Correct a reservation with the provider's real usage; False if already settled. What
         is corrected and why: `batchgate.quota.reservations` (the estimate is `prompt_estimate`, default
@@ -195,14 +199,16 @@ class QuotaPool:
         same."""
         if not self._book.is_open(res):
             return False
-        self._book.reconcile(res, usage, prompt_estimate, count, output_adjusted)
+        self._book.reconcile(res, usage, prompt_estimate, count, output_adjusted, now)
         self._dispatch()
         return True
 
     def sent(self, res: Reservation) -> None:
         """`res`'s request leaves now (it may have waited): its window counts from now, here and shared."""
-        for name, entry in res.logged.items():
-            self._dims[name].window.restamp(entry, self._clock.now())
+        if res.logged:
+            now = self._clock.now()
+            for name, entry in res.logged.items():
+                self._dims[name].window.restamp(entry, now)
         if self.shared is not None:
             self.shared.sent(res)
 
@@ -246,9 +252,9 @@ class QuotaPool:
         self._dispatch()
         return cut
 
-    def on_success(self) -> bool:
+    def on_success(self, now: float | None = None) -> bool:
         """A clean answer; True when a clean period earned a rate increase."""
-        if not self.learning.success(self._clock.now()):
+        if not self.learning.success(self._clock.now() if now is None else now):
             return False
         self._dispatch()
         return True
@@ -266,14 +272,18 @@ class QuotaPool:
         return changed or ratio is not None
 
     def _answered(self, res: Reservation, o: Outcome) -> None:
-        assert o.usage is not None
-        cost = res.cost
+        """An answer, learned from at one instant (the clock read once): its prompt's charge, its
+        usage reconciled, its headers (when read), a clean answer for the AIMD."""
+        usage = o.usage
+        assert usage is not None
+        cost, now = res.cost, self._clock.now()
         if o.count is not None:
-            self.observe_usage(o.count, o.usage.prompt_tokens)
-        self.reconcile(res, o.usage, prompt_estimate=cost.tokens - cost.output_tokens, count=o.count)
+            self.observe_usage(o.count, usage.prompt_tokens, now)
+        estimate = cost.tokens - cost.output_tokens
+        self.reconcile(res, usage, prompt_estimate=estimate, count=o.count, now=now)
         if o.snapshot is not None:
             self.calibrate(o.snapshot)
-        self.on_success()
+        self.on_success(now)
 
     def _refused(self, res: Reservation, o: Outcome) -> bool:
         """A 429: at the door (True: refunded, the caller learns its in-flight cap), or a rate's
@@ -316,11 +326,13 @@ class QuotaPool:
     # -- internals ---------------------------------------------------------------------------
 
     def _prepare(self, cost: Cost, count: int | None) -> tuple[Cost, dict[str, float]]:
-        """`cost` checked to fit, priced from `count` (if given), and its amounts per dimension."""
-        self.check_fits(cost)
-        if count is not None:
-            cost = self.priced(cost, count)
-        return cost, cost_amounts(cost, self._dims)
+        """`cost` checked to fit, priced from `count` (if given), and its amounts per dimension
+        (worked out once when the pricing leaves it as it was: the scheduler priced it just now)."""
+        amounts = cost_amounts(cost, self._dims)
+        self._check_fits(amounts)
+        if count is not None and (priced := self.priced(cost, count)) is not cost:
+            return priced, cost_amounts(priced, self._dims)
+        return cost, amounts
 
     def _wait_for(self, amounts: dict[str, float], now: float) -> float:
         wait = max(0.0, self._paused_until - now)

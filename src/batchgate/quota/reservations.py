@@ -82,6 +82,7 @@ class Reservations:
         estimate: int | None,
         count: int | None,
         output_adjusted: bool | None,
+        now: float | None = None,
     ) -> None:
         """Correct open `res` with the provider's real `usage` and settle it: what is corrected and
         why, `reconcile_deltas` (`estimate`: of its prompt, default `res.cost.input_tokens`;
@@ -97,7 +98,7 @@ class Reservations:
             known=learning.limits.burst_seconds is not None,
             output_adjusted=learning.output_adjusted if output_adjusted is None else output_adjusted,
         )
-        now = self._clock.now()
+        now = self._clock.now() if now is None else now
         for name, delta in deltas.items():
             self._charge(res, name, delta, now)
         self.keep(res)
