@@ -6,6 +6,7 @@ results leave as OpenAI-shaped `chat.completion` bodies whatever provider served
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -152,3 +153,9 @@ def requested_output_tokens(body: Mapping[str, Any], default: int) -> int:
     n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
     prompts = body.get("prompt") if endpoint == COMPLETIONS else None
     return limit * n * (len(prompts) if isinstance(prompts, list) and prompts else 1)
+
+
+@functools.lru_cache(maxsize=256)
+def unpriced(output: int) -> Cost:
+    """A request's cost before its prompt is priced: one per output size (frozen, so shared)."""
+    return Cost(requests=1, output_tokens=output)

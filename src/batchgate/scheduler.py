@@ -14,7 +14,6 @@ before is logged as a `failover` event (`batchgate.logs`); each retry's delay at
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +33,7 @@ from batchgate.errors import (
     RoutingError,
 )
 from batchgate.logs import DEBUG, INFO, WARNING, enabled, event, get_logger
-from batchgate.models import Attempt, ChatBody, Cost, Result, requested_output_tokens
+from batchgate.models import Attempt, ChatBody, Cost, Result, requested_output_tokens, unpriced
 from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.retry import RetryPolicy
 from batchgate.policy.routing import choose_target
@@ -42,7 +41,6 @@ from batchgate.policy.takeout import allowed, stop_line
 from batchgate.quota.pool import QuotaPool, Reservation
 from batchgate.runtime import ProviderRuntime
 from batchgate.slots import FairSlots
-from batchgate.tokens import TokenCounter
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,14 +53,6 @@ _log = get_logger("provider")
 _req = get_logger("request")
 
 Candidate = tuple[Target, Cost, int, int]  # a target, the cost there, its prompt part, our count
-
-
-def request_cost(counter: TokenCounter, body: Mapping[str, Any], default_max_tokens: int) -> tuple[Cost, int]:
-    """What `body` reserves at a provider counting prompts with `counter`, and its prompt count:
-    the one way a run, `plan` and validation count a request."""
-    prompt = counter.count_prompt(body)
-    output = requested_output_tokens(body, default_max_tokens)
-    return Cost(requests=1, tokens=prompt + output, input_tokens=prompt, output_tokens=output), prompt
 
 
 class Scheduler:
@@ -111,7 +101,7 @@ class Scheduler:
             if counted is not None:
                 counted[key] = count
         output = requested_output_tokens(body, rt.config.default_max_tokens)
-        cost = rt.pool.priced(_unpriced(output), count)
+        cost = rt.pool.priced(unpriced(output), count)
         return cost, cost.tokens - output, count
 
     async def run(
@@ -383,11 +373,6 @@ class Scheduler:
             return None  # every wait was cancelled by a take-out (`_take_out`)
         winner[0][0].runtime.breaker.allow(self._clock.now())
         return winner
-
-
-@functools.lru_cache(maxsize=256)
-def _unpriced(output: int) -> Cost:  # before its prompt is priced: one per output size (frozen)
-    return Cost(requests=1, output_tokens=output)
 
 
 def _no_target_left(model: str, candidates: list[Candidate]) -> NoTargetLeft:

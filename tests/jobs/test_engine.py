@@ -33,7 +33,13 @@ def _config(**sections: Any) -> GatewayConfig:
     data: dict[str, Any] = {
         "providers": [{"name": "alpha", "kind": "openai", "base_url": "http://127.0.0.1:9/v1"}],
         "routes": [{"model": MODEL, "targets": ["alpha:gpt-4o-mini"]}],
-        "settings": {"concurrency": 8, "retry": {"max_attempts": 2, "base_delay": 0.01, "max_delay": 0.05}},
+        "settings": {
+            "concurrency": 8,
+            "retry": {"max_attempts": 2, "base_delay": 0.01, "max_delay": 0.05},
+            # One send a request: what reached the emulator is counted (on a loaded machine a
+            # latency outlier at the tail would be hedged, a second send of the same task).
+            "timeouts": {"hedge": False},
+        },
         "prices": {"gpt-4o-mini": {"input": 1000.0, "output": 1000.0}},  # $0.001 a token
     }
     data.update(sections)

@@ -21,7 +21,6 @@ from batchgate.models import Cost, requested_output_tokens
 from batchgate.providers.base import make_token_counter
 from batchgate.providers.responses_translate import responses_problem
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, cost_amounts
-from batchgate.scheduler import request_cost
 from batchgate.tokens import TokenCounter, chat_framing, iter_prompt_text, token_array_tokens
 
 _KEY = {name: key for key, name in DIMENSIONS}
@@ -130,3 +129,11 @@ class RouteFit:
                 what = name.replace("_", " ")
                 return f"{p.name} needs {amount:g} {what}, allows at most {limit:g} per minute ({_KEY[name]})"
         return None
+
+
+def request_cost(counter: TokenCounter, body: Mapping[str, Any], default_max_tokens: int) -> tuple[Cost, int]:
+    """What `body` reserves at a provider counting prompts with `counter`, and its prompt count:
+    the one way a run, `plan` and validation count a request."""
+    prompt = counter.count_prompt(body)
+    output = requested_output_tokens(body, default_max_tokens)
+    return Cost(requests=1, tokens=prompt + output, input_tokens=prompt, output_tokens=output), prompt
