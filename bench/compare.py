@@ -63,7 +63,8 @@ def run_cli(
 ) -> tuple[Any, Any]:
     """`batchgate run` on the scenario's workload (with `extra` arguments), as a user runs it."""
     config = tmp / "batchgate.yaml"
-    config.write_text(yaml.safe_dump(gateway_config(spec.providers, spec.timeout), sort_keys=False))
+    width = spec.extra.get("batchgate_concurrency")
+    config.write_text(yaml.safe_dump(gateway_config(spec.providers, spec.timeout, width), sort_keys=False))
     inp = tmp / "input.jsonl"
     with inp.open("wb") as f:
         if sc.cli_input_lines:

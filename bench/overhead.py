@@ -1,6 +1,7 @@
 """batchgate's own CPU per request against the raw aiohttp floor, side by side in one run.
 
     python bench/overhead.py [--requests 4000] [--rounds 2] [--systems floor default memory library]
+                             [--concurrency N]
 
 An overhead-bound load: short requests to one emulated provider (its own process,
 `EmulatorProcess`) that answers at once and enforces no quota. The clients declare a limit far
@@ -12,6 +13,10 @@ alternated round by round so a noisy machine weighs on all of them alike:
     default   `batchgate run` as a user runs it (`--quota local`: the machine's shared ledger)
     memory    `batchgate run --quota memory` (this process's quota alone)
     library   `Gateway.abatch` (bench/systems/batchgate_lib.py)
+
+By default the floor keeps 64 requests in flight and batchgate its own default (512);
+`--concurrency N` puts every system at one width (more connections open to a server that
+answers at once cost every client CPU, so the like-for-like ratio is at one width).
 
 The figure is the CPU of the whole child process per request, start-up and imports included,
 and requests per second over its whole wall time. Prints one Markdown table with each system's
@@ -86,7 +91,9 @@ def _completed(out: Any) -> tuple[int, int]:
     return len(out["ok_ids"]), int(out["failed"])
 
 
-def run(requests: int, rounds: int, systems: list[str], *, warm_up: bool) -> dict[str, Figures]:
+def run(
+    requests: int, rounds: int, systems: list[str], *, warm_up: bool, concurrency: int | None = None
+) -> dict[str, Figures]:
     runners = _runners()
     figures = {name: Figures() for name in systems}
     scenario = overhead(False)
@@ -98,9 +105,13 @@ def run(requests: int, rounds: int, systems: list[str], *, warm_up: bool) -> dic
         with EmulatorProcess(emu_yaml) as emu:
             providers = {"alpha": ProviderSpec("openai", MODELS["alpha"], DECLARED, emu.base_url("alpha"))}
             spec = Spec("overhead", providers, make_requests(requests, ["alpha"], max_tokens=8))
+            if concurrency is not None:  # every system at one width: the floor's semaphore, batchgate's
+                spec.concurrency = concurrency
+                spec.extra["batchgate_concurrency"] = concurrency
             spec.dump(tmp / "spec.json")
             if warm_up:
-                warm = Spec("overhead", providers, spec.requests[:100])
+                warm = Spec("overhead", providers, spec.requests[:100], concurrency=spec.concurrency)
+                warm.extra = spec.extra
                 warm.dump(tmp / "spec.json")
                 for name in systems:
                     runners[name](warm, tmp)
@@ -161,12 +172,25 @@ def main(argv: list[str] | None = None) -> int:
         default="cached",
         help=".pyc caches written, as a user's install has them (default), or the environment's setting",
     )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        help="every system at this width: the floor's semaphore and batchgate's settings.concurrency "
+        "(default: the floor at 64, batchgate at its own default, 512)",
+    )
     args = parser.parse_args(argv)
     if args.bytecode == "cached":
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    figures = run(args.requests, args.rounds, args.systems, warm_up=args.bytecode == "cached")
+    warm_up = args.bytecode == "cached"
+    figures = run(args.requests, args.rounds, args.systems, warm_up=warm_up, concurrency=args.concurrency)
+    width = (
+        f"every system at concurrency {args.concurrency}"
+        if args.concurrency
+        else "the floor at concurrency 64, batchgate at its default"
+    )
     print()
-    print(f"{args.requests:,} requests, zero latency, no quota enforced; {args.rounds} alternated rounds")
+    print(f"{args.requests:,} requests, zero latency, no quota enforced; {args.rounds} alternated rounds;")
+    print(width)
     print(
         f"(CPU of the whole process per request, start-up included; bytecode {args.bytecode}; "
         f"load average {os.getloadavg()[0]:.1f})"

@@ -20,19 +20,27 @@ from systems.common import Recorder
 DEFAULT_TIMEOUT = 60.0
 
 
-def gateway_config(providers: Mapping[str, ProviderSpec], timeout: float | None) -> dict[str, Any]:
+def gateway_config(
+    providers: Mapping[str, ProviderSpec], timeout: float | None, concurrency: int | None = None
+) -> dict[str, Any]:
+    """`concurrency`: batchgate's `settings.concurrency` (None: its own default), for a bench that
+    compares systems at one width (`spec.extra["batchgate_concurrency"]`, bench/overhead.py)."""
+    settings: dict[str, Any] = {"seed": 1, "timeouts": {"connect": 5, "total": timeout or DEFAULT_TIMEOUT}}
+    if concurrency is not None:
+        settings["concurrency"] = concurrency
     return {
         "providers": [
             {"name": n, "kind": p.family, "base_url": p.base_url, "limits": dict(p.limits)}
             for n, p in providers.items()
         ],
         "routes": [{"model": route_model(n), "targets": [f"{n}:{p.model}"]} for n, p in providers.items()],
-        "settings": {"seed": 1, "timeouts": {"connect": 5, "total": timeout or DEFAULT_TIMEOUT}},
+        "settings": settings,
     }
 
 
 async def _main(spec: Spec, rec: Recorder) -> None:
-    config = config_from_dict(gateway_config(spec.providers, spec.timeout), source="bench")
+    width = spec.extra.get("batchgate_concurrency")
+    config = config_from_dict(gateway_config(spec.providers, spec.timeout, width), source="bench")
     bodies: list[dict[str, Any]] = [r.openai_body(route_model(r.provider)) for r in spec.requests]
     base_urls = {n: p.base_url for n, p in spec.providers.items()}
     async with Gateway(config, base_urls=base_urls) as gw:
