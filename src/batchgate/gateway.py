@@ -22,8 +22,6 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-import aiohttp
-
 from batchgate import gc_tuning
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig, ProviderConfig
@@ -32,7 +30,7 @@ from batchgate.endpoints import with_endpoint
 from batchgate.models import ChatBody, Result
 from batchgate.policy.retry import RetryPolicy
 from batchgate.providers.base import make_client, make_token_counter
-from batchgate.providers.http import create_session
+from batchgate.providers.h1 import H1Transport
 from batchgate.quota.shared import SharedQuota
 from batchgate.quota.store.location import StoreSpec, open_store
 from batchgate.quota.store.protocol import QuotaStore, quota_id
@@ -78,7 +76,7 @@ class Gateway:
         self._concurrency = concurrency or config.settings.concurrency
         self._max_attempts = max_attempts or config.settings.retry.max_attempts
         self._timeout = timeout
-        self._session: aiohttp.ClientSession | None = None
+        self._transport: H1Transport | None = None
         self._emulator: Emulator | None = None
         self._urls: dict[str, str] = {}  # the base URLs in use: given, then the embedded emulator's
         self._runtimes: dict[str, ProviderRuntime] = {}
@@ -101,11 +99,11 @@ class Gateway:
         timeouts = cfg.settings.timeouts
         if self._timeout is not None:
             timeouts = replace(timeouts, connect=min(timeouts.connect, self._timeout), total=self._timeout)
-        self._session = create_session(connect_timeout=timeouts.connect)
+        self._transport = H1Transport()
         seed = cfg.settings.seed if cfg.settings.seed is not None else random.randrange(2**32)
         for p in cfg.providers:
             client = make_client(
-                p, self._session, timeouts, base_url=self._urls.get(p.name), clock=self._clock
+                p, self._transport, timeouts, base_url=self._urls.get(p.name), clock=self._clock
             )
             self._runtimes[p.name] = build_runtime(
                 p,
@@ -163,9 +161,9 @@ class Gateway:
 
     async def close(self) -> None:
         await self._close_quota()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._transport is not None:
+            await self._transport.close()
+            self._transport = None
         if self._emulator is not None:
             await self._emulator.__aexit__(None, None, None)
             self._emulator = None

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 import orjson
 
 from batchgate.clock import Clock, LoopClock
@@ -21,7 +20,7 @@ from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.endpoints import RESPONSES, endpoint_of
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
-from batchgate.providers.http import request_timeout, send
+from batchgate.providers.http import ChatTransport, call
 from batchgate.providers.ratelimit_headers import parse_anthropic_rate_limits
 from batchgate.providers.responses_translate import anthropic_to_response, responses_to_anthropic
 from batchgate.providers.translate import anthropic_to_openai, openai_to_anthropic
@@ -48,7 +47,7 @@ class AnthropicClient:
     def __init__(
         self,
         config: ProviderConfig,
-        session: aiohttp.ClientSession,
+        transport: ChatTransport,
         timeouts: TimeoutConfig,
         *,
         base_url: str | None = None,
@@ -58,8 +57,8 @@ class AnthropicClient:
         self._clock: Clock = clock or LoopClock()
         self.base_url = (base_url or config.base_url).rstrip("/")
         self._url = f"{self.base_url}/v1/messages"
-        self._session = session
-        self._timeout = request_timeout(timeouts)
+        self._transport = transport
+        self._timeouts = timeouts
         self._default_max_tokens = config.default_max_tokens
         self._api_key: Secret | None = config.api_key
         self._headers = anthropic_headers(
@@ -74,13 +73,13 @@ class AnthropicClient:
         request = to_messages(
             body, model=model, default_max_tokens=self._default_max_tokens, provider=self.name
         )
-        status, headers, raw = await send(
-            self._session,
+        status, headers, raw = await call(
+            self._transport,
             "POST",
             self._url,
             orjson.dumps(request),
             self._headers,
-            self._timeout,
+            self._timeouts,
             provider=self.name,
             api_key=self._api_key,
         )

@@ -18,6 +18,7 @@ from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import ConfigError
 from batchgate.models import ProviderResponse, RateLimitSnapshot
 from batchgate.providers.anthropic import AnthropicClient
+from batchgate.providers.http import ChatTransport, SessionTransport
 from batchgate.providers.openai import OpenAIClient
 from batchgate.tokens import CharCounter, EstimatingTokenCounter, ExactTokenCounter, TokenCounter
 
@@ -39,21 +40,24 @@ class ProviderClient(Protocol):
 
 def make_client(
     config: ProviderConfig,
-    session: aiohttp.ClientSession,
+    transport: ChatTransport | aiohttp.ClientSession,
     timeouts: TimeoutConfig,
     *,
     base_url: str | None = None,
     clock: Clock | None = None,
 ) -> ProviderClient:
-    """The client for `config.kind`; `base_url` overrides `config.base_url` (e.g. the emulator's)."""
+    """The client for `config.kind`; `base_url` overrides `config.base_url` (e.g. the emulator's).
+    An aiohttp session given as the transport is used through `SessionTransport`."""
     if base_url is None and config.emulated:
         raise ConfigError(
             "<config>", f"providers.{config.name}.base_url", "is 'emulator' but no emulator URL was given"
         )
+    if isinstance(transport, aiohttp.ClientSession):
+        transport = SessionTransport(transport)
     if config.kind == "openai":
-        return OpenAIClient(config, session, timeouts, base_url=base_url)
+        return OpenAIClient(config, transport, timeouts, base_url=base_url)
     if config.kind == "anthropic":
-        return AnthropicClient(config, session, timeouts, base_url=base_url, clock=clock)
+        return AnthropicClient(config, transport, timeouts, base_url=base_url, clock=clock)
     raise ConfigError("<config>", f"providers.{config.name}.kind", f"unknown provider kind {config.kind!r}")
 
 

@@ -19,10 +19,13 @@ Status answers (`error_for_response`):
 
 Transport failures (`error_for_exception`):
 
-    TimeoutError (asyncio's, aiohttp's ServerTimeoutError)    RequestTimeout
-    ClientPayloadError (the body broke off mid-way)           MalformedResponse
-    a garbled HTTP answer (ClientResponseError)               MalformedResponse
-    any other connection error (refused, DNS, reset, OSError) ConnectError
+    TimeoutError (asyncio's, aiohttp's ServerTimeoutError)            RequestTimeout
+    the body broke off mid-way (ClientPayloadError, H1BodyBroken)     MalformedResponse
+    a garbled HTTP answer (ClientResponseError, H1ProtocolError)      MalformedResponse
+    refused or unresolvable (ClientConnectorError, H1ConnectError)    UnreachableError
+    any other connection error (reset, dropped, OSError)              ConnectError
+
+(aiohttp's types for the Batch API calls, the lean client's `batchgate.providers.h1` for chat.)
 
 A body that breaks off mid-way is a MalformedResponse rather than a ConnectError: the provider did
 answer (the status line arrived), so the request was admitted and may have been charged; both are
@@ -55,6 +58,7 @@ from batchgate.errors import (
     TransportError,
     UnreachableError,
 )
+from batchgate.providers.h1.errors import H1BodyBroken, H1ConnectError, H1DNSError, H1ProtocolError
 
 MESSAGE_LIMIT = 300
 _REDACTED = "***"
@@ -157,11 +161,11 @@ def error_for_exception(
     cls: type[TransportError]
     if isinstance(exc, TimeoutError):  # asyncio.TimeoutError and aiohttp's ServerTimeoutError
         cls, what = RequestTimeout, "timed out"
-    elif isinstance(exc, aiohttp.ClientPayloadError):
+    elif isinstance(exc, aiohttp.ClientPayloadError | H1BodyBroken):
         cls, what = MalformedResponse, "response body broke off"
-    elif isinstance(exc, aiohttp.ClientResponseError):
+    elif isinstance(exc, aiohttp.ClientResponseError | H1ProtocolError):
         cls, what = MalformedResponse, "invalid HTTP response"
-    elif isinstance(exc, aiohttp.ClientConnectorError):  # refused, DNS: the request never left
+    elif isinstance(exc, aiohttp.ClientConnectorError | H1ConnectError):  # refused, DNS: never left
         cls, what = UnreachableError, "unreachable"
     else:
         cls, what = ConnectError, "connection failed"
@@ -175,7 +179,7 @@ def error_for_exception(
 
 def _unreachable_cause(exc: BaseException) -> str:
     """Refused or unresolvable, told apart by the exception's type (never by its text)."""
-    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+    if isinstance(exc, aiohttp.ClientConnectorDNSError | H1DNSError):
         return "DNS failure"
     os_error = getattr(exc, "os_error", None)
     if isinstance(os_error, ConnectionRefusedError):

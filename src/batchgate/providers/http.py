@@ -1,4 +1,8 @@
-"""The pooled aiohttp session every provider client shares, built for throughput.
+"""How provider calls reach the wire: the `ChatTransport` seam, and the pooled aiohttp session.
+
+A chat client sends through a `ChatTransport` (`call`): the gateway's is the lean HTTP/1.1 client
+(`batchgate.providers.h1.H1Transport`); an aiohttp session serves as one too (`SessionTransport`),
+and it is what the Batch API clients, uploads and downloads use (`send`).
 
 One `ClientSession` per gateway: a `TCPConnector` with no per-host cap (the quota pool and the
 scheduler decide concurrency, not the pool), keep-alive, a DNS cache, no cookie jar (API calls are
@@ -7,10 +11,9 @@ stateless; a jar would only cost CPU and leak state between providers), `raise_f
 a connector that tells the quota pool when a request's bytes leave (`batchgate.providers.wire`).
 The clients themselves serialise with orjson to bytes and parse the bytes they read.
 
-`send` is the one place bytes go out and come back, for chat and Batch API calls alike: it turns
-every transport failure into a
-`TransportError` (a hung call into `RequestTimeout`, after which aiohttp closes the connection
-rather than returning it to the pool) and leaves status codes to the caller.
+`call` and `send` are where bytes go out and come back, for chat and Batch API calls: they turn
+every transport failure into a `TransportError` (a hung call into `RequestTimeout`, after which
+the connection is closed rather than returned to its pool) and leave status codes to the caller.
 
 Each request passes its own `aiohttp.ClientTimeout` (`request_timeout`); the session default only
 bounds connecting.
@@ -19,7 +22,7 @@ bounds connecting.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
@@ -27,11 +30,83 @@ from multidict import CIMultiDictProxy
 
 from batchgate.config import Secret, TimeoutConfig
 from batchgate.providers.classify import error_for_exception
+from batchgate.providers.h1.errors import H1Error
 from batchgate.providers.wire import WireConnector
 
 KEEPALIVE_SECONDS = 30.0
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}  # a chat call's
 DNS_CACHE_SECONDS = 300
+Answer = tuple[int, CIMultiDictProxy[str], bytes]  # status, headers, body
+
+
+class ChatTransport(Protocol):
+    """Carries a provider client's calls: one request out, (status, headers, body) back."""
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        data: bytes | None,
+        headers: Mapping[str, str],
+        *,
+        total: float | None,
+        connect: float | None,
+    ) -> Answer:
+        """One exchange; a failure raises the transport's own exception (`call` classifies it)."""
+        ...
+
+    async def close(self) -> None:
+        """Close what the transport holds open."""
+        ...
+
+
+class SessionTransport:
+    """An aiohttp session as a `ChatTransport` (its creator closes the session)."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self.session = session
+        self._timeouts: dict[tuple[float | None, float | None], aiohttp.ClientTimeout] = {}
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        data: bytes | None,
+        headers: Mapping[str, str],
+        *,
+        total: float | None,
+        connect: float | None,
+    ) -> Answer:
+        timeout = self._timeouts.get((total, connect))
+        if timeout is None:
+            timeout = self._timeouts[(total, connect)] = aiohttp.ClientTimeout(
+                total=total, sock_connect=connect
+            )
+        return await _exchange(self.session, method, url, data, headers, timeout)
+
+    async def close(self) -> None:
+        return None
+
+
+async def call(
+    transport: ChatTransport,
+    method: str,
+    url: str,
+    data: bytes | None,
+    headers: Mapping[str, str],
+    timeouts: TimeoutConfig,
+    *,
+    provider: str,
+    api_key: Secret | None,
+) -> Answer:
+    """Send one request through `transport`; (status, headers, body bytes), or a `TransportError`
+    without the API key."""
+    try:
+        return await transport.request(
+            method, url, data, headers, total=timeouts.total, connect=timeouts.connect
+        )
+    except (aiohttp.ClientError, H1Error, TimeoutError, OSError) as exc:
+        raise error_for_exception(exc, provider=provider, api_key=api_key) from None
 
 
 def _json_serialize(obj: Any) -> str:
@@ -77,13 +152,24 @@ async def send(
     *,
     provider: str,
     api_key: Secret | None,
-) -> tuple[int, CIMultiDictProxy[str], bytes]:
+) -> Answer:
     """Send one request; (status, headers, body bytes), or a `TransportError` without the API key."""
     try:
-        async with session.request(
-            method, url, data=data, headers=headers, timeout=client_timeout, allow_redirects=False
-        ) as resp:
-            raw = await resp.read()
-            return resp.status, resp.headers, raw
+        return await _exchange(session, method, url, data, headers, client_timeout)
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         raise error_for_exception(exc, provider=provider, api_key=api_key) from None
+
+
+async def _exchange(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    data: bytes | aiohttp.FormData | None,
+    headers: Mapping[str, str],
+    client_timeout: aiohttp.ClientTimeout,
+) -> Answer:
+    async with session.request(
+        method, url, data=data, headers=headers, timeout=client_timeout, allow_redirects=False
+    ) as resp:
+        raw = await resp.read()
+        return resp.status, resp.headers, raw

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 import orjson
 
 from batchgate.config import ProviderConfig, Secret, TimeoutConfig
@@ -23,7 +22,7 @@ from batchgate.endpoints import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES, endpoi
 from batchgate.errors import BadRequestError
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
-from batchgate.providers.http import request_timeout, send
+from batchgate.providers.http import ChatTransport, call
 from batchgate.providers.ratelimit_headers import parse_openai_rate_limits
 
 
@@ -109,15 +108,15 @@ class OpenAIClient:
     def __init__(
         self,
         config: ProviderConfig,
-        session: aiohttp.ClientSession,
+        transport: ChatTransport,
         timeouts: TimeoutConfig,
         *,
         base_url: str | None = None,
     ) -> None:
         self.name = config.name
         self.base_url = (base_url or config.base_url).rstrip("/")
-        self._session = session
-        self._timeout = request_timeout(timeouts)
+        self._transport = transport
+        self._timeouts = timeouts
         self._api_key: Secret | None = config.api_key
         self._headers = openai_headers(
             config, {"Content-Type": "application/json", "Accept": "application/json"}
@@ -130,13 +129,13 @@ class OpenAIClient:
         endpoint = endpoint_of(body)
         path, payload = wire_body(body)
         payload["model"] = model
-        status, headers, raw = await send(
-            self._session,
+        status, headers, raw = await call(
+            self._transport,
             "POST",
             f"{self.base_url}/{path}",
             orjson.dumps(payload),
             self._headers,
-            self._timeout,
+            self._timeouts,
             provider=self.name,
             api_key=self._api_key,
         )

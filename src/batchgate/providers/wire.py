@@ -4,10 +4,11 @@ The quota pool admits a request before it is sent, and counts it in its window l
 left (`batchgate.quota.window`). On a connection already open that is the moment it is handed to
 the client; on a new one its bytes leave only once the connection is made — a TCP and TLS
 handshake, tens to hundreds of milliseconds to a real provider — and a log that counted it from
-before would let it leave the window early. So the connector of every session
-`batchgate.providers.http` builds (`WireConnector`) calls `ON_WIRE` — a callback the sender sets
-in the context of the task that sends (`sending`) — as soon as the request has its connection,
-right before its headers are written. Elsewhere `ON_WIRE` is unset and nothing is called. (One
+before would let it leave the window early. So the chat path's transport
+(`batchgate.providers.h1`) and the connector of every aiohttp session `batchgate.providers.http`
+builds (`WireConnector`) call `ON_WIRE` — a callback the sender sets in the context of the task
+that sends (`sending`) — as soon as the request has its connection, right before its headers are
+written. Elsewhere `ON_WIRE` is unset and nothing is called. (One
 call per request, not aiohttp's client tracing: that awaits a handful of trace signals on every
 request, whichever are listened to.)
 """

@@ -1,0 +1,124 @@
+"""One kept-alive socket to a provider: the asyncio protocol that carries one exchange at a time.
+
+`exchange` writes a request and hands back a future that the protocol completes with the parsed
+response (`batchgate.providers.h1.parser`) or fails with what went wrong: the connection dropping
+before the answer (`H1Disconnected`), in its middle (`H1BodyBroken`), or a garbled answer. After
+a complete answer `reusable` says whether another request may follow on this socket; anything
+that leaves the exchange unfinished (a failure, a timeout, the caller cancelled) closes it, since
+a late answer would otherwise be read as the next request's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import cast
+
+from batchgate.providers.h1.errors import H1Disconnected, H1Error
+from batchgate.providers.h1.parser import Response, ResponseParser
+
+
+class Connection(asyncio.Protocol):
+    """See the module docstring; `on_lost` is told once the socket has closed."""
+
+    __slots__ = ("_on_lost", "_parser", "_transport", "_waiter", "idle_since", "open")
+
+    def __init__(self, on_lost: Callable[[Connection], None]) -> None:
+        self._on_lost = on_lost
+        self._transport: asyncio.Transport | None = None
+        self._parser: ResponseParser | None = None
+        self._waiter: asyncio.Future[Response] | None = None
+        self.open = True
+        self.idle_since = 0.0
+
+    # -- asyncio.Protocol -----------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast("asyncio.Transport", transport)  # (uvloop's is not a subclass)
+
+    def data_received(self, data: bytes) -> None:
+        parser = self._parser
+        if parser is None:  # bytes nobody asked for: the socket cannot be trusted with a request
+            self.close()
+            return
+        try:
+            complete = parser.feed(data)
+        except H1Error as exc:
+            self._fail(exc)
+            return
+        if complete:
+            self._complete(parser)
+
+    def eof_received(self) -> bool:
+        parser = self._parser
+        self.open = False
+        if parser is not None and parser.started:
+            try:
+                if parser.at_eof():
+                    self._complete(parser)
+            except H1Error as exc:
+                self._fail(exc)
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.open = False
+        parser, waiter = self._parser, self._waiter
+        if waiter is not None and not waiter.done():
+            if parser is not None and parser.started:
+                try:
+                    if parser.at_eof():
+                        self._complete(parser)
+                except H1Error as broken:
+                    waiter.set_exception(broken)
+            else:
+                why = f" ({type(exc).__name__}: {exc})" if exc is not None else ""
+                waiter.set_exception(H1Disconnected(f"the server closed the connection{why}"))
+        self._parser = self._waiter = None
+        self._on_lost(self)
+
+    # -- what the transport asks ----------------------------------------------------------
+    def exchange(self, request: bytes, waiter: asyncio.Future[Response]) -> None:
+        """Write `request`; `waiter` gets its response (or the failure)."""
+        transport = self._transport
+        assert transport is not None
+        self._parser = ResponseParser()
+        self._waiter = waiter
+        transport.write(request)
+
+    @property
+    def reusable(self) -> bool:
+        """Open, idle and not closing: another request may be sent on it."""
+        transport = self._transport
+        return self.open and self._waiter is None and transport is not None and not transport.is_closing()
+
+    def close(self) -> None:
+        """Close the socket (an unfinished exchange ends with `H1Disconnected`)."""
+        self.open = False
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    def abort(self) -> None:
+        """Drop the socket at once (the exchange was given up: nothing more is read)."""
+        self.open = False
+        self._parser = self._waiter = None
+        if self._transport is not None:
+            self._transport.abort()
+
+    # -- the end of an exchange -----------------------------------------------------------
+    def _complete(self, parser: ResponseParser) -> None:
+        waiter = self._waiter
+        self._parser = self._waiter = None
+        if not parser.keep_alive:
+            self.close()
+        if waiter is None or waiter.done():
+            return
+        try:
+            waiter.set_result(parser.response())
+        except H1Error as exc:
+            waiter.set_exception(exc)
+
+    def _fail(self, exc: H1Error) -> None:
+        waiter = self._waiter
+        self._parser = self._waiter = None
+        self.close()
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)

@@ -1,0 +1,33 @@
+"""What the lean HTTP/1.1 client raises, by what went wrong (classified in
+`batchgate.providers.classify`, never shown to a user as they are)."""
+
+from __future__ import annotations
+
+
+class H1Error(Exception):
+    """Any failure of one HTTP exchange."""
+
+
+class H1ProtocolError(H1Error):
+    """The answer is not HTTP/1.x as it must be (a garbled status line or header, a head or body
+    past its bound, a content coding we did not ask for)."""
+
+
+class H1BodyBroken(H1Error):
+    """The connection ended in the middle of the answer's body."""
+
+
+class H1Disconnected(H1Error):
+    """The connection ended before any of the answer came (the server closed or reset it)."""
+
+
+class H1ConnectError(H1Error):
+    """No connection could be made: refused, unreachable or unresolvable; the request never left."""
+
+    def __init__(self, message: str, os_error: OSError | None = None) -> None:
+        super().__init__(message)
+        self.os_error = os_error
+
+
+class H1DNSError(H1ConnectError):
+    """The host name did not resolve."""
