@@ -35,8 +35,20 @@ def test_a_slow_tail_moves_p95_and_the_hedge_threshold() -> None:
     assert model.timeout() == pytest.approx(7.0)  # p95 = 4 s → 1.5 × 4 + 1
     assert model.hedge_after() is None  # 2 × 4 s is past the timeout: the timeout retries it
     for _ in range(256):
-        model.observe(0.2)  # the slow answers age out of the window: p95 = 0.2 s
-    assert model.hedge_after() == pytest.approx(0.4)
+        model.observe(0.6)  # the slow answers age out of the window: p95 = 0.6 s
+    assert model.hedge_after() == pytest.approx(1.2)
+
+
+def test_a_fast_provider_is_never_hedged_sooner_than_the_floor() -> None:
+    model = LatencyModel(120.0, LatencySettings(min_samples=20, refresh=1))
+    for i in range(100):
+        model.observe(0.15 if i % 20 == 0 else 0.03)  # a fast server, stragglers from queueing
+    assert model.timeout() == pytest.approx(1.0 + 0.15 * 1.5)
+    assert model.hedge_after() == pytest.approx(1.0)  # not 2 × 0.15 s: that copy would queue too
+    quick = LatencyModel(120.0, LatencySettings(min_samples=20, refresh=1, hedge_floor=0.0))
+    for i in range(100):
+        quick.observe(0.15 if i % 20 == 0 else 0.03)
+    assert quick.hedge_after() == pytest.approx(0.3)
 
 
 def test_garbage_latencies_are_ignored() -> None:
