@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import shutil
 import socket
+import ssl
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -190,3 +193,45 @@ async def test_a_header_with_a_line_break_is_never_written() -> None:
             "POST", "http://127.0.0.1:9/", b"{}", {"X-Evil": "a\r\nB: 1"}, total=1.0, connect=1.0
         )
     await h1.close()
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (cert, key), made with the openssl command."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to make a certificate with")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = str(folder / "cert.pem"), str(folder / "key.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_https_is_verified_against_the_trust_store(certificate: tuple[str, str]) -> None:
+    cert, key = certificate
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert, key)
+
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(body=await request.read())
+
+    app = web.Application()
+    app.router.add_post("/echo", echo)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_tls).start()
+    url = f"https://127.0.0.1:{runner.addresses[0][1]}/echo"
+    try:
+        trusting = H1Transport(tls=ssl.create_default_context(cafile=cert))
+        assert await _post(trusting, url, b"over tls") == b"over tls"
+        assert await _post(trusting, url, b"again") == b"again"
+        await trusting.close()
+        system = H1Transport()  # the system's trust store does not know this certificate
+        with pytest.raises(UnreachableError, match="TLS handshake"):
+            await _post(system, url, b"x")
+        await system.close()
+    finally:
+        await runner.cleanup()

@@ -2,10 +2,11 @@
 
 A call takes the most recently used idle connection to its origin (one idle longer than
 `keepalive` seconds is closed instead: a server may have dropped it) or opens one (resolving the
-host once per `DNS_CACHE_SECONDS`, the lookups of concurrent callers shared; TLS with the system's
-trust store for https), tells the quota pool its bytes leave (`ON_WIRE`, as `WireConnector` does
-for aiohttp), writes the request in one write and awaits the answer under one timer for the
-call's `total` (opening a connection is bounded by `connect` too). A call that ends any other way
+host once per `DNS_CACHE_SECONDS`, the lookups of concurrent callers shared, IPv4 addresses tried
+first; TLS verified against the system's trust store, or the context given, for https), tells
+the quota pool its bytes leave (`ON_WIRE`, as `WireConnector` does for aiohttp), writes the
+request in one write and awaits the answer under one timer for the call's `total` (opening a
+connection is bounded by `connect` too). A call that ends any other way
 than with a whole answer drops its connection. There is no cap on connections: the scheduler
 decides how many calls are in flight. Failures raise `batchgate.providers.h1.errors` types, which
 `batchgate.providers.classify` maps; the transport's timers are the event loop's, as aiohttp's are.
@@ -43,13 +44,14 @@ class _Target(NamedTuple):
 class H1Transport:
     """See the module docstring."""
 
-    def __init__(self, *, keepalive: float = KEEPALIVE_SECONDS) -> None:
+    def __init__(self, *, keepalive: float = KEEPALIVE_SECONDS, tls: ssl.SSLContext | None = None) -> None:
+        """`tls`: the context for https (None: the system's trust store, made when first needed)."""
         self._keepalive = keepalive
         self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._live: set[Connection] = set()
         self._targets: dict[str, _Target] = {}
         self._dns: dict[tuple[str, int], tuple[float, asyncio.Future[list[_Address]]]] = {}
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl = tls
         self._closed = False
 
     async def request(
@@ -215,7 +217,10 @@ async def _lookup(host: str, port: int) -> list[_Address]:
             return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (host, port))]
         return [(socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (host, port, 0, 0))]
     infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [(int(family), int(kind), proto, name, address) for family, kind, proto, name, address in infos]
+    found = [(int(family), int(kind), proto, name, address) for family, kind, proto, name, address in infos]
+    # IPv4 first: a network that black-holes IPv6 would otherwise hold each new connection for
+    # the whole connect timeout (one without IPv4 refuses those at once and goes on to IPv6)
+    return sorted(found, key=lambda info: info[0] != socket.AF_INET)
 
 
 def _expire(waiter: asyncio.Future[Response]) -> None:
