@@ -98,3 +98,13 @@ def test_the_live_display_imports_rich_at_its_first_update_not_before_the_first_
     assert loaded_after(told, ("rich",)) == []
     # a run that ends before the display's first update still prints its `started` line
     assert loaded_after(f"{told}\nsink.close()", ("rich",)) == ["rich"]
+
+
+def test_the_library_s_gateway_loads_no_aiohttp() -> None:
+    # chat calls go over the lean HTTP/1.1 client: aiohttp (~0.2 s) is for the Batch API, the
+    # emulator and the server, loaded by those only
+    code = (
+        "from batchgate import Gateway, config_from_dict\n"
+        "import batchgate.providers.base, batchgate.providers.classify, batchgate.providers.transport"
+    )
+    assert loaded_after(code, ("aiohttp",)) == []

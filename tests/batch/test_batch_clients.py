@@ -16,6 +16,7 @@ from batchgate.errors import BadRequestError, BatchgateError, RateLimitError
 from batchgate.policy.poll import PollPolicy
 from batchgate.providers import make_client
 from batchgate.providers.batch.common import KINDS, BatchClient, BatchHandle, BatchRequest, BatchStatus
+from batchgate.providers.http import SessionTransport
 from clocks import SteppingClock
 
 from .helpers import (
@@ -50,7 +51,7 @@ async def test_completed_on_real_time_with_live_identical_answers(kind: Kind) ->
         assert sorted(r.custom_id for r in results) == sorted(r.custom_id for r in requests)
         live_client = make_client(
             ProviderConfig(name="p", kind=kind, base_url="emulator"),
-            http,
+            SessionTransport(http),
             TIMEOUTS,
             base_url=emu.base_url("p"),
         )
@@ -247,7 +248,7 @@ async def test_the_openai_client_batches_each_endpoint_and_reads_its_usage() -> 
             (result,) = await client.results(handle)
             live = await make_client(
                 ProviderConfig(name="p", kind="openai", base_url="emulator"),
-                http,
+                SessionTransport(http),
                 TIMEOUTS,
                 base_url=emu.base_url("p"),
             ).send({**body, ENDPOINT_KEY: endpoint}, model=str(body["model"]))

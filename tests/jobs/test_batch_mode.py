@@ -28,7 +28,7 @@ from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.jobs.store.sqlite import SqliteJobStore
 from batchgate.providers import make_client
-from batchgate.providers.http import create_session
+from batchgate.providers.http import SessionTransport, create_session
 from clocks import SteppingClock
 
 from .factories import job
@@ -152,7 +152,9 @@ async def test_completed_batch_gives_live_shaped_lines_at_the_batch_price(kind: 
         done = await lines(r.store)
         assert sorted(done) == list(range(6))
         live_client = make_client(
-            ProviderConfig(name="p", kind=kind, base_url=r.emu.base_url("p")), r.http, TimeoutConfig()
+            ProviderConfig(name="p", kind=kind, base_url=r.emu.base_url("p")),
+            SessionTransport(r.http),
+            TimeoutConfig(),
         )
         live = await live_client.send(dict(task(0).body), model="gpt-x")
         live_line = orjson.loads(

@@ -19,7 +19,8 @@ from aiohttp import web
 from batchgate.config import TimeoutConfig
 from batchgate.errors import ConnectError, MalformedResponse, RequestTimeout, UnreachableError
 from batchgate.providers.h1 import H1Transport
-from batchgate.providers.http import JSON_HEADERS, call
+from batchgate.providers.http import JSON_HEADERS
+from batchgate.providers.transport import call
 from batchgate.providers.wire import sending
 from loopback import serving
 

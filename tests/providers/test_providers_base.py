@@ -10,10 +10,10 @@ from batchgate.errors import ConfigError
 from batchgate.providers import (
     AnthropicClient,
     OpenAIClient,
-    create_session,
     make_client,
     make_token_counter,
 )
+from batchgate.providers.h1 import H1Transport
 from batchgate.tokens import CharCounter, EstimatingTokenCounter, ExactTokenCounter
 
 KEY = "sk-base-secret-42"
@@ -32,7 +32,6 @@ def test_exported_names() -> None:
         "OpenAIClient",
         "ProviderClient",
         "anthropic_to_openai",
-        "create_session",
         "error_for_exception",
         "error_for_response",
         "make_client",
@@ -43,30 +42,30 @@ def test_exported_names() -> None:
     }
 
 
-async def test_make_client_picks_by_kind_and_honours_base_url_override() -> None:
-    async with create_session(connect_timeout=1.0) as session:
-        oa = make_client(provider("openai", api_key=Secret(KEY)), session, TimeoutConfig())
-        an = make_client(
-            provider("anthropic", api_key=Secret(KEY)),
-            session,
-            TimeoutConfig(),
-            base_url="http://127.0.0.1:9/gamma/",
-        )
-        assert isinstance(oa, OpenAIClient)
-        assert (oa.name, oa.kind, oa.base_url) == ("alpha", "openai", "https://example.invalid/v1")
-        assert isinstance(an, AnthropicClient)
-        assert (an.kind, an.base_url) == ("anthropic", "http://127.0.0.1:9/gamma")
-        for client in (oa, an):
-            assert KEY not in repr(client)
-            assert KEY not in str(client)
+def test_make_client_picks_by_kind_and_honours_base_url_override() -> None:
+    session = H1Transport()  # nothing is sent
+    oa = make_client(provider("openai", api_key=Secret(KEY)), session, TimeoutConfig())
+    an = make_client(
+        provider("anthropic", api_key=Secret(KEY)),
+        session,
+        TimeoutConfig(),
+        base_url="http://127.0.0.1:9/gamma/",
+    )
+    assert isinstance(oa, OpenAIClient)
+    assert (oa.name, oa.kind, oa.base_url) == ("alpha", "openai", "https://example.invalid/v1")
+    assert isinstance(an, AnthropicClient)
+    assert (an.kind, an.base_url) == ("anthropic", "http://127.0.0.1:9/gamma")
+    for client in (oa, an):
+        assert KEY not in repr(client)
+        assert KEY not in str(client)
 
 
-async def test_emulated_provider_needs_a_base_url() -> None:
+def test_emulated_provider_needs_a_base_url() -> None:
     cfg = ProviderConfig(name="alpha", kind="openai", base_url="emulator")
-    async with create_session(connect_timeout=1.0) as session:
-        with pytest.raises(ConfigError, match=r"providers\.alpha\.base_url"):
-            make_client(cfg, session, TimeoutConfig())
-        assert isinstance(make_client(cfg, session, TimeoutConfig(), base_url="http://x/v1"), OpenAIClient)
+    session = H1Transport()
+    with pytest.raises(ConfigError, match=r"providers\.alpha\.base_url"):
+        make_client(cfg, session, TimeoutConfig())
+    assert isinstance(make_client(cfg, session, TimeoutConfig(), base_url="http://x/v1"), OpenAIClient)
 
 
 @legacy_resources

@@ -15,10 +15,11 @@ from aiohttp import web
 
 from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.errors import BadRequestError, MalformedResponse
-from batchgate.providers import ProviderClient, create_session, make_client
+from batchgate.providers import ProviderClient, make_client
 from loopback import serving
+from transports import chat_transport, each_transport  # noqa: F401 (the fixture)
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("each_transport")]
 
 KEY = "sk-wire-0123456789"
 BODY: dict[str, Any] = {
@@ -77,7 +78,7 @@ async def call(url: str, kind: str, body: dict[str, Any] = BODY) -> Any:
         name="p", kind=kind, base_url=url, api_key=Secret(KEY), headers={"X-Team": "t1"},  # type: ignore[arg-type]
         default_max_tokens=77,
     )  # fmt: skip
-    async with create_session(connect_timeout=2.0) as session:
+    async with chat_transport() as session:
         client: ProviderClient = make_client(cfg, session, TimeoutConfig(connect=2.0, total=5.0))
         return await client.send(body, model="target")
 

@@ -25,7 +25,8 @@ from batchgate.errors import (
     ServerError,
     UnreachableError,
 )
-from batchgate.providers import ProviderClient, create_session, make_client
+from batchgate.providers import ProviderClient, make_client
+from transports import chat_transport, each_transport  # noqa: F401 (the fixture)
 
 pytestmark = [
     pytest.mark.integration,
@@ -72,7 +73,7 @@ async def serve(
     """Clients (by provider name) talking to an emulator that serves `specs`."""
     config = emulator_config_from_dict({"seed": 1, "window_seconds": 1.0, "providers": list(specs)})
     keys = client_keys or {}
-    async with Emulator(config) as emu, create_session(connect_timeout=2.0, limit=limit) as session:
+    async with Emulator(config) as emu, chat_transport(limit=limit) as session:
         clients: dict[str, ProviderClient] = {}
         for spec in specs:
             name = spec["name"]
@@ -223,7 +224,7 @@ def closed_port() -> int:
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
 async def test_connection_refused_is_unreachable(kind: str) -> None:
     cfg = ProviderConfig(name="gone", kind=kind, base_url=f"http://127.0.0.1:{closed_port()}/v1")  # type: ignore[arg-type]
-    async with create_session(connect_timeout=2.0) as session:
+    async with chat_transport() as session:
         client = make_client(cfg, session, TimeoutConfig(connect=2.0, total=5.0))
         with pytest.raises(UnreachableError, match="gone: unreachable"):
             await client.send(BODY, model="m")

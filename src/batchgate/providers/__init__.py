@@ -12,7 +12,6 @@ jobs, the scheduler or the quota pool.
 from batchgate.providers.anthropic import AnthropicClient
 from batchgate.providers.base import ProviderClient, make_client, make_token_counter
 from batchgate.providers.classify import error_for_exception, error_for_response
-from batchgate.providers.http import create_session
 from batchgate.providers.openai import OpenAIClient
 from batchgate.providers.ratelimit_headers import parse_anthropic_rate_limits, parse_openai_rate_limits
 from batchgate.providers.translate import anthropic_to_openai, openai_to_anthropic
@@ -22,7 +21,6 @@ __all__ = [
     "OpenAIClient",
     "ProviderClient",
     "anthropic_to_openai",
-    "create_session",
     "error_for_exception",
     "error_for_response",
     "make_client",

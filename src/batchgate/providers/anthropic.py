@@ -20,10 +20,10 @@ from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.endpoints import RESPONSES, endpoint_of
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
-from batchgate.providers.http import ChatTransport, call
 from batchgate.providers.ratelimit_headers import parse_anthropic_rate_limits
 from batchgate.providers.responses_translate import anthropic_to_response, responses_to_anthropic
 from batchgate.providers.translate import anthropic_to_openai, openai_to_anthropic
+from batchgate.providers.transport import ChatTransport, call
 
 _TRANSLATE = {RESPONSES: (responses_to_anthropic, anthropic_to_response)}
 

@@ -11,15 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-import aiohttp
-
 from batchgate.clock import Clock
 from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import ConfigError
 from batchgate.models import ProviderResponse, RateLimitSnapshot
 from batchgate.providers.anthropic import AnthropicClient
-from batchgate.providers.http import ChatTransport, SessionTransport
 from batchgate.providers.openai import OpenAIClient
+from batchgate.providers.transport import ChatTransport
 from batchgate.tokens import CharCounter, EstimatingTokenCounter, ExactTokenCounter, TokenCounter
 
 
@@ -40,20 +38,18 @@ class ProviderClient(Protocol):
 
 def make_client(
     config: ProviderConfig,
-    transport: ChatTransport | aiohttp.ClientSession,
+    transport: ChatTransport,
     timeouts: TimeoutConfig,
     *,
     base_url: str | None = None,
     clock: Clock | None = None,
 ) -> ProviderClient:
     """The client for `config.kind`; `base_url` overrides `config.base_url` (e.g. the emulator's).
-    An aiohttp session given as the transport is used through `SessionTransport`."""
+    (An aiohttp session serves as the transport through `providers.http.SessionTransport`.)"""
     if base_url is None and config.emulated:
         raise ConfigError(
             "<config>", f"providers.{config.name}.base_url", "is 'emulator' but no emulator URL was given"
         )
-    if isinstance(transport, aiohttp.ClientSession):
-        transport = SessionTransport(transport)
     if config.kind == "openai":
         return OpenAIClient(config, transport, timeouts, base_url=base_url)
     if config.kind == "anthropic":

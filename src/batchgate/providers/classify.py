@@ -34,10 +34,10 @@ retryable TransportErrors, the distinction only informs reports.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 import orjson
 from multidict import CIMultiDict
 
@@ -58,7 +58,13 @@ from batchgate.errors import (
     TransportError,
     UnreachableError,
 )
-from batchgate.providers.h1.errors import H1BodyBroken, H1ConnectError, H1DNSError, H1ProtocolError
+from batchgate.providers.h1.errors import (
+    ForeignHTTPError,
+    H1BodyBroken,
+    H1ConnectError,
+    H1DNSError,
+    H1ProtocolError,
+)
 
 MESSAGE_LIMIT = 300
 _REDACTED = "***"
@@ -158,14 +164,17 @@ def error_for_exception(
     exc: BaseException, *, provider: str, api_key: Secret | None = None
 ) -> TransportError:
     """The error for an exception raised while sending or reading; never includes the API key."""
+    if isinstance(exc, ForeignHTTPError):
+        exc = exc.original
+    broken, garbled, unconnected, _ = _aiohttp_types()
     cls: type[TransportError]
     if isinstance(exc, TimeoutError):  # asyncio.TimeoutError and aiohttp's ServerTimeoutError
         cls, what = RequestTimeout, "timed out"
-    elif isinstance(exc, aiohttp.ClientPayloadError | H1BodyBroken):
+    elif isinstance(exc, (H1BodyBroken, *broken)):
         cls, what = MalformedResponse, "response body broke off"
-    elif isinstance(exc, aiohttp.ClientResponseError | H1ProtocolError):
+    elif isinstance(exc, (H1ProtocolError, *garbled)):
         cls, what = MalformedResponse, "invalid HTTP response"
-    elif isinstance(exc, aiohttp.ClientConnectorError | H1ConnectError):  # refused, DNS: never left
+    elif isinstance(exc, (H1ConnectError, *unconnected)):  # refused, DNS: the request never left
         cls, what = UnreachableError, "unreachable"
     else:
         cls, what = ConnectError, "connection failed"
@@ -179,12 +188,31 @@ def error_for_exception(
 
 def _unreachable_cause(exc: BaseException) -> str:
     """Refused or unresolvable, told apart by the exception's type (never by its text)."""
-    if isinstance(exc, aiohttp.ClientConnectorDNSError | H1DNSError):
+    if isinstance(exc, (H1DNSError, *_aiohttp_types()[3])):
         return "DNS failure"
     os_error = getattr(exc, "os_error", None)
     if isinstance(os_error, ConnectionRefusedError):
         return "connection refused"
     return "unreachable"
+
+
+_NONE: tuple[type[BaseException], ...] = ()
+
+
+def _aiohttp_types() -> tuple[tuple[type[BaseException], ...], ...]:
+    """aiohttp's exception types for a broken body, a garbled answer, no connection and a failed
+    lookup — none while aiohttp is not loaded (then no exception can be one of them), so the
+    chat path, which does not use it, never pays its ~0.2 s import."""
+    if "aiohttp" not in sys.modules:
+        return _NONE, _NONE, _NONE, _NONE
+    import aiohttp  # noqa: PLC0415 — start-up cost: already loaded by whatever raised
+
+    return (
+        (aiohttp.ClientPayloadError,),
+        (aiohttp.ClientResponseError,),
+        (aiohttp.ClientConnectorError,),
+        (aiohttp.ClientConnectorDNSError,),
+    )
 
 
 def malformed(

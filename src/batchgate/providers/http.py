@@ -1,19 +1,18 @@
-"""How provider calls reach the wire: the `ChatTransport` seam, and the pooled aiohttp session.
-
-A chat client sends through a `ChatTransport` (`call`): the gateway's is the lean HTTP/1.1 client
-(`batchgate.providers.h1.H1Transport`); an aiohttp session serves as one too (`SessionTransport`),
-and it is what the Batch API clients, uploads and downloads use (`send`).
+"""The pooled aiohttp session: the Batch API clients, uploads and downloads (`send`), and chat
+calls where a session is given (`SessionTransport`, a `batchgate.providers.transport.ChatTransport`
+whose aiohttp failures come out as the lean client's types, `batchgate.providers.h1.errors`).
 
 One `ClientSession` per gateway: a `TCPConnector` with no per-host cap (the quota pool and the
 scheduler decide concurrency, not the pool), keep-alive, a DNS cache, no cookie jar (API calls are
 stateless; a jar would only cost CPU and leak state between providers), `raise_for_status` off
 (status codes are classified by `batchgate.providers.classify`), orjson for any `json=` use, and
-a connector that tells the quota pool when a request's bytes leave (`batchgate.providers.wire`).
+a connector that tells the quota pool when a request's bytes leave (`WireConnector`, calling
+`batchgate.providers.wire.ON_WIRE` once a request has its connection).
 The clients themselves serialise with orjson to bytes and parse the bytes they read.
 
-`call` and `send` are where bytes go out and come back, for chat and Batch API calls: they turn
-every transport failure into a `TransportError` (a hung call into `RequestTimeout`, after which
-the connection is closed rather than returned to its pool) and leave status codes to the caller.
+`send` is where the Batch API's bytes go out and come back: it turns every transport failure into
+a `TransportError` (a hung call into `RequestTimeout`, after which aiohttp closes the connection
+rather than returning it to the pool) and leaves status codes to the caller.
 
 Each request passes its own `aiohttp.ClientTimeout` (`request_timeout`); the session default only
 bounds connecting.
@@ -22,42 +21,23 @@ bounds connecting.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 import orjson
-from multidict import CIMultiDictProxy
+from aiohttp.client_reqrep import ClientRequest
+from aiohttp.connector import Connection
+from aiohttp.tracing import Trace
 
 from batchgate.config import Secret, TimeoutConfig
 from batchgate.providers.classify import error_for_exception
-from batchgate.providers.h1.errors import H1Error
-from batchgate.providers.wire import WireConnector
+from batchgate.providers.h1.errors import ForeignHTTPError
+from batchgate.providers.transport import Answer
+from batchgate.providers.wire import ON_WIRE
 
 KEEPALIVE_SECONDS = 30.0
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}  # a chat call's
 DNS_CACHE_SECONDS = 300
-Answer = tuple[int, CIMultiDictProxy[str], bytes]  # status, headers, body
-
-
-class ChatTransport(Protocol):
-    """Carries a provider client's calls: one request out, (status, headers, body) back."""
-
-    async def request(
-        self,
-        method: str,
-        url: str,
-        data: bytes | None,
-        headers: Mapping[str, str],
-        *,
-        total: float | None,
-        connect: float | None,
-    ) -> Answer:
-        """One exchange; a failure raises the transport's own exception (`call` classifies it)."""
-        ...
-
-    async def close(self) -> None:
-        """Close what the transport holds open."""
-        ...
 
 
 class SessionTransport:
@@ -82,31 +62,29 @@ class SessionTransport:
             timeout = self._timeouts[(total, connect)] = aiohttp.ClientTimeout(
                 total=total, sock_connect=connect
             )
-        return await _exchange(self.session, method, url, data, headers, timeout)
+        try:
+            return await _exchange(self.session, method, url, data, headers, timeout)
+        except aiohttp.ClientError as exc:
+            raise ForeignHTTPError(exc) from exc
 
     async def close(self) -> None:
         return None
 
 
-async def call(
-    transport: ChatTransport,
-    method: str,
-    url: str,
-    data: bytes | None,
-    headers: Mapping[str, str],
-    timeouts: TimeoutConfig,
-    *,
-    provider: str,
-    api_key: Secret | None,
-) -> Answer:
-    """Send one request through `transport`; (status, headers, body bytes), or a `TransportError`
-    without the API key."""
-    try:
-        return await transport.request(
-            method, url, data, headers, total=timeouts.total, connect=timeouts.connect
-        )
-    except (aiohttp.ClientError, H1Error, TimeoutError, OSError) as exc:
-        raise error_for_exception(exc, provider=provider, api_key=api_key) from None
+class WireConnector(aiohttp.TCPConnector):
+    """A `TCPConnector` that calls `ON_WIRE` once a request has its connection (pooled or new)."""
+
+    async def connect(
+        self,
+        req: ClientRequest,
+        traces: list[Trace],
+        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109 (aiohttp's)
+    ) -> Connection:
+        conn = await super().connect(req, traces, timeout)
+        on_wire = ON_WIRE.get()
+        if on_wire is not None:
+            on_wire()
+        return conn
 
 
 def _json_serialize(obj: Any) -> str:

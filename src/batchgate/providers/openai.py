@@ -22,8 +22,8 @@ from batchgate.endpoints import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES, endpoi
 from batchgate.errors import BadRequestError
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
-from batchgate.providers.http import ChatTransport, call
 from batchgate.providers.ratelimit_headers import parse_openai_rate_limits
+from batchgate.providers.transport import ChatTransport, call
 
 
 def usage_from_openai(body: Any) -> Usage | None:

@@ -6,9 +6,9 @@ the client; on a new one its bytes leave only once the connection is made — a 
 handshake, tens to hundreds of milliseconds to a real provider — and a log that counted it from
 before would let it leave the window early. So the chat path's transport
 (`batchgate.providers.h1`) and the connector of every aiohttp session `batchgate.providers.http`
-builds (`WireConnector`) call `ON_WIRE` — a callback the sender sets in the context of the task
-that sends (`sending`) — as soon as the request has its connection, right before its headers are
-written. Elsewhere `ON_WIRE` is unset and nothing is called. (One
+builds (`WireConnector` there) call `ON_WIRE` — a callback the sender sets in the context of the
+task that sends (`sending`) — as soon as the request has its connection, right before its headers
+are written. Elsewhere `ON_WIRE` is unset and nothing is called. (One
 call per request, not aiohttp's client tracing: that awaits a handful of trace signals on every
 request, whichever are listened to.)
 """
@@ -17,11 +17,6 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable
-
-import aiohttp
-from aiohttp.client_reqrep import ClientRequest
-from aiohttp.connector import Connection
-from aiohttp.tracing import Trace
 
 ON_WIRE: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
     "batchgate_on_wire", default=None
@@ -34,19 +29,3 @@ def sending(on_wire: Callable[[], None]) -> contextvars.Context:
     context = contextvars.copy_context()
     context.run(ON_WIRE.set, on_wire)
     return context
-
-
-class WireConnector(aiohttp.TCPConnector):
-    """A `TCPConnector` that calls `ON_WIRE` once a request has its connection (pooled or new)."""
-
-    async def connect(
-        self,
-        req: ClientRequest,
-        traces: list[Trace],
-        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109 (aiohttp's)
-    ) -> Connection:
-        conn = await super().connect(req, traces, timeout)
-        on_wire = ON_WIRE.get()
-        if on_wire is not None:
-            on_wire()
-        return conn

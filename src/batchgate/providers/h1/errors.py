@@ -31,3 +31,12 @@ class H1ConnectError(H1Error):
 
 class H1DNSError(H1ConnectError):
     """The host name did not resolve."""
+
+
+class ForeignHTTPError(H1Error):
+    """Another HTTP client's failure carried through a `ChatTransport` (aiohttp's, by
+    `batchgate.providers.http.SessionTransport`): classified as the original is."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original

@@ -1,0 +1,63 @@
+"""The seam between a provider client and the wire: `ChatTransport`, and `call`, which sends one
+request through one and turns every failure of the transport into a `TransportError`.
+
+The gateway's transport is the lean HTTP/1.1 client (`batchgate.providers.h1.H1Transport`); an
+aiohttp session serves as one too (`batchgate.providers.http.SessionTransport`, whose failures
+come out as the lean client's types). Nothing here imports aiohttp: a library user's gateway
+never loads it (~0.2 s of start-up) unless something else needs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from multidict import CIMultiDictProxy
+
+from batchgate.config import Secret, TimeoutConfig
+from batchgate.providers.classify import error_for_exception
+from batchgate.providers.h1.errors import H1Error
+
+Answer = tuple[int, CIMultiDictProxy[str], bytes]  # status, headers, body
+
+
+class ChatTransport(Protocol):
+    """Carries a provider client's calls: one request out, (status, headers, body) back."""
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        data: bytes | None,
+        headers: Mapping[str, str],
+        *,
+        total: float | None,
+        connect: float | None,
+    ) -> Answer:
+        """One exchange; a failure raises the transport's own exception (`call` classifies it)."""
+        ...
+
+    async def close(self) -> None:
+        """Close what the transport holds open."""
+        ...
+
+
+async def call(
+    transport: ChatTransport,
+    method: str,
+    url: str,
+    data: bytes | None,
+    headers: Mapping[str, str],
+    timeouts: TimeoutConfig,
+    *,
+    provider: str,
+    api_key: Secret | None,
+) -> Answer:
+    """Send one request through `transport`; (status, headers, body bytes), or a `TransportError`
+    without the API key."""
+    try:
+        return await transport.request(
+            method, url, data, headers, total=timeouts.total, connect=timeouts.connect
+        )
+    except (H1Error, TimeoutError, OSError) as exc:
+        raise error_for_exception(exc, provider=provider, api_key=api_key) from None
