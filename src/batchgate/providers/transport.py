@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from multidict import CIMultiDictProxy
-
 from batchgate.config import Secret, TimeoutConfig
 from batchgate.providers.classify import error_for_exception
 from batchgate.providers.h1.errors import H1Error
+from batchgate.providers.h1.parser import Response
 
-Answer = tuple[int, CIMultiDictProxy[str], bytes]  # status, headers, body
+Answer = Response  # status, headers (case-insensitive), body
 
 
 class ChatTransport(Protocol):
