@@ -5,7 +5,9 @@ path classifies it (`providers.http.call`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
+import os
 import shutil
 import socket
 import ssl
@@ -236,3 +238,27 @@ async def test_https_is_verified_against_the_trust_store(certificate: tuple[str,
         await system.close()
     finally:
         await runner.cleanup()
+
+
+async def test_a_connect_that_times_out_leaves_no_socket_open() -> None:
+    # a listening socket whose accept queue is full: connecting to it hangs until the timeout
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/"
+        fillers = [socket.socket() for _ in range(8)]
+        for filler in fillers:  # fill the queue (never accepted)
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(listener.getsockname())
+        h1 = H1Transport()
+        before = len(os.listdir("/proc/self/fd"))
+        try:
+            timeouts = TimeoutConfig(connect=0.2, total=5.0)
+            with pytest.raises(RequestTimeout):
+                await call(h1, "POST", url, b"{}", {}, timeouts, provider="p", api_key=None)
+            assert len(os.listdir("/proc/self/fd")) == before  # the hung socket was closed
+        finally:
+            for filler in fillers:
+                filler.close()
+            await h1.close()

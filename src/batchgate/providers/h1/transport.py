@@ -129,6 +129,9 @@ class H1Transport:
                         sock.close()
                         error = exc
                         continue
+                    except BaseException:  # cancelled or timed out while connecting
+                        sock.close()
+                        raise
                     return await self._wrap(sock, context, host)
         except ssl.SSLError as exc:
             raise H1ConnectError(f"TLS handshake with {host}:{port} failed: {exc}", exc) from None
