@@ -99,17 +99,22 @@ class AimdController:
         self._recent_429 += 1.0 if rate_limited else 0.0
         return self._recent_429 / self._recent_all
 
-    def on_rate_limited(self, now: float, admitted_at: float = -math.inf, *, blind: bool = False) -> bool:
+    def on_rate_limited(
+        self, now: float, admitted_at: float = -math.inf, *, blind: bool = False, refuted: bool = False
+    ) -> bool:
         """Record a 429 for a request admitted at `admitted_at`; True when it cut the factor
         (False when damped, noise or at the floor). The cooldown damps only 429s for requests
         admitted before the last cut: one admitted since was sent at the cut rate, and is a
         verdict on it. `blind`: no usage was in yet to say whether the charge, not the rate, is
-        at fault — such cuts can be undone together (`excuse_blind`) until a cut that is not."""
+        at fault — such cuts can be undone together (`excuse_blind`) until a cut that is not.
+        `refuted`: the 429's own headers showed the bucket with room to spare — the provider
+        enforces less than it reports, so the 429 is a verdict on the rate, never noise (taken as
+        noise, the requests already admitted at that rate come back refused too)."""
         s = self.settings
         self.rate_limited += 1
-        if self._fill is not None and self._fill >= s.room_full:
+        if refuted or (self._fill is not None and self._fill >= s.room_full):
             self.room_trusted = self._no_room = False  # it reported room, then refused: not evidence
-        verdict = self.bucket_seen and self._fill is not None and self._fill <= s.room_none
+        verdict = refuted or (self.bucket_seen and self._fill is not None and self._fill <= s.room_none)
         if self._observe(now, rate_limited=True) <= s.noise_ratio and not verdict:
             return False  # noise, unless its bucket was seen emptied: then others took the room
         self._last_rate_limited = now

@@ -152,20 +152,23 @@ class Learning:
 
     # -- what a 429 teaches --------------------------------------------------------------------
 
-    def refused(self, res: Reservation, o: Outcome) -> tuple[str | None, bool, float] | None:
+    def refused(self, res: Reservation, o: Outcome) -> Refusal | None:
         """A 429 for `res`: None if bare — no retry hint, no rate-limit headers, no rate limit
         named in its body: a server turning away what exceeds its in-flight cap (local servers,
-        proxies), nothing charged, no rate at fault. Otherwise a rate's: (the dimension it was
-        about, None if unknown; whether what the charge model learned since `res` was priced
-        explains it — the reservations were short, not the pace: the rate's AIMD is spared; the
-        factor by which that dimension's charge margin rose — a token dimension the provider
-        names may raise it)."""
+        proxies), nothing charged, no rate at fault. Otherwise a rate's (`Refusal`): the dimension
+        it was about, None if unknown; whether what the charge model learned since `res` was
+        priced explains it — the reservations were short, not the pace: the rate's AIMD is
+        spared; the factor by which that dimension's charge margin rose — a token dimension the
+        provider names may raise it; whether its own headers refute the limit they report
+        (`refutes`): then no charge is at fault either, the rate is."""
         snapshot = _NOTHING if o.snapshot is None else o.snapshot
         if o.hint is None and snapshot == _NOTHING and binding_dimension(o.error_type, None) is None:
             return None
         dim, now = binding_dimension(o.error_type, snapshot), self._clock.now()
         if dim == "output_tokens":
             self._output_refused(now)
+        if self.refutes(snapshot):
+            return Refusal(dim, False, 1.0, True)
         cost = res.cost
         prompt = cost.tokens - cost.output_tokens if dim == "tokens" else cost.input_tokens
         reserved = prompt / o.count if o.count else None  # per unit of our count
@@ -174,17 +177,30 @@ class Learning:
             dim, now, res.admitted_at, reserved
         )
         if self.charges.raises == raises or dim is None:
-            return dim, explained, 1.0
+            return Refusal(dim, explained, 1.0)
         margin = self.charges.margin(dim)
         event(_log, INFO, "charge_margin_raised", provider=self.name, dimension=dim, margin=round(margin, 4))
-        return dim, explained, margin / before
+        return Refusal(dim, explained, margin / before)
 
-    def rate_limited(self, now: float, admitted: float, *, at_fault: bool, dim: str | None = None) -> bool:
+    def refutes(self, snapshot: RateLimitSnapshot) -> bool:
+        """Whether a 429's own headers show what they report left on the per-minute scale with
+        room to spare (`AimdSettings.room_full`): the provider enforces less than it reports — a
+        hidden limit. Not a charge we under-reserve (its headers count what it charged, and show
+        room) nor a random shed to wait out: a verdict on the rate."""
+        if self.headers.observe(snapshot) != "minute":
+            return False
+        fill = reported_fill(self._dims, snapshot)
+        return fill is not None and fill >= self.aimd.settings.room_full
+
+    def rate_limited(
+        self, now: float, admitted: float, *, at_fault: bool, dim: str | None = None, refuted: bool = False
+    ) -> bool:
         """A 429 (on `dim`) for a request admitted at `admitted`: cut the rates (damped; not when
-        the rate is not `at_fault`), and empty the buckets — the provider's are empty: the next
-        request leaves one average request later. True if cut."""
+        the rate is not `at_fault`; never taken as noise when its headers `refuted` their limit),
+        and empty the buckets — the provider's are empty: the next request leaves one average
+        request later. True if cut."""
         blind = self.charges.samples == 0
-        cut = self.aimd.on_rate_limited(now, admitted, blind=blind) if at_fault else False
+        cut = self.aimd.on_rate_limited(now, admitted, blind=blind, refuted=refuted) if at_fault else False
         if self.burst.on_rate_limited(now) or cut:
             self.pace(now)
         for d in self._dims.values():
@@ -272,6 +288,16 @@ class Learning:
             ):
                 moved = self.charges.on_room(name, share, now) or moved
         return moved
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """What a rate's 429 was about (`Learning.refused`)."""
+
+    dim: str | None  # the dimension it was about (None: unknown)
+    explained: bool  # the charge model explains it: the reservations were short, not the pace
+    ratio: float  # the factor by which that dimension's charge margin rose
+    refuted: bool = False  # its own headers showed room: the limit they report is refuted
 
 
 def reported_fill(dims: Mapping[str, Dimension], snapshot: RateLimitSnapshot) -> float | None:

@@ -237,16 +237,21 @@ class QuotaPool:
         self._dispatch()
 
     def on_rate_limited(
-        self, res: Reservation | None = None, *, rate_at_fault: bool = True, dim: str | None = None
+        self,
+        res: Reservation | None = None,
+        *,
+        rate_at_fault: bool = True,
+        dim: str | None = None,
+        refuted: bool = False,
     ) -> bool:
         """A 429 (on `dim`): refund `res` if given, empty the buckets (one average request into
         debt), cut the rates (damped; not when otherwise explained, e.g. by charges; from `res`'s
-        admission). True if cut."""
+        admission; never noise when its headers `refuted` the limit they report). True if cut."""
         now = self._clock.now()
         if res is not None and self._book.is_open(res):
             self._book.give_back(res)
         admitted = res.admitted_at if res is not None else -math.inf
-        cut = self.learning.rate_limited(now, admitted, at_fault=rate_at_fault, dim=dim)
+        cut = self.learning.rate_limited(now, admitted, at_fault=rate_at_fault, dim=dim, refuted=refuted)
         if self.shared is not None:
             self.shared.drain()
         self._dispatch()
@@ -292,10 +297,9 @@ class QuotaPool:
         if blame is None:
             self.refund(res)  # turned away at the door: nothing charged
         else:
-            dim, explained, ratio = blame
-            if dim is not None:
-                self.charge_raised(dim, ratio)
-            self.on_rate_limited(res, rate_at_fault=not explained, dim=dim)
+            if blame.dim is not None:
+                self.charge_raised(blame.dim, blame.ratio)
+            self.on_rate_limited(res, rate_at_fault=not blame.explained, dim=blame.dim, refuted=blame.refuted)
         if o.hint is not None:
             self.pause(o.hint)
         if blame is not None and o.snapshot is not None:
