@@ -49,14 +49,9 @@ class Connection(asyncio.Protocol):
             self._complete(parser)
 
     def eof_received(self) -> bool:
-        parser = self._parser
         self.open = False
-        if parser is not None and parser.started:
-            try:
-                if parser.at_eof():
-                    self._complete(parser)
-            except H1Error as exc:
-                self._fail(exc)
+        if self._parser is not None and self._parser.started:
+            self._ended(self._parser)
         return False  # close the transport
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -64,11 +59,7 @@ class Connection(asyncio.Protocol):
         parser, waiter = self._parser, self._waiter
         if waiter is not None and not waiter.done():
             if parser is not None and parser.started:
-                try:
-                    if parser.at_eof():
-                        self._complete(parser)
-                except H1Error as broken:
-                    waiter.set_exception(broken)
+                self._ended(parser)
             else:
                 why = f" ({type(exc).__name__}: {exc})" if exc is not None else ""
                 waiter.set_exception(H1Disconnected(f"the server closed the connection{why}"))
@@ -115,6 +106,15 @@ class Connection(asyncio.Protocol):
             waiter.set_result(parser.response())
         except H1Error as exc:
             waiter.set_exception(exc)
+
+    def _ended(self, parser: ResponseParser) -> None:
+        """The stream ended with the answer begun: complete (a body read to its end) or broken."""
+        try:
+            parser.at_eof()
+        except H1Error as exc:
+            self._fail(exc)
+        else:
+            self._complete(parser)
 
     def _fail(self, exc: H1Error) -> None:
         waiter = self._waiter
