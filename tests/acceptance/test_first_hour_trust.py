@@ -1,6 +1,6 @@
 """Issue 30's first hour, as a new user meets it: the checkout installed into a fresh venv
-(`python -m venv --system-site-packages --without-pip` + `python -m pip install --no-deps -e .`:
-the dependencies and pip are the machine's, batchgate is the checkout's; the editable build takes
+(`tests/venvs.py`: the dependencies and pip are those of the environment the suite runs in — the
+machine's Python, a venv, pyenv or uv — batchgate is the checkout's; the editable build takes
 ~30 s, the whole file ~2-3 min on 2 shared cores), then the CLI and the library run from that
 venv against emulated providers, one test per row of the issue's table:
 
@@ -32,6 +32,7 @@ import pytest
 import yaml
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
+from venvs import install_checkout, nested_venv
 
 from .harness import (
     MODEL,
@@ -53,28 +54,10 @@ pytestmark = pytest.mark.acceptance
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _clean_env() -> dict[str, str]:
-    """The environment without PYTHONPATH: the venv's own install is what runs."""
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-
-
 @pytest.fixture(scope="module")
 def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("venv")
-    env = _clean_env()
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(home / "v")],
-        check=True,
-        timeout=300,
-    )  # the machine's pip (a system site package) installs into it
-    python = home / "v" / "bin" / "python"
-    install = [str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)]
-    subprocess.run(install, check=True, timeout=300, env=env, cwd=home, capture_output=True)
-    where = subprocess.run(
-        [str(python), "-c", "import batchgate; print(batchgate.__file__)"],
-        check=True, env=env, cwd=home, capture_output=True, text=True,
-    )  # fmt: skip
-    assert Path(where.stdout.strip()) == ROOT / "src" / "batchgate" / "__init__.py"
+    python = nested_venv(tmp_path_factory.mktemp("venv"))
+    install_checkout(python, ROOT)
     return python
 
 

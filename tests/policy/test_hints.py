@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import email.utils
 import math
+import random
 
 import pytest
 from multidict import CIMultiDict
 
+from batchgate.errors import RateLimitError
 from batchgate.policy.hints import (
     header,
     parse_go_duration,
@@ -15,6 +17,7 @@ from batchgate.policy.hints import (
     parse_rfc3339_delta,
     parse_should_retry,
 )
+from batchgate.policy.retry import RetryPolicy, RetrySettings
 
 NOW = 1_800_000_000.0
 
@@ -118,3 +121,18 @@ def test_rfc3339_delta() -> None:
     assert parse_rfc3339_delta("not a date", NOW) is None
     assert parse_rfc3339_delta("", NOW) is None
     assert math.isfinite(parse_rfc3339_delta("9999-12-31T23:59:59Z", NOW) or math.inf)
+
+
+def test_max_hint_zero_takes_no_hint() -> None:
+    """Issue 46: `max_hint: 0` is the user declining the provider's hints — the own backoff
+    applies (None), never a 0 s "hint" that retries at once and pauses nothing."""
+    for headers in ({"retry-after": "1"}, {"retry-after-ms": "250"}, {"retry-after": http_date(NOW + 7)}):
+        assert parse_retry_hint(headers, NOW, max_hint=0.0) is None
+    policy = RetryPolicy(
+        RetrySettings(max_attempts=3, base_delay=0.5, max_delay=4.0, max_hint=0.0), random.Random(1)
+    )
+    decision = policy.decide(
+        RateLimitError("p: 429", provider="p", status=429, headers={"retry-after": "1"}), 1, NOW
+    )
+    assert decision.retry
+    assert not decision.hinted

@@ -12,7 +12,7 @@ import random
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from batchgate.clock import FakeClock
@@ -21,6 +21,7 @@ from batchgate.errors import (
     AuthenticationError,
     BadRequestError,
     ConnectError,
+    HTTPStatusError,
     MalformedResponse,
     OverloadedError,
     ProviderError,
@@ -131,7 +132,10 @@ async def _scenario(
         in_doubt = error_cls is AuthenticationError and not answered
         if headers.get("x-should-retry") != "true" and not in_doubt:
             assert not issubclass(error_cls, NEVER_RETRIED), (i, error_cls)
-        answered = answered or error_cls is not AuthenticationError
+        # an HTTP status is an answer (the target is there); a broken connection or a hang is not
+        answered = answered or (
+            issubclass(error_cls, HTTPStatusError) and error_cls is not AuthenticationError
+        )
     if result.ok:
         assert attempts[-1].error_kind is None
     else:
@@ -158,6 +162,30 @@ async def _scenario(
     max_delay=st.floats(0.0, 5.0),
     max_hint=st.floats(0.0, 5.0),
     seed=st.integers(0, 2**16),
+)
+@example(  # issue 46: a hint capped to nothing is no hint (no 0 s pause, the own backoff)
+    outcomes=[(RateLimitError, {"retry-after": "1"})],
+    max_attempts=1,
+    base_delay=0,
+    max_delay=0,
+    max_hint=0,
+    seed=0,
+)
+@example(  # a connection error is no answer: a 401 after it is still in doubt, and tried again
+    outcomes=[(ConnectError, {}), (AuthenticationError, {})],
+    max_attempts=3,
+    base_delay=0,
+    max_delay=0,
+    max_hint=5,
+    seed=0,
+)
+@example(  # `retry-after: 0` asks for no pause
+    outcomes=[(RateLimitError, {"retry-after": "0"}), None],
+    max_attempts=2,
+    base_delay=0,
+    max_delay=0,
+    max_hint=5,
+    seed=0,
 )
 def test_property_attempt_loop_is_bounded_and_settles(
     outcomes: list[tuple[type[ProviderError], dict[str, str]] | None],

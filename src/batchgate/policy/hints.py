@@ -44,8 +44,12 @@ def parse_retry_hint(headers: Mapping[str, str], wall_now: float, *, max_hint: f
     """Seconds the provider asks us to wait, or None when it gave no usable hint.
 
     `retry-after-ms` wins, then `retry-after` as seconds, then `retry-after` as an HTTP date
-    (relative to `wall_now`, Unix seconds). Values above `max_hint` are capped to it.
+    (relative to `wall_now`, Unix seconds). Values above `max_hint` are capped to it; a
+    `max_hint` of 0 means the user takes no hint at all (None: the own backoff applies, never
+    an immediate retry of everything the provider asked to hold back).
     """
+    if max_hint <= 0:
+        return None
     value: float | None = None
     ms = header(headers, "retry-after-ms")
     if ms is not None:

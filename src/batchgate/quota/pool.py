@@ -300,7 +300,7 @@ class QuotaPool:
             if blame.dim is not None:
                 self.charge_raised(blame.dim, blame.ratio)
             self.on_rate_limited(res, rate_at_fault=not blame.explained, dim=blame.dim, refuted=blame.refuted)
-        if o.hint is not None:
+        if o.hint:  # `retry-after: 0` is "again now": no pause
             self.pause(o.hint)
         if blame is not None and o.snapshot is not None:
             self.calibrate(o.snapshot)
