@@ -34,7 +34,16 @@ from batchgate.quota.reservations import Reservations
 from batchgate.quota.shared import SHARED_LEAD, SharedQuota
 from batchgate.quota.store.protocol import Pace
 
-_EVENTS = ("admitted", "refunded", "reconciled", "never_fit", "pauses", "calibrations")  # counted
+_EVENTS = (
+    "admitted",
+    "refunded",
+    "reconciled",
+    "never_fit",
+    "pauses",
+    "calibrations",
+    "open",
+    "settled_twice",
+)
 __all__ = ["TIMER_SLACK", "Outcome", "QuotaLimits", "QuotaPool", "QuotaStats", "Reservation"]
 _log = get_logger("provider")
 
@@ -179,8 +188,8 @@ class QuotaPool:
             return self._refused(res, outcome)
         elif outcome.ending == "unsent":
             self.refund(res)
-        elif self._book.is_open(res):
-            self._book.keep(res)
+        else:  # abandoned after an answer (charged), or sent with its cost unknown: kept as charged
+            self._book.keep(res, answered=outcome.ending == "abandoned")
         return False
 
     def reconcile(
