@@ -188,7 +188,7 @@ class Scheduler:
                 return
             timeouts += isinstance(error, RequestTimeout)
             candidates, delay = self._after_failure(target, error, attempt_no, candidates, model, task)
-            rt.recorder.retries += 1
+            rt.recorder.record_retry(error.kind)
             last = (rt.name, error.kind)
             if delay > 0:
                 await self._back_off(delay)
