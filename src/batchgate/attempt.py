@@ -89,13 +89,6 @@ class Attempts:
         in-flight place and the global slot are taken at once when free (no future, no await).
         `held` (the caller's, closed in its `finally`) and a hedge's reservation are settled
         once whatever ends it; the hedge's here."""
-        try:
-            return await self._run(s, held, result)
-        finally:
-            if s.hedge is not None:
-                s.hedge.close()
-
-    async def _run(self, s: Send, held: Held, result: Result) -> ProviderError | None:
         rt, urgent = s.rt, s.urgent
         places, slots = rt.slots, self._global
         if not places.try_acquire(urgent=urgent):
@@ -128,6 +121,8 @@ class Attempts:
                 slots.release(rt.name)
         finally:
             places.release()
+            if s.hedge is not None:  # a hedge taken (none before the places): settled once
+                s.hedge.close()
         self._succeeded(s, leg, response, result)
         return None
 

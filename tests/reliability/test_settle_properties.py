@@ -2,11 +2,11 @@
 
 The whole attempt loop (scheduler, attempts, the hedge race, the quota pool) runs on a FakeClock
 with a scripted client under random endings — answers, 5xx, 429s, timeouts, resets, unreachable
-hosts, garbled answers, hangs that draw a hedge, slow answers — while requests are cancelled
-mid-way and the job stops sending at a drawn moment. After every outcome the pool holds no open
-reservation and none was settled twice (`QuotaStats.open`, `QuotaStats.settled_twice`). The
-integration twin, over real HTTP with the emulator's injected 5xx, is
-`tests/core/test_settle_once.py`."""
+hosts, garbled answers, a bug in the client, hangs that draw a hedge, slow answers — while
+requests are cancelled mid-way and the job stops sending at a drawn moment. After every outcome
+the pool holds no open reservation and none was settled twice (`QuotaStats.open`,
+`QuotaStats.settled_twice`). The integration twin, over real HTTP with the emulator's injected
+5xx, is `tests/core/test_settle_once.py`."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ _ERRORS: dict[str, tuple[type[ProviderError], int | None]] = {
     "unreachable": (UnreachableError, None),
     "garbled": (MalformedResponse, None),
 }
-_ENDINGS = st.sampled_from(["ok", "slow", "hang", *_ERRORS])
+_ENDINGS = st.sampled_from(["ok", "slow", "hang", "bug", *_ERRORS])
 _STEP = 0.25
 
 
@@ -70,6 +70,8 @@ class ScriptedClient:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self.clock.call_at(self.clock.now() + delay, lambda: _wake(done))
             await done
+        if ending == "bug":  # not a provider error: a bug costs the request, never a reservation
+            raise ValueError("scripted bug")
         if ending in _ERRORS:
             cls, status = _ERRORS[ending]
             raise cls(f"p: scripted {ending}", provider="p", status=status)
@@ -133,6 +135,7 @@ async def _scenario(
 @example(endings=["hang", "5xx", "ok"], requests=1, cancel={}, stop_at=None)  # the hedge leg fails
 @example(endings=["hang", "hang"], requests=1, cancel={0: 4.0}, stop_at=None)  # cancelled mid-hedge
 @example(endings=["slow", "slow"], requests=2, cancel={}, stop_at=0.5)  # the job stops mid-flight
+@example(endings=["hang", "bug"], requests=1, cancel={}, stop_at=None)  # the hedge leg's client fails
 def test_property_every_reservation_is_settled_exactly_once(
     endings: list[str], requests: int, cancel: dict[int, float], stop_at: float | None
 ) -> None:
