@@ -91,6 +91,7 @@ class Attempts:
         once whatever ends it; the hedge's here."""
         rt, urgent = s.rt, s.urgent
         places, slots = rt.slots, self._global
+        answered = False
         if not places.try_acquire(urgent=urgent):
             await places.acquire(urgent=urgent)
         try:
@@ -113,6 +114,7 @@ class Attempts:
                         on_failed=lambda leg, exc: failure.append(self._failed(s, leg, exc, result)),
                         on_cancelled=lambda leg, won: self._abandoned(s, leg, won, result, failure),
                     )
+                    answered = True
                 except RaceTimeout:
                     return failure[0] if failure else RequestTimeout("timed out", provider=rt.name)
                 except ProviderError as exc:
@@ -121,9 +123,13 @@ class Attempts:
                 slots.release(rt.name)
         finally:
             places.release()
-            if s.hedge is not None:  # a hedge taken (none before the places): settled once
+            if s.hedge is not None and not answered:  # a hedge taken, no answer: settled once
                 s.hedge.close()
-        self._succeeded(s, leg, response, result)
+        try:
+            self._succeeded(s, leg, response, result)  # settles the winner's reservation
+        finally:
+            if s.hedge is not None:  # (settled by now, unless `_succeeded` failed)
+                s.hedge.close()
         return None
 
     def _leg(self, s: Send, index: int, held: Held) -> Leg[ProviderResponse]:

@@ -133,6 +133,7 @@ async def _scenario(
 )
 @example(endings=["5xx", "ok"], requests=1, cancel={}, stop_at=None)  # issue 38: a 5xx left it open
 @example(endings=["hang", "5xx", "ok"], requests=1, cancel={}, stop_at=None)  # the hedge leg fails
+@example(endings=["hang", "slow"], requests=1, cancel={}, stop_at=None)  # the hedge wins: settled once
 @example(endings=["hang", "hang"], requests=1, cancel={0: 4.0}, stop_at=None)  # cancelled mid-hedge
 @example(endings=["slow", "slow"], requests=2, cancel={}, stop_at=0.5)  # the job stops mid-flight
 @example(endings=["hang", "bug"], requests=1, cancel={}, stop_at=None)  # the hedge leg's client fails
