@@ -36,7 +36,8 @@ from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.hints import parse_retry_hint
 from batchgate.providers.classify import error_fields
 from batchgate.providers.wire import sending
-from batchgate.quota.limits import ABANDONED, UNSENT, Outcome
+from batchgate.quota.held import Held
+from batchgate.quota.limits import ABANDONED, SENT_UNKNOWN, UNSENT, Outcome
 from batchgate.quota.pool import Reservation
 from batchgate.racing import Leg, RaceTimeout, race
 from batchgate.runtime import ProviderRuntime
@@ -64,6 +65,7 @@ class Send:
     attempt: int = 1  # this attempt's number for the request (for the logs)
     task: str | None = None  # the request's custom_id (for the logs; never sent)
     urgent: bool = False  # a live request: ahead of the others for in-flight places and slots
+    hedge: Held | None = None  # the hedge's reservation, once one is taken (closed by `run`)
 
 
 @dataclass(slots=True)
@@ -82,18 +84,21 @@ class Attempts:
         self._max_hint = max_hint
         self.stopping = False
 
-    async def run(self, s: Send, reservation: Reservation, result: Result) -> ProviderError | None:
+    async def run(self, s: Send, held: Held, result: Result) -> ProviderError | None:
         """Send, settle and record one attempt; the error that ended it, or None on success. The
-        in-flight place and the global slot are taken at once when free (no future, no await)."""
+        in-flight place and the global slot are taken at once when free (no future, no await).
+        `held` (the caller's, closed in its `finally`) and a hedge's reservation are settled
+        once whatever ends it; the hedge's here."""
         rt, urgent = s.rt, s.urgent
         places, slots = rt.slots, self._global
+        answered = False
         if not places.try_acquire(urgent=urgent):
             await places.acquire(urgent=urgent)
         try:
             if not slots.try_acquire(rt.name, urgent=urgent):
                 await slots.acquire(rt.name, urgent=urgent)
             try:
-                primary = self._leg(s, 0, reservation)
+                primary = self._leg(s, 0, held)
                 timeout = rt.latency.timeout(s.timeouts)
                 hedge_after = rt.latency.hedge_after()
                 sent = self._clock.now()
@@ -109,6 +114,7 @@ class Attempts:
                         on_failed=lambda leg, exc: failure.append(self._failed(s, leg, exc, result)),
                         on_cancelled=lambda leg, won: self._abandoned(s, leg, won, result, failure),
                     )
+                    answered = True
                 except RaceTimeout:
                     return failure[0] if failure else RequestTimeout("timed out", provider=rt.name)
                 except ProviderError as exc:
@@ -117,14 +123,20 @@ class Attempts:
                 slots.release(rt.name)
         finally:
             places.release()
-        self._succeeded(s, leg, response, result)
+            if s.hedge is not None and not answered:  # a hedge taken, no answer: settled once
+                s.hedge.close()
+        try:
+            self._succeeded(s, leg, response, result)  # settles the winner's reservation
+        finally:
+            if s.hedge is not None:  # (settled by now, unless `_succeeded` failed)
+                s.hedge.close()
         return None
 
-    def _leg(self, s: Send, index: int, reservation: Reservation) -> Leg[ProviderResponse]:
-        rt = s.rt
+    def _leg(self, s: Send, index: int, held: Held) -> Leg[ProviderResponse]:
+        rt, reservation = s.rt, held.reservation
         rt.recorder.requests += 1
         rt.recorder.in_flight += 1
-        rt.pool.sent(reservation)
+        held.on_wire()
         # on a new connection the bytes leave only once it is made: the window counts from then
         on_wire = sending(lambda: rt.pool.sent(reservation))
         task = asyncio.create_task(rt.client.send(s.body, model=s.model), context=on_wire)
@@ -144,19 +156,16 @@ class Attempts:
         pool = s.rt.pool
         if not s.urgent:  # while others queue the quota is theirs; a live request's latency is not
             await pool.drained()
-        reservation = await pool.acquire(s.cost, count=s.count, urgent=True)
+        held = s.hedge = Held(pool, await pool.acquire(s.cost, count=s.count, urgent=True))
         if pool.shared is not None:
             try:
-                await pool.shared.take(reservation, urgent=True)
+                await pool.shared.take(held.reservation, urgent=True)
             except QuotaStoreUnavailable:
-                pool.settle(reservation, UNSENT)
+                held.close()  # not sent: refunded
                 return None  # no hedge; the primary goes on
-            except asyncio.CancelledError:
-                pool.settle(reservation, UNSENT)
-                raise
         s.rt.recorder.hedged += 1
         event(_log, INFO, "hedge_fired", provider=s.rt.name, task=s.task, attempt=s.attempt)
-        return self._leg(s, 1, reservation)
+        return self._leg(s, 1, held)
 
     def _succeeded(
         self, s: Send, leg: Leg[ProviderResponse], response: ProviderResponse, result: Result
@@ -215,6 +224,8 @@ class Attempts:
             rt.pool.settle(tag.reservation, UNSENT)  # refused or unresolvable: nothing was sent
             charged = 0
             rt.recorder.record_unreachable(exc.cause)
+        else:  # a 5xx, a timeout, a reset, a garbled answer: it left, what it cost is unknown
+            rt.pool.settle(tag.reservation, SENT_UNKNOWN)
         if counts_as_failure(exc):
             opened = rt.breaker.opened
             rt.breaker.record_failure(now)

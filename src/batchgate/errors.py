@@ -17,6 +17,9 @@
     │   │   │   └── UnreachableError     connection refused or DNS failure: nothing was sent
     │   │   ├── RequestTimeout       connect or total timeout elapsed (a hang)
     │   │   └── MalformedResponse    a 2xx whose body is truncated, not JSON, or lacks usage
+    │   │       └── UnusableAnswer       an answer no retry can read: tried at most twice
+    │   │           ├── AnswerTooLarge       its head or body (decompressed) past the client's bound
+    │   │           └── GarbledHead          its status line or a header line is not HTTP/1.x
     │   └── HTTPStatusError      the provider answered with an error status
     │       ├── RateLimitError       429 (retryable, feeds AIMD)
     │       ├── OverloadedError      529 (retryable)
@@ -174,6 +177,19 @@ class MalformedResponse(TransportError):
     """The provider answered 2xx with a body that is truncated, not JSON, or lacks usage."""
 
 
+class UnusableAnswer(MalformedResponse):
+    """The provider's answer can never be read as it is sent, so trying again would only pay for
+    it again: a request is tried at most twice for it (`batchgate.policy.retry`)."""
+
+
+class AnswerTooLarge(UnusableAnswer):
+    """The answer's head or body (once decompressed) is past the client's bound."""
+
+
+class GarbledHead(UnusableAnswer):
+    """The answer's status line or a header line is not HTTP/1.x."""
+
+
 class HTTPStatusError(ProviderError):
     """The provider answered with an error status."""
 
@@ -252,6 +268,9 @@ _KIND: dict[type[BaseException], str] = {
     UnreachableError: "unreachable",
     RequestTimeout: "timeout",
     MalformedResponse: "malformed_response",
+    UnusableAnswer: "unusable_answer",
+    AnswerTooLarge: "too_large",
+    GarbledHead: "garbled_head",
     RateLimitError: "rate_limit",
     OverloadedError: "overloaded",
     ServerError: "server_error",

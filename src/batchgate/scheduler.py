@@ -38,6 +38,7 @@ from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.retry import RetryPolicy
 from batchgate.policy.routing import choose_target
 from batchgate.policy.takeout import allowed, stop_line
+from batchgate.quota.held import Held
 from batchgate.quota.pool import QuotaPool, Reservation
 from batchgate.runtime import ProviderRuntime
 from batchgate.slots import FairSlots
@@ -173,15 +174,21 @@ class Scheduler:
                     task=task,
                     attempt=attempt_no,
                 )
-            if rt.pool.shared is not None:
-                await self._take_shared(rt.pool, reservation, urgent)
-            send = Send(rt, target.model, body, reservation.cost, count, timeouts, attempt_no, task, urgent)
-            error = await self._attempts.run(send, reservation, result)
+            held = Held(rt.pool, reservation)
+            try:  # settled once whatever ends the attempt (`batchgate.quota.held`)
+                if rt.pool.shared is not None:
+                    await self._take_shared(rt.pool, reservation, urgent)
+                send = Send(
+                    rt, target.model, body, reservation.cost, count, timeouts, attempt_no, task, urgent
+                )
+                error = await self._attempts.run(send, held, result)
+            finally:
+                held.close()
             if error is None:
                 return
             timeouts += isinstance(error, RequestTimeout)
             candidates, delay = self._after_failure(target, error, attempt_no, candidates, model, task)
-            rt.recorder.retries += 1
+            rt.recorder.record_retry(error.kind)
             last = (rt.name, error.kind)
             if delay > 0:
                 await self._back_off(delay)
@@ -276,7 +283,8 @@ class Scheduler:
 
     async def _take_shared(self, pool: QuotaPool, reservation: Reservation, urgent: bool = False) -> None:
         """Pass the key's shared quota too (`pool.shared`: other processes' sends count) before
-        sending; on any failure the reservation is refunded (nothing was sent)."""
+        sending; on any failure the reservation is left to its `Held`, which refunds it (nothing
+        was sent)."""
         shared = pool.shared
         if shared is None or shared.take_now(reservation):  # most requests: the lease covers them
             return
@@ -286,16 +294,13 @@ class Scheduler:
             await asyncio.wait({wait})
         except asyncio.CancelledError:
             wait.cancel()
-            pool.refund(reservation)
             raise
         finally:
             self._acquiring.discard(wait)
         if wait.cancelled():  # stop_sending
-            pool.refund(reservation)
             raise DispatchStopped()
         failure = wait.exception()
         if failure is not None:
-            pool.refund(reservation)
             raise failure
 
     async def _acquire_any(

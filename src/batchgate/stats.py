@@ -69,10 +69,12 @@ class ProviderStatistics:
     circuit: str = "closed"  # the breaker's state: closed | open | half_open
     latency_buckets: tuple[int, ...] = ()  # answered attempts per LATENCY_BOUNDS_MS bucket (+ one above)
     latency_sum_ms: float = 0.0  # over every answered attempt
+    retries_by_kind: dict[str, int] = field(default_factory=dict)  # retries by the error that cost them
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__slots__ if k != "quota"}
         out["errors_by_kind"] = dict(self.errors_by_kind)
+        out["retries_by_kind"] = dict(self.retries_by_kind)
         return out
 
 
@@ -116,6 +118,7 @@ class ProviderRecorder:
     latency_sum_ms: float = 0.0
     latency_count: int = 0
     errors_by_kind: Counter[str] = field(default_factory=Counter)
+    retries_by_kind: Counter[str] = field(default_factory=Counter)
     unreachable: bool = False
     unreachable_attempts: int = 0
     unreachable_cause: str | None = None
@@ -143,6 +146,11 @@ class ProviderRecorder:
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
         self.record_latency(latency_ms)
+
+    def record_retry(self, kind: str) -> None:
+        """A request is tried again after an attempt that failed with an error of `kind`."""
+        self.retries += 1
+        self.retries_by_kind[kind] += 1
 
     def record_unreachable(self, cause: str) -> None:
         """An attempt that could not reach the provider (counted by `record_failure` as well)."""
@@ -187,4 +195,5 @@ class ProviderRecorder:
             circuit=circuit,
             latency_buckets=tuple(self._buckets),
             latency_sum_ms=self.latency_sum_ms,
+            retries_by_kind=dict(self.retries_by_kind),
         )

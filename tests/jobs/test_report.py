@@ -117,6 +117,26 @@ def test_merge_sums_counters_and_weights_latency() -> None:
     assert "rate_limit 2" in summary
 
 
+def test_retries_are_shown_by_cause_merged_over_runs() -> None:
+    """Issue 38: the report and its summary say what the retries were spent on."""
+    runs = [
+        {
+            "run_id": r,
+            "elapsed_ms": 10,
+            "providers": {"alpha": _provider(4, 2, 2, [1.0] * 4, retries=2) | kinds},
+        }
+        for r, kinds in (
+            ("a", {"retries_by_kind": {"server_error": 1, "too_large": 1}}),
+            ("b", {"retries_by_kind": {"server_error": 1}}),
+        )
+    ]
+    _, merged = merge_segments(runs)
+    assert merged["alpha"]["retries_by_kind"] == {"server_error": 2, "too_large": 1}
+    report = build_report(job(task_total=4), {TaskState.SUCCEEDED: 4}, {}, runs)
+    assert report["retries_by_cause"] == {"server_error": 2, "too_large": 1}
+    assert "retries by cause: server_error 2, too_large 1" in render_summary(report)
+
+
 def test_open_segment_of_a_killed_run_is_folded_once() -> None:
     segments = load_segments(dump_segments([{"run_id": "a", "elapsed_ms": 10, "providers": {}}]))
     killed = orjson.dumps({"run_id": "b", "finished": False, "elapsed_ms": 5, "providers": {}})

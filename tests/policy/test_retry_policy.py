@@ -9,10 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchgate.errors import (
+    AnswerTooLarge,
     AuthenticationError,
     BadRequestError,
     BatchgateError,
     ConnectError,
+    GarbledHead,
     MalformedResponse,
     NeverFitsError,
     OverloadedError,
@@ -223,3 +225,14 @@ def test_property_bounded_attempts_and_delays(
         tries += 1
         assert tries <= max_attempts
     assert tries <= max_attempts
+
+
+@pytest.mark.parametrize("error", [AnswerTooLarge("p: too large"), GarbledHead("p: not HTTP")])
+def test_an_answer_no_retry_can_read_is_tried_at_most_twice(error: ProviderError) -> None:
+    """Issue 38: a 64 KiB head was retried 8x per line, every answer paid for."""
+    policy = RetryPolicy(RetrySettings(max_attempts=8, base_delay=0.0), random.Random(0))
+    assert policy.decide(error, 1, 0.0).retry
+    decision = policy.decide(error, 2, 0.0)
+    assert not decision.retry
+    assert "gave up after 2 of 2 attempts" in decision.reason
+    assert policy.decide(MalformedResponse("p: not JSON"), 2, 0.0).retry  # a garbled body may pass

@@ -7,7 +7,8 @@ import zlib
 
 import pytest
 
-from batchgate.providers.h1.errors import H1BodyBroken, H1ProtocolError
+from batchgate.providers.h1 import parser as parser_module
+from batchgate.providers.h1.errors import H1BodyBroken, H1GarbledHead, H1ProtocolError, H1TooLarge
 from batchgate.providers.h1.parser import MAX_HEAD, Response, ResponseParser
 
 OK = (
@@ -146,3 +147,47 @@ def test_a_coding_not_asked_for_is_a_protocol_error() -> None:
     assert parser.feed(b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 2\r\n\r\nxx")
     with pytest.raises(H1ProtocolError, match="coding"):
         parser.response()
+
+
+def _bomb(coding: str, size: int) -> bytes:
+    if coding == "gzip":
+        return gzip.compress(b"\0" * size, 9)
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15 if coding == "raw-deflate" else 15)
+    return packer.compress(b"\0" * size) + packer.flush()
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "raw-deflate"])
+def test_a_decompression_bomb_stops_at_the_body_bound(coding: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: the bound holds after decompression (here 1 MiB; 4 MiB of zeros packed in 4 KiB)."""
+    monkeypatch.setattr(parser_module, "MAX_BODY", 1 << 20)
+    packed = _bomb(coding, 4 << 20)
+    assert len(packed) < 8 << 10
+    name = "deflate" if coding == "raw-deflate" else coding
+    head = f"HTTP/1.1 200 OK\r\nContent-Encoding: {name}\r\nContent-Length: {len(packed)}\r\n\r\n"
+    parser = ResponseParser()
+    assert parser.feed(head.encode() + packed)
+    with pytest.raises(H1TooLarge, match="decompresses past the bound"):
+        parser.response()
+
+
+def test_a_body_just_at_the_bound_decompresses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parser_module, "MAX_BODY", 1 << 20)
+    packed = _bomb("gzip", 1 << 20)
+    head = f"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {len(packed)}\r\n\r\n"
+    _, (_, _, body) = _feed_all(head.encode() + packed)
+    assert body == b"\0" * (1 << 20)
+
+
+@pytest.mark.parametrize(
+    ("data", "kind"),
+    [
+        (b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (MAX_HEAD + 1), H1TooLarge),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n", H1TooLarge),
+        (b"HTTX/1.1 200 OK\r\n\r\n", H1GarbledHead),
+        (b"HTTP/1.1 2x0 OK\r\n\r\n", H1GarbledHead),
+        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", H1GarbledHead),
+    ],
+)
+def test_what_no_retry_can_read_has_its_own_type(data: bytes, kind: type[H1ProtocolError]) -> None:
+    with pytest.raises(kind):
+        ResponseParser().feed(data)

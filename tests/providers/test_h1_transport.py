@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 
 from batchgate.config import TimeoutConfig
-from batchgate.errors import ConnectError, MalformedResponse, RequestTimeout, UnreachableError
+from batchgate.errors import ConnectError, GarbledHead, MalformedResponse, RequestTimeout, UnreachableError
 from batchgate.providers.h1 import H1Transport
 from batchgate.providers.http import JSON_HEADERS
 from batchgate.providers.transport import call
@@ -158,7 +158,7 @@ async def _nothing(writer: asyncio.StreamWriter) -> None:
     ("answer", "cls", "what"),
     [
         (_broken_body, MalformedResponse, "response body broke off"),
-        (_garbled, MalformedResponse, "invalid HTTP response"),
+        (_garbled, GarbledHead, "invalid HTTP response"),  # a MalformedResponse no retry can read
         (_nothing, ConnectError, "connection failed"),
     ],
     ids=["body-broke-off", "garbled", "closed-without-answer"],

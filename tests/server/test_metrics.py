@@ -133,6 +133,9 @@ def test_scraped_during_and_after_a_job_the_counters_agree_with_its_detail(
     assert value(after, "batchgate_quota_limit_per_minute", provider="slow", dimension="requests") == 6
     assert value(after, "batchgate_circuit_state", provider="alpha", state="closed") == 1
     assert value(after, "batchgate_in_flight_requests") == 0
+    open_ = [s for s in after if s.name == "batchgate_quota_open_reservations"]
+    assert {s.labels["provider"] for s in open_} >= set(PROVIDERS)
+    assert all(s.value == 0 for s in open_)  # every reservation settled once the jobs ended
 
 
 @pytest.mark.slow

@@ -120,6 +120,7 @@ class ProviderFamilies:
         self.limit = g("batchgate_quota_limit_per_minute", "The limit in force.", labels=dim)
         self.rate = g("batchgate_quota_rate_per_second", "The pace admitted now.", labels=dim)
         self.waiting = g("batchgate_quota_waiting_requests", "Requests queued for quota.", labels=p)
+        self.open = g("batchgate_quota_open_reservations", "Reservations not yet settled.", labels=p)
         self.paused = g("batchgate_quota_paused", "1 while a retry hint pauses the provider.", labels=p)
         self.aimd = g("batchgate_aimd_factor", "Share of the limit driven (AIMD).", labels=p)
         self.circuit = g("batchgate_circuit_state", "1 for the circuit's state.", labels=[*p, "state"])
@@ -156,6 +157,7 @@ class ProviderFamilies:
             self.limit.add_metric([*lb, name], q.limits_per_minute[name])
             self.rate.add_metric([*lb, name], q.effective_per_second.get(name, 0.0))
         self.waiting.add_metric(lb, q.waiters)
+        self.open.add_metric(lb, q.open)
         self.paused.add_metric(lb, 0 if q.paused_until is None else 1)
         self.aimd.add_metric(lb, q.aimd_factor)
 

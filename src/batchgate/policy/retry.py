@@ -3,8 +3,11 @@
 Errors are classified by type (batchgate.errors), never by message text. Transport failures,
 408/409, 429, 5xx and 529 are retried; other 4xx, exhausted quota or spend limits, requests that
 can never fit and routing failures are not. A provider's `x-should-retry` header overrides the
-type, but nothing goes past `max_attempts`. The delay is the provider's hint when it sent a sane
-one (capped at `max_hint`), otherwise exponential backoff with full jitter from an injected rng.
+type, but nothing goes past `max_attempts`; an answer no retry can read (`UnusableAnswer`: a
+head or body past the client's bound, a status line that is not HTTP) ends the request by its
+`UNUSABLE_ATTEMPTS`th try (each try is paid for and answered the same). The delay is the
+provider's hint when it sent a sane one (capped at `max_hint`), otherwise exponential backoff with
+full jitter from an injected rng.
 Backoff protects a provider in trouble, so it grows with the provider's own run of failures
 (`streak`: consecutive failures with no success between them, across all its requests) as
 well as with this request's tries: one unlucky request on a provider that answers the rest
@@ -29,6 +32,7 @@ from batchgate.errors import (
     RoutingError,
     ServerError,
     TransportError,
+    UnusableAnswer,
 )
 from batchgate.policy.hints import parse_retry_hint, parse_should_retry
 
@@ -40,6 +44,8 @@ RETRYABLE: tuple[type[BaseException], ...] = (
     ServerError,
     RetryableStatusError,
 )
+UNUSABLE_ATTEMPTS = 2  # the most tries a request gets once an answer cannot be read as sent
+
 NEVER_RETRIED: tuple[type[BaseException], ...] = (
     AuthenticationError,
     BadRequestError,
@@ -113,8 +119,9 @@ class RetryPolicy:
             why = f"x-should-retry: {'true' if override else 'false'} on {what}"
         if not retry:
             return RetryDecision(False, 0.0, why, hinted=False)
-        if attempt >= s.max_attempts:
-            why = f"{what}: gave up after {attempt} of {s.max_attempts} attempts"
+        most = min(s.max_attempts, UNUSABLE_ATTEMPTS) if isinstance(error, UnusableAnswer) else s.max_attempts
+        if attempt >= most:
+            why = f"{what}: gave up after {attempt} of {most} attempts"
             return RetryDecision(False, 0.0, why, hinted=False)
         hint = parse_retry_hint(headers, wall_now, max_hint=s.max_hint)
         if hint is not None:

@@ -21,15 +21,18 @@ Transport failures (`error_for_exception`):
 
     TimeoutError (asyncio's, aiohttp's ServerTimeoutError)            RequestTimeout
     the body broke off mid-way (ClientPayloadError, H1BodyBroken)     MalformedResponse
+    a head or body (decompressed) past the bound (H1TooLarge)         AnswerTooLarge
+    a status or header line that is not HTTP/1.x (H1GarbledHead)      GarbledHead
     a garbled HTTP answer (ClientResponseError, H1ProtocolError)      MalformedResponse
     refused or unresolvable (ClientConnectorError, H1ConnectError)    UnreachableError
     any other connection error (reset, dropped, OSError)              ConnectError
 
 (aiohttp's types for the Batch API calls, the lean client's `batchgate.providers.h1` for chat.)
 
-A body that breaks off mid-way is a MalformedResponse rather than a ConnectError: the provider did
-answer (the status line arrived), so the request was admitted and may have been charged; both are
-retryable TransportErrors, the distinction only informs reports.
+The two `UnusableAnswer`s (too large, garbled head) can never succeed as sent: the retry policy
+tries them at most twice. A body that breaks off mid-way is a MalformedResponse rather than a
+ConnectError: the provider did answer (the status line arrived), so the request was admitted and
+may have been charged; both are retryable TransportErrors, the distinction only informs reports.
 """
 
 from __future__ import annotations
@@ -43,9 +46,11 @@ from multidict import CIMultiDict
 
 from batchgate.config import Secret
 from batchgate.errors import (
+    AnswerTooLarge,
     AuthenticationError,
     BadRequestError,
     ConnectError,
+    GarbledHead,
     HTTPStatusError,
     MalformedResponse,
     ModelRefusedError,
@@ -63,7 +68,9 @@ from batchgate.providers.h1.errors import (
     H1BodyBroken,
     H1ConnectError,
     H1DNSError,
+    H1GarbledHead,
     H1ProtocolError,
+    H1TooLarge,
 )
 
 MESSAGE_LIMIT = 300
@@ -172,6 +179,10 @@ def error_for_exception(
         cls, what = RequestTimeout, "timed out"
     elif isinstance(exc, (H1BodyBroken, *broken)):
         cls, what = MalformedResponse, "response body broke off"
+    elif isinstance(exc, H1TooLarge):
+        cls, what = AnswerTooLarge, "answer too large"
+    elif isinstance(exc, H1GarbledHead):
+        cls, what = GarbledHead, "invalid HTTP response"
     elif isinstance(exc, (H1ProtocolError, *garbled)):
         cls, what = MalformedResponse, "invalid HTTP response"
     elif isinstance(exc, (H1ConnectError, *unconnected)):  # refused, DNS: the request never left

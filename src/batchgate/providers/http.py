@@ -14,6 +14,12 @@ The clients themselves serialise with orjson to bytes and parse the bytes they r
 a `TransportError` (a hung call into `RequestTimeout`, after which aiohttp closes the connection
 rather than returning it to the pool) and leaves status codes to the caller.
 
+Bounds hold after decompression. aiohttp (3.14) inflates a gzip or deflate body in bounded steps
+as it is read, but `read()` would gather all of it: a 299 KiB bomb became 300 MiB in memory (issue
+38). Every answer is read step by step and given up past its bound (`MAX_BODY`, the lean client's,
+for an API answer; `MAX_DOWNLOAD` for a Batch API results file): `H1TooLarge`, classified as
+`AnswerTooLarge`.
+
 Each request passes its own `aiohttp.ClientTimeout` (`request_timeout`); the session default only
 bounds connecting.
 """
@@ -31,13 +37,15 @@ from aiohttp.tracing import Trace
 
 from batchgate.config import Secret, TimeoutConfig
 from batchgate.providers.classify import error_for_exception
-from batchgate.providers.h1.errors import ForeignHTTPError
+from batchgate.providers.h1.errors import ForeignHTTPError, H1TooLarge
+from batchgate.providers.h1.parser import MAX_BODY
 from batchgate.providers.transport import Answer
 from batchgate.providers.wire import ON_WIRE
 
 KEEPALIVE_SECONDS = 30.0
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}  # a chat call's
 DNS_CACHE_SECONDS = 300
+MAX_DOWNLOAD = 4 * 1024 * 1024 * 1024  # a Batch API results file, decompressed
 
 
 class SessionTransport:
@@ -130,11 +138,13 @@ async def send(
     *,
     provider: str,
     api_key: Secret | None,
+    limit: int = MAX_BODY,
 ) -> Answer:
-    """Send one request; (status, headers, body bytes), or a `TransportError` without the API key."""
+    """Send one request; (status, headers, body bytes), or a `TransportError` without the API key
+    (`AnswerTooLarge` for a body past `limit` bytes, decompressed)."""
     try:
-        return await _exchange(session, method, url, data, headers, client_timeout)
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        return await _exchange(session, method, url, data, headers, client_timeout, limit)
+    except (aiohttp.ClientError, TimeoutError, OSError, H1TooLarge) as exc:
         raise error_for_exception(exc, provider=provider, api_key=api_key) from None
 
 
@@ -145,9 +155,14 @@ async def _exchange(
     data: bytes | aiohttp.FormData | None,
     headers: Mapping[str, str],
     client_timeout: aiohttp.ClientTimeout,
+    limit: int = MAX_BODY,
 ) -> Answer:
     async with session.request(
         method, url, data=data, headers=headers, timeout=client_timeout, allow_redirects=False
     ) as resp:
-        raw = await resp.read()
-        return resp.status, resp.headers, raw
+        body = bytearray()
+        async for piece in resp.content.iter_any():  # inflated by aiohttp in bounded steps
+            if len(body) + len(piece) > limit:
+                raise H1TooLarge(f"the body is past the bound ({limit} bytes, decompressed)")
+            body += piece
+        return resp.status, resp.headers, bytes(body)

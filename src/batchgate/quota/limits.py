@@ -94,8 +94,10 @@ class SharedEntry:
 class Reservation:
     """What one admitted request took from a pool, per dimension, until it is settled.
 
-    Settle it exactly once: `QuotaPool.settle(res, Outcome)` when its attempt ends (or
-    `reconcile` after a response, `refund` when the provider never admitted it, `on_rate_limited`).
+    Settled exactly once, by construction: whoever takes it holds it in a `Held`
+    (`batchgate.quota.held`) whose `close` — in a `finally` — settles it with what is known if
+    nothing settled it before (`QuotaPool.settle(res, Outcome)` when its attempt ends; `refund`
+    when the provider never admitted it). A second settle is a no-op, counted (`settled_twice`).
     """
 
     __slots__ = ("admitted_at", "charged", "cost", "logged", "pool", "repriced", "settled", "shared")
@@ -116,7 +118,7 @@ class Reservation:
         return f"Reservation({self.pool!r}, {charged or 'nothing'}, at={self.admitted_at:.3f}, {state})"
 
 
-Ending = Literal["answered", "refused", "unsent", "abandoned"]
+Ending = Literal["answered", "refused", "unsent", "abandoned", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +126,10 @@ class Outcome:
     """How one attempt on a reservation ended, and what it taught: an answer (its usage, our count
     of its prompt, its rate-limit headers when read), a 429 (its headers, retry hint and the rate
     limit its body names), a request that never left (`UNSENT`: an unreachable provider, nothing
-    charged), or one abandoned after the provider admitted it (`ABANDONED`: a hedge's losing leg,
-    kept as charged). Build the first two with `answered` and `refused`."""
+    charged), one abandoned after the provider admitted it (`ABANDONED`: a hedge's losing leg,
+    kept as charged), or one sent whose cost is unknown (`SENT_UNKNOWN`: a 5xx, a timeout, a reset
+    or a garbled answer — kept as charged, so a later price rise no longer touches it). Build the
+    first two with `answered` and `refused`."""
 
     ending: Ending
     usage: Usage | None = None  # an answer's usage as the provider reported it
@@ -149,6 +153,7 @@ class Outcome:
 
 UNSENT = Outcome("unsent")
 ABANDONED = Outcome("abandoned")
+SENT_UNKNOWN = Outcome("unknown")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +176,8 @@ class QuotaStats:
     never_fit: int
     pauses: int = 0
     calibrations: int = 0
+    open: int = 0  # reservations admitted and not yet settled (in flight, or leaked)
+    settled_twice: int = 0  # settles of an already settled reservation: no-ops, never on a normal path
 
     def in_use(self) -> dict[str, float]:
         """Per dimension, the share of the bucket taken now (0 full, 1 empty), to three places."""

@@ -34,7 +34,16 @@ from batchgate.quota.reservations import Reservations
 from batchgate.quota.shared import SHARED_LEAD, SharedQuota
 from batchgate.quota.store.protocol import Pace
 
-_EVENTS = ("admitted", "refunded", "reconciled", "never_fit", "pauses", "calibrations")  # counted
+_EVENTS = (
+    "admitted",
+    "refunded",
+    "reconciled",
+    "never_fit",
+    "pauses",
+    "calibrations",
+    "open",
+    "settled_twice",
+)
 __all__ = ["TIMER_SLACK", "Outcome", "QuotaLimits", "QuotaPool", "QuotaStats", "Reservation"]
 _log = get_logger("provider")
 
@@ -171,16 +180,21 @@ class QuotaPool:
         """End `res` with what its attempt learned — the one call an attempt makes: an answer is
         reconciled with its usage and teaches the charge model, the headers and the AIMD; a 429
         teaches whichever limit said no; a request that never left is refunded; one abandoned
-        after the provider admitted it is kept as charged. True only for a 429 no rate is at
-        fault for (the server's in-flight cap turned it away: nothing was charged)."""
+        after the provider admitted it, or sent with its cost unknown, is kept as charged. True
+        only for a 429 no rate is at fault for (the server's in-flight cap turned it away: nothing
+        was charged). A reservation already settled is left as it is: a no-op, counted in
+        `QuotaStats.settled_twice` (`batchgate.quota.held` makes sure none is, on any path)."""
+        if not self._book.is_open(res):
+            self._counts["settled_twice"] += 1
+            return False
         if outcome.ending == "answered":
             self._answered(res, outcome)
         elif outcome.ending == "refused":
             return self._refused(res, outcome)
         elif outcome.ending == "unsent":
             self.refund(res)
-        elif self._book.is_open(res):
-            self._book.keep(res)
+        else:  # abandoned after an answer (charged), or sent with its cost unknown: kept as charged
+            self._book.keep(res, answered=outcome.ending == "abandoned")
         return False
 
     def reconcile(

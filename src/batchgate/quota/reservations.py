@@ -66,6 +66,7 @@ class Reservations:
 
     def add(self, res: Reservation, count: int | None) -> None:
         """`res` was just admitted, priced from our prompt `count` (None: not counted)."""
+        self._counts["open"] += 1
         if count is not None and count > 0:
             self._open[res] = count
 
@@ -103,11 +104,13 @@ class Reservations:
             self._charge(res, name, delta, now)
         self.keep(res)
 
-    def keep(self, res: Reservation) -> None:
-        """Settle open `res` as charged now."""
+    def keep(self, res: Reservation, *, answered: bool = True) -> None:
+        """Settle open `res` as charged now (`answered`: with its answer's usage: counted as
+        reconciled; else abandoned or its cost unknown)."""
         res.settled = True
         self._open.pop(res, None)
-        self._counts["reconciled"] += 1
+        self._counts["open"] -= 1
+        self._counts["reconciled"] += answered
 
     def give_back(self, res: Reservation) -> None:
         """Settle open `res` by giving back all it holds (the provider never admitted it)."""
@@ -119,6 +122,7 @@ class Reservations:
             self.shared.give_back(res)
         res.settled = True
         self._open.pop(res, None)
+        self._counts["open"] -= 1
         self._counts["refunded"] += 1
 
     def reprice(self) -> None:

@@ -43,6 +43,7 @@ class ProviderTally:
     unreachable_attempts: int = 0
     unreachable_cause: str | None = None  # "connection refused", ... when a request ended so
     errors_by_kind: dict[str, int] = field(default_factory=dict)
+    retries_by_kind: dict[str, int] = field(default_factory=dict)  # retries by the error that cost them
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,9 @@ def tally_result(progress: Progress, result: Result) -> None:
         tally.errors += 1
         tally.errors_by_kind[kind] = tally.errors_by_kind.get(kind, 0) + 1
         tally.wasted_tokens += attempt.tokens_charged
-        tally.retries += i < last
+        if i < last:
+            tally.retries += 1
+            tally.retries_by_kind[kind] = tally.retries_by_kind.get(kind, 0) + 1
         if kind == "rate_limit":
             tally.rate_limited += 1
         if kind == "unreachable":
@@ -98,6 +100,7 @@ def gateway_providers(stats: GatewayStatistics, progress: Progress) -> dict[str,
             "error_count": p.failed_attempts,
             "rate_limited": p.rate_limited,
             "retries": p.retries,
+            "retries_by_kind": dict(p.retries_by_kind),
             "errors_by_kind": dict(p.errors_by_kind),
             "avg_latency_ms": round(p.avg_latency_ms, 1),
             "latency_ms": {
@@ -128,6 +131,7 @@ def own_providers(progress: Progress) -> dict[str, Any]:
             "error_count": t.errors,
             "rate_limited": t.rate_limited,
             "retries": t.retries,
+            "retries_by_kind": dict(t.retries_by_kind),
             "errors_by_kind": dict(t.errors_by_kind),
             "avg_latency_ms": round(t.latency_ms / t.attempts, 1) if t.attempts else 0.0,
             "latency_ms": hist_percentiles(progress.latency.get(name, {})),
@@ -163,3 +167,12 @@ def shared_state(stats: GatewayStatistics) -> dict[str, Any]:
             "duplicate_tokens": p.duplicate_tokens,
         }
     return out
+
+
+def by_kind(providers: dict[str, Any], key: str) -> dict[str, int]:
+    """A report's `key` (errors_by_kind, retries_by_kind) summed over its providers."""
+    out: dict[str, int] = {}
+    for p in providers.values():
+        for kind, n in p.get(key, {}).items():
+            out[kind] = out.get(kind, 0) + n
+    return dict(sorted(out.items()))

@@ -18,6 +18,7 @@ from batchgate.config.job_spec import spec_line
 from batchgate.jobs.io.batch_figures import merge_batch_stats
 from batchgate.jobs.io.progress import MAX_LISTED_INVALID, Progress
 from batchgate.jobs.io.provider_figures import (
+    by_kind,
     gateway_providers,
     hist_percentiles,
     own_providers,
@@ -82,6 +83,7 @@ def run_segment(
 def _empty_provider() -> dict[str, Any]:
     return dict.fromkeys(_ADDITIVE, 0) | {
         "errors_by_kind": {},
+        "retries_by_kind": {},
         "avg_latency_ms": 0.0,
         "latency_ms": {"p50": 0.0, "p95": 0.0, "p99": 0.0},
         "latency_hist": {},
@@ -106,8 +108,9 @@ def merge_segments(segments: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]
                 into[k] += int(p.get(k, 0))
             into["cost_usd"] = round(into["cost_usd"] + float(p.get("cost_usd", 0.0)), 6)
             into["batch_cost_usd"] = round(into["batch_cost_usd"] + float(p.get("batch_cost_usd", 0.0)), 6)
-            for kind, n in p.get("errors_by_kind", {}).items():
-                into["errors_by_kind"][kind] = into["errors_by_kind"].get(kind, 0) + int(n)
+            for key in ("errors_by_kind", "retries_by_kind"):
+                for kind, n in p.get(key, {}).items():
+                    into[key][kind] = into[key].get(kind, 0) + int(n)
             into["unreachable_cause"] = p.get("unreachable_cause") or into["unreachable_cause"]
             answered = int(p.get("success_count", 0)) + int(p.get("error_count", 0))
             if not answered:
@@ -142,10 +145,6 @@ def build_report(
     elapsed, providers = merge_segments(segments)
     batches = batch_section(segments)
     _add_batch_items(providers, batches["by_provider"])
-    errors_by_kind: dict[str, int] = {}
-    for p in providers.values():
-        for kind, n in p["errors_by_kind"].items():
-            errors_by_kind[kind] = errors_by_kind.get(kind, 0) + n
     return {
         "batch_id": job.job_id,
         "job": job.options.spec.shown(),  # name, priority, metadata, schedule (`config.job_spec`)
@@ -163,7 +162,7 @@ def build_report(
         "runs": len(segments),
         "retry_rounds": sum(1 for seg in segments if seg.get(RETRY_ROUND)),  # see job_setup.run_in_rounds
         "providers": providers,
-        "errors_by_kind": errors_by_kind,
+        "errors_by_kind": by_kind(providers, "errors_by_kind"),
         "unreachable": unreachable_lines(providers),
         "skipped_invalid_lines": job.options.skipped_lines,
         "prices": dict(job.options.price_notes),  # model → where its price came from
@@ -171,6 +170,7 @@ def build_report(
         "errors_file": job.options.errors_path,
         "rate_limited": sum(p["rate_limited"] for p in providers.values()),
         "retries": sum(p["retries"] for p in providers.values()),
+        "retries_by_cause": by_kind(providers, "retries_by_kind"),  # an answer no retry reads: 1 each
         "token_usage": {
             "prompt_tokens": int(totals.get("prompt_tokens", 0)),
             "completion_tokens": int(totals.get("completion_tokens", 0)),
@@ -372,6 +372,10 @@ def _summary_notes(report: dict[str, Any]) -> list[str]:
     if report["errors_by_kind"]:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(report["errors_by_kind"].items()))
         lines.append(f"  errors by kind: {kinds}")
+    if report.get("retries_by_cause"):
+        lines.append(
+            f"  retries by cause: {', '.join(f'{k} {v}' for k, v in report['retries_by_cause'].items())}"
+        )
     lines += [f"  {line}" for line in report.get("unreachable", [])]
     by_note: dict[str, list[str]] = {}
     for model, note in sorted((report.get("prices") or {}).items()):

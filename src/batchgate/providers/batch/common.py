@@ -32,7 +32,8 @@ from batchgate.errors import (
 from batchgate.models import ChatBody, Usage
 from batchgate.policy.poll import PollPolicy
 from batchgate.providers.classify import error_for_response, malformed
-from batchgate.providers.http import request_timeout, send
+from batchgate.providers.h1.parser import MAX_BODY
+from batchgate.providers.http import MAX_DOWNLOAD, request_timeout, send
 
 BatchState = Literal["in_progress", "completed", "expired", "cancelled", "failed"]
 TERMINAL_STATES: frozenset[str] = frozenset({"completed", "expired", "cancelled", "failed"})
@@ -262,7 +263,13 @@ class BatchHTTP:
         self._headers = dict(headers)
 
     async def call(
-        self, method: str, url: str, data: bytes | aiohttp.FormData | None = None, *, json_body: bool = True
+        self,
+        method: str,
+        url: str,
+        data: bytes | aiohttp.FormData | None = None,
+        *,
+        json_body: bool = True,
+        limit: int = MAX_BODY,
     ) -> tuple[int, CIMultiDictProxy[str], bytes]:
         headers = dict(self._headers)
         if json_body and data is not None:
@@ -276,13 +283,15 @@ class BatchHTTP:
             self._timeout,
             provider=self._provider,
             api_key=self._api_key,
+            limit=limit,
         )
 
     async def raw(
         self, method: str, url: str, data: bytes | aiohttp.FormData | None = None, *, json_body: bool = True
     ) -> bytes:
-        """The body of a 2xx answer; any other status raises its classified error."""
-        status, headers, body = await self.call(method, url, data, json_body=json_body)
+        """The body of a 2xx answer (a results file: up to `MAX_DOWNLOAD` bytes, decompressed);
+        any other status raises its classified error."""
+        status, headers, body = await self.call(method, url, data, json_body=json_body, limit=MAX_DOWNLOAD)
         if not 200 <= status < 300:
             raise error_for_response(status, headers, body, provider=self._provider, api_key=self._api_key)
         return body

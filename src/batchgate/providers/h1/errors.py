@@ -13,6 +13,16 @@ class H1ProtocolError(H1Error):
     past its bound, a content coding we did not ask for)."""
 
 
+class H1TooLarge(H1ProtocolError):
+    """The head, or the body (decompressed included), is past the client's bound: no retry can
+    read it."""
+
+
+class H1GarbledHead(H1ProtocolError):
+    """The status line or a header line is not HTTP/1.x: no retry of this server's answer can
+    read it."""
+
+
 class H1BodyBroken(H1Error):
     """The connection ended in the middle of the answer's body."""
 

@@ -6,8 +6,11 @@ bounded (`MAX_HEAD`), so is the body (`MAX_BODY`); a 1xx interim answer is skipp
 by `Content-Length`, by chunks, or (neither given) to the end of the connection; 204 and 304 have
 none. `keep_alive` says whether the connection can carry another request (HTTP/1.1 without
 `Connection: close`, a body with a known end, nothing sent past it). A gzip or deflate body is
-decompressed when the response is taken (`response`); any other coding is a protocol error (the
-transport asks for those two only).
+decompressed when the response is taken (`response`), with a max output length: the bound holds
+after decompression, so a bomb (299 KiB of gzip inflating to 300 MiB) stops at `MAX_BODY` with
+`H1TooLarge` instead of filling memory; any other coding is a protocol error (the transport asks
+for those two only). What no retry can change raises its own type: `H1TooLarge` (a head or body
+past the bound), `H1GarbledHead` (a status or header line that is not HTTP/1.x).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import zlib
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from batchgate.providers.h1.errors import H1BodyBroken, H1ProtocolError
+from batchgate.providers.h1.errors import H1BodyBroken, H1GarbledHead, H1ProtocolError, H1TooLarge
 
 MAX_HEAD = 64 * 1024  # a status line and headers; aiohttp's bound is 8 KiB per line
 MAX_BODY = 256 * 1024 * 1024  # what one answer may hold
@@ -98,10 +101,10 @@ class ResponseParser:
             end = buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(buf) > MAX_HEAD:
-                    raise H1ProtocolError("the response head is too large")
+                    raise H1TooLarge(f"the response head is too large (past {MAX_HEAD} bytes)")
                 return False
             if end > MAX_HEAD:
-                raise H1ProtocolError("the response head is too large")
+                raise H1TooLarge(f"the response head is too large (past {MAX_HEAD} bytes)")
             lines = buf[:end].decode("latin-1").split("\r\n")
             del buf[: end + 4]
             status, version_11 = _status_line(lines[0])
@@ -112,7 +115,7 @@ class ResponseParser:
             for line in lines[1:]:
                 name, sep, value = line.partition(":")
                 if not sep or not name or name[-1] in " \t" or name[0] in " \t":
-                    raise H1ProtocolError(f"a malformed header line {line[:40]!r}")
+                    raise H1GarbledHead(f"a malformed header line {line[:40]!r}")
                 headers.add(name, value.strip(" \t"))
             self._body_mode(status, version_11)
             return True
@@ -136,10 +139,10 @@ class ResponseParser:
             self._state, self.keep_alive = _TO_EOF, False
             return
         if len(set(lengths)) != 1 or not lengths[0].isdigit() or not lengths[0].isascii():
-            raise H1ProtocolError(f"an invalid Content-Length {lengths[0][:20]!r}")
+            raise H1GarbledHead(f"an invalid Content-Length {lengths[0][:20]!r}")
         self._need = int(lengths[0])
         if self._need > MAX_BODY:
-            raise H1ProtocolError(f"a body of {self._need} bytes is past the bound ({MAX_BODY})")
+            raise H1TooLarge(f"a body of {self._need} bytes is past the bound ({MAX_BODY})")
         self._state = _LENGTH
 
     def _read_length(self) -> None:
@@ -187,16 +190,16 @@ class ResponseParser:
 
     def _check_size(self) -> None:
         if len(self._body) > MAX_BODY:
-            raise H1ProtocolError(f"the body is past the bound ({MAX_BODY} bytes)")
+            raise H1TooLarge(f"the body is past the bound ({MAX_BODY} bytes)")
 
 
 def _status_line(line: str) -> tuple[int, bool]:
     """The status code of `HTTP/1.x NNN reason`, and whether the version is 1.1."""
     if not line.startswith("HTTP/1.") or len(line) < 12 or line[8] != " ":
-        raise H1ProtocolError(f"not an HTTP/1.x status line: {line[:40]!r}")
+        raise H1GarbledHead(f"not an HTTP/1.x status line: {line[:40]!r}")
     code = line[9:12]
     if not code.isdigit() or not code.isascii() or (len(line) > 12 and line[12] != " "):
-        raise H1ProtocolError(f"not an HTTP/1.x status line: {line[:40]!r}")
+        raise H1GarbledHead(f"not an HTTP/1.x status line: {line[:40]!r}")
     return int(code), line[7] == "1"
 
 
@@ -206,19 +209,31 @@ def _chunk_size(line: bytes) -> int:
         raise H1ProtocolError(f"an invalid chunk size {digits[:20]!r}")
     size = int(digits, 16)
     if size > MAX_BODY:
-        raise H1ProtocolError(f"an invalid chunk size {digits[:20]!r}")
+        raise H1TooLarge(f"a chunk of {size} bytes is past the bound ({MAX_BODY})")
     return size
 
 
 def _decompress(coding: str, body: bytes) -> bytes:
     if coding in ("gzip", "x-gzip", "deflate"):
         try:
-            return zlib.decompress(body, wbits=47)  # gzip or zlib, told by the header
+            return _inflate(body, 47)  # gzip or zlib, told by the header
         except zlib.error:
             if coding != "deflate":
                 raise H1ProtocolError("the gzip body does not decompress") from None
         try:
-            return zlib.decompress(body, wbits=-15)  # "deflate" sent raw, as some servers do
+            return _inflate(body, -15)  # "deflate" sent raw, as some servers do
         except zlib.error:
             raise H1ProtocolError("the deflate body does not decompress") from None
     raise H1ProtocolError(f"a content coding that was not asked for ({coding[:20]!r})")
+
+
+def _inflate(body: bytes, wbits: int) -> bytes:
+    """`body` decompressed, never past `MAX_BODY` (the output is cut at MAX_BODY + 1 bytes: more
+    is a bomb, `H1TooLarge`); `zlib.error` if it does not decompress or ends early."""
+    inflater = zlib.decompressobj(wbits=wbits)
+    out = inflater.decompress(body, MAX_BODY + 1)
+    if len(out) > MAX_BODY:
+        raise H1TooLarge(f"the body decompresses past the bound ({MAX_BODY} bytes)")
+    if not inflater.eof:
+        raise zlib.error("incomplete or truncated stream")
+    return out
