@@ -20,6 +20,7 @@ bounds connecting.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,9 +30,11 @@ from aiohttp.client_reqrep import ClientRequest
 from aiohttp.connector import Connection
 from aiohttp.tracing import Trace
 
-from batchgate.config import Secret, TimeoutConfig
+from batchgate.config import NetworkSettings, Secret, TimeoutConfig
 from batchgate.providers.classify import error_for_exception
 from batchgate.providers.h1.errors import ForeignHTTPError
+from batchgate.providers.network import proxy_url, tls_context
+from batchgate.providers.redirects import next_hop
 from batchgate.providers.transport import Answer
 from batchgate.providers.wire import ON_WIRE
 
@@ -130,12 +133,23 @@ async def send(
     *,
     provider: str,
     api_key: Secret | None,
+    network: NetworkSettings | None = None,
 ) -> Answer:
-    """Send one request; (status, headers, body bytes), or a `TransportError` without the API key."""
-    try:
-        return await _exchange(session, method, url, data, headers, client_timeout)
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        raise error_for_exception(exc, provider=provider, api_key=api_key) from None
+    """Send one request; (status, headers, body bytes), or a `TransportError` without the API key.
+    `network`: its proxy and TLS context; redirects are followed or refused as
+    `batchgate.providers.redirects` says (as on the chat path; aiohttp's own following is off)."""
+    hops = 0
+    while True:
+        try:
+            answer = await _exchange(session, method, url, data, headers, client_timeout, network)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise error_for_exception(exc, provider=provider, api_key=api_key) from None
+        hop = next_hop(method, url, answer[0], answer[1], hops=hops, provider=provider, api_key=api_key)
+        if hop is None:
+            return answer
+        if hop[0] != method:
+            data = None
+        (method, url), hops = hop, hops + 1
 
 
 async def _exchange(
@@ -145,9 +159,22 @@ async def _exchange(
     data: bytes | aiohttp.FormData | None,
     headers: Mapping[str, str],
     client_timeout: aiohttp.ClientTimeout,
+    network: NetworkSettings | None = None,
 ) -> Answer:
+    tls: ssl.SSLContext | bool = True
+    proxy = None
+    if network is not None:
+        tls = tls_context(network) if network.custom_tls else True
+        proxy = proxy_url(network, url)
     async with session.request(
-        method, url, data=data, headers=headers, timeout=client_timeout, allow_redirects=False
+        method,
+        url,
+        data=data,
+        headers=headers,
+        timeout=client_timeout,
+        allow_redirects=False,
+        ssl=tls,
+        proxy=proxy,
     ) as resp:
         raw = await resp.read()
         return resp.status, resp.headers, raw

@@ -20,7 +20,7 @@ import orjson
 from multidict import CIMultiDictProxy
 
 from batchgate.clock import Clock
-from batchgate.config import Secret, TimeoutConfig
+from batchgate.config import NetworkSettings, Secret, TimeoutConfig
 from batchgate.errors import (
     BadRequestError,
     OverloadedError,
@@ -254,7 +254,9 @@ class BatchHTTP:
         provider: str,
         api_key: Secret | None,
         headers: Mapping[str, str],
+        network: NetworkSettings | None = None,
     ) -> None:
+        self._network = network  # the provider's proxy and TLS settings
         self._session = session
         self._timeout = request_timeout(timeouts)
         self._provider = provider
@@ -276,6 +278,7 @@ class BatchHTTP:
             self._timeout,
             provider=self._provider,
             api_key=self._api_key,
+            network=self._network,
         )
 
     async def raw(

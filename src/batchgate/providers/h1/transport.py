@@ -18,19 +18,21 @@ import asyncio
 import ipaddress
 import socket
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from batchgate.providers.h1.connection import Connection
-from batchgate.providers.h1.errors import H1ConnectError, H1DNSError, H1ProtocolError
+from batchgate.providers.h1.errors import H1ConnectError, H1DNSError, H1ProtocolError, H1TLSError
 from batchgate.providers.h1.parser import Response
+from batchgate.providers.h1.proxy import Proxy, open_tunnel
 from batchgate.providers.wire import ON_WIRE
 
 KEEPALIVE_SECONDS = 30.0
 DNS_CACHE_SECONDS = 300.0
 USER_AGENT = "batchgate"
 _Address = tuple[int, int, int, str, Any]  # as getaddrinfo gives them
+ProxyRoute = Callable[[str, str, int], Proxy | None]  # (scheme, host, port) -> the proxy, or None
 
 
 class _Target(NamedTuple):
@@ -38,14 +40,23 @@ class _Target(NamedTuple):
 
     origin: tuple[str, str, int]  # scheme, host, port
     host_header: str
-    path: str
+    path: str  # absolute form for an http target through a proxy
+    proxy: Proxy | None
 
 
 class H1Transport:
     """See the module docstring."""
 
-    def __init__(self, *, keepalive: float = KEEPALIVE_SECONDS, tls: ssl.SSLContext | None = None) -> None:
-        """`tls`: the context for https (None: the system's trust store, made when first needed)."""
+    def __init__(
+        self,
+        *,
+        keepalive: float = KEEPALIVE_SECONDS,
+        tls: ssl.SSLContext | None = None,
+        proxy: ProxyRoute | None = None,
+    ) -> None:
+        """`tls`: the context for https (None: the system's trust store, made when first needed);
+        `proxy`: the proxy each origin goes through (None: every origin directly)."""
+        self._route = proxy
         self._keepalive = keepalive
         self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._live: set[Connection] = set()
@@ -116,9 +127,11 @@ class H1Transport:
     async def _connect(self, target: _Target, wait: float | None) -> Connection:
         scheme, host, port = target.origin
         context = self._tls() if scheme == "https" else None
+        proxy = target.proxy
+        dial = (proxy.host, proxy.port) if proxy is not None else (host, port)
         try:
             async with asyncio.timeout(wait):
-                addresses = await self._resolve(host, port)
+                addresses = await self._resolve(*dial)
                 error: OSError | None = None
                 for family, kind, proto, _, address in addresses:
                     sock = socket.socket(family, kind, proto)
@@ -132,10 +145,13 @@ class H1Transport:
                     except BaseException:  # cancelled or timed out while connecting
                         sock.close()
                         raise
+                    if proxy is not None and scheme == "https":
+                        await _tunnel(sock, proxy, host, port)
                     return await self._wrap(sock, context, host)
         except ssl.SSLError as exc:
-            raise H1ConnectError(f"TLS handshake with {host}:{port} failed: {exc}", exc) from None
-        raise H1ConnectError(f"cannot connect to {host}:{port}: {error}", error)
+            raise _tls_error(exc, host, port) from None
+        where = f"the proxy {proxy.shown}" if proxy is not None else f"{host}:{port}"
+        raise H1ConnectError(f"cannot connect to {where}: {error}", error)
 
     async def _wrap(self, sock: socket.socket, context: ssl.SSLContext | None, host: str) -> Connection:
         loop = asyncio.get_running_loop()
@@ -186,7 +202,10 @@ class H1Transport:
         path = parts.path or "/"
         if parts.query:
             path = f"{path}?{parts.query}"
-        target = _Target((scheme, host, port), host_header, path)
+        proxy = self._route(scheme, host, port) if self._route is not None else None
+        if proxy is not None and scheme == "http":
+            path = f"http://{host_header}{path}"  # absolute form: the proxy forwards it
+        target = _Target((scheme, host, port), host_header, path, proxy)
         if len(self._targets) < 1024:  # a client's few URLs; never a cache that grows without end
             self._targets[url] = target
         return target
@@ -195,6 +214,9 @@ class H1Transport:
 def _request_bytes(method: str, target: _Target, data: bytes | None, headers: Mapping[str, str]) -> bytes:
     lines = [f"{method} {target.path} HTTP/1.1", f"Host: {target.host_header}"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
+    proxy = target.proxy
+    if proxy is not None and proxy.authorization is not None and target.origin[0] == "http":
+        lines.append(f"Proxy-Authorization: {proxy.authorization}")
     if "Accept-Encoding" not in headers:
         lines.append("Accept-Encoding: gzip, deflate")
     if "User-Agent" not in headers:
@@ -224,6 +246,25 @@ async def _lookup(host: str, port: int) -> list[_Address]:
     # IPv4 first: a network that black-holes IPv6 would otherwise hold each new connection for
     # the whole connect timeout (one without IPv4 refuses those at once and goes on to IPv6)
     return sorted(found, key=lambda info: info[0] != socket.AF_INET)
+
+
+async def _tunnel(sock: socket.socket, proxy: Proxy, host: str, port: int) -> None:
+    try:
+        await open_tunnel(sock, proxy, host, port)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def _tls_error(exc: ssl.SSLError, host: str, port: int) -> H1TLSError:
+    """The certificate problem as the ssl module words it (its reason code and verify message)."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    reason = exc.reason or type(exc).__name__
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        error = H1TLSError(f"{reason}: {exc.verify_message}", where)
+        error.verify = True
+        return error
+    return H1TLSError(str(reason), where)
 
 
 def _expire(waiter: asyncio.Future[Response]) -> None:
