@@ -6,7 +6,6 @@ given, which stops the run with the certificate problem named on stderr and in t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +23,11 @@ EXIT_NO_TARGET = 5
 
 
 @pytest.fixture
-def ca_pem(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
+def ca_pem(tmp_path: Path) -> tuple[Any, Path]:
     authority, leaf = make_ca()
     pem = tmp_path / "corp-ca.pem"
     authority.cert_pem.write_to_path(str(pem))
-    yield leaf, pem
+    return leaf, pem
 
 
 def _config(path: Path, base_url: str) -> Path:
