@@ -11,13 +11,17 @@ checked at load; a bad value is one `ConfigError` naming the key (or the variabl
 password is kept in the value object, never in its `repr` or in what `ProxyURL.shown` prints.
 
 Pure: `proxy_for` decides per target, `NO_PROXY` matching host names, `.domain` suffixes, IP
-addresses and CIDR blocks, `host:port` entries and `*`.
+addresses and CIDR blocks, `host:port` entries and `*`. What every client (the lean chat client,
+aiohttp's sessions, callbacks) takes from it: `tls_context` (made once per distinct settings)
+and `proxy_url` (aiohttp's per-request `proxy=`).
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -89,6 +93,28 @@ class NetworkSettings:
     def custom_tls(self) -> bool:
         """Whether TLS needs more than the system's defaults (a CA bundle, a client certificate)."""
         return bool(self.ca_bundle or self.ca_dir or self.client_cert)
+
+
+@functools.lru_cache(maxsize=32)
+def tls_context(net: NetworkSettings) -> ssl.SSLContext:
+    """The verifying client context for `net`: a CA bundle or directory given replaces the
+    system's CAs (as requests' `REQUESTS_CA_BUNDLE` and OpenSSL's `SSL_CERT_FILE` do); a client
+    certificate is presented for mTLS."""
+    context = ssl.create_default_context(cafile=net.ca_bundle, capath=net.ca_dir)
+    if net.client_cert is not None:
+        context.load_cert_chain(net.client_cert, net.client_key)
+    return context
+
+
+def proxy_url(net: NetworkSettings, url: str) -> str | None:
+    """aiohttp's `proxy=` for a request to `url` (credentials in it; never logged), or None."""
+    if net.https_proxy is None and net.http_proxy is None:
+        return None
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or (443 if scheme == "https" else 80)
+    chosen = net.proxy_for(scheme, parts.hostname or "", port)
+    return None if chosen is None else chosen.url
 
 
 def bypassed(no_proxy: tuple[str, ...], host: str, port: int) -> bool:
@@ -219,8 +245,6 @@ def _check_file(path: str, where: str, source: str) -> str:
 
 def _check_pair(cert: str, key: str | None, where: str, source: str) -> None:
     """The certificate (and key) load: a wrong file or a key that does not match is told now."""
-    import ssl  # noqa: PLC0415 — only an entry with a client certificate pays for it
-
     try:
         ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert, key)
     except (ssl.SSLError, OSError) as exc:

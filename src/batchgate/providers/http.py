@@ -31,9 +31,9 @@ from aiohttp.connector import Connection
 from aiohttp.tracing import Trace
 
 from batchgate.config import NetworkSettings, Secret, TimeoutConfig
+from batchgate.config.network import proxy_url, tls_context
 from batchgate.providers.classify import error_for_exception
 from batchgate.providers.h1.errors import ForeignHTTPError
-from batchgate.providers.network import proxy_url, tls_context
 from batchgate.providers.redirects import next_hop
 from batchgate.providers.transport import Answer
 from batchgate.providers.wire import ON_WIRE
