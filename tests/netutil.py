@@ -66,6 +66,7 @@ class TLSFront:
             for task in tasks:
                 task.cancel()
             self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            self._loop.run_until_complete(asyncio.sleep(0.01))  # let the aborted transports close
             self._loop.close()
 
         self._thread = threading.Thread(target=run, name="tls-front", daemon=True)
@@ -93,15 +94,19 @@ class TLSFront:
             self.refused += 1  # a direct connection: this network drops it
             writer.transport.abort()
             return
+        up: asyncio.StreamWriter | None = None
         try:
             if self.tls:
                 await writer.start_tls(self._context())
+            self.served += 1
+            up_reader, up = await asyncio.open_connection("127.0.0.1", self.upstream)
+            await asyncio.gather(_pipe(reader, up), _pipe(up_reader, writer), return_exceptions=True)
         except (ssl.SSLError, OSError):
-            writer.transport.abort()
-            return
-        self.served += 1
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream)
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer), return_exceptions=True)
+            pass
+        finally:
+            for stream in (writer, up):
+                if stream is not None:
+                    stream.transport.abort()
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -18,9 +18,10 @@ import pytest
 import trustme
 
 from batchgate import Gateway
-from batchgate.config import config_from_dict
+from batchgate.config import NetworkSettings, ProxyURL, TimeoutConfig, config_from_dict
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
-from batchgate.errors import ConfigError
+from batchgate.errors import ConfigError, UnreachableError
+from batchgate.providers.http import create_session, request_timeout, send
 from netutil import TLSFront, make_ca, real_proxy
 
 CHAT = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "Summarize: a fox"}]}
@@ -237,3 +238,36 @@ def test_a_bad_network_setting_is_one_line_naming_the_key(
         _config("https://x", env, **entry)
     assert caught.value.key == where
     assert "\n" not in str(caught.value)
+
+
+async def test_the_batch_api_session_goes_through_the_proxy_too(
+    emu: EmulatorThread, ca: Any, auth_proxy_port: int
+) -> None:
+    _, leaf, pem = ca
+    port = auth_proxy_port
+    timeout = request_timeout(TimeoutConfig(connect=3, total=10))
+    session = create_session(connect_timeout=3)
+    try:
+        with TLSFront(leaf, _upstream(emu)) as front:
+            url = f"{front.url}/alpha/v1/models"
+            answers: list[object] = []
+            for password in ("s3cret-pw", "wrong-pw"):
+                proxy = ProxyURL("http", "127.0.0.1", port, "user", password)
+                net = NetworkSettings(https_proxy=proxy, ca_bundle=str(pem))
+                try:
+                    answers.append(
+                        await send(
+                            session, "GET", url, None, {}, timeout, provider="p", api_key=None, network=net
+                        )
+                    )
+                except UnreachableError as exc:
+                    answers.append(exc)
+    finally:
+        await session.close()
+    assert isinstance(answers[0], tuple)
+    assert answers[0][0] == 404  # the emulator's answer (it has no /models): through the proxy
+    assert isinstance(answers[1], UnreachableError)
+    assert f"the proxy http://127.0.0.1:{port} refused CONNECT: HTTP 407" in answers[1].message
+    assert "wrong-pw" not in answers[1].message
+    assert front.refused == 0
+    assert front.served >= 1

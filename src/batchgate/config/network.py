@@ -13,11 +13,12 @@ password is kept in the value object, never in its `repr` or in what `ProxyURL.s
 Pure: `proxy_for` decides per target, `NO_PROXY` matching host names, `.domain` suffixes, IP
 addresses and CIDR blocks, `host:port` entries and `*`. What every client (the lean chat client,
 aiohttp's sessions, callbacks) takes from it: `tls_context` (made once per distinct settings)
-and `proxy_url` (aiohttp's per-request `proxy=`).
+and `proxy_for_url` (the proxy of one URL).
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import ipaddress
 import os
@@ -25,7 +26,7 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from batchgate.errors import ConfigError
 
@@ -54,15 +55,12 @@ class ProxyURL(NamedTuple):
         return f"{self.scheme}://{host}:{self.port}"
 
     @property
-    def url(self) -> str:
-        """The whole URL, credentials included (for a client's `proxy=`; never logged)."""
+    def authorization(self) -> str | None:
+        """`Proxy-Authorization: Basic …` from the URL's credentials (None: it has none)."""
         if self.username is None:
-            return self.shown
-        auth = quote(self.username, safe="")
-        if self.password is not None:
-            auth += ":" + quote(self.password, safe="")
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{auth}@{host}:{self.port}"
+            return None
+        pair = f"{self.username}:{self.password or ''}".encode()
+        return "Basic " + base64.b64encode(pair).decode("ascii")
 
     def __repr__(self) -> str:
         return f"ProxyURL({self.shown!r})"
@@ -106,15 +104,15 @@ def tls_context(net: NetworkSettings) -> ssl.SSLContext:
     return context
 
 
-def proxy_url(net: NetworkSettings, url: str) -> str | None:
-    """aiohttp's `proxy=` for a request to `url` (credentials in it; never logged), or None."""
+def proxy_for_url(net: NetworkSettings, url: str) -> ProxyURL | None:
+    """The proxy a request to `url` goes through (None: directly); for aiohttp, pass its
+    `shown` URL as `proxy=` and its credentials apart, so no URL with a password is ever made."""
     if net.https_proxy is None and net.http_proxy is None:
         return None
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     port = parts.port or (443 if scheme == "https" else 80)
-    chosen = net.proxy_for(scheme, parts.hostname or "", port)
-    return None if chosen is None else chosen.url
+    return net.proxy_for(scheme, parts.hostname or "", port)
 
 
 def bypassed(no_proxy: tuple[str, ...], host: str, port: int) -> bool:

@@ -176,6 +176,9 @@ def error_for_exception(
     broken, garbled, unconnected, _ = _aiohttp_types()
     if isinstance(exc, H1TLSError) or _aiohttp_tls(exc):
         return _tls_error(exc, provider)
+    refusal = _aiohttp_proxy_refusal(exc)
+    if refusal is not None:
+        return UnreachableError(f"{provider}: unreachable ({refusal})", provider=provider, cause=refusal)
     cls: type[TransportError]
     if isinstance(exc, TimeoutError):  # asyncio.TimeoutError and aiohttp's ServerTimeoutError
         cls, what = RequestTimeout, "timed out"
@@ -224,6 +227,22 @@ def _tls_error(exc: BaseException, provider: str) -> TLSError:
     what = f"TLS: {problem} ({host})"
     hint = f"; {TLS_HINT}" if verify else ""
     return TLSError(f"{provider}: {what}{hint}", provider=provider, cause=f"{what}{hint}")
+
+
+def _aiohttp_proxy_refusal(exc: BaseException) -> str | None:
+    """aiohttp's `ClientHttpProxyError` (the proxy answered CONNECT with an error) in the words
+    the lean client uses (`H1ProxyError`); the proxy URL it names holds no credentials (they go
+    apart, as `proxy_auth`)."""
+    if "aiohttp" not in sys.modules:
+        return None
+    import aiohttp  # noqa: PLC0415 — already loaded by whatever raised
+
+    if not isinstance(exc, aiohttp.ClientHttpProxyError):
+        return None
+    url = exc.request_info.real_url
+    proxy = f"{url.scheme}://{url.host}:{url.port}"
+    hint = " (proxy credentials missing or refused)" if exc.status == 407 else ""
+    return f"the proxy {proxy} refused CONNECT: HTTP {exc.status} {exc.message}{hint}"
 
 
 def _aiohttp_tls(exc: BaseException) -> bool:

@@ -31,7 +31,7 @@ from aiohttp.connector import Connection
 from aiohttp.tracing import Trace
 
 from batchgate.config import NetworkSettings, Secret, TimeoutConfig
-from batchgate.config.network import proxy_url, tls_context
+from batchgate.config.network import proxy_for_url, tls_context
 from batchgate.providers.classify import error_for_exception
 from batchgate.providers.h1.errors import ForeignHTTPError
 from batchgate.providers.redirects import next_hop
@@ -118,6 +118,11 @@ def create_session(*, connect_timeout: float, limit: int = 0) -> aiohttp.ClientS
     )
 
 
+def proxy_header(authorization: str | None) -> dict[str, str] | None:
+    """A proxy's credentials as aiohttp's `proxy_headers` (None: it has none)."""
+    return None if authorization is None else {"Proxy-Authorization": authorization}
+
+
 def request_timeout(timeouts: TimeoutConfig) -> aiohttp.ClientTimeout:
     """The per-request timeout: `total` for the whole call, `connect` for opening the socket."""
     return aiohttp.ClientTimeout(total=timeouts.total, sock_connect=timeouts.connect)
@@ -162,10 +167,14 @@ async def _exchange(
     network: NetworkSettings | None = None,
 ) -> Answer:
     tls: ssl.SSLContext | bool = True
-    proxy = None
+    proxy, proxy_headers = None, None
     if network is not None:
         tls = tls_context(network) if network.custom_tls else True
-        proxy = proxy_url(network, url)
+        chosen = proxy_for_url(network, url)
+        if chosen is not None:  # its credentials apart: no URL holding a password is ever made
+            proxy, proxy_headers = chosen.shown, proxy_header(chosen.authorization)
+            if proxy_headers and not url.startswith("https:"):  # absolute form: no CONNECT to carry it
+                headers = {**headers, **proxy_headers}
     async with session.request(
         method,
         url,
@@ -175,6 +184,7 @@ async def _exchange(
         allow_redirects=False,
         ssl=tls,
         proxy=proxy,
+        proxy_headers=proxy_headers,
     ) as resp:
         raw = await resp.read()
         return resp.status, resp.headers, raw

@@ -6,8 +6,6 @@ route (`proxy_route`, `Proxy-Authorization: Basic` from the URL's credentials) a
 
 from __future__ import annotations
 
-import base64
-
 from batchgate.config import NetworkSettings, ProxyURL
 from batchgate.config.network import tls_context
 from batchgate.providers.h1.proxy import Proxy
@@ -18,11 +16,7 @@ DIRECT = NetworkSettings(trust_env=False)
 
 def h1_proxy(proxy: ProxyURL) -> Proxy:
     """The lean client's view of a proxy: its address, its name without credentials, Basic auth."""
-    authorization = None
-    if proxy.username is not None:
-        pair = f"{proxy.username}:{proxy.password or ''}".encode()
-        authorization = "Basic " + base64.b64encode(pair).decode("ascii")
-    return Proxy(proxy.host, proxy.port, proxy.shown, authorization)
+    return Proxy(proxy.host, proxy.port, proxy.shown, proxy.authorization)
 
 
 def proxy_route(net: NetworkSettings) -> ProxyRoute | None:

@@ -21,7 +21,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver
 from yarl import URL
 
-from batchgate.config.network import NetworkSettings, proxy_url, tls_context
+from batchgate.config.network import NetworkSettings, proxy_for_url, tls_context
 from batchgate.config.schema import Secret
 from batchgate.webhooks import guard, signing
 from batchgate.webhooks.addresses import Address
@@ -89,7 +89,9 @@ async def _post(
 ) -> tuple[int, str]:
     """One POST to the checked addresses (directly, or through the proxy to the first of them)."""
     host = parsed.host or ""
-    proxy = proxy_url(network, str(parsed)) if network is not None else None
+    chosen = proxy_for_url(network, str(parsed)) if network is not None else None
+    proxy = chosen.shown if chosen is not None else None  # its credentials apart, never in a URL
+    auth = chosen.authorization if chosen is not None else None
     tls: ssl.SSLContext | bool = tls_context(network) if network is not None and network.custom_tls else True
     target, server_hostname = parsed, None
     if proxy is None:
@@ -99,6 +101,8 @@ async def _post(
         target = parsed.with_host(str(addresses[0]))
         server_hostname = host if parsed.scheme == "https" else None
         headers = {**headers, "Host": parsed.raw_authority}
+        if auth is not None and parsed.scheme == "http":  # absolute form: no CONNECT to carry it
+            headers["Proxy-Authorization"] = auth
     connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, limit=1, force_close=True)
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with (
@@ -109,6 +113,7 @@ async def _post(
             headers=headers,
             allow_redirects=False,
             proxy=proxy,
+            proxy_headers={"Proxy-Authorization": auth} if auth is not None else None,
             ssl=tls,
             server_hostname=server_hostname,
         ) as answer,
