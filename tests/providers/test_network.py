@@ -10,6 +10,7 @@ without the proxy is refused as a corporate network drops it (here at once, not 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,10 @@ import trustme
 from batchgate import Gateway
 from batchgate.config import NetworkSettings, ProxyURL, TimeoutConfig, config_from_dict
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
-from batchgate.errors import ConfigError, UnreachableError
+from batchgate.errors import ConfigError, ConnectError, TLSError, UnreachableError
+from batchgate.providers.h1 import H1Transport
 from batchgate.providers.http import create_session, request_timeout, send
+from batchgate.providers.transport import call
 from netutil import TLSFront, make_ca, real_proxy
 
 CHAT = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "Summarize: a fox"}]}
@@ -271,3 +274,29 @@ async def test_the_batch_api_session_goes_through_the_proxy_too(
     assert "wrong-pw" not in answers[1].message
     assert front.refused == 0
     assert front.served >= 1
+
+
+async def test_a_handshake_cut_off_is_a_connection_failure_and_plain_http_a_tls_error() -> None:
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(65536)  # the whole client hello: then the server closes (EOF mid-handshake)
+        writer.close()
+
+    async def plain(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    h1 = H1Transport()
+    timeouts = TimeoutConfig(connect=3, total=5)
+    try:
+        for handler, expected in ((cut, ConnectError), (plain, TLSError)):
+            server = await asyncio.start_server(handler, "127.0.0.1", 0)
+            url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+            with pytest.raises((ConnectError, TLSError)) as caught:
+                await call(h1, "POST", url, b"{}", {}, timeouts, provider="p", api_key=None)
+            server.close()
+            await server.wait_closed()
+            assert type(caught.value) is expected, caught.value
+    finally:
+        await h1.close()
