@@ -169,6 +169,7 @@ async def test_a_private_ca_not_given_is_a_tls_error_naming_the_certificate_prob
     assert not figures.unreachable
     assert figures.unreachable_attempts == 0
     assert figures.failed_attempts <= 3  # taken out after 3 handshakes, never retried 8 times
+    assert figures.wasted_tokens == 0  # nothing was sent: nothing charged
 
 
 async def test_mtls_client_certificate(emu: EmulatorThread, ca: Any, tmp_path: Path) -> None:
