@@ -10,6 +10,12 @@ connection is bounded by `connect` too). A call that ends any other way
 than with a whole answer drops its connection. There is no cap on connections: the scheduler
 decides how many calls are in flight. Failures raise `batchgate.providers.h1.errors` types, which
 `batchgate.providers.classify` maps; the transport's timers are the event loop's, as aiohttp's are.
+
+Where `proxy` names a proxy for an origin (`batchgate.providers.network.proxy_route`), the socket
+goes to the proxy: an https origin through a `CONNECT` tunnel (`proxy.open_tunnel`), then TLS
+verified for the origin's host; an http origin's requests in absolute form with
+`Proxy-Authorization`. A failed handshake raises `H1TLSError` (the ssl module's reason and verify
+message, and the host), never a connect error.
 """
 
 from __future__ import annotations
