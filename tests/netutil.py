@@ -120,15 +120,18 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 @contextlib.contextmanager
-def real_proxy(*, basic_auth: str | None = None) -> Iterator[int]:
+def real_proxy(*, basic_auth: str | None = None, tls: tuple[str, str] | None = None) -> Iterator[int]:
     """proxy.py on 127.0.0.1 (threaded, in this process), dialling upstream from `PROXY_SOURCE`;
-    yields its port. `basic_auth` "user:pass": it answers 407 to requests without them."""
+    yields its port. `basic_auth` "user:pass": it answers 407 to requests without them; `tls`
+    (certificate file, key file): an https:// proxy, itself spoken to over TLS."""
     import proxy  # noqa: PLC0415 — a test-only dependency (the dev extra)
 
     args = ["--hostname", "127.0.0.1", "--port", "0", "--num-acceptors", "1", "--threaded"]
     args += ["--log-level", "WARNING"]
     if basic_auth is not None:
         args += ["--basic-auth", basic_auth]
+    if tls is not None:
+        args += ["--cert-file", tls[0], "--key-file", tls[1]]
     with proxy.Proxy(args, plugins=[SourceAddress]) as running:
         yield int(running.flags.port)
 

@@ -301,3 +301,17 @@ async def test_a_handshake_cut_off_is_a_connection_failure_and_plain_http_a_tls_
             assert type(caught.value) is expected, caught.value
     finally:
         await h1.close()
+
+
+async def test_an_https_proxy_is_spoken_to_over_tls(emu: EmulatorThread, ca: Any, tmp_path: Path) -> None:
+    authority, leaf, pem = ca
+    proxy_cert = authority.issue_cert("127.0.0.1")
+    cert, key = tmp_path / "proxy.pem", tmp_path / "proxy.key"
+    proxy_cert.cert_chain_pems[0].write_to_path(str(cert))
+    proxy_cert.private_key_pem.write_to_path(str(key))
+    with real_proxy(tls=(str(cert), str(key))) as port, TLSFront(leaf, _upstream(emu)) as front:
+        env = {"HTTPS_PROXY": f"https://127.0.0.1:{port}", "SSL_CERT_FILE": str(pem)}
+        result = await _one(front.url, env)
+    assert result.ok, result.error
+    assert front.served >= 1
+    assert front.refused == 0

@@ -162,12 +162,13 @@ def parse_proxy(text: str, where: str, source: str) -> ProxyURL:
         port = parts.port
     except ValueError:
         raise ConfigError(source, where, "is not a valid proxy URL") from None
-    if parts.scheme != "http" or not parts.hostname:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         shown = f"{parts.scheme}://{parts.hostname or ''}"
-        raise ConfigError(source, where, f"must be an http://host:port proxy URL (or none), got {shown!r}")
+        raise ConfigError(source, where, f"must be an http:// or https:// proxy URL (or none), got {shown!r}")
     username = unquote(parts.username) if parts.username is not None else None
     password = unquote(parts.password) if parts.password is not None else None
-    return ProxyURL("http", parts.hostname, port or 80, username, password)
+    default = 443 if parts.scheme == "https" else 80
+    return ProxyURL(parts.scheme, parts.hostname, port or default, username, password)
 
 
 def environment_network(environ: Mapping[str, str], source: str) -> NetworkSettings:

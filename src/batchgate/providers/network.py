@@ -6,6 +6,8 @@ route (`proxy_route`, `Proxy-Authorization: Basic` from the URL's credentials) a
 
 from __future__ import annotations
 
+import ssl
+
 from batchgate.config import NetworkSettings, ProxyURL
 from batchgate.config.network import tls_context
 from batchgate.providers.h1.proxy import Proxy
@@ -14,16 +16,21 @@ from batchgate.providers.h1.transport import H1Transport, ProxyRoute
 DIRECT = NetworkSettings(trust_env=False)
 
 
-def h1_proxy(proxy: ProxyURL) -> Proxy:
-    """The lean client's view of a proxy: its address, its name without credentials, Basic auth."""
-    return Proxy(proxy.host, proxy.port, proxy.shown, proxy.authorization)
+def h1_proxy(proxy: ProxyURL, tls: ssl.SSLContext | None = None) -> Proxy:
+    """The lean client's view of a proxy: its address, its name without credentials, Basic auth,
+    and (an https:// proxy) the context its own certificate is verified with."""
+    return Proxy(proxy.host, proxy.port, proxy.shown, proxy.authorization, tls)
 
 
 def proxy_route(net: NetworkSettings) -> ProxyRoute | None:
     """The function the lean client asks, per origin, for its proxy (None: never a proxy)."""
     if net.https_proxy is None and net.http_proxy is None:
         return None
-    proxies = {p: h1_proxy(p) for p in (net.https_proxy, net.http_proxy) if p is not None}
+    proxies = {
+        p: h1_proxy(p, tls_context(net) if p.scheme == "https" else None)
+        for p in (net.https_proxy, net.http_proxy)
+        if p is not None
+    }
 
     def route(scheme: str, host: str, port: int) -> Proxy | None:
         chosen = net.proxy_for(scheme, host, port)

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from batchgate.providers.h1.connection import Connection
 from batchgate.providers.h1.errors import H1ConnectError, H1DNSError, H1ProtocolError, H1TLSError
 from batchgate.providers.h1.parser import Response
-from batchgate.providers.h1.proxy import Proxy, open_tunnel
+from batchgate.providers.h1.proxy import Proxy, open_tls_proxy, open_tunnel
 from batchgate.providers.wire import ON_WIRE
 
 KEEPALIVE_SECONDS = 30.0
@@ -151,6 +151,8 @@ class H1Transport:
                     except BaseException:  # cancelled or timed out while connecting
                         sock.close()
                         raise
+                    if proxy is not None and proxy.tls is not None:
+                        return await self._via_tls_proxy(sock, proxy, target.origin, context)
                     if proxy is not None and scheme == "https":
                         await _tunnel(sock, proxy, host, port)
                     return await self._wrap(sock, context, host)
@@ -158,6 +160,38 @@ class H1Transport:
             raise _tls_error(exc, host, port) from None
         where = f"the proxy {proxy.shown}" if proxy is not None else f"{host}:{port}"
         raise H1ConnectError(f"cannot connect to {where}: {error}", error)
+
+    async def _via_tls_proxy(
+        self,
+        sock: socket.socket,
+        proxy: Proxy,
+        origin: tuple[str, str, int],
+        context: ssl.SSLContext | None,
+    ) -> Connection:
+        """Through an https:// proxy: TLS to it, then a tunnel and TLS inside it (https targets)
+        or the requests in absolute form over it (http targets)."""
+        scheme, host, port = origin
+        try:
+            transport = await open_tls_proxy(sock, proxy, (host, port) if scheme == "https" else None)
+        except BaseException:
+            sock.close()
+            raise
+        conn = Connection(self._live.discard)
+        try:
+            if context is not None:
+                loop = asyncio.get_running_loop()
+                inner = await loop.start_tls(transport, conn, context, server_hostname=host)
+                if inner is None:  # only when the loop is closing
+                    raise H1ConnectError("the event loop is closing")
+                transport = inner
+            else:
+                transport.set_protocol(conn)
+        except BaseException:
+            transport.abort()
+            raise
+        conn.connection_made(transport)
+        self._live.add(conn)
+        return conn
 
     async def _wrap(self, sock: socket.socket, context: ssl.SSLContext | None, host: str) -> Connection:
         loop = asyncio.get_running_loop()
