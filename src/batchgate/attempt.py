@@ -28,6 +28,7 @@ from batchgate.errors import (
     QuotaStoreUnavailable,
     RateLimitError,
     RequestTimeout,
+    TLSError,
     UnreachableError,
 )
 from batchgate.logs import DEBUG, INFO, WARNING, enabled, event, get_logger
@@ -224,6 +225,9 @@ class Attempts:
             rt.pool.settle(tag.reservation, UNSENT)  # refused or unresolvable: nothing was sent
             charged = 0
             rt.recorder.record_unreachable(exc.cause)
+        elif isinstance(exc, TLSError):
+            rt.pool.settle(tag.reservation, UNSENT)  # the handshake failed: nothing was sent
+            charged = 0
         else:  # a 5xx, a timeout, a reset, a garbled answer: it left, what it cost is unknown
             rt.pool.settle(tag.reservation, SENT_UNKNOWN)
         if counts_as_failure(exc):

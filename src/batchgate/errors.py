@@ -15,6 +15,7 @@
     │   ├── TransportError       no usable HTTP answer: retryable
     │   │   ├── ConnectError         the connection broke before the answer (reset)
     │   │   │   └── UnreachableError     connection refused or DNS failure: nothing was sent
+    │   │   ├── TLSError             the TLS handshake failed (a certificate not trusted): nothing sent
     │   │   ├── RequestTimeout       connect or total timeout elapsed (a hang)
     │   │   └── MalformedResponse    a 2xx whose body is truncated, not JSON, or lacks usage
     │   │       └── UnusableAnswer       an answer no retry can read: tried at most twice
@@ -169,6 +170,19 @@ class UnreachableError(ConnectError):
         self.cause = cause
 
 
+class TLSError(TransportError):
+    """The TLS handshake with the provider failed (its certificate not trusted, or no common
+    protocol): nothing was sent, and no retry can succeed until the trust store changes.
+
+    `cause` names the problem and the host, for people (the ssl module's verify message, e.g.
+    "CERTIFICATE_VERIFY_FAILED: self-signed certificate in certificate chain (api.corp:443)").
+    Never counted as "unreachable": the server answered, batchgate refused to trust it."""
+
+    def __init__(self, message: str | None = None, *, provider: str = "", cause: str = "TLS failure") -> None:
+        super().__init__(message, provider=provider)
+        self.cause = cause
+
+
 class RequestTimeout(TransportError):
     """The provider did not answer in time."""
 
@@ -266,6 +280,7 @@ class InputChangedError(JobError):
 _KIND: dict[type[BaseException], str] = {
     ConnectError: "connect",
     UnreachableError: "unreachable",
+    TLSError: "tls",
     RequestTimeout: "timeout",
     MalformedResponse: "malformed_response",
     UnusableAnswer: "unusable_answer",

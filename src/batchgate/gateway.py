@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING
 
 from batchgate import gc_tuning
 from batchgate.clock import Clock, LoopClock
-from batchgate.config import GatewayConfig, ProviderConfig
+from batchgate.config import GatewayConfig, NetworkSettings, ProviderConfig
 from batchgate.embedded import provider_urls, start_embedded
 from batchgate.endpoints import with_endpoint
 from batchgate.models import ChatBody, Result
 from batchgate.policy.retry import RetryPolicy
 from batchgate.providers.base import make_client, make_token_counter
 from batchgate.providers.h1 import H1Transport
+from batchgate.providers.network import DIRECT, h1_transport
 from batchgate.quota.shared import SharedQuota
 from batchgate.quota.store.location import StoreSpec, open_store
 from batchgate.quota.store.protocol import QuotaStore, quota_id
@@ -76,7 +77,7 @@ class Gateway:
         self._concurrency = concurrency or config.settings.concurrency
         self._max_attempts = max_attempts or config.settings.retry.max_attempts
         self._timeout = timeout
-        self._transport: H1Transport | None = None
+        self._transports: dict[NetworkSettings, H1Transport] = {}  # one per distinct network
         self._emulator: Emulator | None = None
         self._urls: dict[str, str] = {}  # the base URLs in use: given, then the embedded emulator's
         self._runtimes: dict[str, ProviderRuntime] = {}
@@ -99,12 +100,11 @@ class Gateway:
         timeouts = cfg.settings.timeouts
         if self._timeout is not None:
             timeouts = replace(timeouts, connect=min(timeouts.connect, self._timeout), total=self._timeout)
-        self._transport = H1Transport()
         seed = cfg.settings.seed if cfg.settings.seed is not None else random.randrange(2**32)
         for p in cfg.providers:
-            client = make_client(
-                p, self._transport, timeouts, base_url=self._urls.get(p.name), clock=self._clock
-            )
+            net = DIRECT if p.emulated else p.network  # the embedded emulator is ours, in-process
+            transport = self._transports.get(net) or self._transports.setdefault(net, h1_transport(net))
+            client = make_client(p, transport, timeouts, base_url=self._urls.get(p.name), clock=self._clock)
             self._runtimes[p.name] = build_runtime(
                 p,
                 client,
@@ -161,9 +161,9 @@ class Gateway:
 
     async def close(self) -> None:
         await self._close_quota()
-        if self._transport is not None:
-            await self._transport.close()
-            self._transport = None
+        for transport in self._transports.values():
+            await transport.close()
+        self._transports.clear()
         if self._emulator is not None:
             await self._emulator.__aexit__(None, None, None)
             self._emulator = None

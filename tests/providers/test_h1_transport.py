@@ -19,7 +19,14 @@ import pytest
 from aiohttp import web
 
 from batchgate.config import TimeoutConfig
-from batchgate.errors import ConnectError, GarbledHead, MalformedResponse, RequestTimeout, UnreachableError
+from batchgate.errors import (
+    ConnectError,
+    GarbledHead,
+    MalformedResponse,
+    RequestTimeout,
+    TLSError,
+    UnreachableError,
+)
 from batchgate.providers.h1 import H1Transport
 from batchgate.providers.http import JSON_HEADERS
 from batchgate.providers.transport import call
@@ -233,7 +240,7 @@ async def test_https_is_verified_against_the_trust_store(certificate: tuple[str,
         assert await _post(trusting, url, b"again") == b"again"
         await trusting.close()
         system = H1Transport()  # the system's trust store does not know this certificate
-        with pytest.raises(UnreachableError, match="TLS handshake"):
+        with pytest.raises(TLSError, match=r"CERTIFICATE_VERIFY_FAILED: self.signed certificate \(127"):
             await _post(system, url, b"x")
         await system.close()
     finally:

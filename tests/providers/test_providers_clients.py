@@ -159,13 +159,15 @@ async def test_anthropic_unusable_2xx_is_malformed(server: tuple[str, Canned], b
         await call(url, "anthropic")
 
 
-async def test_redirects_are_not_followed(server: tuple[str, Canned]) -> None:
+async def test_a_redirect_loop_stops_after_five_hops(server: tuple[str, Canned]) -> None:
     url, canned = server
-    canned.status = 307
+    canned.status = 307  # every path answers 307 to /elsewhere: followed, with its body, 5 times
     canned.headers["Location"] = url + "/elsewhere"
-    with pytest.raises(BadRequestError, match="HTTP 307"):
+    with pytest.raises(BadRequestError, match=r"HTTP 307 redirect to http://.*/elsewhere not followed: 5"):
         await call(url + "/v1", "openai")
-    assert len(canned.seen) == 1
+    assert len(canned.seen) == 6
+    assert [path for path, *_ in canned.seen[1:]] == ["/elsewhere"] * 5
+    assert canned.seen[-1][-1] == canned.seen[0][-1]  # the same body each time
 
 
 @pytest.mark.parametrize(

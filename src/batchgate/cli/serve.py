@@ -24,6 +24,7 @@ import argparse
 import functools
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -176,6 +177,7 @@ def run_serve(args: argparse.Namespace) -> int:
     limits = _body_limits(args)
     loop_factory = _loop_factory(args.loop)
     config = load_config(args.config)
+    callbacks = replace(callbacks, network=config.network)  # the environment's proxy and CAs
     _warn_unpriced(config)
     place = _place(args)
     _log_to_stderr(args.log_level)

@@ -10,6 +10,7 @@ else of batchgate; everything else may import this.
 
 from batchgate.config.job_spec import JobSpec, parse_job_spec
 from batchgate.config.load import config_from_dict, load_config
+from batchgate.config.network import NetworkSettings, ProxyURL
 from batchgate.config.schema import (
     EMULATOR_BASE_URL,
     Budget,
@@ -36,9 +37,11 @@ __all__ = [
     "JobSettings",
     "JobSpec",
     "ModelLimits",
+    "NetworkSettings",
     "Price",
     "ProviderConfig",
     "ProviderKind",
+    "ProxyURL",
     "QuotaSettings",
     "RouteConfig",
     "RouteMode",

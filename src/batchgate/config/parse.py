@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from batchgate.config.job_spec import FIELDS, parse_job_spec
 from batchgate.config.model_limits import cut_per_model, read_model_limits
+from batchgate.config.network import NETWORK_KEYS, NetworkSettings, environment_network, provider_network
 from batchgate.config.schema import (
     EMULATOR_BASE_URL,
     Budget,
@@ -58,6 +59,7 @@ _PROVIDER = frozenset(
         "batch_max_bytes",
         "output_charge",
         "models",
+        *NETWORK_KEYS,
     }
 )
 _LIMITS = frozenset({"rpm", "tpm", "itpm", "otpm", "max_concurrency", "burst_seconds"})
@@ -92,8 +94,10 @@ _BATCH_POLL = frozenset({"initial", "factor", "maximum"})
 
 def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> GatewayConfig:
     top = Section(data, source, "", _TOP)
+    network = environment_network(environ, source)  # the environment, read once
     providers = tuple(
-        _provider(top, i, raw, environ) for i, raw in enumerate(top.items("providers", required=True))
+        _provider(top, i, raw, environ, network)
+        for i, raw in enumerate(top.items("providers", required=True))
     )
     names = [p.name for p in providers]
     for i, name in enumerate(names):
@@ -123,6 +127,7 @@ def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> 
         emulator=emulator,
         fanout=_fanout(top, models),
         source=source,
+        network=network,
     )
 
 
@@ -137,7 +142,9 @@ def _fanout(top: Section, models: list[str]) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _provider(top: Section, i: int, raw: Any, environ: Mapping[str, str]) -> ProviderConfig:
+def _provider(
+    top: Section, i: int, raw: Any, environ: Mapping[str, str], network: NetworkSettings
+) -> ProviderConfig:
     s = Section(raw, top.source, f"providers[{i}]", _PROVIDER)
     name = s.string("name", required=True)
     assert name is not None
@@ -193,6 +200,7 @@ def _provider(top: Section, i: int, raw: Any, environ: Mapping[str, str]) -> Pro
         batch_max_bytes=s.integer("batch_max_bytes"),
         output_charge=cast("OutputCharge | None", output_charge),
         model_limits=read_model_limits(s, limits.burst_seconds),
+        network=provider_network(s.data, s.path, s.source, network),
     )
 
 

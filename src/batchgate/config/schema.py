@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from batchgate.config.job_spec import JobSpec
+from batchgate.config.network import NetworkSettings
 from batchgate.models import RouteMode
 from batchgate.policy.circuit import CircuitSettings
 from batchgate.policy.poll import PollPolicy
@@ -121,6 +122,7 @@ class ProviderConfig:
     # it `entry/models`); (): whatever the routes send to it.
     models: tuple[str, ...] = ()
     entry: str | None = None  # the YAML entry a per-model quota was cut from (its URL, its emulator)
+    network: NetworkSettings = field(default_factory=NetworkSettings)  # proxy, CAs, client cert
 
     @property
     def entry_name(self) -> str:
@@ -246,6 +248,7 @@ class GatewayConfig:
     emulator: Mapping[str, Any] | None = None  # raw emulator section, parsed by batchgate.emulator
     fanout: tuple[str, ...] = ()  # routes every input line runs on (`run --fanout` overrides)
     source: str = "<dict>"
+    network: NetworkSettings = field(default_factory=NetworkSettings)  # the environment's (callbacks)
 
     def provider(self, name: str) -> ProviderConfig:
         for p in self.providers:

@@ -114,7 +114,7 @@ async def run_job(
                 await end_ingest(store, job_id, ingest, req, config, err)  # its sha256, skipped lines
             code = await _finish(store, job, outcome, req, segments, sink, out, err, graph, appended, more)
             if req.gateway is None:  # a server's runs: its outbox posts their ends
-                await announce_end(config.job.spec, job_id, code, clock, err)
+                await announce_end(config.job.spec, job_id, code, clock, err, config.network)
             if ingest is not None and ingest.failed:
                 await end_ingest(store, job_id, ingest, req, config, err)  # a bad line read late raises
             return code

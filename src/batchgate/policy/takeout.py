@@ -1,7 +1,8 @@
 """Taking a target out of its routes: a provider that cannot serve anything, not just now.
 
-A target that refuses the API key (401/403) or cannot be reached at all (connection refused, DNS
-failure) is not down for a moment: every further request would fail the same way. After `after`
+A target that refuses the API key (401/403), cannot be reached at all (connection refused, DNS
+failure) or fails the TLS handshake (a certificate not trusted: `TLSError`, its own cause, never
+"unreachable") is not down for a moment: every further request would fail the same way. After `after`
 such failures in a row, the target is out — its requests fail over to the route's other
 targets, and a route with none left stops the job (`errors.NoTargetLeft`) — until, after
 `readmit_seconds` (for a long-lived gateway: a server, a library user's), it is given its tries
@@ -25,7 +26,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from batchgate.errors import AuthenticationError, HTTPStatusError, ModelRefusedError, UnreachableError
+from batchgate.errors import (
+    AuthenticationError,
+    HTTPStatusError,
+    ModelRefusedError,
+    TLSError,
+    UnreachableError,
+)
 
 C = TypeVar("C")
 
@@ -50,6 +57,8 @@ def fatal_cause(error: BaseException) -> str | None:
     if isinstance(error, AuthenticationError):
         return f"API key refused (HTTP {error.status})" if error.status else "API key refused"
     if isinstance(error, UnreachableError):
+        return error.cause
+    if isinstance(error, TLSError):  # the server is there; its certificate is not trusted
         return error.cause
     return None
 

@@ -24,7 +24,10 @@ Transport failures (`error_for_exception`):
     a head or body (decompressed) past the bound (H1TooLarge)         AnswerTooLarge
     a status or header line that is not HTTP/1.x (H1GarbledHead)      GarbledHead
     a garbled HTTP answer (ClientResponseError, H1ProtocolError)      MalformedResponse
-    refused or unresolvable (ClientConnectorError, H1ConnectError)    UnreachableError
+    a certificate not trusted, a failed handshake (ClientSSLError,
+      H1TLSError)                                                     TLSError (kind "tls")
+    refused or unresolvable (ClientConnectorError, H1ConnectError),
+      a proxy refusing the tunnel (H1ProxyError)                      UnreachableError
     any other connection error (reset, dropped, OSError)              ConnectError
 
 (aiohttp's types for the Batch API calls, the lean client's `batchgate.providers.h1` for chat.)
@@ -37,6 +40,7 @@ may have been charged; both are retryable TransportErrors, the distinction only 
 
 from __future__ import annotations
 
+import ssl
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -60,6 +64,7 @@ from batchgate.errors import (
     RequestTimeout,
     RetryableStatusError,
     ServerError,
+    TLSError,
     TransportError,
     UnreachableError,
 )
@@ -70,6 +75,8 @@ from batchgate.providers.h1.errors import (
     H1DNSError,
     H1GarbledHead,
     H1ProtocolError,
+    H1ProxyError,
+    H1TLSError,
     H1TooLarge,
 )
 
@@ -174,6 +181,11 @@ def error_for_exception(
     if isinstance(exc, ForeignHTTPError):
         exc = exc.original
     broken, garbled, unconnected, _ = _aiohttp_types()
+    if isinstance(exc, H1TLSError) or _aiohttp_tls(exc):
+        return _tls_error(exc, provider)
+    refusal = _aiohttp_proxy_refusal(exc)
+    if refusal is not None:
+        return UnreachableError(f"{provider}: unreachable ({refusal})", provider=provider, cause=refusal)
     cls: type[TransportError]
     if isinstance(exc, TimeoutError):  # asyncio.TimeoutError and aiohttp's ServerTimeoutError
         cls, what = RequestTimeout, "timed out"
@@ -199,12 +211,57 @@ def error_for_exception(
 
 def _unreachable_cause(exc: BaseException) -> str:
     """Refused or unresolvable, told apart by the exception's type (never by its text)."""
+    if isinstance(exc, H1ProxyError):
+        return str(exc)  # names the proxy (never its credentials) and its answer
     if isinstance(exc, (H1DNSError, *_aiohttp_types()[3])):
         return "DNS failure"
     os_error = getattr(exc, "os_error", None)
     if isinstance(os_error, ConnectionRefusedError):
         return "connection refused"
     return "unreachable"
+
+
+TLS_HINT = "give the CA that signs it as ca_bundle: in the provider's entry, or SSL_CERT_FILE"
+
+
+def _tls_error(exc: BaseException, provider: str) -> TLSError:
+    """The certificate problem and the host, and (a verification failure) where a CA is given."""
+    if isinstance(exc, H1TLSError):
+        problem, host, verify = exc.problem, exc.host, exc.verify
+    else:  # aiohttp's ClientSSLError: its connection key holds the host, its cause the ssl error
+        key = getattr(exc, "_conn_key", None)
+        host = f"{key.host}:{key.port}" if key is not None else "the server"
+        cause = getattr(exc, "certificate_error", None) or getattr(exc, "os_error", None) or exc
+        verify = isinstance(cause, ssl.SSLCertVerificationError)
+        reason = getattr(cause, "reason", None) or type(cause).__name__
+        problem = f"{reason}: {cause.verify_message}" if verify else str(reason)  # type: ignore[union-attr]
+    what = f"TLS: {problem} ({host})"
+    hint = f"; {TLS_HINT}" if verify else ""
+    return TLSError(f"{provider}: {what}{hint}", provider=provider, cause=f"{what}{hint}")
+
+
+def _aiohttp_proxy_refusal(exc: BaseException) -> str | None:
+    """aiohttp's `ClientHttpProxyError` (the proxy answered CONNECT with an error) in the words
+    the lean client uses (`H1ProxyError`); the proxy URL it names holds no credentials (they go
+    apart, as `proxy_auth`)."""
+    if "aiohttp" not in sys.modules:
+        return None
+    import aiohttp  # noqa: PLC0415 — already loaded by whatever raised
+
+    if not isinstance(exc, aiohttp.ClientHttpProxyError):
+        return None
+    url = exc.request_info.real_url
+    proxy = f"{url.scheme}://{url.host}:{url.port}"
+    hint = " (proxy credentials missing or refused)" if exc.status == 407 else ""
+    return f"the proxy {proxy} refused CONNECT: HTTP {exc.status} {exc.message}{hint}"
+
+
+def _aiohttp_tls(exc: BaseException) -> bool:
+    if "aiohttp" not in sys.modules:
+        return False
+    import aiohttp  # noqa: PLC0415 — already loaded by whatever raised
+
+    return isinstance(exc, aiohttp.ClientSSLError)
 
 
 _NONE: tuple[type[BaseException], ...] = ()

@@ -26,6 +26,7 @@ bounds connecting.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,10 +36,12 @@ from aiohttp.client_reqrep import ClientRequest
 from aiohttp.connector import Connection
 from aiohttp.tracing import Trace
 
-from batchgate.config import Secret, TimeoutConfig
+from batchgate.config import NetworkSettings, Secret, TimeoutConfig
+from batchgate.config.network import proxy_for_url, tls_context
 from batchgate.providers.classify import error_for_exception
 from batchgate.providers.h1.errors import ForeignHTTPError, H1TooLarge
 from batchgate.providers.h1.parser import MAX_BODY
+from batchgate.providers.redirects import next_hop
 from batchgate.providers.transport import Answer
 from batchgate.providers.wire import ON_WIRE
 
@@ -123,6 +126,11 @@ def create_session(*, connect_timeout: float, limit: int = 0) -> aiohttp.ClientS
     )
 
 
+def proxy_header(authorization: str | None) -> dict[str, str] | None:
+    """A proxy's credentials as aiohttp's `proxy_headers` (None: it has none)."""
+    return None if authorization is None else {"Proxy-Authorization": authorization}
+
+
 def request_timeout(timeouts: TimeoutConfig) -> aiohttp.ClientTimeout:
     """The per-request timeout: `total` for the whole call, `connect` for opening the socket."""
     return aiohttp.ClientTimeout(total=timeouts.total, sock_connect=timeouts.connect)
@@ -139,13 +147,24 @@ async def send(
     provider: str,
     api_key: Secret | None,
     limit: int = MAX_BODY,
+    network: NetworkSettings | None = None,
 ) -> Answer:
     """Send one request; (status, headers, body bytes), or a `TransportError` without the API key
-    (`AnswerTooLarge` for a body past `limit` bytes, decompressed)."""
-    try:
-        return await _exchange(session, method, url, data, headers, client_timeout, limit)
-    except (aiohttp.ClientError, TimeoutError, OSError, H1TooLarge) as exc:
-        raise error_for_exception(exc, provider=provider, api_key=api_key) from None
+    (`AnswerTooLarge` for a body past `limit` bytes, decompressed). `network`: its proxy and TLS
+    context; redirects are followed or refused as `batchgate.providers.redirects` says (as on the
+    chat path; aiohttp's own following is off)."""
+    hops = 0
+    while True:
+        try:
+            answer = await _exchange(session, method, url, data, headers, client_timeout, limit, network)
+        except (aiohttp.ClientError, TimeoutError, OSError, H1TooLarge) as exc:
+            raise error_for_exception(exc, provider=provider, api_key=api_key) from None
+        hop = next_hop(method, url, answer[0], answer[1], hops=hops, provider=provider, api_key=api_key)
+        if hop is None:
+            return answer
+        if hop[0] != method:
+            data = None
+        (method, url), hops = hop, hops + 1
 
 
 async def _exchange(
@@ -156,9 +175,27 @@ async def _exchange(
     headers: Mapping[str, str],
     client_timeout: aiohttp.ClientTimeout,
     limit: int = MAX_BODY,
+    network: NetworkSettings | None = None,
 ) -> Answer:
+    tls: ssl.SSLContext | bool = True
+    proxy, proxy_headers = None, None
+    if network is not None:
+        tls = tls_context(network) if network.custom_tls else True
+        chosen = proxy_for_url(network, url)
+        if chosen is not None:  # its credentials apart: no URL holding a password is ever made
+            proxy, proxy_headers = chosen.shown, proxy_header(chosen.authorization)
+            if proxy_headers and not url.startswith("https:"):  # absolute form: no CONNECT to carry it
+                headers = {**headers, **proxy_headers}
     async with session.request(
-        method, url, data=data, headers=headers, timeout=client_timeout, allow_redirects=False
+        method,
+        url,
+        data=data,
+        headers=headers,
+        timeout=client_timeout,
+        allow_redirects=False,
+        ssl=tls,
+        proxy=proxy,
+        proxy_headers=proxy_headers,
     ) as resp:
         body = bytearray()
         async for piece in resp.content.iter_any():  # inflated by aiohttp in bounded steps

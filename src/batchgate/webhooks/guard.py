@@ -8,7 +8,8 @@ Refused unless the allow-list permits them: loopback, private (RFC 1918, fc00::/
 address embedding an IPv4 one (NAT64, 6to4, Teredo, ...) by what it reaches (`addresses`). A name
 resolving to several addresses is refused if any one is. The allow-list (`--callback-allow`) holds
 networks (`127.0.0.1`, `10.0.0.0/8`, `::1`) an address may be in, and host names whose every
-address is accepted. Redirects are never followed (`sender`).
+address is accepted. A redirect is followed only as a 307/308 to a URL this guard passes again
+(`sender`).
 """
 
 from __future__ import annotations

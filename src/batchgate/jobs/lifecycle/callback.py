@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from yarl import URL
 
 from batchgate.clock import Clock
-from batchgate.config import Secret
+from batchgate.config import NetworkSettings, Secret
 from batchgate.config.job_spec import JobSpec
 from batchgate.errors import JobSpecError
 from batchgate.webhooks import guard, sender, signing
@@ -51,9 +51,15 @@ def event_type(exit_code: int) -> str:
 
 
 async def announce_end(
-    spec: JobSpec, job_id: str, exit_code: int, clock: Clock, say: Callable[[str], None]
+    spec: JobSpec,
+    job_id: str,
+    exit_code: int,
+    clock: Clock,
+    say: Callable[[str], None],
+    network: NetworkSettings | None = None,
 ) -> str | None:
-    """Post the end to `spec.callback_url` (if any); the last attempt's outcome."""
+    """Post the end to `spec.callback_url` (if any), through `network`'s proxy and CAs; the last
+    attempt's outcome."""
     if spec.callback_url is None:
         return None
     secret = callback_secret(spec)
@@ -72,6 +78,7 @@ async def announce_end(
             int(clock.wall()),
             allow=LOCAL_ALLOW,
             timeout_s=TIMEOUT_S,
+            network=network,
         )
         if attempt.final:
             break

@@ -256,7 +256,11 @@ class Worker:
         except JobLockedError:
             return  # the worker holding the lock is finishing it
         spec = job.options.spec.over(self.config.job.spec)  # its callback, as `run` posts it
-        await announce_end(spec, job_id, 0, self.clock, lambda line: event(_log, INFO, "callback", text=line))
+        await announce_end(spec, job_id, 0, self.clock, _say_callback, self.config.network)
+
+
+def _say_callback(line: str) -> None:
+    event(_log, INFO, "callback", text=line)
 
 
 def _cancel(tasks: list[asyncio.Task[None]]) -> None:

@@ -137,7 +137,7 @@ class AnthropicBatchClient:
         self._default_max_tokens = config.default_max_tokens
         self._clock: Clock = clock or LoopClock()
         headers = anthropic_headers(config, {"Accept": "application/json"})
-        self._http = BatchHTTP(session, timeouts, config.name, config.api_key, headers)
+        self._http = BatchHTTP(session, timeouts, config.name, config.api_key, headers, config.network)
         self._calls = calls = BatchCalls(
             self.name, self.kind, self._http, self._url, anthropic_status, self._clock, poll or PollPolicy()
         )

@@ -20,7 +20,7 @@ import orjson
 from multidict import CIMultiDictProxy
 
 from batchgate.clock import Clock
-from batchgate.config import Secret, TimeoutConfig
+from batchgate.config import NetworkSettings, Secret, TimeoutConfig
 from batchgate.errors import (
     BadRequestError,
     OverloadedError,
@@ -255,7 +255,9 @@ class BatchHTTP:
         provider: str,
         api_key: Secret | None,
         headers: Mapping[str, str],
+        network: NetworkSettings | None = None,
     ) -> None:
+        self._network = network  # the provider's proxy and TLS settings
         self._session = session
         self._timeout = request_timeout(timeouts)
         self._provider = provider
@@ -284,6 +286,7 @@ class BatchHTTP:
             provider=self._provider,
             api_key=self._api_key,
             limit=limit,
+            network=self._network,
         )
 
     async def raw(

@@ -123,7 +123,7 @@ class OpenAIBatchClient:
         self.max_requests = max_requests
         self.max_bytes = max_bytes
         headers = openai_headers(config, {"Accept": "application/json"})
-        self._http = BatchHTTP(session, timeouts, config.name, config.api_key, headers)
+        self._http = BatchHTTP(session, timeouts, config.name, config.api_key, headers, config.network)
         self._calls = calls = BatchCalls(
             self.name,
             self.kind,

@@ -50,3 +50,22 @@ class ForeignHTTPError(H1Error):
     def __init__(self, original: BaseException) -> None:
         super().__init__(str(original))
         self.original = original
+
+
+class H1TLSError(H1Error):
+    """The TLS handshake failed: the server's certificate is not trusted (or no protocol in
+    common). `problem` says what, as the ssl module words it, and `host` where; nothing was sent."""
+
+    def __init__(self, problem: str, host: str) -> None:
+        super().__init__(f"TLS handshake with {host} failed: {problem}")
+        self.problem, self.host = problem, host
+        self.verify = False  # True: a certificate verification failure (a CA to give)
+
+
+class H1ProxyError(H1ConnectError):
+    """The proxy refused to open a tunnel to the target (`CONNECT` answered 407, 403, 502, ...):
+    the message names the proxy (never its credentials) and its status; nothing was sent."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status

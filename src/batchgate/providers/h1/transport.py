@@ -10,6 +10,12 @@ connection is bounded by `connect` too). A call that ends any other way
 than with a whole answer drops its connection. There is no cap on connections: the scheduler
 decides how many calls are in flight. Failures raise `batchgate.providers.h1.errors` types, which
 `batchgate.providers.classify` maps; the transport's timers are the event loop's, as aiohttp's are.
+
+Where `proxy` names a proxy for an origin (`batchgate.providers.network.proxy_route`), the socket
+goes to the proxy: an https origin through a `CONNECT` tunnel (`proxy.open_tunnel`), then TLS
+verified for the origin's host; an http origin's requests in absolute form with
+`Proxy-Authorization`. A failed handshake raises `H1TLSError` (the ssl module's reason and verify
+message, and the host), never a connect error.
 """
 
 from __future__ import annotations
@@ -18,19 +24,21 @@ import asyncio
 import ipaddress
 import socket
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from batchgate.providers.h1.connection import Connection
-from batchgate.providers.h1.errors import H1ConnectError, H1DNSError, H1ProtocolError
+from batchgate.providers.h1.errors import H1ConnectError, H1DNSError, H1ProtocolError, H1TLSError
 from batchgate.providers.h1.parser import Response
+from batchgate.providers.h1.proxy import Proxy, open_tls_proxy, open_tunnel
 from batchgate.providers.wire import ON_WIRE
 
 KEEPALIVE_SECONDS = 30.0
 DNS_CACHE_SECONDS = 300.0
 USER_AGENT = "batchgate"
 _Address = tuple[int, int, int, str, Any]  # as getaddrinfo gives them
+ProxyRoute = Callable[[str, str, int], Proxy | None]  # (scheme, host, port) -> the proxy, or None
 
 
 class _Target(NamedTuple):
@@ -38,14 +46,23 @@ class _Target(NamedTuple):
 
     origin: tuple[str, str, int]  # scheme, host, port
     host_header: str
-    path: str
+    path: str  # absolute form for an http target through a proxy
+    proxy: Proxy | None
 
 
 class H1Transport:
     """See the module docstring."""
 
-    def __init__(self, *, keepalive: float = KEEPALIVE_SECONDS, tls: ssl.SSLContext | None = None) -> None:
-        """`tls`: the context for https (None: the system's trust store, made when first needed)."""
+    def __init__(
+        self,
+        *,
+        keepalive: float = KEEPALIVE_SECONDS,
+        tls: ssl.SSLContext | None = None,
+        proxy: ProxyRoute | None = None,
+    ) -> None:
+        """`tls`: the context for https (None: the system's trust store, made when first needed);
+        `proxy`: the proxy each origin goes through (None: every origin directly)."""
+        self._route = proxy
         self._keepalive = keepalive
         self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._live: set[Connection] = set()
@@ -116,9 +133,11 @@ class H1Transport:
     async def _connect(self, target: _Target, wait: float | None) -> Connection:
         scheme, host, port = target.origin
         context = self._tls() if scheme == "https" else None
+        proxy = target.proxy
+        dial = (proxy.host, proxy.port) if proxy is not None else (host, port)
         try:
             async with asyncio.timeout(wait):
-                addresses = await self._resolve(host, port)
+                addresses = await self._resolve(*dial)
                 error: OSError | None = None
                 for family, kind, proto, _, address in addresses:
                     sock = socket.socket(family, kind, proto)
@@ -132,10 +151,47 @@ class H1Transport:
                     except BaseException:  # cancelled or timed out while connecting
                         sock.close()
                         raise
+                    if proxy is not None and proxy.tls is not None:
+                        return await self._via_tls_proxy(sock, proxy, target.origin, context)
+                    if proxy is not None and scheme == "https":
+                        await _tunnel(sock, proxy, host, port)
                     return await self._wrap(sock, context, host)
         except ssl.SSLError as exc:
-            raise H1ConnectError(f"TLS handshake with {host}:{port} failed: {exc}", exc) from None
-        raise H1ConnectError(f"cannot connect to {host}:{port}: {error}", error)
+            raise _tls_error(exc, host, port) from None
+        where = f"the proxy {proxy.shown}" if proxy is not None else f"{host}:{port}"
+        raise H1ConnectError(f"cannot connect to {where}: {error}", error)
+
+    async def _via_tls_proxy(
+        self,
+        sock: socket.socket,
+        proxy: Proxy,
+        origin: tuple[str, str, int],
+        context: ssl.SSLContext | None,
+    ) -> Connection:
+        """Through an https:// proxy: TLS to it, then a tunnel and TLS inside it (https targets)
+        or the requests in absolute form over it (http targets)."""
+        scheme, host, port = origin
+        try:
+            transport = await open_tls_proxy(sock, proxy, (host, port) if scheme == "https" else None)
+        except BaseException:
+            sock.close()
+            raise
+        conn = Connection(self._live.discard)
+        try:
+            if context is not None:
+                loop = asyncio.get_running_loop()
+                inner = await loop.start_tls(transport, conn, context, server_hostname=host)
+                if inner is None:  # only when the loop is closing
+                    raise H1ConnectError("the event loop is closing")
+                transport = inner
+            else:
+                transport.set_protocol(conn)
+        except BaseException:
+            transport.abort()
+            raise
+        conn.connection_made(transport)
+        self._live.add(conn)
+        return conn
 
     async def _wrap(self, sock: socket.socket, context: ssl.SSLContext | None, host: str) -> Connection:
         loop = asyncio.get_running_loop()
@@ -186,7 +242,10 @@ class H1Transport:
         path = parts.path or "/"
         if parts.query:
             path = f"{path}?{parts.query}"
-        target = _Target((scheme, host, port), host_header, path)
+        proxy = self._route(scheme, host, port) if self._route is not None else None
+        if proxy is not None and scheme == "http":
+            path = f"http://{host_header}{path}"  # absolute form: the proxy forwards it
+        target = _Target((scheme, host, port), host_header, path, proxy)
         if len(self._targets) < 1024:  # a client's few URLs; never a cache that grows without end
             self._targets[url] = target
         return target
@@ -195,6 +254,9 @@ class H1Transport:
 def _request_bytes(method: str, target: _Target, data: bytes | None, headers: Mapping[str, str]) -> bytes:
     lines = [f"{method} {target.path} HTTP/1.1", f"Host: {target.host_header}"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
+    proxy = target.proxy
+    if proxy is not None and proxy.authorization is not None and target.origin[0] == "http":
+        lines.append(f"Proxy-Authorization: {proxy.authorization}")
     if "Accept-Encoding" not in headers:
         lines.append("Accept-Encoding: gzip, deflate")
     if "User-Agent" not in headers:
@@ -224,6 +286,25 @@ async def _lookup(host: str, port: int) -> list[_Address]:
     # IPv4 first: a network that black-holes IPv6 would otherwise hold each new connection for
     # the whole connect timeout (one without IPv4 refuses those at once and goes on to IPv6)
     return sorted(found, key=lambda info: info[0] != socket.AF_INET)
+
+
+async def _tunnel(sock: socket.socket, proxy: Proxy, host: str, port: int) -> None:
+    try:
+        await open_tunnel(sock, proxy, host, port)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def _tls_error(exc: ssl.SSLError, host: str, port: int) -> H1TLSError:
+    """The certificate problem as the ssl module words it (its reason code and verify message)."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    reason = exc.reason or type(exc).__name__
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        error = H1TLSError(f"{reason}: {exc.verify_message}", where)
+        error.verify = True
+        return error
+    return H1TLSError(str(reason), where)
 
 
 def _expire(waiter: asyncio.Future[Response]) -> None:

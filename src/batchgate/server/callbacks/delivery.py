@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from yarl import URL
 
 from batchgate.clock import Clock, TimerHandle
+from batchgate.config import NetworkSettings
 from batchgate.errors import JobError, ServiceRequestError
 from batchgate.server.callbacks.outbox import Event, Outbox, add
 from batchgate.server.tenancy.registry import BatchRecord, Registry
@@ -44,6 +45,7 @@ class CallbackSettings:
     delays: tuple[float, ...] = DEFAULT_DELAYS
     give_up_after_s: float = GIVE_UP_S
     timeout_s: float = TIMEOUT_S
+    network: NetworkSettings | None = None  # the proxy and CAs deliveries go through
 
     def delay(self, attempts: int) -> float:
         """The wait after the `attempts`-th failed attempt (the last delay repeats)."""
@@ -185,7 +187,14 @@ class Callbacks:
                 stamp = int(self.clock.wall())
                 s = self.settings
                 attempt = await send(
-                    event.url, event.id, event.body, secret, stamp, allow=s.allow, timeout_s=s.timeout_s
+                    event.url,
+                    event.id,
+                    event.body,
+                    secret,
+                    stamp,
+                    allow=s.allow,
+                    timeout_s=s.timeout_s,
+                    network=s.network,
                 )
             self._settle(event, attempt)
         except Exception as exc:  # a bug: said in one line; the event stays pending
