@@ -65,6 +65,7 @@ from batchgate.providers.h1.errors import (
     H1DNSError,
     H1ProtocolError,
 )
+from batchgate.urls import shown
 
 MESSAGE_LIMIT = 300
 _REDACTED = "***"
@@ -133,8 +134,10 @@ def error_for_response(
     *,
     provider: str,
     api_key: Secret | None = None,
+    url: str | None = None,
 ) -> HTTPStatusError:
-    """The error for a non-2xx answer; keeps `headers` (retry hints) and the parsed body."""
+    """The error for a non-2xx answer; keeps `headers` (retry hints) and the parsed body. `url`, the
+    address the request went to, ends the message as `urls.shown` shows it (keys in it hidden)."""
     key = api_key.reveal() if api_key is not None else ""
     if key:
         secret = key.encode()
@@ -156,6 +159,8 @@ def error_for_response(
         parts.append(f" {label}")
     if detail:
         parts.append(f": {shorten(scrub(detail, api_key))}")
+    if url is not None:
+        parts.append(f" ({scrub(shown(url), api_key)})")
     cls = status_class(status, etype, code)
     return cls("".join(parts), provider=provider, status=status, headers=headers, body=body)
 
