@@ -25,8 +25,9 @@ from batchgate.emulator.openai_endpoints import PATHS
 from batchgate.emulator.wire import ApiError
 
 ENDPOINTS = {path: endpoint for endpoint, path in PATHS.items()}  # a batch's `endpoint` → its name
-# Azure's batches name the endpoint without `/v1` (`/chat/completions`; `emulator.azure_api`)
-AZURE_ENDPOINTS = {path.removeprefix("/v1"): endpoint for endpoint, path in PATHS.items()}
+# Azure's batch guide names the endpoint without `/v1` (`/chat/completions`; `emulator.azure_api`);
+# the `/v1/...` form the `openai` SDK's types offer is taken too
+AZURE_ENDPOINTS = {path.removeprefix("/v1"): endpoint for endpoint, path in PATHS.items()} | ENDPOINTS
 MAX_BATCH_EMBEDDING_INPUTS = 50_000
 
 
