@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 import pytest
@@ -74,3 +75,8 @@ def test_azure_url_forms_that_carry_what_they_need(base_url: str) -> None:
     assert provider.kind == "azure"
     assert provider.openai_wire
     assert provider.base_url == base_url
+
+
+def test_an_unquoted_yaml_date_is_an_api_version() -> None:
+    entry = {"kind": "azure", "base_url": RESOURCE, "api_version": date(2024, 10, 21)}
+    assert _config(entry, {}).providers[0].api_version == "2024-10-21"

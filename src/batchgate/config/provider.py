@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import date
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
@@ -143,7 +144,12 @@ def _azure(s: Section, kind: str, base_url: str) -> tuple[str | None, str | None
     deployment URL names its deployment; every form but `/openai/v1` needs an api-version (given
     here or in the URL's query)."""
     deployment = s.string("deployment")
-    api_version = s.string("api_version")
+    raw_version = s.raw("api_version")
+    if isinstance(raw_version, date):  # YAML reads an unquoted 2024-10-21 as a date
+        raw_version = raw_version.isoformat()
+    if raw_version is not None and (not isinstance(raw_version, str) or not raw_version):
+        s.fail("api_version", f"must be a version such as 2024-10-21, got {type_name(raw_version)}")
+    api_version = raw_version
     if kind != "azure":
         for key, value in (("deployment", deployment), ("api_version", api_version)):
             if value is not None:
