@@ -15,6 +15,7 @@ import pytest
 from batchgate.clock import FakeClock
 from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.emulator import Emulator, emulator_config_from_dict
+from batchgate.endpoints import ENDPOINT_KEY
 from batchgate.errors import AuthenticationError, BadRequestError, RateLimitError
 from batchgate.providers import make_client
 from batchgate.providers.http import SessionTransport, create_session
@@ -180,3 +181,30 @@ async def test_the_openai_sdk_azure_client_reads_chat_and_batch_answers() -> Non
         out = [orjson.loads(x) for x in content.text.splitlines()]
         assert sorted(x["custom_id"] for x in out) == ["r0", "r1", "r2"]
         assert {x["response"]["body"]["choices"][0]["message"]["content"] for x in out} == {"positive"}
+
+
+@pytest.mark.parametrize(
+    ("path", "config"),
+    [("/openai/deployments/dep?api-version=" + VERSION, {}), ("/openai/v1", {"deployment": "dep"})],
+)
+@pytest.mark.parametrize(
+    ("endpoint", "body", "kind"),
+    [
+        ("embeddings", {"input": "a review"}, "list"),
+        ("responses", {"input": PROMPT, "max_output_tokens": 16}, "response"),
+        ("completions", {"prompt": PROMPT, "max_tokens": 5}, "text_completion"),
+    ],
+)
+async def test_other_endpoints_reach_azure_as_published(
+    path: str, config: dict[str, Any], endpoint: str, body: dict[str, Any], kind: str
+) -> None:
+    """Embeddings and completions under the deployment, the Responses API at `/openai/responses`
+    (the body naming the deployment) or on v1."""
+    async with _emulator() as emu, create_session(connect_timeout=2.0) as http:
+        provider = ProviderConfig(
+            name="az", kind="azure", base_url=f"{emu.url}/az{path}", api_key=Secret(KEY), **config
+        )
+        client = make_client(provider, SessionTransport(http), TIMEOUTS)
+        answer = await client.send({**body, ENDPOINT_KEY: endpoint}, model="dep")
+        assert answer.body["object"] == kind
+        assert emu.stats()["unrouted"] == 0

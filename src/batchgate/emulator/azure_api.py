@@ -4,7 +4,8 @@ reference and "Getting started with Azure OpenAI batch deployments").
 
 Addresses (served by `emulator.server` and `emulator.batch.service` under `/<name>`):
 `/openai/deployments/{deployment}/chat/completions?api-version=V` (and `/embeddings`,
-`/completions`), the v1 surface `/openai/v1/chat/completions` (and `/embeddings`, `/responses`,
+`/completions`), the Responses API at `/openai/responses?api-version=V` (the body's model names the
+deployment), the v1 surface `/openai/v1/chat/completions` (and `/embeddings`, `/responses`,
 `/completions`) with no api-version, and the Batch API at `/openai/files` and `/openai/batches`
 (`?api-version=V`) or `/openai/v1/files`, `/openai/v1/batches`.
 
@@ -56,6 +57,7 @@ _ENDPOINTS = ("chat", "chat/completions"), ("embeddings", "embeddings"), ("compl
 # (endpoint, path under /<name>): the deployment paths (api-version required) and the v1 surface
 AZURE_PATHS: tuple[tuple[str, str], ...] = (
     *((e, f"/openai/deployments/{{deployment}}/{p}") for e, p in _ENDPOINTS),
+    ("responses", "/openai/responses"),  # the Responses API: not under a deployment
     *((e, f"/openai/{{v1:v1}}/{p}") for e, p in (*_ENDPOINTS, ("responses", "responses"))),
 )
 

@@ -4,6 +4,7 @@ Azure speaks OpenAI's wire with its own addresses (/work/shared/PROTOCOLS.md "Az
 Microsoft's REST reference and "Getting started with Azure OpenAI batch deployments"):
 
     chat      {resource}/openai/deployments/{deployment}/chat/completions?api-version=V
+              (and /embeddings, /completions; the Responses API at {resource}/openai/responses?...)
     batch     {resource}/openai/files?api-version=V, {resource}/openai/batches?api-version=V
     v1        {resource}/openai/v1/chat/completions, /openai/v1/files, /openai/v1/batches
 
@@ -29,6 +30,7 @@ from batchgate.urls import joined
 
 _DEPLOYMENT = re.compile(r"^(.*)/openai/deployments/([^/]+)$")
 V1 = "/openai/v1"
+RESPONSES_PATH = "responses"  # Azure's Responses API: /openai/responses?api-version=V, /openai/v1/responses
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,8 @@ class AzureClient(OpenAIClient):
         self.urls = azure_urls(config, base_url)
 
     def url(self, path: str, model: str) -> str:
+        if path == RESPONSES_PATH:  # not under a deployment: the body's model names it
+            return joined(self.urls.batch_base(), path)
         return joined(self.urls.chat_base(model), path)
 
     def wire_model(self, model: str) -> str:
