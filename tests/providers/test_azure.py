@@ -16,7 +16,7 @@ from batchgate.clock import FakeClock
 from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.endpoints import ENDPOINT_KEY
-from batchgate.errors import AuthenticationError, BadRequestError, RateLimitError
+from batchgate.errors import AuthenticationError, ModelRefusedError, RateLimitError
 from batchgate.providers import make_client
 from batchgate.providers.http import SessionTransport, create_session
 
@@ -75,7 +75,7 @@ async def test_a_base_url_query_stays_after_the_path() -> None:
 async def test_an_http_error_names_the_url_without_the_key() -> None:
     async with _emulator() as emu, create_session(connect_timeout=2.0) as http:
         url = f"{emu.url}/az/openai/deployments/nope?api-version={VERSION}&api-key={KEY}"
-        with pytest.raises(BadRequestError) as info:
+        with pytest.raises(ModelRefusedError) as info:  # that deployment only
             await _send(emu, http, url)
         message = str(info.value)
         assert "HTTP 404" in message

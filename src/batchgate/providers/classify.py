@@ -14,6 +14,7 @@ Status answers (`error_for_response`):
     408, 409                                        RetryableStatusError
     >= 500                                          ServerError
     403, 404 + error.code "model_not_found"         ModelRefusedError     (that model only)
+    404 + error.code "DeploymentNotFound"           ModelRefusedError     (Azure: that deployment)
     401, 403                                        AuthenticationError
     anything else (other 4xx, a 3xx redirect)       BadRequestError
 
@@ -70,6 +71,7 @@ from batchgate.urls import shown
 MESSAGE_LIMIT = 300
 _REDACTED = "***"
 _QUOTA_CODES = frozenset({"insufficient_quota"})
+_MODEL_CODES = frozenset({"model_not_found", "DeploymentNotFound"})  # OpenAI's, Azure's
 
 
 def scrub(text: str, api_key: Secret | None) -> str:
@@ -120,7 +122,7 @@ def status_class(status: int, etype: str | None, code: str | None) -> type[HTTPS
         return RetryableStatusError
     if status >= 500:
         return ServerError
-    if status in (403, 404) and code == "model_not_found":  # the key may not use this one model
+    if status in (403, 404) and code in _MODEL_CODES:  # the key may not use this one model
         return ModelRefusedError
     if status in (401, 403):
         return AuthenticationError
