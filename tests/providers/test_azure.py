@@ -208,3 +208,12 @@ async def test_other_endpoints_reach_azure_as_published(
         answer = await client.send({**body, ENDPOINT_KEY: endpoint}, model="dep")
         assert answer.body["object"] == kind
         assert emu.stats()["unrouted"] == 0
+
+
+async def test_an_emulated_azure_provider_without_api_version_uses_the_v1_surface() -> None:
+    async with _emulator() as emu, create_session(connect_timeout=2.0) as http:
+        provider = ProviderConfig(name="az", kind="azure", base_url="emulator", api_key=Secret(KEY))
+        client = make_client(provider, SessionTransport(http), TIMEOUTS, base_url=emu.base_url("az"))
+        answer = await client.send(dict(BODY), model="dep")
+        assert answer.body["model"] == "dep"
+        assert emu.stats()["unrouted"] == 0

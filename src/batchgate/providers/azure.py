@@ -10,7 +10,8 @@ Microsoft's REST reference and "Getting started with Azure OpenAI batch deployme
 
 `base_url` may be the resource (`https://x.openai.azure.com`, with `deployment:` and
 `api_version:`), a deployment URL (`.../openai/deployments/d?api-version=V`: the query stays after
-every path), or the v1 surface (`.../openai/v1`, no api-version). Without a deployment the model
+every path), or the v1 surface (`.../openai/v1`, no api-version; also `base_url: emulator`
+without an `api_version`). Without a deployment the model
 a route sends names it (as the `openai` SDK's `AzureOpenAI` does). The key goes in the `api-key`
 header (`providers.openai.openai_headers`); the body's `model` is the deployment. Error bodies and
 rate-limit headers (`retry-after`, `retry-after-ms`, `x-ratelimit-remaining-*`) are OpenAI's
@@ -77,6 +78,7 @@ def azure_urls(config: ProviderConfig, base_url: str | None = None) -> AzureURLs
         path, deployment = found.group(1), deployment or found.group(2)
     else:
         path = path.removesuffix("/openai")
+        v1 = version is None and config.emulated  # the emulator's resource, no api_version: v1
     if version is not None and (not v1 or config.api_version is not None):
         pairs.append(("api-version", version))  # v1 takes one only when asked (`preview`)
     resource = urlunsplit(parts._replace(path=path, query="", fragment=""))
