@@ -217,3 +217,15 @@ async def test_an_emulated_azure_provider_without_api_version_uses_the_v1_surfac
         answer = await client.send(dict(BODY), model="dep")
         assert answer.body["model"] == "dep"
         assert emu.stats()["unrouted"] == 0
+
+
+async def test_an_openai_http_error_names_the_url_it_went_to() -> None:
+    """Before: `oa: HTTP 404 ...` and no address, so a wrong base_url could not be seen."""
+    config = emulator_config_from_dict({"providers": [{"name": "oa", "family": "openai", "models": ["m"]}]})
+    async with Emulator(config) as emu, create_session(connect_timeout=2.0) as http:
+        provider = ProviderConfig(name="oa", kind="openai", base_url=emu.base_url("oa") + "?sig=abc123")
+        client = make_client(provider, SessionTransport(http), TIMEOUTS)
+        with pytest.raises(ModelRefusedError) as info:
+            await client.send({**BODY, "model": "other"}, model="other")
+        assert f"({emu.url}/oa/v1/chat/completions?sig=***)" in str(info.value)
+        assert "abc123" not in str(info.value)
