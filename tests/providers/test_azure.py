@@ -30,7 +30,13 @@ BODY = {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": 5}
 
 
 def _emulator(**extra: Any) -> Emulator:
-    az = {"name": "az", "family": "azure", "api_key": KEY, "models": ["dep"], "limits": {"rpm": 10**6}}
+    az = {
+        "name": "az",
+        "family": "azure",
+        "api_key": KEY,
+        "models": ["dep"],
+        "limits": {"rpm": 10**6, "tpm": 10**8},
+    }
     oa = {"name": "oa", "family": "openai", "limits": {"rpm": 10**6}}
     config = emulator_config_from_dict({"seed": 1, "providers": [{**az, **extra}, oa]})
     return Emulator(config)
@@ -101,6 +107,11 @@ async def test_the_emulator_answers_as_azure_does() -> None:
             assert (r.status, (await r.json())["error"]["code"]) == (401, "401")
         async with http.post(f"{chat}?api-version={VERSION}", data=data, headers={"api-key": KEY}) as r:
             assert r.status == 200
+            provider = ProviderConfig(name="az", kind="azure", base_url=emu.url)
+            client = make_client(provider, SessionTransport(http), TIMEOUTS)
+            seen = client.rate_limits(r.headers, 0.0)  # what batchgate reads of Azure's headers
+            assert seen.remaining_requests == int(r.headers["x-ratelimit-remaining-requests"])
+            assert seen.remaining_tokens == int(r.headers["x-ratelimit-remaining-tokens"])
             assert (await r.json())["model"] == "dep"  # the path's deployment, not the body's model
             assert int(r.headers["x-ratelimit-remaining-requests"]) >= 0
             assert "x-ratelimit-limit-requests" not in r.headers
