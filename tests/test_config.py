@@ -53,9 +53,9 @@ def test_renamed_target() -> None:
     ("mutate", "key", "reason"),
     [
         (
-            lambda d: d["providers"][0].update(kind="azure"),
+            lambda d: d["providers"][0].update(kind="bedrock"),
             "providers[0].kind",
-            "must be 'openai' or 'anthropic'",
+            "must be one of openai, anthropic, azure",
         ),
         (lambda d: d["providers"][0]["limits"].update(rpm=-1), "providers[0].limits.rpm", "finite number"),
         (

@@ -233,8 +233,9 @@ class BadRequestError(HTTPStatusError):
 
 
 class ModelRefusedError(BadRequestError):
-    """The provider's key may not use the request's model (403 or 404 `model_not_found`): that
-    (provider, model) target is out, the provider's other models are not (`policy.takeout`)."""
+    """The provider's key may not use the request's model (403 or 404 `model_not_found`; Azure's
+    404 `DeploymentNotFound`): that (provider, model) target is out, the provider's other models
+    are not (`policy.takeout`)."""
 
 
 class QuotaExhaustedError(HTTPStatusError):

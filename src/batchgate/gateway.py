@@ -145,8 +145,11 @@ class Gateway:
         embedded emulator (whose quota nobody else can use)."""
         if self._quota is None or not _shareable(p):
             return
-        key = p.api_key.reveal() if p.api_key is not None else None
-        quota = quota_id(self._urls.get(p.name, p.base_url), key, _model_scope(self.config, p))
+        key = p.secret.reveal() if p.secret is not None else None  # the key, or a ${VAR} header's
+        url = self._urls.get(p.name, p.base_url)
+        if p.deployment is not None:  # Azure holds a quota per deployment, not per resource
+            url = f"{url}#deployment={p.deployment}"
+        quota = quota_id(url, key, _model_scope(self.config, p))
         shared = SharedQuota(self._quota, quota, rt.pool.paces, self._clock)
         rt.pool.share(shared)
         self._shared.append(shared)

@@ -17,7 +17,8 @@ from batchgate.providers.batch.common import BatchClient, BatchRequest
 from batchgate.providers.batch.factory import make_batch_client
 from batchgate.providers.http import create_session
 
-KINDS = ("openai", "anthropic")
+KINDS = ("openai", "anthropic", "azure")
+API_VERSION = "2024-10-21"  # an Azure api-version (its GA REST reference)
 TIMEOUTS = TimeoutConfig(connect=2.0, total=10.0)
 REVIEWS = ("I loved it, wonderful", "terrible and boring", "it was a film", "great fun, would recommend")
 LABELS = ("positive", "negative", "neutral", "positive")
@@ -49,11 +50,16 @@ def batch_client(
     clock: Clock | None = None,
     poll: PollPolicy | None = None,
 ) -> BatchClient:
-    kind = emu.config.provider(name).family
-    cfg = ProviderConfig(name=name, kind=kind, base_url="emulator")
+    cfg = emulated(name, emu.config.provider(name).family)
     return make_batch_client(
         cfg, http, TIMEOUTS, base_url=emu.base_url(name), clock=clock, poll=poll or PollPolicy(1.0, 2.0, 4.0)
     )
+
+
+def emulated(name: str, kind: str) -> ProviderConfig:
+    """Provider `name` of `kind` served by the emulator (Azure's with an api-version)."""
+    version = API_VERSION if kind == "azure" else None
+    return ProviderConfig(name=name, kind=kind, base_url="emulator", api_version=version)  # type: ignore[arg-type]
 
 
 def sentiment_requests(n: int, prefix: str = "r") -> list[BatchRequest]:

@@ -22,6 +22,7 @@ from clocks import SteppingClock
 from .helpers import (
     TIMEOUTS,
     batch_client,
+    emulated,
     label,
     provider,
     running,
@@ -31,7 +32,7 @@ from .helpers import (
 
 pytestmark = pytest.mark.integration
 kinds = pytest.mark.parametrize("kind", KINDS)  # every kind the factory makes
-Kind = Literal["openai", "anthropic"]
+Kind = Literal["openai", "anthropic", "azure"]
 
 
 @kinds
@@ -50,7 +51,7 @@ async def test_completed_on_real_time_with_live_identical_answers(kind: Kind) ->
         results = await client.results(handle)
         assert sorted(r.custom_id for r in results) == sorted(r.custom_id for r in requests)
         live_client = make_client(
-            ProviderConfig(name="p", kind=kind, base_url="emulator"),
+            emulated("p", kind),
             SessionTransport(http),
             TIMEOUTS,
             base_url=emu.base_url("p"),
@@ -157,7 +158,7 @@ async def test_per_line_errors_come_from_chat_validation(kind: Kind) -> None:
         bad = by_id["bad"]
         assert not bad.ok
         assert bad.error is not None
-        expected = "decimal_out_of_range" if kind == "openai" else "invalid_request_error"
+        expected = "decimal_out_of_range" if kind != "anthropic" else "invalid_request_error"
         assert bad.error.code == expected
         assert by_id["r0"].ok
 

@@ -7,21 +7,18 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from batchgate.config.job_spec import FIELDS, parse_job_spec
-from batchgate.config.model_limits import cut_per_model, read_model_limits
-from batchgate.config.network import NETWORK_KEYS, NetworkSettings, environment_network, provider_network
+from batchgate.config.model_limits import cut_per_model
+from batchgate.config.network import environment_network
+from batchgate.config.provider import read_provider
 from batchgate.config.schema import (
-    EMULATOR_BASE_URL,
     Budget,
     GatewayConfig,
     JobSettings,
-    OutputCharge,
     Price,
     ProviderConfig,
-    ProviderKind,
     QuotaSettings,
     RouteConfig,
     RouteTarget,
-    Secret,
     Settings,
     TimeoutConfig,
 )
@@ -33,37 +30,12 @@ from batchgate.policy.circuit import CircuitSettings
 from batchgate.policy.poll import PollPolicy
 from batchgate.policy.retry import RetrySettings
 from batchgate.policy.takeout import TakeOutSettings
-from batchgate.quota.limits import QuotaLimits
 from batchgate.quota.store.location import resolve
-
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
 
 _TOP = frozenset(
     {"providers", "routes", "settings", "prices", "budget", "job", "quota", "emulator", "fanout"}
 )
 _QUOTA = frozenset({"store", "namespace"})
-_PROVIDER = frozenset(
-    {
-        "name",
-        "kind",
-        "base_url",
-        "api_key_env",
-        "api_key",
-        "limits",
-        "tokenizer",
-        "default_max_tokens",
-        "headers",
-        "batch_api",
-        "batch_max_requests",
-        "batch_max_bytes",
-        "output_charge",
-        "models",
-        *NETWORK_KEYS,
-    }
-)
-_LIMITS = frozenset({"rpm", "tpm", "itpm", "otpm", "max_concurrency", "burst_seconds"})
-_OUTPUT_CHARGES = ("max_tokens", "adjusted")
 _ROUTE = frozenset({"model", "targets", "mode"})
 _SETTINGS = frozenset({"concurrency", "retry", "timeouts", "circuit", "seed", "gc_threshold"})
 _RETRY = frozenset({"max_attempts", "base_delay", "max_delay", "max_hint"})
@@ -96,7 +68,7 @@ def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> 
     top = Section(data, source, "", _TOP)
     network = environment_network(environ, source)  # the environment, read once
     providers = tuple(
-        _provider(top, i, raw, environ, network)
+        read_provider(top, i, raw, environ, network)
         for i, raw in enumerate(top.items("providers", required=True))
     )
     names = [p.name for p in providers]
@@ -140,82 +112,6 @@ def _fanout(top: Section, models: list[str]) -> tuple[str, ...]:
     if items and (len(items) < 2 or len(set(items)) != len(items)):
         top.fail("fanout", "must name at least two different routes")
     return tuple(items)
-
-
-def _provider(
-    top: Section, i: int, raw: Any, environ: Mapping[str, str], network: NetworkSettings
-) -> ProviderConfig:
-    s = Section(raw, top.source, f"providers[{i}]", _PROVIDER)
-    name = s.string("name", required=True)
-    assert name is not None
-    if not _NAME.match(name):
-        s.fail("name", f"{name!r} must be letters, digits, '_', '.' or '-'")
-    kind = s.string("kind", "openai")
-    if kind not in ("openai", "anthropic"):
-        s.fail("kind", f"must be 'openai' or 'anthropic', got {kind!r}")
-    base_url = s.string("base_url", required=True)
-    assert base_url is not None
-    if base_url != EMULATOR_BASE_URL and not base_url.startswith(("http://", "https://")):
-        s.fail("base_url", f"must be an http(s) URL or 'emulator', got {base_url!r}")
-    key_env = s.string("api_key_env")
-    key: Secret | None = None
-    literal = s.string("api_key")
-    if literal is not None:
-        key = Secret(literal)
-    elif key_env is not None:
-        value = environ.get(key_env)
-        if value:
-            key = Secret(value)
-        elif base_url != EMULATOR_BASE_URL:
-            s.fail("api_key_env", f"environment variable {key_env} is not set")
-    lim = s.section("limits", _LIMITS)
-    limits = _quota_limits(lim)
-    output_charge = s.string("output_charge")
-    if output_charge is not None and output_charge not in _OUTPUT_CHARGES:
-        s.fail("output_charge", f"must be one of {', '.join(_OUTPUT_CHARGES)}, got {output_charge!r}")
-    max_concurrency = lim.integer("max_concurrency")
-    headers_raw = s.raw("headers") or {}
-    if not isinstance(headers_raw, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in headers_raw.items()
-    ):
-        s.fail("headers", "must map header names to strings")
-    default_max = s.integer("default_max_tokens", 1024)
-    assert default_max is not None
-    batch_api = s.raw("batch_api")
-    if batch_api is not None and not isinstance(batch_api, bool):
-        s.fail("batch_api", f"must be true or false, got {type_name(batch_api)}")
-    return ProviderConfig(
-        name=name,
-        kind=cast("ProviderKind", kind),
-        base_url=base_url.rstrip("/"),
-        api_key=key,
-        api_key_env=key_env,
-        limits=limits,
-        max_concurrency=max_concurrency,
-        tokenizer=s.string("tokenizer", "auto") or "auto",
-        default_max_tokens=default_max,
-        headers=dict(headers_raw),
-        batch_api=True if batch_api is None else batch_api,
-        batch_max_requests=s.integer("batch_max_requests"),
-        batch_max_bytes=s.integer("batch_max_bytes"),
-        output_charge=cast("OutputCharge | None", output_charge),
-        model_limits=read_model_limits(s, limits.burst_seconds),
-        network=provider_network(s.data, s.path, s.source, network),
-    )
-
-
-def _quota_limits(lim: Section) -> QuotaLimits:
-    """A provider's `limits`: per-minute rpm, tpm, itpm, otpm and, if known, its `burst_seconds`."""
-    burst = lim.number("burst_seconds")
-    if burst is not None and burst > 60:
-        lim.fail("burst_seconds", f"must be at most 60 (the limits are per minute), got {burst:g}")
-    return QuotaLimits(
-        rpm=lim.number("rpm"),
-        tpm=lim.number("tpm"),
-        itpm=lim.number("itpm"),
-        otpm=lim.number("otpm"),
-        burst_seconds=burst,
-    )
 
 
 def _mode(s: Section, name: str) -> RouteMode | None:

@@ -5,9 +5,12 @@ here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them
 
     providers:
       - name: alpha
-        kind: openai              # openai = any OpenAI-compatible server | anthropic
+        kind: openai              # openai = any OpenAI-compatible server | anthropic | azure
         base_url: https://api.openai.com/v1     # or "emulator": served by the embedded emulator
         api_key_env: OPENAI_API_KEY
+        headers: {x-team: search, x-gateway-key: "${GATEWAY_KEY}"}   # ${VAR}: from the environment
+        # kind: azure adds deployment: NAME and api_version: 2024-10-21 (base_url the resource,
+        # a deployment URL, or https://RESOURCE.openai.azure.com/openai/v1 without api_version)
         limits: {rpm: 500, tpm: 200000, max_concurrency: 50}   # anthropic may add itpm, otpm;
                                   # burst_seconds: the provider's bucket, if known (else learned)
         output_charge: adjusted   # optional: max_tokens (kept) | adjusted (to the real output at
@@ -63,7 +66,7 @@ from batchgate.policy.retry import RetrySettings
 from batchgate.quota.limits import QuotaLimits
 from batchgate.quota.store.location import StoreSpec
 
-ProviderKind = Literal["openai", "anthropic"]
+ProviderKind = Literal["openai", "anthropic", "azure"]  # azure: Azure OpenAI (OpenAI's wire)
 OutputCharge = Literal["max_tokens", "adjusted"]
 EMULATOR_BASE_URL = "emulator"
 
@@ -123,6 +126,9 @@ class ProviderConfig:
     models: tuple[str, ...] = ()
     entry: str | None = None  # the YAML entry a per-model quota was cut from (its URL, its emulator)
     network: NetworkSettings = field(default_factory=NetworkSettings)  # proxy, CAs, client cert
+    secret_headers: Mapping[str, Secret] = field(default_factory=dict)  # values from `${VAR}`
+    deployment: str | None = None  # kind azure: the deployment (None: the URL's, else the model)
+    api_version: str | None = None  # kind azure: the `api-version` query (not on /openai/v1)
 
     @property
     def entry_name(self) -> str:
@@ -136,6 +142,21 @@ class ProviderConfig:
         if self.output_charge is None:
             return self.kind == "anthropic"
         return self.output_charge == "adjusted"
+
+    def extra_headers(self) -> dict[str, str]:
+        """The provider's own headers for the wire, `${VAR}` ones revealed (only the HTTP clients
+        call this)."""
+        return {**self.headers, **{k: v.reveal() for k, v in self.secret_headers.items()}}
+
+    @property
+    def secret(self) -> Secret | None:
+        """What an error message must never show: the key, else a header from the environment."""
+        return self.api_key or next(iter(self.secret_headers.values()), None)
+
+    @property
+    def openai_wire(self) -> bool:
+        """Whether the provider speaks OpenAI's wire (OpenAI-compatible servers and Azure OpenAI)."""
+        return self.kind in ("openai", "azure")
 
     @property
     def emulated(self) -> bool:

@@ -30,7 +30,7 @@ from batchgate.emulator.modes import (
 )
 from batchgate.errors import ConfigError
 
-Family = Literal["openai", "anthropic"]
+Family = Literal["openai", "anthropic", "azure"]
 Overflow = Literal["queue", "reject"]
 
 FAULT_KINDS: tuple[str, ...] = (
@@ -241,7 +241,7 @@ class _Reader:
         if value is None:
             value = {}
         m = self.mapping(value, key, LIMIT_KEYS)
-        if family == "openai":
+        if family != "anthropic":
             for k in ("itpm", "otpm"):
                 if k in m:
                     raise self.fail(f"{key}.{k}", "only anthropic providers have itpm/otpm")
@@ -262,8 +262,8 @@ class _Reader:
         if not isinstance(name, str) or not _NAME.match(name) or name.startswith("_"):
             raise self.fail(f"{key}.name", "must be a name of letters, digits, '.', '_' or '-'")
         family = m.get("family")
-        if family not in ("openai", "anthropic"):
-            raise self.fail(f"{key}.family", f"must be 'openai' or 'anthropic', got {family!r}")
+        if family not in ("openai", "anthropic", "azure"):
+            raise self.fail(f"{key}.family", f"must be 'openai', 'anthropic' or 'azure', got {family!r}")
         api_key = m.get("api_key")
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise self.fail(f"{key}.api_key", "must be a non-empty string or null")

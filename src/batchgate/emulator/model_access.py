@@ -30,8 +30,8 @@ def read_refused_models(entry: Mapping[str, Any], source: str, key: str, family:
         return ()
     if not isinstance(value, list) or not value or not all(isinstance(x, str) and x for x in value):
         raise ConfigError(source, key, "must be a non-empty list of model names")
-    if family != "openai":
-        raise ConfigError(source, key, "only openai providers have refused_models")
+    if family == "anthropic":
+        raise ConfigError(source, key, "only openai and azure providers have refused_models")
     return tuple(value)
 
 

@@ -18,6 +18,7 @@ from typing import IO, Any, Self
 
 import orjson
 
+from batchgate.emulator.azure_api import provider_base_url
 from batchgate.emulator.config import EmulatorConfig, load_emulator_config
 from batchgate.emulator.server import OPERATOR_PREFIX, Emulator
 
@@ -25,7 +26,7 @@ LISTENING_PREFIX = "batchgate emulator listening on "
 
 
 def _base_url(config: EmulatorConfig, url: str, name: str) -> str:
-    return f"{url}/{name}/v1" if config.provider(name).family == "openai" else f"{url}/{name}"
+    return provider_base_url(config, url, name)
 
 
 class EmulatorThread:

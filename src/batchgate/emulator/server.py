@@ -2,7 +2,8 @@
 endpoints, fault execution, and `Emulator`, the async context manager that runs it all.
 
 Routes: `POST /<name>/v1/chat/completions`, `/v1/embeddings`, `/v1/responses` and
-`/v1/completions` (OpenAI family) and `POST /<name>/v1/messages` (Anthropic family); a provider
+`/v1/completions` (OpenAI family), `POST /<name>/v1/messages` (Anthropic family) and Azure's
+deployment and v1 paths (`azure_api.AZURE_PATHS`); a provider
 answers its other family's paths with a 404 in its own shape, and an unknown path gets an
 OpenAI-style 404. Operator: `GET /_emulator/stats`, `POST /_emulator/reset`,
 `GET /_emulator/received` (with `record_prompts: true`: each provider's parsed requests' prompts in
@@ -28,6 +29,7 @@ from aiohttp import web
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.emulator.anthropic_api import AnthropicFamily
+from batchgate.emulator.azure_api import AZURE_PATHS, AzureFamily, provider_base_url
 from batchgate.emulator.batch.service import BatchService
 from batchgate.emulator.config import EmulatorConfig
 from batchgate.emulator.openai_api import OpenAIFamily
@@ -53,7 +55,11 @@ class Emulator:
         self._clock: Clock = clock or LoopClock()
         # The encoding (~60 ms, holding the GIL) loads on the first count, when the first request
         # arrives: an emulator embedded in `batchgate run` would otherwise delay the job's first send.
-        self._families: dict[str, Family] = {"openai": OpenAIFamily(), "anthropic": AnthropicFamily()}
+        self._families: dict[str, Family] = {
+            "openai": OpenAIFamily(),
+            "anthropic": AnthropicFamily(),
+            "azure": AzureFamily(),
+        }
         self.runtimes: dict[str, EmulatedProvider] = {}
         self.batches = BatchService(self._clock)  # the Batch APIs (files, batches)
         self._runner: web.AppRunner | None = None
@@ -80,6 +86,12 @@ class Emulator:
             )
         app = web.Application(client_max_size=self.config.max_body_bytes)
         for rt in self.runtimes.values():
+            if rt.family.name == "azure":  # Azure's addresses only (azure_api.py)
+                for endpoint, path in AZURE_PATHS:
+                    app.router.add_route(
+                        "*", f"/{rt.name}{path}", self._handler(rt, serves=True, endpoint=endpoint)
+                    )
+                continue
             app.router.add_route(
                 "*", f"/{rt.name}/v1/messages", self._handler(rt, serves=rt.family.name == "anthropic")
             )
@@ -152,8 +164,7 @@ class Emulator:
 
     def base_url(self, name: str) -> str:
         """The base URL to give the provider's official SDK."""
-        provider = self.config.provider(name)
-        return f"{self.url}/{name}/v1" if provider.family == "openai" else f"{self.url}/{name}"
+        return provider_base_url(self.config, self.url, name)
 
     def hanging(self, name: str) -> int:
         """How many requests to provider `name` are hanging right now."""
@@ -260,6 +271,7 @@ class Emulator:
         try:
             if not serves or request.method != "POST":
                 raise fam.not_found(request.method, request.path)
+            named = fam.route_model(request.match_info, request.query)  # Azure's deployment
             limit = self.config.max_body_bytes
             length = request.content_length
             if length is not None and length > limit:
@@ -273,6 +285,8 @@ class Emulator:
                 body = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 raise fam.bad_json() from None
+            if named is not None and isinstance(body, dict):
+                body["model"] = named
             refuse_fields(body, rt.config.reject_fields)
             req = self._parse(rt, endpoint, body)
             if self.config.record_prompts:

@@ -71,6 +71,11 @@ class Family(ABC):
     def authenticate(self, headers: Mapping[str, str], api_key: str | None) -> None:
         """Raise the family's 401 (or its missing-header 400) unless the headers are acceptable."""
 
+    def route_model(self, match_info: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+        """The model a request's path names, its path's rules checked (Azure's deployment and
+        `api-version`); None: the body names the model (every other family)."""
+        return None
+
     @abstractmethod
     def parse(self, body: Any, provider: ProviderConfig) -> ParsedRequest:
         """Validate a decoded JSON body; raise ApiError shaped like the real API's."""

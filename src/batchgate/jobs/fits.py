@@ -110,7 +110,7 @@ class RouteFit:
         endpoint = endpoint_of(body)
         path = PATHS[endpoint]
         for p in self._routes[model]:
-            if p.kind == "openai":
+            if p.openai_wire:
                 continue
             if endpoint != RESPONSES:  # Anthropic has no embeddings and no legacy completions
                 return (

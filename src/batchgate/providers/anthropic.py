@@ -24,6 +24,7 @@ from batchgate.providers.ratelimit_headers import parse_anthropic_rate_limits
 from batchgate.providers.responses_translate import anthropic_to_response, responses_to_anthropic
 from batchgate.providers.translate import anthropic_to_openai, openai_to_anthropic
 from batchgate.providers.transport import ChatTransport, call
+from batchgate.urls import joined
 
 _TRANSLATE = {RESPONSES: (responses_to_anthropic, anthropic_to_response)}
 
@@ -33,7 +34,7 @@ ANTHROPIC_VERSION = "2023-06-01"
 def anthropic_headers(config: ProviderConfig, base: Mapping[str, str]) -> dict[str, str]:
     """The headers of every Anthropic call (Messages and Message Batches): `base`, the API version,
     the provider's own headers, and `x-api-key` when a key is set."""
-    headers = {**base, "anthropic-version": ANTHROPIC_VERSION, **config.headers}
+    headers = {**base, "anthropic-version": ANTHROPIC_VERSION, **config.extra_headers()}
     if config.api_key is not None and config.api_key.reveal():
         headers["x-api-key"] = config.api_key.reveal()
     return headers
@@ -56,11 +57,11 @@ class AnthropicClient:
         self.name = config.name
         self._clock: Clock = clock or LoopClock()
         self.base_url = (base_url or config.base_url).rstrip("/")
-        self._url = f"{self.base_url}/v1/messages"
+        self._url = joined(self.base_url, "v1/messages")
         self._transport = transport
         self._timeouts = timeouts
         self._default_max_tokens = config.default_max_tokens
-        self._api_key: Secret | None = config.api_key
+        self._api_key: Secret | None = config.secret
         self._headers = anthropic_headers(
             config, {"Content-Type": "application/json", "Accept": "application/json"}
         )
@@ -84,7 +85,9 @@ class AnthropicClient:
             api_key=self._api_key,
         )
         if not 200 <= status < 300:
-            raise error_for_response(status, headers, raw, provider=self.name, api_key=self._api_key)
+            raise error_for_response(
+                status, headers, raw, provider=self.name, api_key=self._api_key, url=self._url
+            )
         try:
             parsed = orjson.loads(raw)
         except orjson.JSONDecodeError:

@@ -14,6 +14,7 @@ Status answers (`error_for_response`):
     408, 409                                        RetryableStatusError
     >= 500                                          ServerError
     403, 404 + error.code "model_not_found"         ModelRefusedError     (that model only)
+    404 + error.code "DeploymentNotFound"           ModelRefusedError     (Azure: that deployment)
     401, 403                                        AuthenticationError
     anything else (other 4xx, a 3xx redirect)       BadRequestError
 
@@ -79,10 +80,12 @@ from batchgate.providers.h1.errors import (
     H1TLSError,
     H1TooLarge,
 )
+from batchgate.urls import shown
 
 MESSAGE_LIMIT = 300
 _REDACTED = "***"
 _QUOTA_CODES = frozenset({"insufficient_quota"})
+_MODEL_CODES = frozenset({"model_not_found", "DeploymentNotFound"})  # OpenAI's, Azure's
 
 
 def scrub(text: str, api_key: Secret | None) -> str:
@@ -133,7 +136,7 @@ def status_class(status: int, etype: str | None, code: str | None) -> type[HTTPS
         return RetryableStatusError
     if status >= 500:
         return ServerError
-    if status in (403, 404) and code == "model_not_found":  # the key may not use this one model
+    if status in (403, 404) and code in _MODEL_CODES:  # the key may not use this one model
         return ModelRefusedError
     if status in (401, 403):
         return AuthenticationError
@@ -147,8 +150,10 @@ def error_for_response(
     *,
     provider: str,
     api_key: Secret | None = None,
+    url: str | None = None,
 ) -> HTTPStatusError:
-    """The error for a non-2xx answer; keeps `headers` (retry hints) and the parsed body."""
+    """The error for a non-2xx answer; keeps `headers` (retry hints) and the parsed body. `url`, the
+    address the request went to, ends the message as `urls.shown` shows it (keys in it hidden)."""
     key = api_key.reveal() if api_key is not None else ""
     if key:
         secret = key.encode()
@@ -170,6 +175,8 @@ def error_for_response(
         parts.append(f" {label}")
     if detail:
         parts.append(f": {shorten(scrub(detail, api_key))}")
+    if url is not None:
+        parts.append(f" ({scrub(shown(url), api_key)})")
     cls = status_class(status, etype, code)
     return cls("".join(parts), provider=provider, status=status, headers=headers, body=body)
 

@@ -1,13 +1,14 @@
 """The client for OpenAI-compatible servers (OpenAI, vLLM, Ollama, ...): one request per call.
 
 `POST {base_url}/chat/completions` (or the body's endpoint: `/embeddings`, `/responses`,
-`/completions`) with `Authorization: Bearer KEY` (when a key is set) and the
-provider's extra headers. A 2xx counts as a success only when its body is a JSON object of the
-endpoint's shape with its integer usage (chat: a `choices` list, `prompt_tokens` and
-`completion_tokens`; embeddings: a `data` list and `prompt_tokens`; responses: `input_tokens`
-and `output_tokens`);
+`/completions`; a query in `base_url` stays after the path: `urls.joined`) with
+`Authorization: Bearer KEY` (when a key is set) and the provider's extra headers. A 2xx counts
+as a success only when its body is a JSON object of the endpoint's shape with its integer usage
+(chat: a `choices` list, `prompt_tokens` and `completion_tokens`; embeddings: a `data` list and
+`prompt_tokens`; responses: `input_tokens` and `output_tokens`);
 anything else — truncated, not JSON, HTML, no usage — is a `MalformedResponse`. Error statuses are
-classified by `batchgate.providers.classify`.
+classified by `batchgate.providers.classify`, their message ending with the URL (keys hidden).
+Azure OpenAI is this client with its URLs and key header (`batchgate.providers.azure`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
 from batchgate.providers.ratelimit_headers import parse_openai_rate_limits
 from batchgate.providers.transport import ChatTransport, call
+from batchgate.urls import joined
 
 
 def usage_from_openai(body: Any) -> Usage | None:
@@ -93,10 +95,13 @@ def usage_of_answer(body: Any) -> Usage | None:
 
 def openai_headers(config: ProviderConfig, base: Mapping[str, str]) -> dict[str, str]:
     """The headers of every OpenAI-family call (chat and Batch API): `base`, the provider's own
-    headers, and `Authorization: Bearer KEY` when a key is set."""
-    headers = {**base, **config.headers}
-    if config.api_key is not None and config.api_key.reveal():
-        headers["Authorization"] = f"Bearer {config.api_key.reveal()}"
+    headers, and, when a key is set, `Authorization: Bearer KEY` (Azure: `api-key: KEY`)."""
+    headers = {**base, **config.extra_headers()}
+    key = config.api_key.reveal() if config.api_key is not None else ""
+    if key and config.kind == "azure":
+        headers["api-key"] = key
+    elif key:
+        headers["Authorization"] = f"Bearer {key}"
     return headers
 
 
@@ -117,7 +122,7 @@ class OpenAIClient:
         self.base_url = (base_url or config.base_url).rstrip("/")
         self._transport = transport
         self._timeouts = timeouts
-        self._api_key: Secret | None = config.api_key
+        self._api_key: Secret | None = config.secret
         self._headers = openai_headers(
             config, {"Content-Type": "application/json", "Accept": "application/json"}
         )
@@ -128,11 +133,12 @@ class OpenAIClient:
             raise BadRequestError(f"{self.name}: streaming requests are not supported", provider=self.name)
         endpoint = endpoint_of(body)
         path, payload = wire_body(body)
-        payload["model"] = model
+        payload["model"] = self.wire_model(model)
+        url = self.url(path, model)
         status, headers, raw = await call(
             self._transport,
             "POST",
-            f"{self.base_url}/{path}",
+            url,
             orjson.dumps(payload),
             self._headers,
             self._timeouts,
@@ -140,7 +146,7 @@ class OpenAIClient:
             api_key=self._api_key,
         )
         if not 200 <= status < 300:
-            raise error_for_response(status, headers, raw, provider=self.name, api_key=self._api_key)
+            raise error_for_response(status, headers, raw, provider=self.name, api_key=self._api_key, url=url)
         try:
             parsed = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -153,9 +159,18 @@ class OpenAIClient:
             status=status, body=parsed, usage=usage, headers=headers, request_id=headers.get("x-request-id")
         )
 
+    def url(self, path: str, model: str) -> str:
+        """Where a request of endpoint `path` (`chat/completions`) for `model` goes: the base URL
+        with the path appended, its query kept after it."""
+        return joined(self.base_url, path)
+
+    def wire_model(self, model: str) -> str:
+        """The `model` a body sends (Azure: the deployment)."""
+        return model
+
     def rate_limits(self, headers: Mapping[str, str], wall_now: float) -> RateLimitSnapshot:
         """What the `x-ratelimit-*` headers of a response said (`wall_now` is unused here)."""
         return parse_openai_rate_limits(headers)
 
     def __repr__(self) -> str:
-        return f"OpenAIClient(name={self.name!r}, base_url={self.base_url!r})"
+        return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"

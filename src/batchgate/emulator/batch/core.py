@@ -28,7 +28,11 @@ Outcome = Literal["pending", "succeeded", "errored", "expired", "cancelled"]
 RunStatus = Literal["in_progress", "cancelling", "ended"]
 EndReason = Literal["completed", "expired", "cancelled"]
 DAY_SECONDS = 24 * 3600.0
-DOCUMENTED_LIMITS = {"openai": (50_000, 200 * 1024 * 1024), "anthropic": (100_000, 256 * 1024 * 1024)}
+DOCUMENTED_LIMITS = {  # requests and bytes per input file (Azure: 100,000 and 200 MB, its batch guide)
+    "openai": (50_000, 200 * 1024 * 1024),
+    "azure": (100_000, 200 * 1024 * 1024),
+    "anthropic": (100_000, 256 * 1024 * 1024),
+}
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ the batch's endpoint (chat, embeddings, responses or completions).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -25,6 +25,9 @@ from batchgate.emulator.openai_endpoints import PATHS
 from batchgate.emulator.wire import ApiError
 
 ENDPOINTS = {path: endpoint for endpoint, path in PATHS.items()}  # a batch's `endpoint` → its name
+# Azure's batch guide names the endpoint without `/v1` (`/chat/completions`; `emulator.azure_api`);
+# the `/v1/...` form the `openai` SDK's types offer is taken too
+AZURE_ENDPOINTS = {path.removeprefix("/v1"): endpoint for endpoint, path in PATHS.items()} | ENDPOINTS
 MAX_BATCH_EMBEDDING_INPUTS = 50_000
 
 
@@ -129,7 +132,7 @@ class OpenAIFiles:
 
 
 def parse_input(
-    data: bytes, bp: BatchProvider, url: str
+    data: bytes, bp: BatchProvider, url: str, endpoints: Mapping[str, str] = ENDPOINTS
 ) -> tuple[list[BatchItem], list[dict[str, Any]], str | None]:
     """The items of a batch input file for the batch endpoint `url`, the validation errors
     (`errors.data`) and the batch's model."""
@@ -169,7 +172,7 @@ def parse_input(
                     )
                 )
                 continue
-        items.append(bp.parse_item(custom_id, body, ENDPOINTS[url]))
+        items.append(bp.parse_item(custom_id, body, endpoints[url]))
     inputs = sum(
         len(i.request.inputs) for i in items if i.request is not None and i.request.endpoint == "embeddings"
     )

@@ -17,7 +17,7 @@ shuffled order, as the real files are unordered.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,7 @@ def _invalid(message: str, param: str | None = None, code: str | None = None, st
     return ApiError(status, "invalid_request_error", message, param=param, code=code)
 
 
-def _create_fields(body: dict[str, Any]) -> tuple[str, str, Any]:
+def _create_fields(body: dict[str, Any], endpoints: Mapping[str, str]) -> tuple[str, str, Any]:
     """The input file id, endpoint and metadata of a create request, its window checked."""
     file_id = body.get("input_file_id")
     if not isinstance(file_id, str):
@@ -49,8 +49,8 @@ def _create_fields(body: dict[str, Any]) -> tuple[str, str, Any]:
             "Missing required parameter: 'input_file_id'.", "input_file_id", "missing_required_parameter"
         )
     endpoint, window = body.get("endpoint"), body.get("completion_window")
-    if endpoint not in ENDPOINTS:
-        supported = ", ".join(f"'{path}'" for path in ENDPOINTS)
+    if not isinstance(endpoint, str) or endpoint not in endpoints:
+        supported = ", ".join(f"'{path}'" for path in endpoints)
         raise _invalid(
             f"Invalid value: {endpoint!r}. Supported values are: {supported}.",
             "endpoint",
@@ -142,9 +142,12 @@ class OpenAIBatch:
 class OpenAIBatchAPI:
     """The files and batches endpoints of one OpenAI-family provider."""
 
-    def __init__(self, bp: BatchProvider, next_id: Callable[[], int]) -> None:
+    def __init__(
+        self, bp: BatchProvider, next_id: Callable[[], int], endpoints: Mapping[str, str] = ENDPOINTS
+    ) -> None:
         self.bp = bp
         self._next_id = next_id
+        self._endpoints = endpoints  # a batch's `endpoint` → its name (Azure's lack `/v1`)
         self.files = OpenAIFiles(bp, next_id)
 
     def routes(self) -> Iterable[Route]:
@@ -167,11 +170,11 @@ class OpenAIBatchAPI:
             _invalid("We could not parse the JSON body of your request."),
             _invalid("The request body must be a JSON object."),
         )
-        file_id, endpoint, metadata = _create_fields(body)
+        file_id, endpoint, metadata = _create_fields(body, self._endpoints)
         stored = self.bp.files.get(file_id)
         if stored is None:
             raise _invalid(f"No such File object: {file_id}", "input_file_id", status=404)
-        items, errors, model = parse_input(stored.data, self.bp, endpoint)
+        items, errors, model = parse_input(stored.data, self.bp, endpoint, self._endpoints)
         if self.bp.config.fail_validation:
             errors.append(line_error("invalid_file", "The batch input file failed validation.", None, None))
         now, wall = self.bp.clock.now(), self._wall()

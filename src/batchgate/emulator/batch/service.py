@@ -1,6 +1,7 @@
-"""The emulated Batch APIs as a whole: routes of every provider (OpenAI files + batches, Anthropic
-Message Batches), authentication and error answers in the family's shape, the per-provider counters
-for the operator stats. The HTTP helpers the batch API modules share are in `http`.
+"""The emulated Batch APIs as a whole: routes of every provider (OpenAI files + batches, Azure's at
+`/openai/files` and `/openai/batches`, Anthropic Message Batches), authentication and error answers
+in the family's shape, the per-provider counters for the operator stats. The HTTP helpers the batch
+API modules share are in `http`.
 
 `Emulator` owns one `BatchService`: `register(app, runtimes)` adds the routes (before the catch-all),
 `stats(name)` feeds `/_emulator/stats`, `reset()` zeroes the counters; timers are dropped on cleanup.
@@ -17,6 +18,7 @@ from aiohttp import web
 from batchgate.clock import Clock
 from batchgate.emulator.batch.anthropic import AnthropicBatchAPI
 from batchgate.emulator.batch.core import BatchProvider
+from batchgate.emulator.batch.files import AZURE_ENDPOINTS
 from batchgate.emulator.batch.http import JSON_TYPE, Handler, Route
 from batchgate.emulator.batch.openai import OpenAIBatchAPI
 from batchgate.emulator.provider import EmulatedProvider
@@ -25,6 +27,15 @@ from batchgate.emulator.wire import ApiError
 
 class BatchAPI(Protocol):
     def routes(self) -> Iterable[Route]: ...
+
+
+def _paths(family: str, path: str) -> tuple[str, ...]:
+    """Where a Batch API route is served: as OpenAI names it, or at Azure's `/openai/files`
+    (with `api-version`) and `/openai/v1/files` (`emulator.azure_api`)."""
+    if family != "azure":
+        return (path,)
+    rest = path.removeprefix("/v1")
+    return (f"/openai{rest}", f"/openai/{{v1:v1}}{rest}")
 
 
 class BatchService:
@@ -43,13 +54,16 @@ class BatchService:
         for rt in runtimes.values():
             bp = BatchProvider(rt, self._clock)
             self.providers[rt.name] = bp
-            api: BatchAPI = (
-                OpenAIBatchAPI(bp, self.next_id)
-                if rt.family.name == "openai"
-                else AnthropicBatchAPI(bp, self.next_id)
-            )
+            api: BatchAPI
+            if rt.family.name == "openai":
+                api = OpenAIBatchAPI(bp, self.next_id)
+            elif rt.family.name == "azure":
+                api = OpenAIBatchAPI(bp, self.next_id, AZURE_ENDPOINTS)
+            else:
+                api = AnthropicBatchAPI(bp, self.next_id)
             for method, path, handler in api.routes():
-                app.router.add_route(method, f"/{rt.name}{path}", self._wrap(bp, handler))
+                for served in _paths(rt.family.name, path):
+                    app.router.add_route(method, f"/{rt.name}{served}", self._wrap(bp, handler))
         app.on_cleanup.append(self._cleanup)
 
     def _wrap(self, bp: BatchProvider, handler: Handler) -> Handler:
@@ -58,6 +72,7 @@ class BatchService:
         async def handle(request: web.Request) -> web.StreamResponse:
             rid = f"req_{next(self._seq):024x}"
             try:
+                family.route_model(request.match_info, request.query)  # Azure: its api-version
                 family.authenticate(request.headers, bp.runtime.config.api_key)
                 response = await handler(request)
             except ApiError as err:

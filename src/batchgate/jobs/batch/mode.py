@@ -182,7 +182,7 @@ class BatchModeRunner:
             route = routes.get(spec.body.get("model"))  # type: ignore[arg-type]
             target = batch_target(route, self.config) if route is not None else None
             endpoint = endpoint_of(spec.body)
-            if target is None or (endpoint != CHAT and target[0].kind != "openai"):
+            if target is None or (endpoint != CHAT and not target[0].openai_wire):
                 live.append(spec)
             else:
                 groups.setdefault((target[0].name, target[1], endpoint), []).append(spec)

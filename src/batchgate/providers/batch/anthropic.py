@@ -39,6 +39,7 @@ from batchgate.providers.batch.common import (
 )
 from batchgate.providers.classify import error_fields, malformed
 from batchgate.providers.translate import anthropic_to_openai, openai_to_anthropic
+from batchgate.urls import joined
 
 MAX_REQUESTS = 100_000
 MAX_BYTES = 256 * 1024 * 1024
@@ -131,13 +132,13 @@ class AnthropicBatchClient:
     ) -> None:
         self.name = config.name
         self.base_url = (base_url or config.base_url).rstrip("/")
-        self._url = f"{self.base_url}/v1/messages/batches"
+        self._url = joined(self.base_url, "v1/messages/batches")
         self.max_requests = max_requests
         self.max_bytes = max_bytes
         self._default_max_tokens = config.default_max_tokens
         self._clock: Clock = clock or LoopClock()
         headers = anthropic_headers(config, {"Accept": "application/json"})
-        self._http = BatchHTTP(session, timeouts, config.name, config.api_key, headers, config.network)
+        self._http = BatchHTTP(session, timeouts, config.name, config.secret, headers, config.network)
         self._calls = calls = BatchCalls(
             self.name, self.kind, self._http, self._url, anthropic_status, self._clock, poll or PollPolicy()
         )
@@ -187,7 +188,7 @@ class AnthropicBatchClient:
     async def results(self, handle: BatchHandle) -> list[BatchItemResult]:
         """Every result of an ended batch (fetched from the configured URL, never `results_url`)."""
         await self._calls.ended(handle)
-        data = await self._http.raw("GET", f"{self._calls.batch_url(handle)}/results")
+        data = await self._http.raw("GET", joined(self._calls.batch_url(handle), "results"))
         created = int(self._clock.wall())
         return self._calls.items(data, "batch result", lambda line: anthropic_item_result(line, created))
 

@@ -23,6 +23,7 @@ from batchgate.providers.batch.common import (
     poll_until_done,
 )
 from batchgate.providers.classify import malformed
+from batchgate.urls import joined
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,7 @@ class BatchCalls:
     def batch_url(self, handle: BatchHandle) -> str:
         if handle.kind != self.kind or handle.provider != self.name:
             raise ValueError(f"{self.name}: the handle {handle.to_dict()} belongs to another provider")
-        return f"{self.batches_url}/{handle.batch_id}"
+        return joined(self.batches_url, handle.batch_id)
 
     def _status(self, raw: dict[str, Any]) -> BatchStatus:
         try:
@@ -60,7 +61,7 @@ class BatchCalls:
 
     async def cancel(self, handle: BatchHandle) -> BatchStatus:
         """Ask the provider to cancel; the answer is usually still in progress (cancelling)."""
-        return self._status(await self.http.json("POST", f"{self.batch_url(handle)}/cancel"))
+        return self._status(await self.http.json("POST", joined(self.batch_url(handle), "cancel")))
 
     async def ended(self, handle: BatchHandle) -> BatchStatus:
         """The status of a batch that has ended; `BatchgateError` if it has not."""

@@ -37,7 +37,7 @@ from batchgate.providers.http import MAX_DOWNLOAD, request_timeout, send
 
 BatchState = Literal["in_progress", "completed", "expired", "cancelled", "failed"]
 TERMINAL_STATES: frozenset[str] = frozenset({"completed", "expired", "cancelled", "failed"})
-KINDS = ("openai", "anthropic")
+KINDS = ("openai", "anthropic", "azure")
 EXPIRED = "batch_expired"
 CANCELLED = "batch_cancelled"
 T = TypeVar("T")
@@ -59,7 +59,7 @@ class BatchHandle:
 
     provider: str
     batch_id: str
-    kind: str  # the provider kind: "openai" | "anthropic"
+    kind: str  # the provider kind: "openai" | "anthropic" | "azure"
 
     def to_dict(self) -> dict[str, str]:
         return {"provider": self.provider, "batch_id": self.batch_id, "kind": self.kind}
@@ -296,7 +296,9 @@ class BatchHTTP:
         any other status raises its classified error."""
         status, headers, body = await self.call(method, url, data, json_body=json_body, limit=MAX_DOWNLOAD)
         if not 200 <= status < 300:
-            raise error_for_response(status, headers, body, provider=self._provider, api_key=self._api_key)
+            raise error_for_response(
+                status, headers, body, provider=self._provider, api_key=self._api_key, url=url
+            )
         return body
 
     async def json(
@@ -305,7 +307,9 @@ class BatchHTTP:
         """The JSON object of a 2xx answer (a MalformedResponse when it is not one)."""
         status, headers, body = await self.call(method, url, data, json_body=json_body)
         if not 200 <= status < 300:
-            raise error_for_response(status, headers, body, provider=self._provider, api_key=self._api_key)
+            raise error_for_response(
+                status, headers, body, provider=self._provider, api_key=self._api_key, url=url
+            )
         try:
             parsed = orjson.loads(body)
         except orjson.JSONDecodeError:

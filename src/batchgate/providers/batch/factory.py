@@ -10,6 +10,7 @@ from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import ConfigError
 from batchgate.policy.poll import PollPolicy
 from batchgate.providers.batch.anthropic import AnthropicBatchClient
+from batchgate.providers.batch.azure import AzureBatchClient
 from batchgate.providers.batch.common import BatchClient
 from batchgate.providers.batch.openai import OpenAIBatchClient
 
@@ -30,6 +31,8 @@ def make_batch_client(
         )
     if config.kind == "openai":
         return OpenAIBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
+    if config.kind == "azure":
+        return AzureBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
     if config.kind == "anthropic":
         return AnthropicBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
     raise ConfigError("<config>", f"providers.{config.name}.kind", f"unknown provider kind {config.kind!r}")

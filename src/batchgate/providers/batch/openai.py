@@ -38,6 +38,7 @@ from batchgate.providers.batch.common import (
 )
 from batchgate.providers.classify import error_fields, malformed
 from batchgate.providers.openai import openai_headers, usage_of_answer
+from batchgate.urls import joined
 
 COMPLETION_WINDOW = "24h"
 MAX_REQUESTS = 50_000
@@ -123,12 +124,15 @@ class OpenAIBatchClient:
         self.max_requests = max_requests
         self.max_bytes = max_bytes
         headers = openai_headers(config, {"Accept": "application/json"})
-        self._http = BatchHTTP(session, timeouts, config.name, config.api_key, headers, config.network)
+        self._http = BatchHTTP(session, timeouts, config.name, config.secret, headers, config.network)
+        collections = self.collections_base(config)
+        self._files = joined(collections, "files")
+        self._batches = joined(collections, "batches")
         self._calls = calls = BatchCalls(
             self.name,
             self.kind,
             self._http,
-            f"{self.base_url}/batches",
+            self._batches,
             openai_status,
             clock or LoopClock(),
             poll or PollPolicy(),
@@ -136,9 +140,21 @@ class OpenAIBatchClient:
         # status, poll_until_done and cancel are the same calls on every Batch API
         self.status, self.poll_until_done, self.cancel = calls.status, calls.poll_until_done, calls.cancel
 
+    def collections_base(self, config: ProviderConfig) -> str:
+        """The base of the `files` and `batches` collections (a query in it stays after them)."""
+        return self.base_url
+
+    def line_url(self, path: str) -> str:
+        """The `url` of an input line and the batch's `endpoint` for endpoint path `path`."""
+        return f"/v1/{path}"
+
+    def wire_model(self, model: str | None) -> str | None:
+        """The `model` each line's body names (None: the request's own)."""
+        return model
+
     def _line(self, request: BatchRequest, model: str | None) -> bytes:
-        path, body = wire_body(body_for(request, model, self.name))
-        line = {"custom_id": request.custom_id, "method": "POST", "url": f"/v1/{path}", "body": body}
+        path, body = wire_body(body_for(request, self.wire_model(model), self.name))
+        line = {"custom_id": request.custom_id, "method": "POST", "url": self.line_url(path), "body": body}
         return orjson.dumps(line)
 
     def split(
@@ -166,22 +182,22 @@ class OpenAIBatchClient:
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
         form.add_field("file", data, filename="batchgate-input.jsonl", content_type="application/jsonl")
-        uploaded = await self._http.json("POST", f"{self.base_url}/files", form, json_body=False)
+        uploaded = await self._http.json("POST", self._files, form, json_body=False)
         file_id = uploaded.get("id")
         if not isinstance(file_id, str):
             raise malformed(self.name, 200, {}, orjson.dumps(uploaded), "the file object has no id")
         payload: dict[str, Any] = {
             "input_file_id": file_id,
-            "endpoint": PATHS[endpoints.pop()],
+            "endpoint": self.line_url(PATHS[endpoints.pop()].removeprefix("/v1/")),
             "completion_window": COMPLETION_WINDOW,
         }
         if metadata:
             payload["metadata"] = dict(metadata)
         try:
-            batch = await self._http.json("POST", f"{self.base_url}/batches", orjson.dumps(payload))
+            batch = await self._http.json("POST", self._batches, orjson.dumps(payload))
         except ProviderError:
             with contextlib.suppress(ProviderError):
-                await self._http.raw("DELETE", f"{self.base_url}/files/{file_id}")
+                await self._http.raw("DELETE", joined(self._files, file_id))
             raise
         batch_id = batch.get("id")
         if not isinstance(batch_id, str):
@@ -195,7 +211,7 @@ class OpenAIBatchClient:
         for key in ("output_file_id", "error_file_id"):
             file_id = status.raw.get(key)
             if isinstance(file_id, str) and file_id:
-                data = await self._http.raw("GET", f"{self.base_url}/files/{file_id}/content")
+                data = await self._http.raw("GET", joined(self._files, file_id, "content"))
                 results.extend(self._calls.items(data, f"batch {key[:-8]} file", openai_item_result))
         return results
 
