@@ -8,6 +8,9 @@ attempts (default 5,30,120,600,1800,3600; the last repeats for 72 h).
 
 Bodies: `--max-body CLASS=SIZE` (repeatable; classes upload, batch, live, other) bounds the request
 bodies of a class of routes (`server.body_limits`). `--log-level` sets what the server logs.
+Connections (`server.door.connections`): `--header-timeout S` (default 20: a request's whole head
+within S of its connection's start or previous answer), `--body-timeout S` (default 30: a body
+stalled that long while read), `--max-connections-per-client N` (default 128 per address).
 `--loop auto|uvloop|asyncio`: the event loop the server runs on; `auto` (the default) takes uvloop
 when it is installed (the `serve` extra), which spends less CPU per proxied live request.
 
@@ -27,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from batchgate.cli.arg_types import positive_float
+from batchgate.cli.arg_types import positive_float, positive_int
 from batchgate.cli.config_file import load_config
 from batchgate.cli.quota_option import add_quota_option, quota_spec
 from batchgate.errors import JobError
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     from batchgate.config import GatewayConfig
     from batchgate.server.callbacks.delivery import CallbackSettings
     from batchgate.server.door.body_limits import BodyLimits
+    from batchgate.server.door.connections import ConnectionLimits
     from batchgate.server.service import ServerPlace
 
 DEFAULT_PORT = 8500
@@ -124,6 +128,29 @@ def _limit_arguments(serve: argparse.ArgumentParser) -> None:
         " default 200M), batch (inline requests, 64M), live (chat/messages, 8M), other (1M)",
     )
     serve.add_argument(
+        "--header-timeout",
+        type=positive_float,
+        default=20.0,
+        metavar="SECONDS",
+        help="a request's head must arrive within this of its connection's start or previous answer,"
+        " or the connection closes (default 20; an idle kept-alive connection closes then too)",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=positive_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a request body that stalls this long while the server reads it closes its connection"
+        " (default 30)",
+    )
+    serve.add_argument(
+        "--max-connections-per-client",
+        type=positive_int,
+        default=128,
+        metavar="N",
+        help="connections one client address may hold open; one more is answered 429 (default 128)",
+    )
+    serve.add_argument(
         "--loop",
         choices=LOOPS,
         default="auto",
@@ -193,6 +220,7 @@ def run_serve(args: argparse.Namespace) -> int:
             quota_store=quota_spec(args, config),
             sample_every_s=args.sample_every,
             limits=limits,
+            connections=_connection_limits(args),
         )
         import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
 
@@ -250,6 +278,12 @@ def _callback_settings(args: argparse.Namespace) -> CallbackSettings:
     except guard.CallbackRefused as exc:
         raise JobError(exc.message) from None
     return delivery.CallbackSettings(allow=allow, delays=delays)
+
+
+def _connection_limits(args: argparse.Namespace) -> ConnectionLimits:
+    from batchgate.server.door.connections import ConnectionLimits  # noqa: PLC0415 — the server only when serving
+
+    return ConnectionLimits(args.header_timeout, args.body_timeout, args.max_connections_per_client)
 
 
 def _body_limits(args: argparse.Namespace) -> BodyLimits:

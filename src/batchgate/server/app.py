@@ -22,14 +22,16 @@ job store failure (`StoreError`) is a 500 saying so, in the same JSON shape, its
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Middleware
 
+from batchgate import logs
 from batchgate.errors import ServiceRequestError, StoreError
 from batchgate.server.batch_api import anthropic_api
 from batchgate.server.batch_api.batches import Batches
@@ -98,6 +100,11 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         log.error("%s %s: job store error: %s", request.method, request.path, exc)
         return _refusal(
             request, 500, "The server's job store failed (its log says why).", "server_error", None
+        )
+    except ConnectionResetError:  # the client left, or its stalled body was cut: no one to tell
+        logs.event(log, logging.DEBUG, "request_cut", method=request.method, path=request.path)
+        return _refusal(
+            request, 400, "The connection closed before the request arrived.", "invalid_request_error", None
         )
     except Exception as exc:  # a bug: said in one line, never a traceback to the client
         log.error("%s %s: internal error: %s", request.method, request.path, type(exc).__name__)
@@ -245,10 +252,11 @@ def _owner_and_viewer(request: web.Request) -> tuple[str, str | None]:
     return _key(request).id, _viewer(request)
 
 
-def make_app(service: Service) -> web.Application:
+def make_app(service: Service, outer: Sequence[Middleware] = ()) -> web.Application:
+    """The app; `outer` middlewares run first (the connection door's)."""
     bounded = body_limits.middleware(service.limits)
     app = web.Application(
-        middlewares=[errors, auth(service.registry), bounded], client_max_size=service.limits.largest
+        middlewares=[*outer, errors, auth(service.registry), bounded], client_max_size=service.limits.largest
     )
     anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)
     parts = service.batches.parts

@@ -40,6 +40,8 @@ from batchgate.server.batch_api.shapes import WINDOW_S
 from batchgate.server.callbacks.delivery import Callbacks, CallbackSettings
 from batchgate.server.door.body_limits import DEFAULT as DEFAULT_LIMITS
 from batchgate.server.door.body_limits import BodyLimits
+from batchgate.server.door.connections import DEFAULT as DEFAULT_CONNECTIONS
+from batchgate.server.door.connections import ConnectionLimits, Door
 from batchgate.server.job_api.job_table import JobTable
 from batchgate.server.job_api.native import Jobs, JobTerms
 from batchgate.server.tenancy.registry import REGISTRY_FILE, Registry
@@ -85,13 +87,13 @@ async def serve(
     quota_store: StoreSpec | None = None,
     sample_every_s: float = DEFAULT_EVERY_S,
     limits: BodyLimits = DEFAULT_LIMITS,
+    connections: ConnectionLimits = DEFAULT_CONNECTIONS,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (or `stop`); `ready(url)` hears the address once listening. A batch
-    not ended `expire_after_s` after creation expires (OpenAI's 24 h); at most `max_jobs` run at once;
-    `callbacks`: their allow-list and retries; `quota_store`: where quotas are shared (None: the
-    config's); `sample_every_s`: how often timelines and quotas are sampled; `limits`: body bounds."""
-    stopping = stop or asyncio.Event()
-    clock = loop_clock(asyncio.get_running_loop())
+    """Serve until SIGINT/SIGTERM (or `stop`); `ready(url)` hears the address. A batch expires
+    `expire_after_s` after creation; `max_jobs` run at once; `callbacks`: allow-list and retries;
+    `quota_store`: where quotas are shared (None: the config's); `sample_every_s`: the timelines'
+    and quotas' sampling; `limits`: body bounds; `connections`: read timeouts, per-client cap."""
+    stopping, clock = stop or asyncio.Event(), loop_clock(asyncio.get_running_loop())
     registry = Registry(place.registry)
     table = JobTable(place.registry)
     try:
@@ -121,7 +123,7 @@ async def serve(
                 ring.start()
                 try:
                     service = Service(registry, files, Batches(jobs.runs), jobs, ring, limits)
-                    await _listen(service, host, port, stopping, ready)
+                    await _listen(service, Door(connections, clock), (host, port), stopping, ready)
                 finally:
                     ring.close()
                     await jobs.close()
@@ -134,19 +136,30 @@ async def serve(
 
 
 async def _listen(
-    service: Service, host: str, port: int, stopping: asyncio.Event, ready: Callable[[str], None]
+    service: Service,
+    door: Door,
+    address: tuple[str, int],
+    stopping: asyncio.Event,
+    ready: Callable[[str], None],
 ) -> None:
-    runner = web.AppRunner(make_app(service), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+    """Listen through the connection door (`loop.create_server` with its protocol factory around
+    aiohttp's: a `TCPSite` takes aiohttp's own) until `stopping`."""
+    runner = web.AppRunner(
+        make_app(service, [door.middleware]), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT
+    )
     await runner.setup()
+    assert runner.server is not None
+    host, port = address
+    loop = asyncio.get_running_loop()
+    listener = await loop.create_server(door.factory(runner.server), host, port, reuse_address=True)
     try:
-        site = web.TCPSite(runner, host, port, reuse_address=True)
-        await site.start()
         service.jobs.resume_all()
-        ready(f"{LISTENING_PREFIX}http://{host}:{int(runner.addresses[0][1])}")
-        logs.event(log, logging.INFO, "serving", loop=loop_name(asyncio.get_running_loop()))
+        ready(f"{LISTENING_PREFIX}http://{host}:{int(listener.sockets[0].getsockname()[1])}")
+        logs.event(log, logging.INFO, "serving", loop=loop_name(loop))
         with _signals(stopping):
             await stopping.wait()
     finally:
+        listener.close()
         await runner.cleanup()
 
 
