@@ -11,6 +11,7 @@ bodies of a class of routes (`server.body_limits`). `--log-level` sets what the 
 Connections (`server.door.connections`): `--header-timeout S` (default 20: a request's whole head
 within S of its connection's start or previous answer), `--body-timeout S` (default 30: a body
 stalled that long while read), `--max-connections-per-client N` (default 128 per address).
+`--max-batches-per-minute N` (default 120): what one key may create a minute (`tenancy.rates`).
 `--loop auto|uvloop|asyncio`: the event loop the server runs on; `auto` (the default) takes uvloop
 when it is installed (the `serve` extra), which spends less CPU per proxied live request.
 
@@ -151,6 +152,13 @@ def _limit_arguments(serve: argparse.ArgumentParser) -> None:
         help="connections one client address may hold open; one more is answered 429 (default 128)",
     )
     serve.add_argument(
+        "--max-batches-per-minute",
+        type=positive_int,
+        default=120,
+        metavar="N",
+        help="batches, message batches and jobs one key may create a minute; past it a 429 (default 120)",
+    )
+    serve.add_argument(
         "--loop",
         choices=LOOPS,
         default="auto",
@@ -193,7 +201,8 @@ def _warn_unpriced(config: GatewayConfig) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from batchgate.server.service import serve  # noqa: PLC0415 — the server only when serving
+    from batchgate.server.service import ServeLimits, serve  # noqa: PLC0415 — the server only when serving
+    from batchgate.server.tenancy.rates import TenantLimits  # noqa: PLC0415 — the server only when serving
 
     if args.expire_after <= 0:
         raise JobError(f"--expire-after must be a positive number of seconds, got {args.expire_after:g}")
@@ -219,8 +228,7 @@ def run_serve(args: argparse.Namespace) -> int:
             callbacks=callbacks,
             quota_store=quota_spec(args, config),
             sample_every_s=args.sample_every,
-            limits=limits,
-            connections=_connection_limits(args),
+            limits=ServeLimits(limits, _connection_limits(args), TenantLimits(args.max_batches_per_minute)),
         )
         import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
 

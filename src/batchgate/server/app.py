@@ -44,6 +44,7 @@ from batchgate.server.job_api import jobs_api
 from batchgate.server.job_api.native import Jobs
 from batchgate.server.proxy import live
 from batchgate.server.tenancy.keys import authenticate
+from batchgate.server.tenancy.rates import DEFAULT_TENANTS, Rates, TenantLimits, retry_after
 from batchgate.server.tenancy.registry import ApiKey, BatchRecord, FileRecord, Registry
 from batchgate.server.views import metrics_route, openapi
 from batchgate.server.views.dashboard import Dashboard
@@ -55,6 +56,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 KEY = "batchgate.key"  # the request's ApiKey, set by `auth`
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
 _CHUNK = 1 << 16
+_CREATES = ("/v1/batches", "/v1/messages/batches", "/v1/jobs")
 _HTTP_TYPES = {401: "invalid_request_error", 404: "invalid_request_error", 405: "invalid_request_error"}
 
 
@@ -66,6 +68,7 @@ class Service:
     jobs: Jobs
     ring: QuotaRing | None = None  # the providers page's quota samples
     limits: body_limits.BodyLimits = body_limits.DEFAULT  # the body bound of each route class
+    tenants: TenantLimits = DEFAULT_TENANTS  # creations a minute per key
 
 
 def json(data: dict[str, Any], status: int = 200) -> web.Response:
@@ -127,6 +130,27 @@ def auth(registry: Registry) -> Any:
                     code="invalid_api_key",
                 )
             request[KEY] = key
+        return await handler(request)
+
+    return check
+
+
+def creating(rates: Rates, now: Callable[[], float]) -> Any:
+    """A key's creations (batches, message batches, jobs) at most `rates.per_minute` a minute: a
+    429 naming the limit, with `Retry-After`, past it."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method == "POST" and request.path.rstrip("/") in _CREATES:
+            wait = rates.take(_key(request).id, now())
+            if wait is not None:
+                said = (
+                    f"Too many batches created: a key may create {rates.per_minute} a minute"
+                    " (the server's --max-batches-per-minute)."
+                )
+                refusal = _refusal(request, 429, said, "rate_limit_error", "rate_limit_exceeded")
+                refusal.headers["Retry-After"] = retry_after(wait)
+                return refusal
         return await handler(request)
 
     return check
@@ -223,7 +247,7 @@ class Api:
 
     async def create_batch(self, request: web.Request) -> web.Response:
         body = await json_object(request)
-        b = self.s.batches.create(_key(request).id, _viewer(request), body)
+        b = await self.s.batches.create(_key(request).id, _viewer(request), body)
         return json(await self._batch(b))
 
     async def get_batch(self, request: web.Request) -> web.Response:
@@ -255,11 +279,13 @@ def _owner_and_viewer(request: web.Request) -> tuple[str, str | None]:
 def make_app(service: Service, outer: Sequence[Middleware] = ()) -> web.Application:
     """The app; `outer` middlewares run first (the connection door's)."""
     bounded = body_limits.middleware(service.limits)
+    parts = service.batches.parts
+    creations = creating(Rates(service.tenants.batches_per_minute), parts.clock.now)
     app = web.Application(
-        middlewares=[*outer, errors, auth(service.registry), bounded], client_max_size=service.limits.largest
+        middlewares=[*outer, errors, auth(service.registry), creations, bounded],
+        client_max_size=service.limits.largest,
     )
     anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)
-    parts = service.batches.parts
     routes = [
         *Api(service).routes(),
         *anthropic.routes(),

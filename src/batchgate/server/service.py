@@ -44,6 +44,7 @@ from batchgate.server.door.connections import DEFAULT as DEFAULT_CONNECTIONS
 from batchgate.server.door.connections import ConnectionLimits, Door
 from batchgate.server.job_api.job_table import JobTable
 from batchgate.server.job_api.native import Jobs, JobTerms
+from batchgate.server.tenancy.rates import DEFAULT_TENANTS, TenantLimits
 from batchgate.server.tenancy.registry import REGISTRY_FILE, Registry
 from batchgate.server.views.quota_ring import QuotaRing
 
@@ -53,6 +54,19 @@ DEFAULT_STORE = DEFAULT_DATA / "jobs.db"
 GRACE_S = 2.0  # a cancelled or interrupted job's in-flight calls get this long to finish
 SHUTDOWN_TIMEOUT = 5.0
 log = logging.getLogger("batchgate.server")
+
+
+@dataclass(frozen=True, slots=True)
+class ServeLimits:
+    """What the door bounds: each route class's body, each client's connections, each key's
+    creations a minute and each address's failed authentications."""
+
+    body: BodyLimits = DEFAULT_LIMITS
+    connections: ConnectionLimits = DEFAULT_CONNECTIONS
+    tenants: TenantLimits = DEFAULT_TENANTS
+
+
+DEFAULT_SERVE_LIMITS = ServeLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +100,11 @@ async def serve(
     callbacks: CallbackSettings | None = None,
     quota_store: StoreSpec | None = None,
     sample_every_s: float = DEFAULT_EVERY_S,
-    limits: BodyLimits = DEFAULT_LIMITS,
-    connections: ConnectionLimits = DEFAULT_CONNECTIONS,
+    limits: ServeLimits = DEFAULT_SERVE_LIMITS,
 ) -> None:
     """Serve until SIGINT/SIGTERM (or `stop`); `ready(url)` hears the address. A batch expires
-    `expire_after_s` after creation; `max_jobs` run at once; `callbacks`: allow-list and retries;
-    `quota_store`: where quotas are shared (None: the config's); `sample_every_s`: the timelines'
-    and quotas' sampling; `limits`: body bounds; `connections`: read timeouts, per-client cap."""
+    `expire_after_s` after creation; `max_jobs` run at once; `quota_store`: where quotas are shared
+    (None: the config's); `sample_every_s`: the sampling; `limits`: the door's (`ServeLimits`)."""
     stopping, clock = stop or asyncio.Event(), loop_clock(asyncio.get_running_loop())
     registry = Registry(place.registry)
     table = JobTable(place.registry)
@@ -100,7 +112,7 @@ async def serve(
         store = await open_store(place.store, create=True)
         try:
             async with Gateway(config, clock=clock, quota_store=quota_store) as gateway:
-                files = Files(registry, place.folder / "files", clock, limits.upload)
+                files = Files(registry, place.folder / "files", clock, limits.body.upload)
                 hooks = Callbacks(registry, clock, callbacks)
                 parts = RunParts(
                     registry,
@@ -122,8 +134,10 @@ async def serve(
                 hooks.start()  # the events a stopped server left pending
                 ring.start()
                 try:
-                    service = Service(registry, files, Batches(jobs.runs), jobs, ring, limits)
-                    await _listen(service, Door(connections, clock), (host, port), stopping, ready)
+                    service = Service(
+                        registry, files, Batches(jobs.runs), jobs, ring, limits.body, limits.tenants
+                    )
+                    await _listen(service, Door(limits.connections, clock), (host, port), stopping, ready)
                 finally:
                     ring.close()
                     await jobs.close()

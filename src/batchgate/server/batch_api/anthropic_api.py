@@ -11,6 +11,7 @@ cancel left unsent as `canceled`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Callable
@@ -180,7 +181,8 @@ class AnthropicApi:
 
     async def create(self, request: web.Request) -> web.Response:
         body = await json_object(request)
-        b = self.batches.create_inline(self._key_of(request)[0], "anthropic", request_lines(body))
+        lines = functools.partial(request_lines, body)
+        b = await self.batches.create_inline(self._key_of(request)[0], "anthropic", lines)
         return await self._answer(request, b)
 
     async def get(self, request: web.Request) -> web.Response:

@@ -1,0 +1,79 @@
+"""What one tenant's large work costs the others (issue 40): a message batch of many requests is
+parsed and checked off the event loop, so another tenant's listing is answered meanwhile; a key
+creates at most `--max-batches-per-minute` batches a minute."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from batchgate.emulator import EmulatorThread
+
+from .harness import ALPHA, Server, gateway_config, running
+from .jobs_client import JobsClient, requests_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+LARGE = 50_000
+
+
+def _message_batch(n: int) -> bytes:
+    """`n` requests, the last naming no route: the whole batch is checked, then refused (a 400),
+    so nothing of it runs."""
+    params = {"model": ALPHA, "max_tokens": 5, "messages": [{"role": "user", "content": "hello there"}]}
+    requests = [{"custom_id": f"r{i}", "params": params} for i in range(n - 1)]
+    requests.append({"custom_id": "last", "params": {**params, "model": "no-such-route"}})
+    return orjson.dumps({"requests": requests})
+
+
+def test_another_tenant_is_answered_while_a_large_batch_is_checked(server: Server) -> None:
+    a, b = server.keys_create(), server.keys_create()
+    body = _message_batch(LARGE)
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    ended: dict[str, float] = {}
+    answer: list[bytes] = []
+    with socket.create_connection((host, int(port)), timeout=120) as s:
+        head = f"POST /v1/messages/batches HTTP/1.1\r\nHost: x\r\nx-api-key: {a}\r\n"
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        s.sendall(head.encode() + body)  # returns once the server has read all but a socket buffer
+
+        def read_answer() -> None:
+            while chunk := s.recv(65536):
+                answer.append(chunk)
+            ended["batch"] = time.monotonic()
+
+        reader = threading.Thread(target=read_answer)
+        reader.start()
+        r = httpx.get(f"{server.base_url}/batches", headers={"Authorization": f"Bearer {b}"}, timeout=120)
+        ended["listing"] = time.monotonic()
+        reader.join(120)
+    assert r.status_code == 200, r.text
+    said = b"".join(answer)
+    assert said.startswith(b"HTTP/1.1 400 "), said[:200]
+    assert b"requests[49999]" in said  # the whole batch was checked, to its last request
+    assert ended["listing"] < ended["batch"]  # tenant B's answer came while A's batch was checked
+
+
+def test_a_key_past_its_creations_a_minute_gets_a_429_and_another_key_does_not(
+    tmp_path: Path, emu: EmulatorThread
+) -> None:
+    config = gateway_config(tmp_path / "gateway.yaml", emu)
+    with running(tmp_path, config, "--max-batches-per-minute", "2") as server:
+        a, b = JobsClient(server, server.keys_create()), JobsClient(server, server.keys_create())
+        try:
+            for i in range(2):
+                a.create(requests=requests_for(ALPHA, 1, f"a{i}"))
+            refused = a.http.post("/jobs", json={"requests": requests_for(ALPHA, 1, "a2")})
+            assert refused.status_code == 429, refused.text
+            assert "--max-batches-per-minute" in refused.json()["error"]["message"]
+            assert int(refused.headers["Retry-After"]) >= 1
+            assert len(a.find()["data"]) == 2  # the refused one was never made
+            b.create(requests=requests_for(ALPHA, 1, "b0"))  # B's own turns
+        finally:
+            a.close()
+            b.close()
