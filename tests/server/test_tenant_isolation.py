@@ -1,6 +1,7 @@
 """What one tenant's large work costs the others (issue 40): a message batch of many requests is
 parsed and checked off the event loop, so another tenant's listing is answered meanwhile; a key
-creates at most `--max-batches-per-minute` batches a minute."""
+creates at most `--max-batches-per-minute` batches a minute; a key holds at most its share of the
+run places, so another key's first batch starts while it has many queued."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from batchgate.emulator import EmulatorThread
 
-from .harness import ALPHA, Server, gateway_config, running
+from .harness import ALPHA, SLOW, Server, gateway_config, running
 from .jobs_client import JobsClient, requests_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -77,3 +78,26 @@ def test_a_key_past_its_creations_a_minute_gets_a_429_and_another_key_does_not(
         finally:
             a.close()
             b.close()
+
+
+def test_another_key_s_first_job_runs_while_one_key_has_long_jobs_queued(
+    tmp_path: Path, emu: EmulatorThread
+) -> None:
+    """`--max-jobs 2`: A's two long jobs (SLOW at 6 a minute: 8 lines take over 10 s) once held
+    both places; now A holds one (half of --max-jobs) and B's one-line job runs to its end while
+    neither of A's has ended."""
+    config = gateway_config(tmp_path / "gateway.yaml", emu)
+    with running(tmp_path, config, "--max-jobs", "2") as server:
+        a, b = JobsClient(server, server.keys_create()), JobsClient(server, server.keys_create())
+        try:
+            long = [a.create(requests=requests_for(SLOW, 8, f"long{i}"))["id"] for i in range(2)]
+            a.wait_state(long[0], ("running",))
+            quick = b.create(requests=requests_for(ALPHA, 1, "quick"))["id"]
+            assert b.wait_state(quick)["state"] == "completed"
+            states = [a.get(job_id)["state"] for job_id in long]
+            for job_id in long:
+                a.act(job_id, "cancel")
+        finally:
+            a.close()
+            b.close()
+    assert states == ["running", "queued"]  # B's ran to its end ahead of A's second, beside A's first

@@ -11,7 +11,8 @@ bodies of a class of routes (`server.body_limits`). `--log-level` sets what the 
 Connections (`server.door.connections`): `--header-timeout S` (default 20: a request's whole head
 within S of its connection's start or previous answer), `--body-timeout S` (default 30: a body
 stalled that long while read), `--max-connections-per-client N` (default 128 per address).
-`--max-batches-per-minute N` (default 120): what one key may create a minute (`tenancy.rates`).
+`--max-batches-per-minute N` (default 120): what one key may create a minute (`tenancy.rates`);
+`--max-jobs-per-key N` (default half of `--max-jobs`): the run places one key may hold.
 `--loop auto|uvloop|asyncio`: the event loop the server runs on; `auto` (the default) takes uvloop
 when it is installed (the `serve` extra), which spends less CPU per proxied live request.
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from batchgate.server.door.body_limits import BodyLimits
     from batchgate.server.door.connections import ConnectionLimits
     from batchgate.server.service import ServerPlace
+    from batchgate.server.tenancy.rates import TenantLimits
 
 DEFAULT_PORT = 8500
 EXIT_CANNOT_LISTEN = 2
@@ -85,6 +87,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=int,
         default=64,
         help="batches run at once; the others wait their turn, higher priority first (default 64)",
+    )
+    serve.add_argument(
+        "--max-jobs-per-key",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="of those, the most one key's batches may hold (default: half of --max-jobs, at least 1);"
+        " a freed place goes to the key running the fewest",
     )
     serve.add_argument(
         "--callback-allow",
@@ -202,7 +212,6 @@ def _warn_unpriced(config: GatewayConfig) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     from batchgate.server.service import ServeLimits, serve  # noqa: PLC0415 — the server only when serving
-    from batchgate.server.tenancy.rates import TenantLimits  # noqa: PLC0415 — the server only when serving
 
     if args.expire_after <= 0:
         raise JobError(f"--expire-after must be a positive number of seconds, got {args.expire_after:g}")
@@ -228,7 +237,7 @@ def run_serve(args: argparse.Namespace) -> int:
             callbacks=callbacks,
             quota_store=quota_spec(args, config),
             sample_every_s=args.sample_every,
-            limits=ServeLimits(limits, _connection_limits(args), TenantLimits(args.max_batches_per_minute)),
+            limits=ServeLimits(limits, _connection_limits(args), _tenant_limits(args)),
         )
         import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
 
@@ -286,6 +295,16 @@ def _callback_settings(args: argparse.Namespace) -> CallbackSettings:
     except guard.CallbackRefused as exc:
         raise JobError(exc.message) from None
     return delivery.CallbackSettings(allow=allow, delays=delays)
+
+
+def _tenant_limits(args: argparse.Namespace) -> TenantLimits:
+    from batchgate.server.tenancy.rates import TenantLimits  # noqa: PLC0415 — the server only when serving
+
+    if args.max_jobs_per_key is not None and args.max_jobs_per_key > args.max_jobs:
+        raise JobError(
+            f"--max-jobs-per-key ({args.max_jobs_per_key}) cannot exceed --max-jobs ({args.max_jobs})"
+        )
+    return TenantLimits(args.max_batches_per_minute, jobs_per_key=args.max_jobs_per_key)
 
 
 def _connection_limits(args: argparse.Namespace) -> ConnectionLimits:

@@ -102,9 +102,8 @@ async def serve(
     sample_every_s: float = DEFAULT_EVERY_S,
     limits: ServeLimits = DEFAULT_SERVE_LIMITS,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (or `stop`); `ready(url)` hears the address. A batch expires
-    `expire_after_s` after creation; `max_jobs` run at once; `quota_store`: where quotas are shared
-    (None: the config's); `sample_every_s`: the sampling; `limits`: the door's (`ServeLimits`)."""
+    """Serve until SIGINT/SIGTERM (or `stop`), telling `ready(url)` the address; the rest: how runs
+    expire, run at once, share quotas and are sampled, and the door's bounds (`ServeLimits`)."""
     stopping, clock = stop or asyncio.Event(), loop_clock(asyncio.get_running_loop())
     registry = Registry(place.registry)
     table = JobTable(place.registry)
@@ -126,6 +125,7 @@ async def serve(
                     grace_s=GRACE_S,
                     expire_after_s=expire_after_s,
                     max_jobs=max_jobs,
+                    max_jobs_per_key=limits.tenants.jobs_per_key,
                     callbacks=hooks,
                     timeline_s=sample_every_s,
                 )

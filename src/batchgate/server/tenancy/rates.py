@@ -60,11 +60,13 @@ def retry_after(seconds: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class TenantLimits:
-    """`serve --max-batches-per-minute` (per key: batches, message batches and jobs created) and
-    the failed authentications one address may make a minute before its requests get a 429."""
+    """`serve --max-batches-per-minute` (per key: batches, message batches and jobs created), the
+    failed authentications one address may make a minute before its requests get a 429, and
+    `--max-jobs-per-key` (the run places one key may hold)."""
 
     batches_per_minute: int = 120
     auth_failures_per_minute: int = 30
+    jobs_per_key: int | None = None  # run places one key may hold (None: half of --max-jobs)
 
 
 DEFAULT_TENANTS = TenantLimits()
