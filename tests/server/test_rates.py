@@ -15,7 +15,7 @@ def test_a_name_gets_its_turns_then_waits_for_the_refill() -> None:
     assert retry_after(wait or 0.0) == "20"
     assert rates.take("b", 0.0) is None  # another name has its own
     assert rates.take("a", 20.0) is None
-    assert rates.refused("a", 20.0)
+    assert rates.wait("a", 20.0) == pytest.approx(20.0)
 
 
 def test_a_flood_of_names_keeps_the_table_bounded() -> None:

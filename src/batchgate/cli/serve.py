@@ -12,7 +12,8 @@ Connections (`server.door.connections`): `--header-timeout S` (default 20: a req
 within S of its connection's start or previous answer), `--body-timeout S` (default 30: a body
 stalled that long while read), `--max-connections-per-client N` (default 128 per address).
 `--max-batches-per-minute N` (default 120): what one key may create a minute (`tenancy.rates`);
-`--max-jobs-per-key N` (default half of `--max-jobs`): the run places one key may hold.
+`--max-jobs-per-key N` (default half of `--max-jobs`): the run places one key may hold;
+`--max-auth-failures-per-minute N` (default 100): failed key checks an address may make a minute.
 `--loop auto|uvloop|asyncio`: the event loop the server runs on; `auto` (the default) takes uvloop
 when it is installed (the `serve` extra), which spends less CPU per proxied live request.
 
@@ -89,14 +90,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="batches run at once; the others wait their turn, higher priority first (default 64)",
     )
     serve.add_argument(
-        "--max-jobs-per-key",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="of those, the most one key's batches may hold (default: half of --max-jobs, at least 1);"
-        " a freed place goes to the key running the fewest",
-    )
-    serve.add_argument(
         "--callback-allow",
         action="append",
         default=[],
@@ -117,10 +110,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how often the dashboard's charts sample each job and the providers' quotas (default 5)",
     )
     _limit_arguments(serve)
+    _tenant_arguments(serve)
     add_quota_option(serve)
     _place_arguments(serve)
     serve.set_defaults(handler=run_serve)
     _register_keys(subparsers)
+
+
+def _tenant_arguments(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument(
+        "--max-auth-failures-per-minute",
+        type=positive_int,
+        default=100,
+        metavar="N",
+        help="failed key checks one client address may make a minute; past it its /v1 requests get"
+        " a 429 until its turns refill (default 100)",
+    )
+    serve.add_argument(
+        "--max-jobs-per-key",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="of those, the most one key's batches may hold (default: half of --max-jobs, at least 1);"
+        " a freed place goes to the key running the fewest",
+    )
 
 
 def _limit_arguments(serve: argparse.ArgumentParser) -> None:
@@ -304,7 +317,7 @@ def _tenant_limits(args: argparse.Namespace) -> TenantLimits:
         raise JobError(
             f"--max-jobs-per-key ({args.max_jobs_per_key}) cannot exceed --max-jobs ({args.max_jobs})"
         )
-    return TenantLimits(args.max_batches_per_minute, jobs_per_key=args.max_jobs_per_key)
+    return TenantLimits(args.max_batches_per_minute, args.max_auth_failures_per_minute, args.max_jobs_per_key)
 
 
 def _connection_limits(args: argparse.Namespace) -> ConnectionLimits:

@@ -116,14 +116,25 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         )
 
 
-def auth(registry: Registry) -> Any:
+def auth(registry: Registry, failures: Rates, now: Callable[[], float]) -> Any:
+    """A `/v1` request's key checked; an address past `failures.per_minute` failed checks a
+    minute gets a 429 (with `Retry-After`), its keys not checked, until its turns refill."""
+
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         check_text(request)
         if request.path.startswith("/v1/") or request.path == "/v1":
+            address = request.remote or "?"
+            wait = failures.wait(address, now())
+            if wait is not None:
+                said = "Too many failed authentications from this address; retry later."
+                refusal = _refusal(request, 429, said, "rate_limit_error", "too_many_auth_failures")
+                refusal.headers["Retry-After"] = retry_after(wait)
+                return refusal
             headers = request.headers
             key = authenticate(registry, headers.get("Authorization"), headers.get("x-api-key"))
             if key is None:
+                failures.take(address, now())
                 raise ServiceRequestError(
                     401,
                     "Incorrect or missing API key. Create one with `batchgate keys create`.",
@@ -280,9 +291,11 @@ def make_app(service: Service, outer: Sequence[Middleware] = ()) -> web.Applicat
     """The app; `outer` middlewares run first (the connection door's)."""
     bounded = body_limits.middleware(service.limits)
     parts = service.batches.parts
-    creations = creating(Rates(service.tenants.batches_per_minute), parts.clock.now)
+    tenants, now = service.tenants, parts.clock.now
+    creations = creating(Rates(tenants.batches_per_minute), now)
+    keyed = auth(service.registry, Rates(tenants.auth_failures_per_minute), now)
     app = web.Application(
-        middlewares=[*outer, errors, auth(service.registry), creations, bounded],
+        middlewares=[*outer, errors, keyed, creations, bounded],
         client_max_size=service.limits.largest,
     )
     anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)

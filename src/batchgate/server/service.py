@@ -42,6 +42,7 @@ from batchgate.server.door.body_limits import DEFAULT as DEFAULT_LIMITS
 from batchgate.server.door.body_limits import BodyLimits
 from batchgate.server.door.connections import DEFAULT as DEFAULT_CONNECTIONS
 from batchgate.server.door.connections import ConnectionLimits, Door
+from batchgate.server.door.request_log import MalformedLog
 from batchgate.server.job_api.job_table import JobTable
 from batchgate.server.job_api.native import Jobs, JobTerms
 from batchgate.server.tenancy.rates import DEFAULT_TENANTS, TenantLimits
@@ -158,9 +159,9 @@ async def _listen(
 ) -> None:
     """Listen through the connection door (`loop.create_server` with its protocol factory around
     aiohttp's: a `TCPSite` takes aiohttp's own) until `stopping`."""
-    runner = web.AppRunner(
-        make_app(service, [door.middleware]), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT
-    )
+    app = make_app(service, [door.middleware])
+    quiet = MalformedLog(door.clock)  # a request aiohttp cannot parse: one line a client a minute
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, logger=quiet)
     await runner.setup()
     assert runner.server is not None
     host, port = address

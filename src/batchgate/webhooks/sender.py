@@ -3,7 +3,7 @@ this attempt's timestamp (`signing`), POST it without following redirects, and s
 
 Outcomes: `delivered` (a 2xx), `refused` (the SSRF guard, final), `redirected` (a 3xx, final: a
 redirect is never followed, so it could lead anywhere), `http_error` (another status; retried),
-`unreachable` (no answer: connection, TLS or timeout; retried).
+`unreachable` (no answer: the name did not resolve, connection, TLS or timeout; retried).
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ async def send(
         parsed = guard.parse_url(url)
         host = parsed.host or ""
         addresses = await guard.resolve(host, parsed.port or 0, allow, lookup)
+    except guard.CallbackUnresolved as exc:  # a DNS failure may pass: retried, as no answer is
+        return Delivery("unreachable", exc.message)
     except guard.CallbackRefused as exc:
         return Delivery("refused", exc.message)
     connector = aiohttp.TCPConnector(

@@ -31,19 +31,22 @@ class Rates:
         spent, at = self._spent.get(name, (0.0, now))
         return max(0.0, spent - (now - at) * self._rate)
 
-    def take(self, name: str, now: float) -> float | None:
-        """Spend one of `name`'s turns (None), or the seconds until it has one (nothing spent)."""
+    def wait(self, name: str, now: float) -> float | None:
+        """None when `name` has a turn, else the seconds until it has one (spending nothing)."""
         spent = self._level(name, now)
         if spent + 1.0 > self.per_minute:
             return max(0.001, (spent + 1.0 - self.per_minute) / self._rate)
-        if len(self._spent) >= MAX_NAMES and name not in self._spent:
-            self._forget(now)
-        self._spent[name] = (spent + 1.0, now)
         return None
 
-    def refused(self, name: str, now: float) -> bool:
-        """Whether `name` has no turn left (spending none)."""
-        return self._level(name, now) + 1.0 > self.per_minute
+    def take(self, name: str, now: float) -> float | None:
+        """Spend one of `name`'s turns (None), or the seconds until it has one (nothing spent)."""
+        wait = self.wait(name, now)
+        if wait is not None:
+            return wait
+        if len(self._spent) >= MAX_NAMES and name not in self._spent:
+            self._forget(now)
+        self._spent[name] = (self._level(name, now) + 1.0, now)
+        return None
 
     def _forget(self, now: float) -> None:
         for name in [n for n in self._spent if self._level(n, now) <= 0.0]:
@@ -65,7 +68,7 @@ class TenantLimits:
     `--max-jobs-per-key` (the run places one key may hold)."""
 
     batches_per_minute: int = 120
-    auth_failures_per_minute: int = 30
+    auth_failures_per_minute: int = 100
     jobs_per_key: int | None = None  # run places one key may hold (None: half of --max-jobs)
 
 
