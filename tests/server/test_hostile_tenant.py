@@ -249,3 +249,15 @@ def test_a_custom_id_with_a_trailing_newline_is_refused_by_the_anthropic_route(t
     r = tenant.http.post("/messages/batches", json={"requests": [{"custom_id": "a\n", "params": params}]})
     assert r.status_code == 400, r.text
     assert "custom_id" in r.text
+
+
+def test_the_file_listing_honours_limit_and_after(server: Server) -> None:
+    """`GET /v1/files` once returned every file at once whatever `limit` said (issue 40)."""
+    c = client(server, server.keys_create())
+    made = [c.files.create(file=(f"f{i}.jsonl", b"{}\n"), purpose="batch").id for i in range(5)]
+    first = c.files.list(limit=2)
+    assert [f.id for f in first.data] == made[::-1][:2]
+    assert first.has_more is True
+    rest = c.files.list(limit=10, after=first.data[-1].id)
+    assert [f.id for f in rest.data] == made[::-1][2:]
+    assert rest.has_more is False

@@ -55,6 +55,7 @@ log = logging.getLogger("batchgate.server")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 KEY = "batchgate.key"  # the request's ApiKey, set by `auth`
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
+MAX_FILES = 10_000  # GET /v1/files: OpenAI's default and largest `limit`
 _CHUNK = 1 << 16
 _CREATES = ("/v1/batches", "/v1/messages/batches", "/v1/jobs")
 _HTTP_TYPES = {401: "invalid_request_error", 404: "invalid_request_error", 405: "invalid_request_error"}
@@ -236,8 +237,10 @@ class Api:
         return purpose, saved
 
     async def list_files(self, request: web.Request) -> web.Response:
-        files = self.s.registry.list_files(_viewer(request))
-        return json(page([file_object(f) for f in files], has_more=False))
+        limit = query_int(request.query.get("limit"), "limit", MAX_FILES, MAX_FILES)  # OpenAI's: 10,000
+        after = request.query.get("after") or None
+        files, more = self.s.registry.page_files(_viewer(request), limit, after)
+        return json(page([file_object(f) for f in files], has_more=more))
 
     async def get_file(self, request: web.Request) -> web.Response:
         return json(file_object(self.s.files.visible(request.match_info["id"], _viewer(request))))

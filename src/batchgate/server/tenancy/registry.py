@@ -154,14 +154,22 @@ class Registry(SqliteFile):
             ).fetchone()
         return None if row is None else FileRecord(*row)
 
-    def list_files(self, owner: str | None) -> list[FileRecord]:
-        """The files of `owner` (all of them for None), newest first."""
-        sql = "SELECT id, owner, filename, purpose, bytes, created_at FROM files"
-        args: tuple[str, ...] = ()
+    def page_files(
+        self, owner: str | None, limit: int, after: str | None = None
+    ) -> tuple[list[FileRecord], bool]:
+        """Up to `limit` files of `owner` (all owners for None), newest first, the next older ones
+        after the file `after`; and whether more follow."""
+        where, args = ["1 = 1"], list[object]()
         if owner is not None:
-            sql, args = sql + " WHERE owner = ?", (owner,)
+            where.append("owner = ?")
+            args.append(owner)
+        if after is not None:
+            where.append("seq < (SELECT seq FROM files WHERE id = ?)")
+            args.append(after)
+        sql = f"SELECT id, owner, filename, purpose, bytes, created_at FROM files WHERE {' AND '.join(where)}"
         with self._sql() as c:
-            return [FileRecord(*row) for row in c.execute(sql + " ORDER BY seq DESC", args)]
+            rows = c.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1)).fetchall()
+        return [FileRecord(*row) for row in rows[:limit]], len(rows) > limit
 
     def delete_file(self, file_id: str) -> None:
         with self._sql() as c:
