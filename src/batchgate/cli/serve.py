@@ -20,7 +20,8 @@ when it is installed (the `serve` extra), which spends less CPU per proxied live
 `batchgate keys create [--admin] [--name NAME] [--store PATH] [--data DIR]`: a client key for the
 service, printed once on stdout (only its SHA-256 is kept), and its webhook secret (`whsec_…`,
 which signs the callbacks of its batches) printed once on stderr. `batchgate keys webhook-secret
-KEY_ID`: a new webhook secret for the key (on stdout, once), replacing the old one.
+KEY_ID`: a new webhook secret for the key (on stdout, once), replacing the old one. `batchgate keys
+revoke KEY_ID`: the key is refused from its next request on, by a running server too.
 
 Registering the parsers imports nothing heavy; the server is imported by the handler that runs."""
 
@@ -205,6 +206,10 @@ def _register_keys(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     rotate.add_argument("key_id", metavar="KEY_ID", help="the key's id (key-…), as `keys create` said")
     _place_arguments(rotate)
     rotate.set_defaults(handler=run_keys_webhook_secret)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key: refused at once, by a running server too")
+    revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (key-…), as `keys create` said")
+    _place_arguments(revoke)
+    revoke.set_defaults(handler=run_keys_revoke)
 
 
 def _place(args: argparse.Namespace) -> ServerPlace:
@@ -370,4 +375,23 @@ def run_keys_webhook_secret(args: argparse.Namespace) -> int:
     print(secret)
     said = f"new webhook secret of {args.key_id}; shown only once, the old one no longer signs"
     print(said, file=sys.stderr)
+    return 0
+
+
+def run_keys_revoke(args: argparse.Namespace) -> int:
+    from batchgate.server.tenancy.registry import Registry  # noqa: PLC0415 — the server only when asked for
+
+    place = _place(args)
+    if not place.registry.exists():
+        raise JobError(f"{place.registry}: no service registry here (see --store / --data)")
+    registry = Registry(place.registry)
+    try:
+        if not registry.revoke_key(args.key_id):
+            raise JobError(f"{place.registry}: no client key {args.key_id!r}")
+    finally:
+        registry.close()
+    print(
+        f"revoked {args.key_id}: its requests are refused from now on (its files and batches stay)",
+        file=sys.stderr,
+    )
     return 0

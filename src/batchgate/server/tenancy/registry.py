@@ -97,6 +97,7 @@ class Registry(SqliteFile):
     def __init__(self, path: Path) -> None:
         super().__init__(path, _SCHEMA, "service registry")
         self._known_keys: dict[str, ApiKey] = {}
+        self._keys_version = -1  # the file's `data_version` the known keys were read at
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -123,13 +124,19 @@ class Registry(SqliteFile):
             )
 
     def key_by_hash(self, digest: str) -> ApiKey | None:
-        """The key whose token hashes to `digest`. Keys are never changed or removed, so the ones
-        found are kept (up to `_KNOWN_KEYS`): a request's auth is then no query on the loop. An
-        unknown digest is asked each time (a key made by `batchgate keys create` later is found)."""
-        found = self._known_keys.get(digest)
-        if found is not None:
-            return found
+        """The key whose token hashes to `digest`. The keys found are kept (up to `_KNOWN_KEYS`)
+        until another connection writes to the file (`PRAGMA data_version` moves: `batchgate keys
+        revoke` in another process, say), so a revoked key is refused at its next request, and
+        otherwise a request's auth is one pragma, no table read. An unknown digest is asked each
+        time (a key made by `batchgate keys create` later is found)."""
         with self._sql() as c:
+            version = int(c.execute("PRAGMA data_version").fetchone()[0])
+            if version != self._keys_version:
+                self._known_keys.clear()
+                self._keys_version = version
+            found = self._known_keys.get(digest)
+            if found is not None:
+                return found
             row = c.execute("SELECT id, admin, name FROM api_keys WHERE hash = ?", (digest,)).fetchone()
         if row is None:
             return None
@@ -137,6 +144,13 @@ class Registry(SqliteFile):
             self._known_keys.clear()
         found = self._known_keys[digest] = ApiKey(row[0], bool(row[1]), row[2])
         return found
+
+    def revoke_key(self, key_id: str) -> bool:
+        """Remove the key `key_id` (its files and batches stay); False if there is no such key."""
+        with self._sql() as c:
+            done = c.execute("DELETE FROM api_keys WHERE id = ?", (key_id,))
+        self._known_keys.clear()
+        return done.rowcount > 0
 
     # -- files -----------------------------------------------------------------------------------
     def add_file(self, f: FileRecord) -> None:
