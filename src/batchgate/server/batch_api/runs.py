@@ -34,6 +34,7 @@ from batchgate.jobs.store.protocol import TaskState
 from batchgate.logs import INFO, event
 from batchgate.server.batch_api.batch_files import write_batch_files
 from batchgate.server.batch_api.input_problems import problems
+from batchgate.server.batch_api.off_loop import OffLoop
 from batchgate.server.batch_api.priorities import Places, PriorityShares
 from batchgate.server.batch_api.run_parts import RunParts, RunTerms, Terms, batch_terms
 from batchgate.server.batch_api.watch import RunWatch
@@ -51,6 +52,7 @@ class Runs:
         self.parts, self.terms = parts, terms
         self.shares = PriorityShares(parts.config.settings.concurrency)  # every run: batches are normal
         self.watch = RunWatch()  # what `/metrics` shows of the runs
+        self.off_loop = OffLoop()  # a worker process for parsing a tenant's large input
         self._places = Places(parts.max_jobs, parts.places_per_key)
         self._timers: dict[str, TimerHandle] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -178,6 +180,7 @@ class Runs:
     async def close(self) -> None:
         """Stop every running job (each gets the grace period); their runs resume next start."""
         self._closing = True
+        self.off_loop.close()
         for timer in self._timers.values():
             timer.cancel()
         for engine in list(self._engines.values()):
