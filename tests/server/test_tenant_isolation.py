@@ -101,3 +101,40 @@ def test_another_key_s_first_job_runs_while_one_key_has_long_jobs_queued(
             a.close()
             b.close()
     assert states == ["running", "queued"]  # B's ran to its end ahead of A's second, beside A's first
+
+
+def test_a_key_s_stored_files_bytes_and_batches_in_flight_are_bounded(
+    tmp_path: Path, emu: EmulatorThread
+) -> None:
+    """Per-key limits (issue 40: 200 MB and 1,500 files from one key were never refused)."""
+    config = gateway_config(tmp_path / "gateway.yaml", emu)
+    limits = (
+        "--max-files-per-key",
+        "2",
+        "--max-stored-bytes-per-key",
+        "1000",
+        "--max-in-flight-per-key",
+        "1",
+    )
+    with running(tmp_path, config, *limits) as server:
+        a, b, c = (JobsClient(server, server.keys_create()) for _ in range(3))
+        try:
+            for i in range(2):
+                assert a.http.post(
+                    "/files", files={"file": (f"f{i}", b"{}\n")}, data={"purpose": "batch"}
+                ).is_success
+            third = a.http.post("/files", files={"file": ("f2", b"{}\n")}, data={"purpose": "batch"})
+            assert third.status_code == 429, third.text
+            assert "--max-files-per-key" in third.json()["error"]["message"]
+            big = b.http.post("/files", files={"file": ("big", b"x" * 1500)}, data={"purpose": "batch"})
+            assert big.status_code == 413, big.text
+            assert "--max-stored-bytes-per-key" in big.json()["error"]["message"]
+            assert b.http.get("/files").json()["data"] == []  # nothing of it kept
+            long = c.create(requests=requests_for(SLOW, 8, "long"))["id"]
+            second = c.http.post("/jobs", json={"requests": requests_for(ALPHA, 1, "more")})
+            assert second.status_code == 429, second.text
+            assert "--max-in-flight-per-key" in second.json()["error"]["message"]
+            c.act(long, "cancel")
+        finally:
+            for x in (a, b, c):
+                x.close()

@@ -13,7 +13,8 @@ within S of its connection's start or previous answer), `--body-timeout S` (defa
 stalled that long while read), `--max-connections-per-client N` (default 128 per address).
 `--max-batches-per-minute N` (default 120): what one key may create a minute (`tenancy.rates`);
 `--max-jobs-per-key N` (default half of `--max-jobs`): the run places one key may hold;
-`--max-auth-failures-per-minute N` (default 100): failed key checks an address may make a minute.
+`--max-auth-failures-per-minute N` (default 100): failed key checks an address may make a minute;
+`--max-files-per-key`, `--max-stored-bytes-per-key`, `--max-in-flight-per-key`: what a key may keep.
 `--loop auto|uvloop|asyncio`: the event loop the server runs on; `auto` (the default) takes uvloop
 when it is installed (the `serve` extra), which spends less CPU per proxied live request.
 
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING
 from batchgate.cli.arg_types import positive_float, positive_int
 from batchgate.cli.config_file import load_config
 from batchgate.cli.quota_option import add_quota_option, quota_spec
+from batchgate.cli.serve_limits import add_tenant_arguments, connection_limits, tenant_limits
 from batchgate.errors import JobError
 from batchgate.jobs.store.location import parse_location
 
@@ -47,9 +49,7 @@ if TYPE_CHECKING:
     from batchgate.config import GatewayConfig
     from batchgate.server.callbacks.delivery import CallbackSettings
     from batchgate.server.door.body_limits import BodyLimits
-    from batchgate.server.door.connections import ConnectionLimits
     from batchgate.server.service import ServerPlace
-    from batchgate.server.tenancy.rates import TenantLimits
 
 DEFAULT_PORT = 8500
 EXIT_CANNOT_LISTEN = 2
@@ -111,30 +111,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how often the dashboard's charts sample each job and the providers' quotas (default 5)",
     )
     _limit_arguments(serve)
-    _tenant_arguments(serve)
+    add_tenant_arguments(serve)
     add_quota_option(serve)
     _place_arguments(serve)
     serve.set_defaults(handler=run_serve)
     _register_keys(subparsers)
-
-
-def _tenant_arguments(serve: argparse.ArgumentParser) -> None:
-    serve.add_argument(
-        "--max-auth-failures-per-minute",
-        type=positive_int,
-        default=100,
-        metavar="N",
-        help="failed key checks one client address may make a minute; past it its /v1 requests get"
-        " a 429 until its turns refill (default 100)",
-    )
-    serve.add_argument(
-        "--max-jobs-per-key",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="of those, the most one key's batches may hold (default: half of --max-jobs, at least 1);"
-        " a freed place goes to the key running the fewest",
-    )
 
 
 def _limit_arguments(serve: argparse.ArgumentParser) -> None:
@@ -255,7 +236,7 @@ def run_serve(args: argparse.Namespace) -> int:
             callbacks=callbacks,
             quota_store=quota_spec(args, config),
             sample_every_s=args.sample_every,
-            limits=ServeLimits(limits, _connection_limits(args), _tenant_limits(args)),
+            limits=ServeLimits(limits, connection_limits(args), tenant_limits(args)),
         )
         import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
 
@@ -313,22 +294,6 @@ def _callback_settings(args: argparse.Namespace) -> CallbackSettings:
     except guard.CallbackRefused as exc:
         raise JobError(exc.message) from None
     return delivery.CallbackSettings(allow=allow, delays=delays)
-
-
-def _tenant_limits(args: argparse.Namespace) -> TenantLimits:
-    from batchgate.server.tenancy.rates import TenantLimits  # noqa: PLC0415 — the server only when serving
-
-    if args.max_jobs_per_key is not None and args.max_jobs_per_key > args.max_jobs:
-        raise JobError(
-            f"--max-jobs-per-key ({args.max_jobs_per_key}) cannot exceed --max-jobs ({args.max_jobs})"
-        )
-    return TenantLimits(args.max_batches_per_minute, args.max_auth_failures_per_minute, args.max_jobs_per_key)
-
-
-def _connection_limits(args: argparse.Namespace) -> ConnectionLimits:
-    from batchgate.server.door.connections import ConnectionLimits  # noqa: PLC0415 — the server only when serving
-
-    return ConnectionLimits(args.header_timeout, args.body_timeout, args.max_connections_per_client)
 
 
 def _body_limits(args: argparse.Namespace) -> BodyLimits:

@@ -147,14 +147,19 @@ def auth(registry: Registry, failures: Rates, now: Callable[[], float]) -> Any:
     return check
 
 
-def creating(rates: Rates, now: Callable[[], float]) -> Any:
+def creating(rates: Rates, now: Callable[[], float], registry: Registry, in_flight: int) -> Any:
     """A key's creations (batches, message batches, jobs) at most `rates.per_minute` a minute: a
-    429 naming the limit, with `Retry-After`, past it."""
+    429 naming the limit, with `Retry-After`, past it; and none while `in_flight` of its batches
+    have not ended."""
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.method == "POST" and request.path.rstrip("/") in _CREATES:
-            wait = rates.take(_key(request).id, now())
+            owner = _key(request).id
+            if (busy := registry.in_flight(owner)) >= in_flight:
+                said = f"This key has {busy} batches not ended: its limit (--max-in-flight-per-key)."
+                return _refusal(request, 429, said, "rate_limit_error", "too_many_in_flight")
+            wait = rates.take(owner, now())
             if wait is not None:
                 said = (
                     f"Too many batches created: a key may create {rates.per_minute} a minute"
@@ -166,6 +171,14 @@ def creating(rates: Rates, now: Callable[[], float]) -> Any:
         return await handler(request)
 
     return check
+
+
+def _over_storage(stored: int, limit: int) -> ServiceRequestError:
+    said = (
+        f"This upload would take the key's stored files past {limit} bytes ({stored} stored; the"
+        " server's --max-stored-bytes-per-key). Delete files to make room."
+    )
+    return ServiceRequestError(413, said, code="storage_limit_exceeded")
 
 
 def _key(request: web.Request) -> ApiKey:
@@ -199,6 +212,13 @@ class Api:
 
     # -- files -----------------------------------------------------------------------------------
     async def upload(self, request: web.Request) -> web.Response:
+        owner, tenants = _key(request).id, self.s.tenants
+        count, size = self.s.registry.stored(owner)
+        if count >= tenants.files_per_key:
+            said = f"This key stores {count} files, its limit (the server's --max-files-per-key)."
+            raise ServiceRequestError(429, said, type="rate_limit_error", code="too_many_files")
+        if size + (request.content_length or 0) - body_limits.UPLOAD_OVERHEAD > tenants.stored_bytes_per_key:
+            raise _over_storage(size, tenants.stored_bytes_per_key)
         if not request.content_type.startswith("multipart/"):
             raise ServiceRequestError(400, "Uploads must be multipart/form-data with 'file' and 'purpose'.")
         try:
@@ -207,6 +227,9 @@ class Api:
             raise ServiceRequestError(400, "The upload is not well-formed multipart/form-data.") from None
         if saved is None:
             raise ServiceRequestError(400, "Missing required parameter: 'file'.", param="file")
+        if size + saved.bytes > self.s.tenants.stored_bytes_per_key:
+            self.s.files.delete(saved)
+            raise _over_storage(size, self.s.tenants.stored_bytes_per_key)
         if purpose != "batch":
             self.s.files.delete(saved)
             raise ServiceRequestError(
@@ -295,7 +318,7 @@ def make_app(service: Service, outer: Sequence[Middleware] = ()) -> web.Applicat
     bounded = body_limits.middleware(service.limits)
     parts = service.batches.parts
     tenants, now = service.tenants, parts.clock.now
-    creations = creating(Rates(tenants.batches_per_minute), now)
+    creations = creating(Rates(tenants.batches_per_minute), now, service.registry, tenants.in_flight_per_key)
     keyed = auth(service.registry, Rates(tenants.auth_failures_per_minute), now)
     app = web.Application(
         middlewares=[*outer, errors, keyed, creations, bounded],

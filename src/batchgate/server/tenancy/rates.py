@@ -65,11 +65,16 @@ def retry_after(seconds: float) -> str:
 class TenantLimits:
     """`serve --max-batches-per-minute` (per key: batches, message batches and jobs created), the
     failed authentications one address may make a minute before its requests get a 429, and
-    `--max-jobs-per-key` (the run places one key may hold)."""
+    `--max-jobs-per-key` (the run places one key may hold); the files, their bytes and the
+    batches not ended one key may have (`--max-files-per-key`, `--max-stored-bytes-per-key`,
+    `--max-in-flight-per-key`)."""
 
     batches_per_minute: int = 120
     auth_failures_per_minute: int = 100
     jobs_per_key: int | None = None  # run places one key may hold (None: half of --max-jobs)
+    files_per_key: int = 10_000  # files one key may store (its uploads and its batches' outputs)
+    stored_bytes_per_key: int = 100 * 1024**3  # their bytes (OpenAI's 100 GB of an organization)
+    in_flight_per_key: int = 1_000  # batches, message batches and jobs not ended
 
 
 DEFAULT_TENANTS = TenantLimits()

@@ -185,6 +185,21 @@ class Registry(SqliteFile):
             rows = c.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1)).fetchall()
         return [FileRecord(*row) for row in rows[:limit]], len(rows) > limit
 
+    def stored(self, owner: str) -> tuple[int, int]:
+        """How many files `owner` has, and their bytes."""
+        with self._sql() as c:
+            row = c.execute("SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM files WHERE owner = ?", (owner,))
+            count, size = row.fetchone()
+        return int(count), int(size)
+
+    def in_flight(self, owner: str) -> int:
+        """How many of `owner`'s batches and jobs have not ended (scheduled ones included)."""
+        marks = ", ".join("?" for _ in (*UNFINISHED, "scheduled", "paused"))
+        with self._sql() as c:
+            sql = f"SELECT COUNT(*) FROM batches WHERE owner = ? AND status IN ({marks})"
+            row = c.execute(sql, (owner, *UNFINISHED, "scheduled", "paused")).fetchone()
+        return int(row[0])
+
     def delete_file(self, file_id: str) -> None:
         with self._sql() as c:
             c.execute("DELETE FROM files WHERE id = ?", (file_id,))
