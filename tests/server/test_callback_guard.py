@@ -169,3 +169,17 @@ def test_a_name_resolving_to_loopback_is_refused_when_delivering(server: Server)
     assert event.last_error is not None
     assert "localhost resolves to" in event.last_error
     assert "loopback address; not allow-listed" in event.last_error
+
+
+async def test_a_name_that_does_not_resolve_now_is_retried_not_given_up() -> None:
+    """A temporary DNS failure at delivery (issue 40): `unreachable`, retried on the schedule as a
+    connection that failed — the README promises retries for 72 h — not `refused` for good."""
+
+    async def failing(host: str, port: int) -> list[str]:
+        raise OSError(-3, "Temporary failure in name resolution")
+
+    body, secret = signing.event_body("evt_1", "batch.completed", 1, "batch_1"), Secret("whsec_dGVzdA==")
+    attempt = await send("https://hooks.example.com/h", "evt_1", body, secret, 1, allow=NOTHING, timeout_s=5,
+                         lookup=failing)  # fmt: skip
+    assert (attempt.outcome, attempt.final) == ("unreachable", False)
+    assert "cannot resolve hooks.example.com" in (attempt.reason or "")

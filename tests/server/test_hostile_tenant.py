@@ -181,6 +181,37 @@ def test_an_output_check_the_engine_cannot_take_is_a_400_naming_the_field(
     assert tenant.find()["data"] == []  # refused whole: nothing stored
 
 
+def _rss_mb(server: Server) -> int:
+    status = Path(f"/proc/{server.proc.pid}/status").read_text(encoding="utf-8")
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) // 1024
+
+
+@pytest.mark.parametrize(
+    ("check", "field"),
+    [
+        ({"regex": "a{2000000}"}, "validate.regex"),  # ten bytes, ~277 MB and a stalled loop once
+        ({"regex": "a{4294967294}"}, "validate.regex"),  # a MemoryError after seconds once
+        ({"regex": "(?:(?:a{100}){100}){100}"}, "validate.regex"),
+        ({"schema": {"properties": {"a": {"type": "string", "pattern": "a{2000000}"}}}}, "validate.schema"),
+        ({"schema": {"patternProperties": {"b{2000000}": {}}}}, "validate.schema"),
+    ],
+)
+def test_a_pattern_that_expands_past_the_bound_is_refused_before_compiling(
+    server: Server, tenant: JobsClient, check: dict[str, object], field: str
+) -> None:
+    """Measured from its text (issue 40): refused with a 400 naming the field, nothing compiled,
+    so the server's memory stays where it was and the next request is answered."""
+    before = _rss_mb(server)
+    r = tenant.http.post("/jobs", json={"requests": requests_for(ALPHA, 1, "big"), "validate": check})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == field
+    assert "too large to compile" in str(error["message"])
+    assert tenant.find()["data"] == []
+    assert tenant.http.get("/jobs").status_code == 200
+    assert _rss_mb(server) - before < 100  # a compiled a{2000000} alone kept ~277 MB
+
+
 @pytest.mark.slow
 def test_a_backtracking_regex_fails_its_answers_while_every_route_answers(tenant: JobsClient) -> None:
     """`(a|aa)+$` on `echo: a…ab` backtracks for ever on Python's `re`: the check runs on an
@@ -218,3 +249,15 @@ def test_a_custom_id_with_a_trailing_newline_is_refused_by_the_anthropic_route(t
     r = tenant.http.post("/messages/batches", json={"requests": [{"custom_id": "a\n", "params": params}]})
     assert r.status_code == 400, r.text
     assert "custom_id" in r.text
+
+
+def test_the_file_listing_honours_limit_and_after(server: Server) -> None:
+    """`GET /v1/files` once returned every file at once whatever `limit` said (issue 40)."""
+    c = client(server, server.keys_create())
+    made = [c.files.create(file=(f"f{i}.jsonl", b"{}\n"), purpose="batch").id for i in range(5)]
+    first = c.files.list(limit=2)
+    assert [f.id for f in first.data] == made[::-1][:2]
+    assert first.has_more is True
+    rest = c.files.list(limit=10, after=first.data[-1].id)
+    assert [f.id for f in rest.data] == made[::-1][2:]
+    assert rest.has_more is False

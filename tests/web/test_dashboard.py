@@ -121,6 +121,21 @@ def _get(server: Server, path: str, key: str | None = None) -> httpx.Response:
     return httpx.get(server.url + path, headers=headers, timeout=30)
 
 
+def test_the_page_is_never_framed(web_server: Server) -> None:
+    for path in ("/", "/static/app.js"):
+        headers = _get(web_server, path).headers
+        assert "frame-ancestors 'none'" in headers["content-security-policy"]
+        assert headers["x-frame-options"] == "DENY"
+
+
+def test_the_page_polls_no_faster_than_its_floor(browser: Browser, web_server: Server) -> None:
+    page = browser.new_page()
+    page.goto(f"{web_server.url}/?poll=1#/jobs")
+    page.wait_for_function("document.body.dataset.poll !== undefined", timeout=WAIT_MS)
+    assert int(page.evaluate("document.body.dataset.poll")) == 250  # ?poll=1 asked for 1 ms
+    page.close()
+
+
 def test_the_page_is_public_its_data_needs_a_key(web_server: Server, key: str, jobs: JobsClient) -> None:
     assert _get(web_server, "/").status_code == 200
     assert _get(web_server, "/static/app.js").headers["content-type"].startswith("text/javascript")

@@ -8,13 +8,21 @@ attempts (default 5,30,120,600,1800,3600; the last repeats for 72 h).
 
 Bodies: `--max-body CLASS=SIZE` (repeatable; classes upload, batch, live, other) bounds the request
 bodies of a class of routes (`server.body_limits`). `--log-level` sets what the server logs.
+Connections (`server.door.connections`): `--header-timeout S` (default 20: a request's whole head
+within S of its connection's start or previous answer), `--body-timeout S` (default 30: a body
+stalled that long while read), `--max-connections-per-client N` (default 128 per address).
+`--max-batches-per-minute N` (default 120): what one key may create a minute (`tenancy.rates`);
+`--max-jobs-per-key N` (default half of `--max-jobs`): the run places one key may hold;
+`--max-auth-failures-per-minute N` (default 100): failed key checks an address may make a minute;
+`--max-files-per-key`, `--max-stored-bytes-per-key`, `--max-in-flight-per-key`: what a key may keep.
 `--loop auto|uvloop|asyncio`: the event loop the server runs on; `auto` (the default) takes uvloop
 when it is installed (the `serve` extra), which spends less CPU per proxied live request.
 
 `batchgate keys create [--admin] [--name NAME] [--store PATH] [--data DIR]`: a client key for the
 service, printed once on stdout (only its SHA-256 is kept), and its webhook secret (`whsec_…`,
 which signs the callbacks of its batches) printed once on stderr. `batchgate keys webhook-secret
-KEY_ID`: a new webhook secret for the key (on stdout, once), replacing the old one.
+KEY_ID`: a new webhook secret for the key (on stdout, once), replacing the old one. `batchgate keys
+revoke KEY_ID`: the key is refused from its next request on, by a running server too.
 
 Registering the parsers imports nothing heavy; the server is imported by the handler that runs."""
 
@@ -28,9 +36,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from batchgate.cli.arg_types import positive_float
+from batchgate.cli.arg_types import positive_float, positive_int
 from batchgate.cli.config_file import load_config
 from batchgate.cli.quota_option import add_quota_option, quota_spec
+from batchgate.cli.serve_limits import add_tenant_arguments, connection_limits, tenant_limits
 from batchgate.errors import JobError
 from batchgate.jobs.store.location import parse_location
 
@@ -103,6 +112,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how often the dashboard's charts sample each job and the providers' quotas (default 5)",
     )
     _limit_arguments(serve)
+    add_tenant_arguments(serve)
     add_quota_option(serve)
     _place_arguments(serve)
     serve.set_defaults(handler=run_serve)
@@ -123,6 +133,36 @@ def _limit_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="CLASS=SIZE",
         help="the largest request body of a class of routes (repeatable): upload (POST /v1/files,"
         " default 200M), batch (inline requests, 64M), live (chat/messages, 8M), other (1M)",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=positive_float,
+        default=20.0,
+        metavar="SECONDS",
+        help="a request's head must arrive within this of its connection's start or previous answer,"
+        " or the connection closes (default 20; an idle kept-alive connection closes then too)",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=positive_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a request body that stalls this long while the server reads it closes its connection"
+        " (default 30)",
+    )
+    serve.add_argument(
+        "--max-connections-per-client",
+        type=positive_int,
+        default=128,
+        metavar="N",
+        help="connections one client address may hold open; one more is answered 429 (default 128)",
+    )
+    serve.add_argument(
+        "--max-batches-per-minute",
+        type=positive_int,
+        default=120,
+        metavar="N",
+        help="batches, message batches and jobs one key may create a minute; past it a 429 (default 120)",
     )
     serve.add_argument(
         "--loop",
@@ -148,6 +188,10 @@ def _register_keys(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     rotate.add_argument("key_id", metavar="KEY_ID", help="the key's id (key-…), as `keys create` said")
     _place_arguments(rotate)
     rotate.set_defaults(handler=run_keys_webhook_secret)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key: refused at once, by a running server too")
+    revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (key-…), as `keys create` said")
+    _place_arguments(revoke)
+    revoke.set_defaults(handler=run_keys_revoke)
 
 
 def _place(args: argparse.Namespace) -> ServerPlace:
@@ -167,7 +211,7 @@ def _warn_unpriced(config: GatewayConfig) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from batchgate.server.service import serve  # noqa: PLC0415 — the server only when serving
+    from batchgate.server.service import ServeLimits, serve  # noqa: PLC0415 — the server only when serving
 
     if args.expire_after <= 0:
         raise JobError(f"--expire-after must be a positive number of seconds, got {args.expire_after:g}")
@@ -194,7 +238,7 @@ def run_serve(args: argparse.Namespace) -> int:
             callbacks=callbacks,
             quota_store=quota_spec(args, config),
             sample_every_s=args.sample_every,
-            limits=limits,
+            limits=ServeLimits(limits, connection_limits(args), tenant_limits(args)),
         )
         import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
 
@@ -298,4 +342,23 @@ def run_keys_webhook_secret(args: argparse.Namespace) -> int:
     print(secret)
     said = f"new webhook secret of {args.key_id}; shown only once, the old one no longer signs"
     print(said, file=sys.stderr)
+    return 0
+
+
+def run_keys_revoke(args: argparse.Namespace) -> int:
+    from batchgate.server.tenancy.registry import Registry  # noqa: PLC0415 — the server only when asked for
+
+    place = _place(args)
+    if not place.registry.exists():
+        raise JobError(f"{place.registry}: no service registry here (see --store / --data)")
+    registry = Registry(place.registry)
+    try:
+        if not registry.revoke_key(args.key_id):
+            raise JobError(f"{place.registry}: no client key {args.key_id!r}")
+    finally:
+        registry.close()
+    print(
+        f"revoked {args.key_id}: its requests are refused from now on (its files and batches stay)",
+        file=sys.stderr,
+    )
     return 0

@@ -22,14 +22,16 @@ job store failure (`StoreError`) is a 500 saying so, in the same JSON shape, its
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Middleware
 
+from batchgate import logs
 from batchgate.errors import ServiceRequestError, StoreError
 from batchgate.server.batch_api import anthropic_api
 from batchgate.server.batch_api.batches import Batches
@@ -42,6 +44,7 @@ from batchgate.server.job_api import jobs_api
 from batchgate.server.job_api.native import Jobs
 from batchgate.server.proxy import live
 from batchgate.server.tenancy.keys import authenticate
+from batchgate.server.tenancy.rates import DEFAULT_TENANTS, Rates, TenantLimits, retry_after
 from batchgate.server.tenancy.registry import ApiKey, BatchRecord, FileRecord, Registry
 from batchgate.server.views import metrics_route, openapi
 from batchgate.server.views.dashboard import Dashboard
@@ -52,7 +55,9 @@ log = logging.getLogger("batchgate.server")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 KEY = "batchgate.key"  # the request's ApiKey, set by `auth`
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
+MAX_FILES = 10_000  # GET /v1/files: OpenAI's default and largest `limit`
 _CHUNK = 1 << 16
+_CREATES = ("/v1/batches", "/v1/messages/batches", "/v1/jobs")
 _HTTP_TYPES = {401: "invalid_request_error", 404: "invalid_request_error", 405: "invalid_request_error"}
 
 
@@ -64,6 +69,7 @@ class Service:
     jobs: Jobs
     ring: QuotaRing | None = None  # the providers page's quota samples
     limits: body_limits.BodyLimits = body_limits.DEFAULT  # the body bound of each route class
+    tenants: TenantLimits = DEFAULT_TENANTS  # creations a minute per key
 
 
 def json(data: dict[str, Any], status: int = 200) -> web.Response:
@@ -99,6 +105,11 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _refusal(
             request, 500, "The server's job store failed (its log says why).", "server_error", None
         )
+    except ConnectionResetError:  # the client left, or its stalled body was cut: no one to tell
+        logs.event(log, logging.DEBUG, "request_cut", method=request.method, path=request.path)
+        return _refusal(
+            request, 400, "The connection closed before the request arrived.", "invalid_request_error", None
+        )
     except Exception as exc:  # a bug: said in one line, never a traceback to the client
         log.error("%s %s: internal error: %s", request.method, request.path, type(exc).__name__)
         return _refusal(
@@ -106,14 +117,25 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         )
 
 
-def auth(registry: Registry) -> Any:
+def auth(registry: Registry, failures: Rates, now: Callable[[], float]) -> Any:
+    """A `/v1` request's key checked; an address past `failures.per_minute` failed checks a
+    minute gets a 429 (with `Retry-After`), its keys not checked, until its turns refill."""
+
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         check_text(request)
         if request.path.startswith("/v1/") or request.path == "/v1":
+            address = request.remote or "?"
+            wait = failures.wait(address, now())
+            if wait is not None:
+                said = "Too many failed authentications from this address; retry later."
+                refusal = _refusal(request, 429, said, "rate_limit_error", "too_many_auth_failures")
+                refusal.headers["Retry-After"] = retry_after(wait)
+                return refusal
             headers = request.headers
             key = authenticate(registry, headers.get("Authorization"), headers.get("x-api-key"))
             if key is None:
+                failures.take(address, now())
                 raise ServiceRequestError(
                     401,
                     "Incorrect or missing API key. Create one with `batchgate keys create`.",
@@ -123,6 +145,40 @@ def auth(registry: Registry) -> Any:
         return await handler(request)
 
     return check
+
+
+def creating(rates: Rates, now: Callable[[], float], registry: Registry, in_flight: int) -> Any:
+    """A key's creations (batches, message batches, jobs) at most `rates.per_minute` a minute: a
+    429 naming the limit, with `Retry-After`, past it; and none while `in_flight` of its batches
+    have not ended."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method == "POST" and request.path.rstrip("/") in _CREATES:
+            owner = _key(request).id
+            if (busy := registry.in_flight(owner)) >= in_flight:
+                said = f"This key has {busy} batches not ended: its limit (--max-in-flight-per-key)."
+                return _refusal(request, 429, said, "rate_limit_error", "too_many_in_flight")
+            wait = rates.take(owner, now())
+            if wait is not None:
+                said = (
+                    f"Too many batches created: a key may create {rates.per_minute} a minute"
+                    " (the server's --max-batches-per-minute)."
+                )
+                refusal = _refusal(request, 429, said, "rate_limit_error", "rate_limit_exceeded")
+                refusal.headers["Retry-After"] = retry_after(wait)
+                return refusal
+        return await handler(request)
+
+    return check
+
+
+def _over_storage(stored: int, limit: int) -> ServiceRequestError:
+    said = (
+        f"This upload would take the key's stored files past {limit} bytes ({stored} stored; the"
+        " server's --max-stored-bytes-per-key). Delete files to make room."
+    )
+    return ServiceRequestError(413, said, code="storage_limit_exceeded")
 
 
 def _key(request: web.Request) -> ApiKey:
@@ -156,6 +212,13 @@ class Api:
 
     # -- files -----------------------------------------------------------------------------------
     async def upload(self, request: web.Request) -> web.Response:
+        owner, tenants = _key(request).id, self.s.tenants
+        count, size = self.s.registry.stored(owner)
+        if count >= tenants.files_per_key:
+            said = f"This key stores {count} files, its limit (the server's --max-files-per-key)."
+            raise ServiceRequestError(429, said, type="rate_limit_error", code="too_many_files")
+        if size + (request.content_length or 0) - body_limits.UPLOAD_OVERHEAD > tenants.stored_bytes_per_key:
+            raise _over_storage(size, tenants.stored_bytes_per_key)
         if not request.content_type.startswith("multipart/"):
             raise ServiceRequestError(400, "Uploads must be multipart/form-data with 'file' and 'purpose'.")
         try:
@@ -164,6 +227,9 @@ class Api:
             raise ServiceRequestError(400, "The upload is not well-formed multipart/form-data.") from None
         if saved is None:
             raise ServiceRequestError(400, "Missing required parameter: 'file'.", param="file")
+        if size + saved.bytes > self.s.tenants.stored_bytes_per_key:
+            self.s.files.delete(saved)
+            raise _over_storage(size, self.s.tenants.stored_bytes_per_key)
         if purpose != "batch":
             self.s.files.delete(saved)
             raise ServiceRequestError(
@@ -194,8 +260,10 @@ class Api:
         return purpose, saved
 
     async def list_files(self, request: web.Request) -> web.Response:
-        files = self.s.registry.list_files(_viewer(request))
-        return json(page([file_object(f) for f in files], has_more=False))
+        limit = query_int(request.query.get("limit"), "limit", MAX_FILES, MAX_FILES)  # OpenAI's: 10,000
+        after = request.query.get("after") or None
+        files, more = self.s.registry.page_files(_viewer(request), limit, after)
+        return json(page([file_object(f) for f in files], has_more=more))
 
     async def get_file(self, request: web.Request) -> web.Response:
         return json(file_object(self.s.files.visible(request.match_info["id"], _viewer(request))))
@@ -216,7 +284,7 @@ class Api:
 
     async def create_batch(self, request: web.Request) -> web.Response:
         body = await json_object(request)
-        b = self.s.batches.create(_key(request).id, _viewer(request), body)
+        b = await self.s.batches.create(_key(request).id, _viewer(request), body)
         return json(await self._batch(b))
 
     async def get_batch(self, request: web.Request) -> web.Response:
@@ -245,13 +313,18 @@ def _owner_and_viewer(request: web.Request) -> tuple[str, str | None]:
     return _key(request).id, _viewer(request)
 
 
-def make_app(service: Service) -> web.Application:
+def make_app(service: Service, outer: Sequence[Middleware] = ()) -> web.Application:
+    """The app; `outer` middlewares run first (the connection door's)."""
     bounded = body_limits.middleware(service.limits)
+    parts = service.batches.parts
+    tenants, now = service.tenants, parts.clock.now
+    creations = creating(Rates(tenants.batches_per_minute), now, service.registry, tenants.in_flight_per_key)
+    keyed = auth(service.registry, Rates(tenants.auth_failures_per_minute), now)
     app = web.Application(
-        middlewares=[errors, auth(service.registry), bounded], client_max_size=service.limits.largest
+        middlewares=[*outer, errors, keyed, creations, bounded],
+        client_max_size=service.limits.largest,
     )
     anthropic = anthropic_api.AnthropicApi(service.registry, service.batches, _owner_and_viewer)
-    parts = service.batches.parts
     routes = [
         *Api(service).routes(),
         *anthropic.routes(),

@@ -40,8 +40,12 @@ from batchgate.server.batch_api.shapes import WINDOW_S
 from batchgate.server.callbacks.delivery import Callbacks, CallbackSettings
 from batchgate.server.door.body_limits import DEFAULT as DEFAULT_LIMITS
 from batchgate.server.door.body_limits import BodyLimits
+from batchgate.server.door.connections import DEFAULT as DEFAULT_CONNECTIONS
+from batchgate.server.door.connections import ConnectionLimits, Door
+from batchgate.server.door.request_log import MalformedLog
 from batchgate.server.job_api.job_table import JobTable
 from batchgate.server.job_api.native import Jobs, JobTerms
+from batchgate.server.tenancy.rates import DEFAULT_TENANTS, TenantLimits
 from batchgate.server.tenancy.registry import REGISTRY_FILE, Registry
 from batchgate.server.views.quota_ring import QuotaRing
 
@@ -51,6 +55,19 @@ DEFAULT_STORE = DEFAULT_DATA / "jobs.db"
 GRACE_S = 2.0  # a cancelled or interrupted job's in-flight calls get this long to finish
 SHUTDOWN_TIMEOUT = 5.0
 log = logging.getLogger("batchgate.server")
+
+
+@dataclass(frozen=True, slots=True)
+class ServeLimits:
+    """What the door bounds: each route class's body, each client's connections, each key's
+    creations a minute and each address's failed authentications."""
+
+    body: BodyLimits = DEFAULT_LIMITS
+    connections: ConnectionLimits = DEFAULT_CONNECTIONS
+    tenants: TenantLimits = DEFAULT_TENANTS
+
+
+DEFAULT_SERVE_LIMITS = ServeLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,21 +101,18 @@ async def serve(
     callbacks: CallbackSettings | None = None,
     quota_store: StoreSpec | None = None,
     sample_every_s: float = DEFAULT_EVERY_S,
-    limits: BodyLimits = DEFAULT_LIMITS,
+    limits: ServeLimits = DEFAULT_SERVE_LIMITS,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (or `stop`); `ready(url)` hears the address once listening. A batch
-    not ended `expire_after_s` after creation expires (OpenAI's 24 h); at most `max_jobs` run at once;
-    `callbacks`: their allow-list and retries; `quota_store`: where quotas are shared (None: the
-    config's); `sample_every_s`: how often timelines and quotas are sampled; `limits`: body bounds."""
-    stopping = stop or asyncio.Event()
-    clock = loop_clock(asyncio.get_running_loop())
+    """Serve until SIGINT/SIGTERM (or `stop`), telling `ready(url)` the address; the rest: how runs
+    expire, run at once, share quotas and are sampled, and the door's bounds (`ServeLimits`)."""
+    stopping, clock = stop or asyncio.Event(), loop_clock(asyncio.get_running_loop())
     registry = Registry(place.registry)
     table = JobTable(place.registry)
     try:
         store = await open_store(place.store, create=True)
         try:
             async with Gateway(config, clock=clock, quota_store=quota_store) as gateway:
-                files = Files(registry, place.folder / "files", clock, limits.upload)
+                files = Files(registry, place.folder / "files", clock, limits.body.upload)
                 hooks = Callbacks(registry, clock, callbacks)
                 parts = RunParts(
                     registry,
@@ -112,6 +126,7 @@ async def serve(
                     grace_s=GRACE_S,
                     expire_after_s=expire_after_s,
                     max_jobs=max_jobs,
+                    max_jobs_per_key=limits.tenants.jobs_per_key,
                     callbacks=hooks,
                     timeline_s=sample_every_s,
                 )
@@ -120,8 +135,10 @@ async def serve(
                 hooks.start()  # the events a stopped server left pending
                 ring.start()
                 try:
-                    service = Service(registry, files, Batches(jobs.runs), jobs, ring, limits)
-                    await _listen(service, host, port, stopping, ready)
+                    service = Service(
+                        registry, files, Batches(jobs.runs), jobs, ring, limits.body, limits.tenants
+                    )
+                    await _listen(service, Door(limits.connections, clock), (host, port), stopping, ready)
                 finally:
                     ring.close()
                     await jobs.close()
@@ -134,19 +151,30 @@ async def serve(
 
 
 async def _listen(
-    service: Service, host: str, port: int, stopping: asyncio.Event, ready: Callable[[str], None]
+    service: Service,
+    door: Door,
+    address: tuple[str, int],
+    stopping: asyncio.Event,
+    ready: Callable[[str], None],
 ) -> None:
-    runner = web.AppRunner(make_app(service), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+    """Listen through the connection door (`loop.create_server` with its protocol factory around
+    aiohttp's: a `TCPSite` takes aiohttp's own) until `stopping`."""
+    app = make_app(service, [door.middleware])
+    quiet = MalformedLog(door.clock)  # a request aiohttp cannot parse: one line a client a minute
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, logger=quiet)
     await runner.setup()
+    assert runner.server is not None
+    host, port = address
+    loop = asyncio.get_running_loop()
+    listener = await loop.create_server(door.factory(runner.server), host, port, reuse_address=True)
     try:
-        site = web.TCPSite(runner, host, port, reuse_address=True)
-        await site.start()
         service.jobs.resume_all()
-        ready(f"{LISTENING_PREFIX}http://{host}:{int(runner.addresses[0][1])}")
-        logs.event(log, logging.INFO, "serving", loop=loop_name(asyncio.get_running_loop()))
+        ready(f"{LISTENING_PREFIX}http://{host}:{int(listener.sockets[0].getsockname()[1])}")
+        logs.event(log, logging.INFO, "serving", loop=loop_name(loop))
         with _signals(stopping):
             await stopping.wait()
     finally:
+        listener.close()
         await runner.cleanup()
 
 

@@ -35,6 +35,11 @@ class CallbackRefused(BatchgateError):
     """The callback URL may not be reached."""
 
 
+class CallbackUnresolved(CallbackRefused):
+    """The callback host did not resolve now (a DNS failure may pass): retried like a connection
+    that failed, never given up at once (issue 40)."""
+
+
 @dataclass(frozen=True, slots=True)
 class AllowList:
     networks: tuple[Network, ...] = ()
@@ -105,9 +110,9 @@ async def resolve(host: str, port: int, allow: AllowList, lookup: Lookup = syste
         try:
             found = [ipaddress.ip_address(a.split("%", 1)[0]) for a in await lookup(host, port)]
         except OSError as exc:
-            raise CallbackRefused(f"cannot resolve {host}: {exc.strerror or exc}") from None
+            raise CallbackUnresolved(f"cannot resolve {host}: {exc.strerror or exc}") from None
         if not found:
-            raise CallbackRefused(f"cannot resolve {host}")
+            raise CallbackUnresolved(f"cannot resolve {host}")
         if host.lower().rstrip(".") in allow.hosts:
             return found
     for address in found:

@@ -8,8 +8,8 @@ A 307/308 is followed (the same POST, at most `MAX_HOPS` times) only to a URL th
 again; any other 3xx is final — the event would be re-sent as a GET elsewhere.
 
 Outcomes: `delivered` (a 2xx), `refused` (the SSRF guard, final), `redirected` (a 3xx not
-followed, final), `http_error` (another status; retried), `unreachable` (no answer: connection,
-TLS or timeout; retried).
+followed, final), `http_error` (another status; retried), `unreachable` (no answer: the name did not
+resolve, connection, TLS or timeout; retried).
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ async def send(
             parsed = guard.parse_url(url)
             host = parsed.host or ""
             addresses = await guard.resolve(host, parsed.port or 0, allow, lookup)
+        except guard.CallbackUnresolved as exc:  # a DNS failure may pass: retried, as no answer is
+            return Delivery("unreachable", exc.message)
         except guard.CallbackRefused as exc:
             return Delivery("refused", exc.message)
         try:

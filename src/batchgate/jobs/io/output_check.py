@@ -129,6 +129,8 @@ def check_compiles(regex: str | None, schema: Mapping[str, Any] | None) -> None:
 
         try:
             safe_regex.compile_pattern(regex)
+        except safe_regex.PatternTooLarge as exc:
+            raise JobSpecError("validate.regex", f"a pattern too large to compile ({exc})") from None
         except (ValueError, TypeError) as exc:
             raise JobSpecError("validate.regex", f"not a regular expression ({exc})") from None
     if schema is not None:

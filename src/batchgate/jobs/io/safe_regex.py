@@ -1,7 +1,9 @@
 """Regular expressions from a job's owner (a tenant of `batchgate serve`, or a config file), run
 on the `regex` engine: it takes Python's syntax, releases the GIL while it matches, and stops a
 match at `timeout=` — so a pattern such as `(a|aa)+$` that backtracks for ever on a long answer
-ends as a `CheckTimeout`, never as a stalled process. Every output check goes through here: the
+ends as a `CheckTimeout`, never as a stalled process. A pattern is measured before it is
+compiled (`pattern_size`): one that would expand past the bound is refused (`PatternTooLarge`),
+never compiled nor cached. Every output check goes through here: the
 answer check (`validate_regex`) and a JSON Schema's `pattern` and `patternProperties`.
 
 `stopping` (a `threading.Event`, set by the waiter that gave the answer up) ends the check at the
@@ -17,9 +19,14 @@ from typing import Any
 
 import regex
 
+from batchgate.jobs.io.pattern_size import PatternTooLarge, check_size
+
 MATCH_SECONDS = 2.0  # the most one match may take; an answer's whole check has the same limit
 
 _STOP: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("check_stop", default=None)
+
+
+__all__ = ["CheckTimeout", "PatternTooLarge", "compile_pattern", "fullmatch", "reset", "search", "stopping"]
 
 
 class CheckTimeout(Exception):
@@ -27,7 +34,8 @@ class CheckTimeout(Exception):
 
 
 def compile_pattern(pattern: str) -> Any:
-    """The compiled pattern; a `ValueError` saying why when the engine cannot take it."""
+    """The compiled pattern; a `ValueError` saying why when the engine cannot take it
+    (`PatternTooLarge` when it is past the bound of `pattern_size`)."""
     try:
         return _compiled(pattern)
     except regex.error as exc:
@@ -36,6 +44,7 @@ def compile_pattern(pattern: str) -> Any:
 
 @functools.lru_cache(maxsize=256)
 def _compiled(pattern: str) -> Any:
+    check_size(pattern)  # raises before the engine expands anything; lru_cache keeps no error
     return regex.compile(pattern)
 
 

@@ -140,6 +140,8 @@ def _check_patterns(path: str, node: dict[str, Any]) -> None:
     for key, pattern in patterns:
         try:
             safe_regex.compile_pattern(pattern)
+        except safe_regex.PatternTooLarge as exc:
+            raise SchemaRefused(f"at {path}/{key}: a pattern too large to compile ({exc})") from None
         except (ValueError, TypeError) as exc:
             raise SchemaRefused(f"at {path}/{key}: not a usable regular expression ({exc})") from None
 

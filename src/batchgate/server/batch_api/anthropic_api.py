@@ -11,6 +11,7 @@ cancel left unsent as `canceled`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Callable
@@ -25,8 +26,8 @@ from batchgate.jobs.store.protocol import TaskRecord, TaskState
 from batchgate.server.batch_api.batches import Batches
 from batchgate.server.batch_api.runs import ENDED
 from batchgate.server.batch_api.shapes import WINDOW_S
+from batchgate.server.door import body_limits
 from batchgate.server.door.query import query_int
-from batchgate.server.door.request_body import json_object
 from batchgate.server.tenancy.registry import BatchRecord, Registry
 
 PATH = "/v1/messages/batches"
@@ -74,6 +75,21 @@ def request_lines(body: dict[str, Any]) -> bytes:
         seen.add(cid)
         lines.append(orjson.dumps({"custom_id": cid, "params": item["params"]}))
     return b"".join(line + b"\n" for line in lines)
+
+
+def parsed_lines(data: bytes) -> tuple[int, bytes | str]:
+    """In the worker process: a create request's body as the batch's input JSONL `(200, lines)`,
+    or why not `(status, message)` (an exception would not cross the process boundary whole)."""
+    try:
+        body = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return 400, "The request body is not valid JSON."
+    if not isinstance(body, dict):
+        return 400, "The request body must be a JSON object."
+    try:
+        return 200, request_lines(body)
+    except ServiceRequestError as exc:
+        return exc.status, exc.message
 
 
 def processing_status(b: BatchRecord) -> str:
@@ -179,8 +195,13 @@ class AnthropicApi:
         return web.Response(body=orjson.dumps(data), content_type="application/json")
 
     async def create(self, request: web.Request) -> web.Response:
-        body = await json_object(request)
-        b = self.batches.create_inline(self._key_of(request)[0], "anthropic", request_lines(body))
+        """The requests parsed in the runs' worker process (`off_loop`), never on the loop."""
+        data = await body_limits.read(request)
+        status, lines = await self.runs.off_loop.run(parsed_lines, data)
+        if isinstance(lines, str):
+            raise ServiceRequestError(status, lines)
+        made = functools.partial(bytes, lines)
+        b = await self.batches.create_inline(self._key_of(request)[0], "anthropic", made)
         return await self._answer(request, b)
 
     async def get(self, request: web.Request) -> web.Response:

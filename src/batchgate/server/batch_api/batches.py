@@ -1,10 +1,13 @@
 """OpenAI's and Anthropic's batches as runs: a batch is created over a copy of its input file (an
 uploaded file, or Anthropic's inline requests checked at once), recorded in the registry and
 handed to the server's `Runs`, which runs it as a durable job, ends it at its window's end and
-writes its output and error files."""
+writes its output and error files. A batch's input is copied in a thread, and inline requests are
+parsed and checked in the runs' worker process (`off_loop`), off the event loop: 100,000 requests
+(36 MB) held every other tenant's requests 2.4–2.8 s once (issue 40)."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import shutil
 from collections.abc import Callable
@@ -36,7 +39,7 @@ class Batches:
             raise not_found("message batch" if kind == "anthropic" else "batch", batch_id)
         return b
 
-    def create(self, owner: str, viewer: str | None, body: dict[str, Any]) -> BatchRecord:
+    async def create(self, owner: str, viewer: str | None, body: dict[str, Any]) -> BatchRecord:
         """A new batch over the input file `body` names (which `viewer` must be able to see)."""
         file_id, endpoint, metadata = create_fields(body)
         if self.parts.callbacks is not None:
@@ -48,17 +51,21 @@ class Batches:
                 400, f"File '{file_id}' has purpose '{source.purpose}', not 'batch'.", param="input_file_id"
             )
         fill = functools.partial(link_or_copy, files.path(source.id))  # the file may be deleted
-        return self._open(owner, "openai", fill, input_file_id=file_id, endpoint=endpoint, metadata=metadata)
+        return await self._open(
+            owner, "openai", fill, input_file_id=file_id, endpoint=endpoint, metadata=metadata
+        )
 
-    def create_inline(self, owner: str, kind: str, data: bytes) -> BatchRecord:
-        """A new batch of inline requests (`data`: its input JSONL), refused with a 400 naming the
-        first bad request before anything is created (Anthropic's API checks at once)."""
-        record = self._open(owner, kind, functools.partial(write_private, data=data), check=True)
+    async def create_inline(self, owner: str, kind: str, lines: Callable[[], bytes]) -> BatchRecord:
+        """A new batch of inline requests (`lines()`: its input JSONL, made in a thread), refused
+        with a 400 naming the first bad request before anything is created (Anthropic's API checks
+        at once)."""
+        data = await asyncio.to_thread(lines)
+        record = await self._open(owner, kind, functools.partial(write_private, data=data), check=True)
         record.requests = data.count(b"\n")
         self.parts.registry.save_batch(record)
         return record
 
-    def _open(
+    async def _open(
         self,
         owner: str,
         kind: str,
@@ -71,13 +78,9 @@ class Batches:
     ) -> BatchRecord:
         batch_id = new_id(PREFIXES[kind])
         folder = self.parts.folder / batch_id
-        folder.mkdir(mode=0o700)
-        fill(folder / "input.jsonl")
-        bad = line_problems(self.parts.config, folder / "input.jsonl", endpoint="chat") if check else []
-        if bad:
-            shutil.rmtree(folder, ignore_errors=True)
-            first = bad[0]
-            raise ServiceRequestError(400, f"requests[{first['line'] - 1}]: {first['message']}")
+        await asyncio.to_thread(self._fill, folder, fill)
+        if check:
+            await self._check(folder)
         record = BatchRecord(
             id=batch_id,
             owner=owner,
@@ -93,3 +96,19 @@ class Batches:
         self.runs.start(record)
         self.runs.arm_expiry(record)
         return record
+
+    def _fill(self, folder: Path, fill: Callable[[Path], object]) -> None:
+        """The batch's folder and its input copy (in a thread)."""
+        folder.mkdir(mode=0o700)
+        fill(folder / "input.jsonl")
+
+    async def _check(self, folder: Path) -> None:
+        """Every line checked in the runs' worker process (100,000 of them in a thread still held
+        the loop for the GIL's turns), the batch refused (a 400 naming the first bad request, its
+        folder gone) if one is bad."""
+        check = functools.partial(line_problems, self.parts.config, folder / "input.jsonl", endpoint="chat")
+        bad = await self.runs.off_loop.run(check)
+        if bad:
+            await asyncio.to_thread(shutil.rmtree, folder, ignore_errors=True)
+            first = bad[0]
+            raise ServiceRequestError(400, f"requests[{first['line'] - 1}]: {first['message']}")

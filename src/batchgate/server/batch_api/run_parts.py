@@ -29,7 +29,8 @@ class RunParts:
 
     `expire_after_s`: how long a batch may run before it expires (OpenAI's 24 h window);
     `max_jobs`: jobs that run at once (the others wait their turn: the highest priority first,
-    then first come first); `callbacks`: where a run with a callback URL records its end event;
+    then first come first), `max_jobs_per_key` of them one key's; `callbacks`: where a run with a
+    callback URL records its end event;
     `timeline_s`: each run's timeline sampling (`serve --sample-every`)."""
 
     registry: Registry
@@ -44,10 +45,16 @@ class RunParts:
     callbacks: Callbacks | None = None
     expire_after_s: float = WINDOW_S
     max_jobs: int = MAX_JOBS
+    max_jobs_per_key: int | None = None  # None: half of `max_jobs` (at least 1)
     timeline_s: float = DEFAULT_EVERY_S
 
     def now(self) -> int:
         return int(self.clock.wall())
+
+    @property
+    def places_per_key(self) -> int:
+        """How many of the `max_jobs` places one key may hold (`serve --max-jobs-per-key`)."""
+        return self.max_jobs_per_key or max(1, self.max_jobs // 2)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ the end.
 A server that stops leaves its runs in progress: they resume, from the store, when it starts
 again (`resume_all`). A cancel, or the end of a batch's window (a clock timer), stops the job
 (its in-flight calls get the grace period) and keeps what finished. At most `max_jobs` jobs run
-at once; later ones wait, `validating`, for a place (a native job of higher priority first).
+at once, at most `max_jobs_per_key` of one key's; later ones wait, `validating`, for a place (the
+key running the fewest first, then a native job of higher priority).
 What a kind of run adds — a native job's priority, options and callback, no window — comes as
 `RunTerms` from the `terms` the runs are given; every run gets its weighted share of the gateway
 (`priorities`) and is shown on `/metrics` (`watch`).
@@ -33,6 +34,7 @@ from batchgate.jobs.store.protocol import TaskState
 from batchgate.logs import INFO, event
 from batchgate.server.batch_api.batch_files import write_batch_files
 from batchgate.server.batch_api.input_problems import problems
+from batchgate.server.batch_api.off_loop import OffLoop
 from batchgate.server.batch_api.priorities import Places, PriorityShares
 from batchgate.server.batch_api.run_parts import RunParts, RunTerms, Terms, batch_terms
 from batchgate.server.batch_api.watch import RunWatch
@@ -50,7 +52,8 @@ class Runs:
         self.parts, self.terms = parts, terms
         self.shares = PriorityShares(parts.config.settings.concurrency)  # every run: batches are normal
         self.watch = RunWatch()  # what `/metrics` shows of the runs
-        self._places = Places(parts.max_jobs)
+        self.off_loop = OffLoop()  # a worker process for parsing a tenant's large input
+        self._places = Places(parts.max_jobs, parts.places_per_key)
         self._timers: dict[str, TimerHandle] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._waiting: set[str] = set()  # runs waiting for a place (their job has not started)
@@ -177,6 +180,7 @@ class Runs:
     async def close(self) -> None:
         """Stop every running job (each gets the grace period); their runs resume next start."""
         self._closing = True
+        self.off_loop.close()
         for timer in self._timers.values():
             timer.cancel()
         for engine in list(self._engines.values()):
@@ -201,16 +205,18 @@ class Runs:
     async def _run(self, batch_id: str) -> None:
         """Run the job once one of the `max_jobs` places is free (until then it stays
         `validating`, and a cancel or expiry ends it at once: `_stop`), then finalize it."""
+        b = self.parts.registry.get_batch(batch_id)
+        owner = b.owner if b is not None else ""
         self._waiting.add(batch_id)
         try:
-            await self._places.acquire(self.priority(batch_id))
+            await self._places.acquire(self.priority(batch_id), owner)
         finally:
             self._waiting.discard(batch_id)
         try:
             if not self._closing:
                 await self._run_job(batch_id)
         finally:
-            self._places.release()
+            self._places.release(owner)
 
     def _stop(self, batch_id: str) -> None:
         """A cancel or an expiry: stop the run's job, or end a run still waiting for a place
@@ -300,7 +306,7 @@ class Runs:
             b.status = "in_progress"
             b.times["in_progress_at"] = self.parts.now()
             registry.save_batch(b)
-        self.shares.started(batch_id, engine, priority)
+        self.shares.started(batch_id, engine, priority, b.owner if b is not None else "")
         self.watch.started(batch_id, priority, engine.progress)
         if b is not None and b.status == "paused":  # paused while it was being set up
             engine.interrupt("paused")

@@ -4,7 +4,11 @@ once that transaction committed; each attempt (`sender.send`) is followed by its
 given up, or pending again after the next delay of the retry schedule (5 s, 30 s, 2 min, 10 min,
 30 min, then hourly; `--callback-retry-delays`), until `give_up_after_s` (72 h) after the event.
 
-No polling: one timer, for the earliest pending event not in flight. At start the timer is armed
+Delivery slots are shared by key first: at most `MAX_AT_ONCE` attempts in flight, at most
+`PER_OWNER_AT_ONCE` of them one key's, and due events are taken in turn from each key — so a
+receiver that never answers for one key (64 callbacks, 10 s each, once made another key's 20 s
+late) holds only that key's slots. No polling: one timer, for the earliest pending event not in
+flight whose key has a slot free. At start the timer is armed
 from the outbox, so events a stopped (or killed) server left pending are delivered then — at least
 once, with the same `webhook-id` (an attempt that was answered but not yet recorded is repeated).
 `counts` counts attempts by outcome (`delivered`, `http_error`, `unreachable`, `redirected`,
@@ -36,6 +40,7 @@ DEFAULT_DELAYS = (5.0, 30.0, 120.0, 600.0, 1800.0, 3600.0)
 GIVE_UP_S = 72 * 3600.0
 TIMEOUT_S = 10.0
 MAX_AT_ONCE = 32  # attempts in flight at once
+PER_OWNER_AT_ONCE = 8  # of those, one key's: a receiver that never answers holds no more (issue 40)
 CALLBACK_FIELD = "callback_url"  # in an OpenAI batch's metadata: where its end is announced
 
 
@@ -80,7 +85,7 @@ class Callbacks:
         self.counts: Counter[str] = Counter()
         self.given_up = 0
         self._timer: TimerHandle | None = None
-        self._inflight: set[str] = set()
+        self._inflight: dict[str, str] = {}  # event id -> its owner key
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
 
@@ -162,7 +167,7 @@ class Callbacks:
             self._timer = None
         if self._closing or len(self._inflight) >= MAX_AT_ONCE:
             return  # an attempt that ends arms it again
-        at = self.outbox.next_at(self._inflight)
+        at = self.outbox.next_at(self._inflight.keys(), self._full())
         if at is not None:
             self._timer = self.clock.call_at(self.clock.now() + max(0.0, at - self.clock.wall()), self._fire)
 
@@ -171,8 +176,9 @@ class Callbacks:
         if self._closing:
             return
         room = MAX_AT_ONCE - len(self._inflight)
-        for event in self.outbox.due(self.clock.wall(), self._inflight, room):
-            self._inflight.add(event.id)
+        due = self.outbox.due(self.clock.wall(), self._inflight.keys(), room, self._busy(), PER_OWNER_AT_ONCE)
+        for event in due:
+            self._inflight[event.id] = event.owner
             task = asyncio.ensure_future(self._deliver(event))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -200,8 +206,15 @@ class Callbacks:
         except Exception as exc:  # a bug: said in one line; the event stays pending
             log.error("callback %s: internal error: %s", event.id, type(exc).__name__)
         finally:
-            self._inflight.discard(event.id)
+            self._inflight.pop(event.id, None)
             self._arm()
+
+    def _busy(self) -> Counter[str]:
+        return Counter(self._inflight.values())
+
+    def _full(self) -> list[str]:
+        """The owners with `PER_OWNER_AT_ONCE` attempts in flight: none of theirs starts now."""
+        return [owner for owner, n in self._busy().items() if n >= PER_OWNER_AT_ONCE]
 
     def _settle(self, event: Event, attempt: Delivery) -> None:
         attempts, now = event.attempts + 1, self.clock.wall()

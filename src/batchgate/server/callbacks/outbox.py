@@ -11,6 +11,7 @@ An event is `pending` until an attempt is answered with a 2xx (`delivered`) or i
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from batchgate.config.schema import Secret
@@ -87,22 +88,35 @@ class Outbox:
             ).fetchall()
         return [Event(*row) for row in rows]
 
-    def due(self, now: float, skip: set[str], limit: int) -> list[Event]:
-        """Pending events whose next attempt is due, oldest first, but those in `skip`."""
+    def due(
+        self, now: float, skip: Collection[str], limit: int, busy: Mapping[str, int], per_owner: int
+    ) -> list[Event]:
+        """Pending events whose next attempt is due, but those in `skip` (in flight), taken in turn
+        from each owner (each one's oldest first), an owner's while it has fewer than `per_owner`
+        in flight (`busy`: each owner's in flight now)."""
         with self.registry.transaction() as c:
             rows = c.execute(
-                f"SELECT {_COLUMNS} FROM callback_outbox WHERE state = 'pending' AND next_at <= ?"
-                " ORDER BY next_at LIMIT ?",
-                (now, limit + len(skip)),
+                f"SELECT {_COLUMNS} FROM (SELECT {_COLUMNS},"
+                " ROW_NUMBER() OVER (PARTITION BY owner ORDER BY next_at) AS n FROM callback_outbox"
+                " WHERE state = 'pending' AND next_at <= ?) WHERE n <= ? ORDER BY n, next_at",
+                (now, per_owner + len(skip)),
             ).fetchall()
-        return [e for e in (Event(*row) for row in rows) if e.id not in skip][:limit]
+        started: dict[str, int] = dict(busy)
+        taken: list[Event] = []
+        for event in (Event(*row) for row in rows):
+            if event.id not in skip and started.get(event.owner, 0) < per_owner and len(taken) < limit:
+                started[event.owner] = started.get(event.owner, 0) + 1
+                taken.append(event)
+        return taken
 
-    def next_at(self, skip: set[str]) -> float | None:
-        """When the next pending event not in `skip` is due."""
+    def next_at(self, skip: Collection[str], full: Collection[str] = ()) -> float | None:
+        """When the next pending event not in `skip`, of an owner not in `full`, is due."""
+        marks = ",".join("?" * len(full))
         with self.registry.transaction() as c:
             rows = c.execute(
-                "SELECT id, next_at FROM callback_outbox WHERE state = 'pending' ORDER BY next_at LIMIT ?",
-                (len(skip) + 1,),
+                "SELECT id, next_at FROM callback_outbox WHERE state = 'pending'"
+                f" AND owner NOT IN ({marks}) ORDER BY next_at LIMIT ?",
+                (*full, len(skip) + 1),
             ).fetchall()
         return next((float(at) for event_id, at in rows if event_id not in skip), None)
 

@@ -97,6 +97,7 @@ class Registry(SqliteFile):
     def __init__(self, path: Path) -> None:
         super().__init__(path, _SCHEMA, "service registry")
         self._known_keys: dict[str, ApiKey] = {}
+        self._keys_version = -1  # the file's `data_version` the known keys were read at
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -123,13 +124,19 @@ class Registry(SqliteFile):
             )
 
     def key_by_hash(self, digest: str) -> ApiKey | None:
-        """The key whose token hashes to `digest`. Keys are never changed or removed, so the ones
-        found are kept (up to `_KNOWN_KEYS`): a request's auth is then no query on the loop. An
-        unknown digest is asked each time (a key made by `batchgate keys create` later is found)."""
-        found = self._known_keys.get(digest)
-        if found is not None:
-            return found
+        """The key whose token hashes to `digest`. The keys found are kept (up to `_KNOWN_KEYS`)
+        until another connection writes to the file (`PRAGMA data_version` moves: `batchgate keys
+        revoke` in another process, say), so a revoked key is refused at its next request, and
+        otherwise a request's auth is one pragma, no table read. An unknown digest is asked each
+        time (a key made by `batchgate keys create` later is found)."""
         with self._sql() as c:
+            version = int(c.execute("PRAGMA data_version").fetchone()[0])
+            if version != self._keys_version:
+                self._known_keys.clear()
+                self._keys_version = version
+            found = self._known_keys.get(digest)
+            if found is not None:
+                return found
             row = c.execute("SELECT id, admin, name FROM api_keys WHERE hash = ?", (digest,)).fetchone()
         if row is None:
             return None
@@ -137,6 +144,13 @@ class Registry(SqliteFile):
             self._known_keys.clear()
         found = self._known_keys[digest] = ApiKey(row[0], bool(row[1]), row[2])
         return found
+
+    def revoke_key(self, key_id: str) -> bool:
+        """Remove the key `key_id` (its files and batches stay); False if there is no such key."""
+        with self._sql() as c:
+            done = c.execute("DELETE FROM api_keys WHERE id = ?", (key_id,))
+        self._known_keys.clear()
+        return done.rowcount > 0
 
     # -- files -----------------------------------------------------------------------------------
     def add_file(self, f: FileRecord) -> None:
@@ -154,14 +168,37 @@ class Registry(SqliteFile):
             ).fetchone()
         return None if row is None else FileRecord(*row)
 
-    def list_files(self, owner: str | None) -> list[FileRecord]:
-        """The files of `owner` (all of them for None), newest first."""
-        sql = "SELECT id, owner, filename, purpose, bytes, created_at FROM files"
-        args: tuple[str, ...] = ()
+    def page_files(
+        self, owner: str | None, limit: int, after: str | None = None
+    ) -> tuple[list[FileRecord], bool]:
+        """Up to `limit` files of `owner` (all owners for None), newest first, the next older ones
+        after the file `after`; and whether more follow."""
+        where, args = ["1 = 1"], list[object]()
         if owner is not None:
-            sql, args = sql + " WHERE owner = ?", (owner,)
+            where.append("owner = ?")
+            args.append(owner)
+        if after is not None:
+            where.append("seq < (SELECT seq FROM files WHERE id = ?)")
+            args.append(after)
+        sql = f"SELECT id, owner, filename, purpose, bytes, created_at FROM files WHERE {' AND '.join(where)}"
         with self._sql() as c:
-            return [FileRecord(*row) for row in c.execute(sql + " ORDER BY seq DESC", args)]
+            rows = c.execute(sql + " ORDER BY seq DESC LIMIT ?", (*args, limit + 1)).fetchall()
+        return [FileRecord(*row) for row in rows[:limit]], len(rows) > limit
+
+    def stored(self, owner: str) -> tuple[int, int]:
+        """How many files `owner` has, and their bytes."""
+        with self._sql() as c:
+            row = c.execute("SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM files WHERE owner = ?", (owner,))
+            count, size = row.fetchone()
+        return int(count), int(size)
+
+    def in_flight(self, owner: str) -> int:
+        """How many of `owner`'s batches and jobs have not ended (scheduled ones included)."""
+        marks = ", ".join("?" for _ in (*UNFINISHED, "scheduled", "paused"))
+        with self._sql() as c:
+            sql = f"SELECT COUNT(*) FROM batches WHERE owner = ? AND status IN ({marks})"
+            row = c.execute(sql, (owner, *UNFINISHED, "scheduled", "paused")).fetchone()
+        return int(row[0])
 
     def delete_file(self, file_id: str) -> None:
         with self._sql() as c:

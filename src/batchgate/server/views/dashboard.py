@@ -9,7 +9,9 @@ its own jobs as in `/v1/jobs`; an admin key sees all):
     GET /v1/dashboard/providers     the shared gateway's quota samples (`quota_ring`)
 
 Cancel is the job API's `POST /v1/jobs/{id}/cancel` (a batch's own API for a batch: each row's
-`cancel_path`). No provider key is on any of them.
+`cancel_path`). No provider key is on any of them. The page and its files may not be framed by
+another site (`frame-ancestors 'none'`, `X-Frame-Options: DENY`), and it polls at most 4 times a
+second (`?poll=` has a floor of 250 ms).
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ class Dashboard:
         if found is None:
             raise web.HTTPNotFound()
         csp = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:"
-        headers = {**_HEADERS, "Content-Security-Policy": csp}
+        csp += "; frame-ancestors 'none'"  # never framed by another site (nor by X-Frame-Options)
+        headers = {**_HEADERS, "Content-Security-Policy": csp, "X-Frame-Options": "DENY"}
         return web.Response(body=found.read_bytes(), content_type=content_type(name), headers=headers)
 
     async def list(self, request: web.Request) -> web.Response:

@@ -3,7 +3,9 @@
 import { chart, duration, el, figures, money, renderJob } from "./jobview.js";
 
 const KEY = "batchgate.key";
-const POLL_MS = Number(new URLSearchParams(location.search).get("poll")) || 2000;
+const MIN_POLL_MS = 250;  // `?poll=1` would ask the server 1,000 times a second (issue 40)
+const POLL_MS = Math.max(MIN_POLL_MS, Number(new URLSearchParams(location.search).get("poll")) || 2000);
+document.body.dataset.poll = String(POLL_MS);  // what the page polls at, for its tests
 const CANCELLABLE = ["scheduled", "queued", "running", "paused"];  // job states a cancel applies to
 const view = document.getElementById("view");
 const status = document.getElementById("status");
