@@ -131,6 +131,7 @@ async def serve(
                     timeline_s=sample_every_s,
                 )
                 jobs = Jobs(Runs(parts, JobTerms(table, config)), table)
+                await jobs.runs.off_loop.start()  # the worker process, before any tenant
                 ring = QuotaRing(gateway, clock, sample_every_s)
                 hooks.start()  # the events a stopped server left pending
                 ring.start()

@@ -2,8 +2,11 @@
 event loop — for long: parsing a 100,000-request message batch (`orjson.loads` of 36 MB is one C
 call of about half a second that no thread can interleave with; the 100,000 objects it makes
 then cost the loop's collector too). One process (started on first use, from a fresh
-interpreter: `forkserver`), shut down with the runs; a worker that died is replaced at the next
-call. What runs there takes and returns plain values (bytes, ints, str).
+interpreter: `forkserver`; `batchgate serve` starts it before it listens, so no tenant waits for
+it and multiprocessing's own files — a temp folder, the forkserver's socket — are made before
+any tenant is served), shut down with the runs; a worker that died is replaced at the next
+call. Processes are started from a thread, never on the loop. What runs there takes and returns
+plain values (bytes, ints, str).
 """
 
 from __future__ import annotations
@@ -22,13 +25,20 @@ class OffLoop:
     def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None
 
+    async def start(self) -> None:
+        """The worker process up and answering (in a thread: starting it blocks)."""
+        await self.run(int)
+
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` in the worker process (a module-level function of batchgate)."""
-        if self._pool is None:
+        pool = self._pool
+        if pool is None:
             context = multiprocessing.get_context("forkserver")
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+            pool = self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+            # submitted from a thread: the first submit starts the forkserver and the worker
+            future = await asyncio.to_thread(pool.submit, fn, *args)
+            return await asyncio.wrap_future(future)
         except BrokenProcessPool:
             self._pool = None  # the next call starts a new worker
             raise
