@@ -156,10 +156,12 @@ def test_take_out_is_configured_under_circuit() -> None:
         "routes": [{"model": MODEL, "targets": ["alpha"]}],
     }
     default = config_from_dict(base, source="gw.yaml").settings.circuit.take_out
-    assert (default.after, default.grace_seconds, default.readmit_seconds) == (3, 30.0, 300.0)
-    off = {**base, "settings": {"circuit": {"take_out_after": 0, "take_out_grace": 0, "take_out_for": 0}}}
+    assert (default.after, default.max_outage_seconds, default.readmit_seconds) == (3, 1800.0, 300.0)
+    off = {**base, "settings": {"circuit": {"take_out_after": 0, "max_outage": 0, "take_out_for": 0}}}
     take_out = config_from_dict(off, source="gw.yaml").settings.circuit.take_out
-    assert (take_out.after, take_out.grace_seconds, take_out.readmit_seconds) == (0, 0.0, 0.0)
+    assert (take_out.after, take_out.max_outage_seconds, take_out.readmit_seconds) == (0, 0.0, 0.0)
+    older = {**base, "settings": {"circuit": {"take_out_grace": 45}}}  # max_outage's older name
+    assert config_from_dict(older, source="gw.yaml").settings.circuit.take_out.max_outage_seconds == 45.0
     bad = {**base, "settings": {"circuit": {"take_out_after": -1}}}
     with pytest.raises(ConfigError, match=r"gw.yaml: settings.circuit.take_out_after: must be >= 0"):
         config_from_dict(bad, source="gw.yaml")
