@@ -1,5 +1,5 @@
 """Waiting out an outage, decided on a fake clock: a target that answered before and then cannot
-be reached (refused, DNS, resets, timeouts, 502/503/504) is paused after a few failures in a row,
+be reached (refused, DNS, resets, timeouts, 502/504) is paused after a few failures in a row,
 probed one request at a time at a doubling pace (1 s to 30 s), resumed by any answer and taken
 out only once the outage outlasts `max_outage`. A target that never answered is the fast stop it
 was; a refused key is taken out, never paused. Pure: times are passed in, nothing sleeps."""
@@ -45,7 +45,8 @@ def _paused(t: TakeOut, now: float = 0.0) -> Pause:
         (ConnectError("reset"), "connection broken"),
         (RequestTimeout("slow"), "timed out"),
         (ServerError("502", status=502), "HTTP 502"),
-        (ServerError("503", status=503), "HTTP 503"),
+        (ServerError("504", status=504), "HTTP 504"),
+        (ServerError("503", status=503), None),  # also a concurrency refusal: the quota's to learn
         (ServerError("500", status=500), None),
         (RateLimitError("429", status=429), None),
         (BadRequestError("400", status=400), None),
@@ -55,11 +56,11 @@ def test_what_counts_as_an_outage(error: Exception, cause: str | None) -> None:
     assert outage_cause(error) == cause
 
 
-def test_a_run_of_503s_pauses_an_answered_target_and_a_500_does_not() -> None:
+def test_a_run_of_502s_pauses_an_answered_target_and_a_500_does_not() -> None:
     t = _answered()
     for now in (0.0, 0.1):
-        assert t.record(ServerError("503", status=503), now) is None
-    assert t.record(ServerError("503", status=503), 0.2) == "paused"
+        assert t.record(ServerError("502", status=502), now) is None
+    assert t.record(ServerError("502", status=502), 0.2) == "paused"
     other = _answered()
     for i in range(10):
         assert other.record(ServerError("500", status=500), float(i)) is None

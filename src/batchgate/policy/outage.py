@@ -1,7 +1,7 @@
 """Waiting out an outage: a target that answered before and then cannot be reached is paused.
 
 A provider that has answered this run and then stops answering (connection refused, a DNS
-failure, connections reset, timeouts, a run of 502/503/504) is most likely restarting or behind a
+failure, connections reset, timeouts, a run of 502/504) is most likely restarting or behind a
 network blip: every request sent to it now would fail, yet nothing says it is gone. So it is
 paused, not taken out: requests for it wait (their attempts are not spent), and one request at
 a time probes it — the first probe `FIRST_PROBE_S` after the pause began, then doubling to
@@ -17,7 +17,9 @@ from batchgate.errors import ConnectError, RequestTimeout, ServerError, Unreacha
 
 FIRST_PROBE_S = 1.0  # the first probe, this long after the pause began
 MAX_PROBE_S = 30.0  # the longest wait between two probes
-OUTAGE_STATUSES = frozenset({502, 503, 504})  # a gateway with nothing behind it, a restart
+# A gateway with nothing behind it. Not 503: providers answer it for a concurrency refusal too
+# ("The server is overloaded or not ready yet", shared/PROTOCOLS.md), which the quota learns from.
+OUTAGE_STATUSES = frozenset({502, 504})
 
 
 def outage_cause(error: BaseException) -> str | None:
