@@ -101,11 +101,15 @@ class NoTargetLeft(RoutingError):
     """Every target of the request's route was taken out (its key refused, or it cannot be
     reached): nothing more can be sent for it in this run, and the job stops."""
 
+    route_only = False  # True: only that route stops, the job goes on (`RouteStopped`)
+
 
 class RouteStopped(NoTargetLeft):
     """Every target of the request's route refused its API key: that route is stopped for this
     run — its items fail (the reason recorded; they run again once the key is fixed) — while the
     job's other routes go on."""
+
+    route_only = True
 
 
 class InvalidRequestError(BatchgateError):

@@ -82,23 +82,25 @@ def _closed_port() -> int:
     return port
 
 
-async def test_a_wrong_key_stops_the_job_after_a_few_tries_and_a_resume_runs_the_rest() -> None:
+async def test_a_wrong_key_fails_its_route_after_a_few_tries_and_a_retry_runs_them() -> None:
     async with _emulator() as emu:
         store = await _store(200)
         outcome = await _engine(store, _config(["alpha:gpt-4o-mini"]), _urls(emu)).run()
         refused = emu.stats()["providers"]["alpha"]["rejected"]["auth"]
-        assert outcome.status == "stopped"
-        assert outcome.no_target
-        reason = outcome.stop_reason or ""
-        assert reason.startswith("provider alpha taken out: API key refused (HTTP 401)"), reason
-        assert "no target left for model 'm-test'" in reason
-        assert WRONG_KEY not in reason
-        assert RIGHT_KEY not in reason
+        assert outcome.status == "completed", outcome.stop_reason  # the route stops, not the job
+        assert outcome.routes_stopped
+        assert not outcome.no_target
         assert 3 <= refused < 40  # a few tries (a first wave in flight), not 200, not 8 per item
         counts = await store.counts("job1")
-        assert counts[TaskState.PENDING] == 200  # none failed for good: not the items' fault
+        assert counts[TaskState.FAILED] == 200  # each failed at once, unsent, with the reason
+        failed = store.iter_results("job1", ordered=True, states=[TaskState.FAILED])
+        errors = [t.error or "" async for t in failed]
+        assert all("provider alpha taken out: API key refused (HTTP 401)" in e for e in errors), errors[:3]
+        assert all("no target left for model 'm-test'" in e for e in errors)
+        assert not any(WRONG_KEY in e or RIGHT_KEY in e for e in errors)
         assert outcome.statistics.providers["alpha"].circuit == "out"
 
+        assert await store.requeue_failed("job1") == 200  # `batchgate retry`, the key fixed
         fixed = await _engine(store, _config(["alpha:gpt-4o-mini"], RIGHT_KEY), _urls(emu)).run()
         assert fixed.status == "completed"
         assert (await store.counts("job1"))[TaskState.SUCCEEDED] == 200
