@@ -1,25 +1,24 @@
 """Waiting out an outage: a target that answered before and then cannot be reached is paused.
 
 A provider that has answered this run and then stops answering (connection refused, a DNS
-failure, connections reset, timeouts, a run of 502/504) is most likely restarting or behind a
-network blip: every request sent to it now would fail, yet nothing says it is gone. So it is
-paused, not taken out: requests for it wait (their attempts are not spent), and one request at
-a time probes it — the first probe `FIRST_PROBE_S` after the pause began, then doubling to
-`MAX_PROBE_S` between probes. A probe that gets any answer ends the pause (the caller clears it
-with the take-out's `record_answer`); only an outage longer than `max_outage` seconds takes the
-target out (`takeout.py`). Pure: the caller passes the time in and tells which attempt was the
-probe.
+failure, connections reset, timeouts) is most likely restarting or behind a network blip: every
+request sent to it now would fail, yet nothing says it is gone. So it is paused, not taken out:
+requests for it wait (their attempts are not spent), and one request at a time probes it — the
+first probe `FIRST_PROBE_S` after the pause began, then doubling to `MAX_PROBE_S` between
+probes. A probe that gets any answer ends the pause (the caller clears it with the take-out's
+`record_answer`); only an outage longer than `max_outage` seconds takes the target out
+(`takeout.py`). An HTTP status, a 502 or 503 too, is an answer: a run of them is the retry
+policy's and the circuit breaker's, bounded by `max_attempts` (a 503 is also how providers
+refuse concurrency, shared/PROTOCOLS.md, which the quota learns from). Pure: the caller passes
+the time in and tells which attempt was the probe.
 """
 
 from __future__ import annotations
 
-from batchgate.errors import ConnectError, RequestTimeout, ServerError, UnreachableError
+from batchgate.errors import ConnectError, RequestTimeout, UnreachableError
 
 FIRST_PROBE_S = 1.0  # the first probe, this long after the pause began
 MAX_PROBE_S = 30.0  # the longest wait between two probes
-# A gateway with nothing behind it. Not 503: providers answer it for a concurrency refusal too
-# ("The server is overloaded or not ready yet", shared/PROTOCOLS.md), which the quota learns from.
-OUTAGE_STATUSES = frozenset({502, 504})
 
 
 def outage_cause(error: BaseException) -> str | None:
@@ -31,9 +30,7 @@ def outage_cause(error: BaseException) -> str | None:
         return "connection broken"
     if isinstance(error, RequestTimeout):
         return "timed out"
-    if isinstance(error, ServerError) and error.status in OUTAGE_STATUSES:
-        return f"HTTP {error.status}"
-    return None
+    return None  # an HTTP status is an answer: a 5xx run is the retry policy's and the breaker's
 
 
 class Pause:

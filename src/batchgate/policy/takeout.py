@@ -7,7 +7,7 @@ targets, and a route with none left ends (`errors.NoTargetLeft`; `errors.RouteSt
 every target refused its key: that route's items fail, the job's other routes go on) — until,
 after `readmit_seconds` (for a long-lived gateway: a server, a library user's), it is given its
 tries again. A target that has answered before and then cannot be reached (refused, DNS,
-resets, timeouts, 502/504: `outage.outage_cause`) is paused instead after `after` such
+resets, timeouts: `outage.outage_cause`) is paused instead after `after` such
 failures in a row (`outage.Pause`: its requests wait while one probe at a time tests it) and is
 taken out only when the outage has lasted `max_outage_seconds` (0: taken out at once, as a
 target that never answered). Any other HTTP answer (a 200, a 429, a 500) shows the target
