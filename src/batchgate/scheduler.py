@@ -289,7 +289,7 @@ class Scheduler:
         answer is said and its waiting requests woken."""
         if probe:
             rt.pauses.probed()
-        if rt.pauses.ended() and not rt.breaker.takeout.out:
+        if rt.pauses.seen is not None and rt.pauses.ended() and not rt.breaker.takeout.out:
             event(_log, INFO, "target_resumed", provider=rt.name, task=task)
 
     def stop_sending(self) -> None:
