@@ -163,10 +163,10 @@ class Scheduler:
                     task=task,
                     attempt=attempt_no,
                 )
-            if rt.pool.shared is not None:
-                await self._admit.take_shared(rt.pool, reservation, urgent)
             send = Send(rt, target.model, body, reservation.cost, count, timeouts, attempt_no, task, urgent)
-            try:
+            try:  # a probe that ends here in any way hands its turn on (`_after_attempt`)
+                if rt.pool.shared is not None:
+                    await self._admit.take_shared(rt.pool, reservation, urgent)
                 error = await self._attempts.run(send, reservation, result)
                 if error is None:
                     return
