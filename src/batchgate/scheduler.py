@@ -302,17 +302,18 @@ class Scheduler:
     async def _acquire_any(
         self, candidates: list[Candidate], model: str, urgent: bool = False
     ) -> tuple[Candidate, Reservation, bool]:
-        """Reserve quota at whichever target still in its route admits the request first; when
-        every target left is paused, wait for one's probe turn (then the request is its probe:
-        True) or for its pause to end."""
+        """Reserve quota at whichever target still in its route admits the request first. A paused
+        target whose probe is due takes this request as its probe (True), even where the route
+        has other targets; when every target left is paused and no probe is due, wait for one's
+        turn or for its pause to end."""
         while True:
             now = self._clock.now()
             left = [c for c in candidates if not c[0].runtime.breaker.is_out(now)]
             if not left:
                 raise _no_target_left(model, candidates)
             ready = [c for c in left if c[0].runtime.breaker.takeout.pause is None]
-            if not ready:
-                ready = _probe_turn(left, now)
+            if len(ready) < len(left):  # some target is paused
+                ready = _probe_turn(left, now) or ready
                 if not ready:
                     await self._wait_paused(left)
                     continue

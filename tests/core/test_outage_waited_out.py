@@ -80,3 +80,41 @@ async def test_an_outage_longer_than_max_outage_takes_the_target_out() -> None:
     assert all(isinstance(r.error, NoTargetLeft) for r in results), [r.error for r in results]
     assert not any(isinstance(r.error, RouteStopped) for r in results)  # not a key: the job stops
     assert "(max_outage)" in str(results[0].error)
+
+
+async def test_a_paused_target_fails_over_to_its_route_and_is_probed_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="batchgate.provider")
+    alpha, beta = _emulator(), _emulator()
+    await alpha.start()
+    await beta.start()
+    port = alpha.port
+    providers = [
+        {"name": n, "kind": "openai", "base_url": e.base_url("p"), "limits": {"rpm": 6000}}
+        for n, e in (("a", alpha), ("b", beta))
+    ]
+    data: dict[str, Any] = {
+        "providers": providers,
+        "routes": [{"model": "m", "targets": ["a", "b"]}],
+        "settings": {"retry": {"max_attempts": 1}, "circuit": {"take_out_after": 1, "max_outage": 600}},
+    }
+    try:
+        async with Gateway(config_from_dict(data, source="test.yaml")) as gw:
+            first = await asyncio.gather(*(gw.arun(_chat(i)) for i in range(20)))
+            assert {r.provider for r in first} >= {"a"}  # alpha answered: an outage, not a wrong URL
+            await alpha.stop()
+            during = await asyncio.gather(*(gw.arun(_chat(i)) for i in range(20, 40)))
+            alpha = _emulator(port)
+            await alpha.start()
+            await asyncio.sleep(1.2)  # past the first probe's time
+            after = await asyncio.gather(*(gw.arun(_chat(i)) for i in range(40, 60)))
+    finally:
+        await alpha.stop()
+        await beta.stop()
+    assert all(r.ok for r in first + during + after)
+    assert {r.provider for r in during} == {"b"}  # failed over while alpha was paused
+    assert alpha.stats()["providers"]["p"]["completed"] >= 1  # probed back: alpha serves again
+    events = [r.getMessage() for r in caplog.records if r.name == "batchgate.provider"]
+    assert any("target_paused" in e for e in events)
+    assert any("target_resumed" in e for e in events)
