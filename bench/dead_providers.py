@@ -6,8 +6,9 @@
 (it answers 401 `invalid_api_key`), at `--rpm`. `closed port`: `--big` lines to a base_url where
 nothing listens. Each is `batchgate run` as a subprocess in a fresh folder; printed: the exit
 code, the wall time from spawn to exit, the provider calls made (the emulator's 401s; the
-report's connection attempts) and the stop line. Before take-out (8782eca) the first ran 41 s
-with 200 x 401 and the second was still going after 5 minutes.
+report's connection attempts) and the stop line (for the wrong key, whose route alone stops since
+issue 38 — every line failed at once, exit 6 — the first line of the errors file). Before take-out
+(8782eca) the first ran 41 s with 200 x 401 and the second was still going after 5 minutes.
 
 Prints figures; asserts nothing about time (the machine is shared).
 """
@@ -64,6 +65,10 @@ def _run(folder: Path, base_url: str, lines: int, rpm: int) -> tuple[int, float,
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=600)
     took = time.monotonic() - started
     stop = next((line for line in done.stderr.splitlines() if " stopped: " in line), done.stderr.strip())
+    errors = folder / "out.jsonl.errors.jsonl"
+    if errors.exists() and errors.stat().st_size:  # the route stopped alone: its lines failed
+        first = orjson.loads(errors.read_bytes().splitlines()[0])
+        stop = f"{sum(1 for _ in errors.open('rb'))} failed; first: {first.get('error')}"
     report: dict[str, Any] = orjson.loads((folder / "out.jsonl.report.json").read_bytes())
     return done.returncode, took, stop, report
 

@@ -6,6 +6,7 @@
     ├── InputError               an input line is wrong (file, line, reason)
     ├── RoutingError             a request names no known route / no usable target
     │   └── NoTargetLeft         every target of its route was taken out (key refused, unreachable)
+    │       └── RouteStopped         ... every one for a refused key: that route's items fail, others go on
     ├── InvalidRequestError      a request body `batchgate run` would refuse (a field's type); not sent
     ├── NeverFitsError           a request costs more than a provider's whole per-minute quota
     ├── DispatchStopped          the gateway stopped sending (a job is stopping); nothing was sent
@@ -103,6 +104,16 @@ class RoutingError(BatchgateError):
 class NoTargetLeft(RoutingError):
     """Every target of the request's route was taken out (its key refused, or it cannot be
     reached): nothing more can be sent for it in this run, and the job stops."""
+
+    route_only = False  # True: only that route stops, the job goes on (`RouteStopped`)
+
+
+class RouteStopped(NoTargetLeft):
+    """Every target of the request's route refused its API key: that route is stopped for this
+    run — its items fail (the reason recorded; they run again once the key is fixed) — while the
+    job's other routes go on."""
+
+    route_only = True
 
 
 class InvalidRequestError(BatchgateError):
@@ -302,4 +313,5 @@ _KIND: dict[type[BaseException], str] = {
     RoutingError: "routing",
     InvalidRequestError: "invalid_request",
     NoTargetLeft: "no_target",
+    RouteStopped: "route_stopped",
 }

@@ -298,6 +298,11 @@ class Gateway:
         return Estimate(target.runtime.name, target.model, prompt, cost.output_tokens)
 
     # -- introspection ---------------------------------------------------------------------
+    def _paused_at(self, rt: ProviderRuntime) -> float | None:
+        """The wall time `rt` was paused (an outage being waited out), or None."""
+        pause = rt.breaker.takeout.pause
+        return None if pause is None else self._clock.wall() - (self._clock.now() - pause.since)
+
     def statistics(self) -> GatewayStatistics:
         if self._scheduler is None and getattr(self, "_last_stats", None) is not None:
             stats: GatewayStatistics = self._last_stats
@@ -306,7 +311,7 @@ class Gateway:
         now = self._clock.now()
         return GatewayStatistics(
             providers={
-                name: rt.recorder.snapshot(rt.pool.statistics(), rt.breaker.state(now))
+                name: rt.recorder.snapshot(rt.pool.statistics(), rt.breaker.state(now), self._paused_at(rt))
                 for name, rt in self._runtimes.items()
             },
             items_succeeded=sched.items_succeeded,

@@ -1,6 +1,6 @@
 """Everything batchgate keeps alive for one provider: its client, quota pool, in-flight limit (and
-the policy that learns it), latency model, circuit breaker, token counter and statistics
-recorder — built from its config."""
+the policy that learns it), latency model, circuit breaker (and the requests waiting out its
+pause), token counter and statistics recorder — built from its config."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from batchgate.clock import Clock
 from batchgate.config import ProviderConfig
 from batchgate.inflight import InflightLimit
+from batchgate.pausing import PauseWaits
 from batchgate.policy.aimd import AimdSettings
 from batchgate.policy.circuit import CircuitBreaker, CircuitSettings
 from batchgate.policy.concurrency import ConcurrencyAimd
@@ -34,6 +35,7 @@ class ProviderRuntime:
     recorder: ProviderRecorder
     concurrency: ConcurrencyAimd
     latency: LatencyModel
+    pauses: PauseWaits  # the requests waiting while the target is paused (an outage waited out)
 
 
 def build_runtime(
@@ -51,15 +53,17 @@ def build_runtime(
     False never sends a straggler again."""
     pool = QuotaPool(config.name, config.limits, clock, AimdSettings(prior_answers=PRIOR_ANSWERS))
     pool.settles_output(config.output_adjusted, learnable=config.output_charge is None)
+    breaker = CircuitBreaker(circuit)
     return ProviderRuntime(
         name=config.name,
         config=config,
         client=client,
         pool=pool,
         slots=InflightLimit(config.max_concurrency),
-        breaker=CircuitBreaker(circuit),
+        breaker=breaker,
         counter=counter,
         recorder=ProviderRecorder(config.name, seed=seed),
         concurrency=ConcurrencyAimd(config.max_concurrency),
         latency=LatencyModel(timeout, LatencySettings(hedge=hedge)),
+        pauses=PauseWaits(clock, breaker.takeout),
     )

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from batchgate.admission import Admission, Candidate, Target
 from batchgate.attempt import Attempts, Send
 from batchgate.clock import Clock
 from batchgate.endpoints import request_problem
@@ -30,30 +30,23 @@ from batchgate.errors import (
     NoTargetLeft,
     ProviderError,
     RequestTimeout,
+    RouteStopped,
     RoutingError,
 )
 from batchgate.logs import DEBUG, INFO, WARNING, enabled, event, get_logger
 from batchgate.models import Attempt, ChatBody, Cost, Result, requested_output_tokens, unpriced
 from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.retry import RetryPolicy
-from batchgate.policy.routing import choose_target
 from batchgate.policy.takeout import allowed, stop_line
 from batchgate.quota.held import Held
-from batchgate.quota.pool import QuotaPool, Reservation
+from batchgate.quota.pool import Reservation
 from batchgate.runtime import ProviderRuntime
 from batchgate.slots import FairSlots
 
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    runtime: ProviderRuntime
-    model: str
-
+__all__ = ["Scheduler", "Target"]  # `Target` lives in `admission`; the gateway imports it here
 
 _log = get_logger("provider")
 _req = get_logger("request")
-
-Candidate = tuple[Target, Cost, int, int]  # a target, the cost there, its prompt part, our count
 
 
 class Scheduler:
@@ -72,9 +65,7 @@ class Scheduler:
         self.items_succeeded = 0
         self.items_failed = 0
         self.backing_off = 0  # requests sleeping before a retry (neither sent nor waiting for quota)
-        self._stopping = False
-        self._acquiring: set[asyncio.Future[Any]] = set()
-        self._queued: dict[asyncio.Future[Any], QuotaPool] = {}  # waits for a pool's quota
+        self._admit = Admission(clock)
 
     def targets_for(self, model: str) -> Sequence[Target]:
         targets = self._routes.get(model)
@@ -155,12 +146,11 @@ class Scheduler:
         if (problem := request_problem(body)) is not None:  # what `batchgate run` refuses: never sent
             raise InvalidRequestError(problem)
         candidates = allowed(self._fitting(self.targets_for(model), body), self._refusal, model)
-        attempt_no = 0
-        timeouts = 0
+        attempt_no = spent = timeouts = 0  # spent: the attempts that count (a paused target's do not)
         last: tuple[str, str] | None = None  # the previous attempt's provider and error kind
         while True:
             attempt_no += 1
-            chosen, reservation = await self._acquire_any(candidates, model, urgent)
+            chosen, reservation, probe = await self._acquire_any(candidates, model, urgent)
             target, _, _, count = chosen
             rt = target.runtime
             if last is not None and last[0] != rt.name:
@@ -175,19 +165,22 @@ class Scheduler:
                     attempt=attempt_no,
                 )
             held = Held(rt.pool, reservation)
-            try:  # settled once whatever ends the attempt (`batchgate.quota.held`)
+            send = Send(rt, target.model, body, reservation.cost, count, timeouts, attempt_no, task, urgent)
+            try:  # settled once whatever ends the attempt (`batchgate.quota.held`); a probe that
+                # ends here in any way hands its turn on (`_after_attempt`)
                 if rt.pool.shared is not None:
-                    await self._take_shared(rt.pool, reservation, urgent)
-                send = Send(
-                    rt, target.model, body, reservation.cost, count, timeouts, attempt_no, task, urgent
-                )
+                    await self._admit.take_shared(rt.pool, reservation, urgent)
                 error = await self._attempts.run(send, held, result)
+                if error is None:
+                    return
+                timeouts += isinstance(error, RequestTimeout)
+                spent += 1
+                candidates, delay = self._after_failure(target, error, spent, candidates, model, task, probe)
             finally:
                 held.close()
-            if error is None:
-                return
-            timeouts += isinstance(error, RequestTimeout)
-            candidates, delay = self._after_failure(target, error, attempt_no, candidates, model, task)
+                self._after_attempt(rt, probe, task)
+            if delay < 0:  # the target is paused: this attempt is not spent, the request waits
+                spent, delay = spent - 1, 0.0
             rt.recorder.record_retry(error.kind)
             last = (rt.name, error.kind)
             if delay > 0:
@@ -196,10 +189,10 @@ class Scheduler:
     async def _back_off(self, delay: float) -> None:
         """Wait before the next try; a stop (`stop_sending`) ends the wait with `DispatchStopped`
         (the next try is not sent), so a job that stops does not wait out its retries' backoff."""
-        if self._stopping:
+        if self._admit.stopping:
             raise DispatchStopped()
         nap = asyncio.ensure_future(self._clock.sleep(delay))
-        self._acquiring.add(nap)
+        self._admit.acquiring.add(nap)
         self.backing_off += 1
         try:
             await asyncio.wait({nap})
@@ -207,7 +200,7 @@ class Scheduler:
             nap.cancel()
             raise
         finally:
-            self._acquiring.discard(nap)
+            self._admit.acquiring.discard(nap)
             self.backing_off -= 1
         if nap.cancelled():
             raise DispatchStopped()
@@ -220,15 +213,22 @@ class Scheduler:
         candidates: list[Candidate],
         model: str,
         task: str | None,
+        probe: bool = False,
     ) -> tuple[list[Candidate], float]:
-        """After a failed attempt: the targets still worth trying and how long to wait first;
-        raises the error when the request is given up (`NoTargetLeft` when its route has no
-        target left). A key refused or a target unreachable counts toward taking the target out
+        """After a failed attempt: the targets still worth trying and how long to wait first
+        (-1: the target is paused, the attempt not spent); raises the error when the request is
+        given up (`NoTargetLeft` when its route has no target left). A key refused or a target
+        unreachable counts toward taking the target out, or pausing it when it answered before
         (`policy.takeout`); once out, the request fails over at once. A 401/403 is retried only
         from a target that never answered (then it says the key is wrong, not the request)."""
         rt, now = target.runtime, self._clock.now()
-        if rt.breaker.takeout.record(error, now):
+        verdict = rt.breaker.takeout.record(error, now, probe=probe)
+        if verdict == "out":
             self._take_out(rt, task)
+        elif verdict == "paused":
+            if rt.pauses.began():
+                self._pause(rt, task)
+            return candidates, -1.0
         if (new := rt.breaker.takeout.models.record(error, target.model, now)) is not None:
             if new:  # that (provider, model) is out; the provider's other models are not
                 event(_log, WARNING, "model_out", provider=rt.name, model=target.model, task=task)
@@ -265,133 +265,107 @@ class Scheduler:
         return c[0].runtime.breaker.takeout.models.reason(c[0].model, self._clock.now())
 
     def _take_out(self, rt: ProviderRuntime, task: str | None) -> None:
-        """`rt` was just taken out: say so, and wake the requests queued for its quota (they go
-        to the route's other targets, or end with `NoTargetLeft`)."""
+        """`rt` was just taken out: say so, and wake the requests queued for its quota or waiting
+        out its pause (they go to the route's other targets, or end with `NoTargetLeft`)."""
         event(_log, WARNING, "target_out", provider=rt.name, reason=rt.breaker.takeout.reason, task=task)
-        for wait, pool in list(self._queued.items()):
-            if pool is rt.pool:
-                wait.cancel()
+        rt.pauses.ended()
+        self._admit.requeue(rt.pool)
+
+    def _pause(self, rt: ProviderRuntime, task: str | None) -> None:
+        """`rt` was just paused: say so, and send the requests queued for its quota to wait out
+        the pause (or to the route's other targets)."""
+        pause = rt.breaker.takeout.pause
+        assert pause is not None
+        since = self._clock.wall() - (self._clock.now() - pause.since)
+        event(
+            _log,
+            WARNING,
+            "target_paused",
+            provider=rt.name,
+            cause=pause.cause,
+            since=round(since, 3),
+            task=task,
+        )
+        self._admit.requeue(rt.pool)
+
+    def _after_attempt(self, rt: ProviderRuntime, probe: bool, task: str | None) -> None:
+        """After any attempt at `rt`: a probe's turn is handed on, and a pause that ended with an
+        answer is said and its waiting requests woken."""
+        if probe:
+            rt.pauses.probed()
+        if rt.pauses.seen is not None and rt.pauses.ended() and not rt.breaker.takeout.out:
+            event(_log, INFO, "target_resumed", provider=rt.name, task=task)
 
     def stop_sending(self) -> None:
         """From now on no request is sent: those waiting for quota or for a retry's backoff give
         up at once (reservations refunded) and fail with `DispatchStopped`; calls already sent
         finish."""
-        self._stopping = True
+        self._admit.stop()
         self._attempts.stopping = True
-        for wait in self._acquiring:
-            wait.cancel()
-
-    async def _take_shared(self, pool: QuotaPool, reservation: Reservation, urgent: bool = False) -> None:
-        """Pass the key's shared quota too (`pool.shared`: other processes' sends count) before
-        sending; on any failure the reservation is left to its `Held`, which refunds it (nothing
-        was sent)."""
-        shared = pool.shared
-        if shared is None or shared.take_now(reservation):  # most requests: the lease covers them
-            return
-        wait = asyncio.ensure_future(shared.take(reservation, urgent=urgent))
-        self._acquiring.add(wait)
-        try:
-            await asyncio.wait({wait})
-        except asyncio.CancelledError:
-            wait.cancel()
-            raise
-        finally:
-            self._acquiring.discard(wait)
-        if wait.cancelled():  # stop_sending
-            raise DispatchStopped()
-        failure = wait.exception()
-        if failure is not None:
-            raise failure
 
     async def _acquire_any(
         self, candidates: list[Candidate], model: str, urgent: bool = False
-    ) -> tuple[Candidate, Reservation]:
-        """Reserve quota at whichever target still in its route admits the request first."""
+    ) -> tuple[Candidate, Reservation, bool]:
+        """Reserve quota at whichever target still in its route admits the request first. A paused
+        target whose probe is due takes this request as its probe (True), even where the route
+        has other targets; when every target left is paused and no probe is due, wait for one's
+        turn or for its pause to end."""
         while True:
             now = self._clock.now()
             left = [c for c in candidates if not c[0].runtime.breaker.is_out(now)]
             if not left:
                 raise _no_target_left(model, candidates)
-            won = await self._acquire_once(left, urgent)
-            if won is not None and not won[0][0].runtime.breaker.is_out(self._clock.now()):
-                return won
-            if won is not None:  # taken out while the request waited: nothing was sent
+            ready = [c for c in left if c[0].runtime.breaker.takeout.pause is None]
+            if len(ready) < len(left):  # some target is paused
+                ready = _probe_turn(left, now) or ready
+                if not ready:
+                    await self._wait_paused(left)
+                    continue
+            probe = ready[0][0].runtime.breaker.takeout.pause is not None
+            won = None
+            try:
+                won = await self._admit.acquire_once(ready, urgent)
+            finally:
+                if probe and (won is None or not _usable(won[0], True, self._clock.now())):
+                    ready[0][0].runtime.pauses.probed()
+            if won is not None and _usable(won[0], probe, self._clock.now()):
+                return won[0], won[1], probe
+            if won is not None:  # taken out or paused while the request waited: nothing was sent
                 won[0][0].runtime.pool.refund(won[1])
 
-    async def _acquire_once(
-        self, candidates: list[Candidate], urgent: bool = False
-    ) -> tuple[Candidate, Reservation] | None:
-        """Reserve quota at whichever healthy target admits the request first (None: its waits
-        were at targets taken out meanwhile). The request waits in every candidate's queue at
-        once and takes the first admission (the others are withdrawn, and refunded if they were
-        admitted in the same instant). Binding a request to a target only when quota is really
-        there keeps every target busy until the route's work runs out, so a route's throughput
-        approaches the sum of its targets' quotas."""
-        if self._stopping:
+    async def _wait_paused(self, left: list[Candidate]) -> None:
+        """Until one of the paused targets `left` may be probed, answers again or is out."""
+        if self._admit.stopping:
             raise DispatchStopped()
-        now = self._clock.now()
-        live = [c for c in candidates if c[0].runtime.breaker.available(now)] or candidates
-        first = live[0] if len(live) == 1 else _soonest(live)
-        if first is not None:
-            res = first[0].runtime.pool.try_acquire(first[1], count=first[3])
-            if res is not None:
-                first[0].runtime.breaker.allow(now)
-                return first, res
-        waits = {
-            asyncio.ensure_future(c[0].runtime.pool.acquire(c[1], count=c[3], urgent=urgent)): c for c in live
-        }
-        self._acquiring.update(waits)
-        self._queued.update((w, c[0].runtime.pool) for w, c in waits.items())
+        futures = {c[0].runtime.pauses.future() for c in left}
+        self._admit.acquiring.update(futures)
         try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            for w, c in waits.items():
-                if w.done() and not w.cancelled() and w.exception() is None:
-                    c[0].runtime.pool.refund(w.result())
-            raise
+            await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            self._acquiring.difference_update(waits)
-            for w in waits:
-                self._queued.pop(w, None)
-            pending = [w for w in waits if not w.done()]
-            for w in pending:
-                w.cancel()
-            if pending:  # a waiter admitted as it is cancelled gives its admission back itself
-                await asyncio.gather(*pending, return_exceptions=True)
-        winner: tuple[Candidate, Reservation] | None = None
-        failure: BaseException | None = None
-        for w, c in waits.items():
-            if w.cancelled():
-                continue
-            exc = w.exception()
-            if exc is not None:
-                failure = failure or exc
-            elif winner is None and not self._stopping:
-                winner = (c, w.result())
-            else:
-                c[0].runtime.pool.refund(w.result())  # admitted in the same instant: give it back
-        if winner is None:
-            if self._stopping:
-                raise DispatchStopped()
-            if failure is not None:
-                raise failure
-            return None  # every wait was cancelled by a take-out (`_take_out`)
-        winner[0][0].runtime.breaker.allow(self._clock.now())
-        return winner
+            self._admit.acquiring.difference_update(futures)
+        if self._admit.stopping:
+            raise DispatchStopped()
 
 
 def _no_target_left(model: str, candidates: list[Candidate]) -> NoTargetLeft:
-    return NoTargetLeft(
-        stop_line(model, [(c[0].runtime.name, c[0].runtime.breaker.takeout) for c in candidates])
-    )
+    """`RouteStopped` when every target refused its key (that route alone stops), else the job's
+    stop, `NoTargetLeft`."""
+    outs = [c[0].runtime.breaker.takeout for c in candidates]
+    kind = RouteStopped if all(t.key_refused for t in outs if t.out) else NoTargetLeft
+    return kind(stop_line(model, [(c[0].runtime.name, c[0].runtime.breaker.takeout) for c in candidates]))
 
 
-def _soonest(live: list[Candidate]) -> Candidate | None:
-    """Among the targets with nobody queued (their wait estimate is cheap and any queued one
-    could not admit at once anyway), the one that can serve soonest (`choose_target`)."""
-    return choose_target(
-        [c for c in live if not c[0].runtime.pool.busy()],
-        wait_of=lambda c: c[0].runtime.pool.wait_estimate(c[1]),
-        headroom_of=lambda c: c[0].runtime.pool.headroom(),
-        allowed=lambda c: True,
-    )
+def _probe_turn(left: list[Candidate], now: float) -> list[Candidate]:
+    """The first paused target whose probe this request may send now (claimed), or none."""
+    for c in left:
+        pause = c[0].runtime.breaker.takeout.pause
+        if pause is not None and pause.claim(now):
+            return [c]
+    return []
+
+
+def _usable(c: Candidate, probe: bool, now: float) -> bool:
+    """Whether the target a request won quota at may still be sent to: not out, and not paused
+    unless the request is its probe."""
+    breaker = c[0].runtime.breaker
+    return not breaker.is_out(now) and (probe or breaker.takeout.pause is None)

@@ -66,7 +66,8 @@ class ProviderStatistics:
     unreachable: bool = False  # the last attempt could not reach it (refused, DNS), none answered since
     unreachable_attempts: int = 0  # attempts that could not reach it, in all
     unreachable_cause: str | None = None  # "connection refused", "DNS failure", ... (the latest)
-    circuit: str = "closed"  # the breaker's state: closed | open | half_open
+    circuit: str = "closed"  # the breaker's state: closed | open | half_open | paused | out
+    paused_since: float | None = None  # wall time it was paused (an outage waited out); None: it is not
     latency_buckets: tuple[int, ...] = ()  # answered attempts per LATENCY_BOUNDS_MS bucket (+ one above)
     latency_sum_ms: float = 0.0  # over every answered attempt
     retries_by_kind: dict[str, int] = field(default_factory=dict)  # retries by the error that cost them
@@ -168,7 +169,9 @@ class ProviderRecorder:
             self.rate_limited += 1
         self.record_latency(latency_ms)
 
-    def snapshot(self, quota: QuotaStats | None = None, circuit: str = "closed") -> ProviderStatistics:
+    def snapshot(
+        self, quota: QuotaStats | None = None, circuit: str = "closed", paused_since: float | None = None
+    ) -> ProviderStatistics:
         ordered = sorted(self._reservoir)
         return ProviderStatistics(
             name=self.name,
@@ -193,6 +196,7 @@ class ProviderRecorder:
             unreachable_attempts=self.unreachable_attempts,
             unreachable_cause=self.unreachable_cause,
             circuit=circuit,
+            paused_since=paused_since,
             latency_buckets=tuple(self._buckets),
             latency_sum_ms=self.latency_sum_ms,
             retries_by_kind=dict(self.retries_by_kind),

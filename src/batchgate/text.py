@@ -1,6 +1,8 @@
-"""Small helpers for the words batchgate prints: counts with the right plural."""
+"""Small helpers for the words batchgate prints: counts with the right plural, a time of day."""
 
 from __future__ import annotations
+
+import time
 
 
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:
@@ -8,3 +10,8 @@ def plural(count: int, noun: str, plural_form: str | None = None) -> str:
     if count == 1:
         return f"{count} {noun}"
     return f"{count} {plural_form or noun + 's'}"
+
+
+def clock_text(wall: float) -> str:
+    """A wall time as the hour and minute of the local day, as a person reads it ("12:03")."""
+    return time.strftime("%H:%M", time.localtime(wall))

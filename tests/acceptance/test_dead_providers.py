@@ -1,7 +1,9 @@
 """Issue 30's rows for what cannot succeed, as a user meets them: a wrong API key with 200 lines,
-and a base_url where nothing listens with 2,000 lines. Each run stops after a few tries with one
-line naming the provider and the cause (never the key), exit 5 and a resume hint; everything
-stays pending in the store, and a resume with the key fixed runs it all."""
+and a base_url where nothing listens with 2,000 lines. A wrong key stops its route after a few
+tries (issue 38): every line fails at once, unsent, with the provider and the cause (never the
+key), exit 6, and `batchgate retry` with the key fixed runs them all. A base_url where nothing
+listens stops the run with one line naming the provider and the cause, exit 5 and a resume hint,
+everything pending in the store."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ pytestmark = pytest.mark.acceptance
 RIGHT_KEY = "sk-accept-right-0123456789"
 WRONG_KEY = "sk-accept-wrong-9876543210"
 EXIT_NO_TARGET = 5
+EXIT_ROUTES_STOPPED = 6
 
 
 def _locked_emulator() -> EmulatorThread:
@@ -71,7 +74,7 @@ def _stop_line(stderr: str) -> str:
 
 
 @pytest.mark.slow
-def test_a_wrong_key_stops_at_once_and_a_resume_with_the_right_key_runs_everything(cli: Cli) -> None:
+def test_a_wrong_key_fails_its_lines_at_once_and_a_retry_with_the_right_key_runs_everything(cli: Cli) -> None:
     emu = _locked_emulator()
     try:
         n = 200
@@ -80,20 +83,23 @@ def test_a_wrong_key_stops_at_once_and_a_resume_with_the_right_key_runs_everythi
         out = cli.cwd / "out.jsonl"
         cli.env["ALPHA_KEY"] = WRONG_KEY
         done = cli.run("run", str(src), "--config", str(cfg), "--output", str(out), "-q")
-        assert done.returncode == EXIT_NO_TARGET, done.stderr
-        line = _stop_line(done.stderr)
-        assert "provider alpha taken out: API key refused (HTTP 401)" in line
-        assert "resume with: batchgate resume" in line
+        assert done.returncode == EXIT_ROUTES_STOPPED, done.stderr
         refused = emu.stats()["providers"]["alpha"]["rejected"]["auth"]
         assert 3 <= refused < 40  # a few tries, not 200 paced at the quota
-        assert read_jsonl(out) == []  # nothing failed for good: every item is pending
+        errors = read_jsonl(cli.cwd / "out.jsonl.errors.jsonl")
+        assert len(errors) == n  # each failed at once, unsent, the reason recorded
+        assert all("provider alpha taken out: API key refused (HTTP 401)" in str(e) for e in errors)
+        assert (
+            f"batchgate retry {orjson.loads((cli.cwd / 'out.jsonl.report.json').read_bytes())['batch_id']}"
+            in done.stderr
+        )
         report = orjson.loads((cli.cwd / "out.jsonl.report.json").read_bytes())
-        assert report["status"] == "stopped"
+        assert report["status"] == "completed"
         assert all(WRONG_KEY not in text and RIGHT_KEY not in text for text in cli.transcript)
 
         cli.env["ALPHA_KEY"] = RIGHT_KEY
         fast = _config(cli.cwd / "gw2.yaml", emu.base_url("alpha"), rpm=60_000)
-        resumed = cli.run("resume", report["batch_id"], "--config", str(fast), "-q")
+        resumed = cli.run("retry", report["batch_id"], "--config", str(fast), "-q")
         assert resumed.returncode == 0, resumed.stderr
         assert ids_once(read_jsonl(out)) == expected_ids(n)
     finally:

@@ -82,23 +82,25 @@ def _closed_port() -> int:
     return port
 
 
-async def test_a_wrong_key_stops_the_job_after_a_few_tries_and_a_resume_runs_the_rest() -> None:
+async def test_a_wrong_key_fails_its_route_after_a_few_tries_and_a_retry_runs_them() -> None:
     async with _emulator() as emu:
         store = await _store(200)
         outcome = await _engine(store, _config(["alpha:gpt-4o-mini"]), _urls(emu)).run()
         refused = emu.stats()["providers"]["alpha"]["rejected"]["auth"]
-        assert outcome.status == "stopped"
-        assert outcome.no_target
-        reason = outcome.stop_reason or ""
-        assert reason.startswith("provider alpha taken out: API key refused (HTTP 401)"), reason
-        assert "no target left for model 'm-test'" in reason
-        assert WRONG_KEY not in reason
-        assert RIGHT_KEY not in reason
+        assert outcome.status == "completed", outcome.stop_reason  # the route stops, not the job
+        assert outcome.routes_stopped
+        assert not outcome.no_target
         assert 3 <= refused < 40  # a few tries (a first wave in flight), not 200, not 8 per item
         counts = await store.counts("job1")
-        assert counts[TaskState.PENDING] == 200  # none failed for good: not the items' fault
+        assert counts[TaskState.FAILED] == 200  # each failed at once, unsent, with the reason
+        failed = store.iter_results("job1", ordered=True, states=[TaskState.FAILED])
+        errors = [t.error or "" async for t in failed]
+        assert all("provider alpha taken out: API key refused (HTTP 401)" in e for e in errors), errors[:3]
+        assert all("no target left for model 'm-test'" in e for e in errors)
+        assert not any(WRONG_KEY in e or RIGHT_KEY in e for e in errors)
         assert outcome.statistics.providers["alpha"].circuit == "out"
 
+        assert await store.requeue_failed("job1") == 200  # `batchgate retry`, the key fixed
         fixed = await _engine(store, _config(["alpha:gpt-4o-mini"], RIGHT_KEY), _urls(emu)).run()
         assert fixed.status == "completed"
         assert (await store.counts("job1"))[TaskState.SUCCEEDED] == 200
@@ -156,10 +158,12 @@ def test_take_out_is_configured_under_circuit() -> None:
         "routes": [{"model": MODEL, "targets": ["alpha"]}],
     }
     default = config_from_dict(base, source="gw.yaml").settings.circuit.take_out
-    assert (default.after, default.grace_seconds, default.readmit_seconds) == (3, 30.0, 300.0)
-    off = {**base, "settings": {"circuit": {"take_out_after": 0, "take_out_grace": 0, "take_out_for": 0}}}
+    assert (default.after, default.max_outage_seconds, default.readmit_seconds) == (3, 1800.0, 300.0)
+    off = {**base, "settings": {"circuit": {"take_out_after": 0, "max_outage": 0, "take_out_for": 0}}}
     take_out = config_from_dict(off, source="gw.yaml").settings.circuit.take_out
-    assert (take_out.after, take_out.grace_seconds, take_out.readmit_seconds) == (0, 0.0, 0.0)
+    assert (take_out.after, take_out.max_outage_seconds, take_out.readmit_seconds) == (0, 0.0, 0.0)
+    older = {**base, "settings": {"circuit": {"take_out_grace": 45}}}  # max_outage's older name
+    assert config_from_dict(older, source="gw.yaml").settings.circuit.take_out.max_outage_seconds == 45.0
     bad = {**base, "settings": {"circuit": {"take_out_after": -1}}}
     with pytest.raises(ConfigError, match=r"gw.yaml: settings.circuit.take_out_after: must be >= 0"):
         config_from_dict(bad, source="gw.yaml")

@@ -1,7 +1,7 @@
 """Taking a target out: a refused key or nowhere to connect, a few times in a row, and the target
-is out for good; any other answer starts the count again; a target that answered before is given
-a grace period. A key refused one model (403/404 `model_not_found`) takes out that model alone,
-at once. Pure: times are passed in, nothing sleeps."""
+is out for good; any other answer starts the count again; a target that answered before is
+paused up to `max_outage` instead (`test_outage.py`). A key refused one model (403/404
+`model_not_found`) takes out that model alone, at once. Pure: times are passed in, nothing sleeps."""
 
 from __future__ import annotations
 
@@ -72,13 +72,27 @@ def test_only_a_refused_key_or_no_connection_is_fatal(error: Exception) -> None:
     assert fatal_cause(REFUSED) == "connection refused"
 
 
-def test_a_target_that_answered_before_gets_a_grace_period() -> None:
-    t = TakeOut(TakeOutSettings(after=3, grace_seconds=30.0))
+def test_a_target_that_answered_before_is_paused_not_taken_out() -> None:
+    t = TakeOut(TakeOutSettings(after=3, max_outage_seconds=30.0))
     t.record_answer()
-    for now in (100.0, 100.5, 101.0, 120.0):
-        assert not t.record(REFUSED, now)  # a restart, a blip: not yet
-    assert t.record(REFUSED, 130.0)
-    assert t.reason == "connection refused, 5 times in a row over 30s"
+    assert t.record(REFUSED, 100.0) is None
+    assert t.record(REFUSED, 100.5) is None
+    assert t.record(REFUSED, 101.0) == "paused"  # a restart, a blip: waited out
+    assert not t.out
+    assert t.pause is not None
+    assert t.pause.since == 100.0
+    assert t.record(REFUSED, 120.0) == "paused"
+    assert t.record(REFUSED, 130.0) == "out"  # the outage outlasted max_outage
+    assert t.reason == "connection refused, waited 30s (max_outage) and 0 probes"
+    assert not t.key_refused
+
+
+def test_max_outage_zero_takes_out_an_answered_target_like_any_other() -> None:
+    t = TakeOut(TakeOutSettings(after=2, max_outage_seconds=0.0))
+    t.record_answer()
+    t.record(REFUSED, 0.0)
+    assert t.record(REFUSED, 0.1) == "out"
+    assert t.reason == "connection refused, 2 times in a row over 0s"
 
 
 def test_zero_never_takes_out() -> None:
@@ -104,12 +118,11 @@ def test_an_out_target_is_not_available_in_the_breaker_for_good_with_no_readmiss
 
 
 def test_a_success_in_the_breaker_resets_the_count() -> None:
-    b = CircuitBreaker(CircuitSettings(take_out=TakeOutSettings(after=2, grace_seconds=5.0)))
+    b = CircuitBreaker(CircuitSettings(take_out=TakeOutSettings(after=2)))
     b.takeout.record(KEY, 0.0)
     b.record_success(0.1)
-    assert not b.takeout.record(KEY, 0.2)
-    assert not b.takeout.record(KEY, 0.3)  # it answered before: the grace period runs
-    assert b.takeout.record(KEY, 5.2)
+    assert not b.takeout.record(KEY, 0.2)  # the count started again
+    assert b.takeout.record(KEY, 0.3) == "out"  # a refused key is never waited out
 
 
 def test_a_refusal_is_in_doubt_only_before_the_target_answered() -> None:

@@ -41,7 +41,7 @@ _SETTINGS = frozenset({"concurrency", "retry", "timeouts", "circuit", "seed", "g
 _RETRY = frozenset({"max_attempts", "base_delay", "max_delay", "max_hint"})
 _TIMEOUTS = frozenset({"connect", "total", "hedge"})
 _CIRCUIT = frozenset(
-    {"failure_threshold", "open_seconds", "take_out_after", "take_out_grace", "take_out_for"}
+    {"failure_threshold", "open_seconds", "take_out_after", "take_out_grace", "take_out_for", "max_outage"}
 )
 _PRICE = frozenset({"input", "output", "cached_input", "batch_discount"})
 _BUDGET = frozenset({"max_cost_usd", "max_tokens", "allow_unpriced"})
@@ -178,13 +178,17 @@ def _settings(top: Section) -> Settings:
 
 
 def _take_out(c: Section, d: TakeOutSettings) -> TakeOutSettings:
-    """When a target whose key is refused or that cannot be reached is taken out (0: never)."""
+    """When a target whose key is refused or that cannot be reached is taken out (0: never), and
+    how long an outage of one that answered before is waited out (`max_outage`; its older name
+    `take_out_grace` is read when `max_outage` is absent)."""
     after = c.integer("take_out_after", d.after, minimum=0)
-    grace = c.number("take_out_grace", d.grace_seconds, strict_min=False)
+    outage = c.number("max_outage", None, strict_min=False)
+    if outage is None:
+        outage = c.number("take_out_grace", d.max_outage_seconds, strict_min=False)
     readmit = c.number("take_out_for", d.readmit_seconds, strict_min=False)
     return TakeOutSettings(
         after=d.after if after is None else after,
-        grace_seconds=d.grace_seconds if grace is None else grace,
+        max_outage_seconds=d.max_outage_seconds if outage is None else outage,
         readmit_seconds=d.readmit_seconds if readmit is None else readmit,
     )
 

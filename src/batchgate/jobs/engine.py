@@ -49,6 +49,7 @@ _log = get_logger("task")
 
 class JobEngine:
     no_target = False  # the stop came from a route with no target left (set on the instance)
+    routes_stopped = False  # a route stopped alone (`RouteStopped`): its tasks failed, others go on
     _feeding: asyncio.Future[bool] | None = None  # the input still being stored (`feed_from`)
     _on_claim: Callable[[int], None] | None = None
 
@@ -212,7 +213,8 @@ class JobEngine:
         self.gateway = None
         status = "stopped" if self.stop_reason is not None else "completed"
         elapsed = self.clock.now() - started
-        return EngineOutcome(status, self.stop_reason, elapsed, stats, self.progress, emu, self.no_target)
+        ends = (self.no_target, self.routes_stopped)
+        return EngineOutcome(status, self.stop_reason, elapsed, stats, self.progress, emu, *ends)
 
     async def cancel_asked(self) -> bool:
         """Whether `batchgate cancel` asked (through the store) for this job to be cancelled."""
@@ -356,7 +358,9 @@ class JobEngine:
             # the user tops up, instead of recording a failure that is not the item's fault.
             self.request_stop(f"provider {result.provider} refused: {result.error.message}")
             return
-        if isinstance(result.error, NoTargetLeft | QuotaStoreUnavailable):  # pending, for a resume
+        route_only = isinstance(result.error, NoTargetLeft) and result.error.route_only  # the task fails
+        self.routes_stopped |= route_only
+        if isinstance(result.error, NoTargetLeft | QuotaStoreUnavailable) and not route_only:  # pending
             # no target left (key refused, unreachable), or the quota store is gone
             self.no_target |= self.stop_reason is None and isinstance(result.error, NoTargetLeft)
             self.request_stop(result.error.message)
@@ -375,7 +379,7 @@ class JobEngine:
                 provider=result.provider,
                 attempts=attempts,
             )
-        if self.errors.record(not result.ok or invalid is not None):
+        if not route_only and self.errors.record(not result.ok or invalid is not None):
             self.request_stop(self.errors.reason())
         if self.job.follow is not None:
             await self._add_follow_ups(spec, done, committer)

@@ -83,3 +83,4 @@ class EngineOutcome:
     progress: Progress
     emulator_stats: dict[str, Any] | None
     no_target: bool = False  # stopped because a route had no target left (a key refused, unreachable)
+    routes_stopped: bool = False  # a route's every target refused its key: its items failed, others ran

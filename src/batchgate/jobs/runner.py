@@ -62,6 +62,7 @@ EXIT_OK = 0  # every item succeeded
 EXIT_STOPPED = 3  # stopped by a guard (budget, error rate, an exhausted account)
 EXIT_FAILED_ITEMS = 4  # finished, but some items failed (retry them with --retry-failed)
 EXIT_NO_TARGET = 5  # stopped: a route had no target left (its key refused, or it cannot be reached)
+EXIT_ROUTES_STOPPED = 6  # finished, but a route stopped (every target refused its key): its items failed
 EXIT_INTERRUPTED = 130
 REFRESH_S = 0.5  # the live display's refresh
 STORE_EVERY = 4  # refreshes between stored snapshots
@@ -328,7 +329,7 @@ async def _finish(
     written, failed = done.written, done.failed
     resume = f"batchgate resume {job_id}{resume_hint(req.store_path)}"
     interrupted = bool(reason and (reason.startswith("interrupted") or reason == CANCEL_REASON))
-    code = _exit_code(status, interrupted, failed, outcome.no_target)
+    code = _exit_code(status, interrupted, failed, outcome.no_target, outcome.routes_stopped)
     ended = "job_finished" if status == "completed" else "job_stopped"
     ended = "job_cancelled" if reason == CANCEL_REASON else ended
     level = INFO if status == "completed" else WARNING
@@ -385,9 +386,9 @@ def _tell_outcome(
         )
 
 
-def _exit_code(status: str, interrupted: bool, failed: int, no_target: bool = False) -> int:
+def _exit_code(status: str, interrupted: bool, failed: int, no_target: bool, routes_stopped: bool) -> int:
     if status == "completed":
-        return EXIT_FAILED_ITEMS if failed else EXIT_OK
+        return EXIT_ROUTES_STOPPED if routes_stopped else EXIT_FAILED_ITEMS if failed else EXIT_OK
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_NO_TARGET if no_target else EXIT_STOPPED

@@ -62,7 +62,7 @@ from batchgate.observe.server_view import ServerView
 from batchgate.stats import LATENCY_BOUNDS_MS, GatewayStatistics, ProviderStatistics
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-CIRCUIT_STATES = ("closed", "open", "half_open", "out")
+CIRCUIT_STATES = ("closed", "open", "half_open", "paused", "out")
 _JOB = ("job_id",)
 _SERVER_JOB = ("job_id", "priority")
 

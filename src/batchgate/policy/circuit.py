@@ -8,7 +8,10 @@ which failures count (`counts_as_failure` gives the default classification).
 
 A target that cannot serve anything (its key refused, nowhere to connect) is taken out: state
 `out`, not available until it is let back in (`takeout.py` decides when; the caller reports each
-failure to `takeout.record`). A success anywhere resets its count like the breaker's.
+failure to `takeout.record`). A target that answered before and then cannot be reached is
+`paused` (`outage.py`): not available to the routing; its requests wait for the pause's probe,
+one at a time, paced by `Pause.next_probe` rather than `open_seconds`. A success anywhere resets
+its count like the breaker's, and ends a pause.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Literal
 from batchgate.errors import OverloadedError, ServerError, TransportError
 from batchgate.policy.takeout import TakeOut, TakeOutSettings
 
-CircuitState = Literal["closed", "open", "half_open", "out"]
+CircuitState = Literal["closed", "open", "half_open", "paused", "out"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,8 @@ class CircuitBreaker:
     def state(self, now: float) -> CircuitState:
         if self.takeout.is_out(now):
             return "out"
+        if self.takeout.pause is not None:
+            return "paused"
         if not self._tripped:
             return "closed"
         return "open" if now < self._open_until else "half_open"
@@ -69,7 +74,7 @@ class CircuitBreaker:
         state = self.state(now)
         if state == "closed":
             return True
-        if state in ("open", "out"):
+        if state in ("open", "paused", "out"):
             return False
         if self._probe_since is not None and now - self._probe_since < self.settings.open_seconds:
             return False

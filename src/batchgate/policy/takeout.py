@@ -4,14 +4,17 @@ A target that refuses the API key (401/403), cannot be reached at all (connectio
 failure) or fails the TLS handshake (a certificate not trusted: `TLSError`, its own cause, never
 "unreachable") is not down for a moment: every further request would fail the same way. After `after`
 such failures in a row, the target is out — its requests fail over to the route's other
-targets, and a route with none left stops the job (`errors.NoTargetLeft`) — until, after
-`readmit_seconds` (for a long-lived gateway: a server, a library user's), it is given its tries
-again. A target
-that has answered before is given `grace_seconds` more of failing (a restart, a DNS blip, a key
-being rotated) before it is taken out, while its circuit breaker paces the probes. Any other
-HTTP answer (a 200, a 429, a 500) shows the target reachable and the key accepted: the run of
-failures starts again. Timeouts and broken connections prove nothing either way. Pure: the
-caller passes the error and the time in; the circuit breaker holds one per target.
+targets, and a route with none left ends (`errors.NoTargetLeft`; `errors.RouteStopped` when
+every target refused its key: that route's items fail, the job's other routes go on) — until,
+after `readmit_seconds` (for a long-lived gateway: a server, a library user's), it is given its
+tries again. A target that has answered before and then cannot be reached (refused, DNS,
+resets, timeouts: `outage.outage_cause`) is paused instead after `after` such
+failures in a row (`outage.Pause`: its requests wait while one probe at a time tests it) and is
+taken out only when the outage has lasted `max_outage_seconds` (0: taken out at once, as a
+target that never answered). Any other HTTP answer (a 200, a 429, a 500) shows the target
+reachable and the key accepted: the run of failures starts again and a pause ends. For a target
+that never answered, timeouts and broken connections prove nothing either way. Pure: the caller
+passes the error and the time in; the circuit breaker holds one per target.
 
 A key that may not use one model (a 403 or 404 `model_not_found`: `ModelRefusedError`) is not a
 refused key: only that (provider, model) target is out (`ModelRefusals`, at the first refusal,
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from batchgate.errors import (
     AuthenticationError,
@@ -33,21 +36,23 @@ from batchgate.errors import (
     TLSError,
     UnreachableError,
 )
+from batchgate.policy.outage import Pause, outage_cause
 
 C = TypeVar("C")
+Verdict = Literal["out", "paused"]  # what one failure did to the target (None: nothing)
 
 
 @dataclass(frozen=True, slots=True)
 class TakeOutSettings:
     after: int = 3  # failures in a row that take a target out (0: never)
-    grace_seconds: float = 30.0  # how long a target that answered before must keep failing
+    max_outage_seconds: float = 1800.0  # how long a target that answered before is waited for
     readmit_seconds: float = 300.0  # how long a target stays out before it is tried again (0: never)
 
     def __post_init__(self) -> None:
         if self.after < 0:
             raise ValueError("take_out_after must not be negative")
-        if self.grace_seconds < 0:
-            raise ValueError("take_out_grace must not be negative")
+        if self.max_outage_seconds < 0:
+            raise ValueError("max_outage must not be negative")
         if self.readmit_seconds < 0:
             raise ValueError("take_out_for must not be negative")
 
@@ -64,7 +69,7 @@ def fatal_cause(error: BaseException) -> str | None:
 
 
 class TakeOut:
-    """Whether one target is out; see the module docstring."""
+    """Whether one target is out, or paused; see the module docstring."""
 
     def __init__(self, settings: TakeOutSettings | None = None) -> None:
         self.settings = settings or TakeOutSettings()
@@ -73,6 +78,8 @@ class TakeOut:
         self._since: float | None = None  # when the streak began
         self._cause: str | None = None  # the streak's latest cause
         self.reason: str | None = None  # why the target is out; None while it is in
+        self.key_refused = False  # out because its key was refused (not because it is unreachable)
+        self.pause: Pause | None = None  # the outage being waited out; None while it answers
         self._out_at = 0.0
         self.models = ModelRefusals(self.settings)  # the provider's models its key may not use
 
@@ -87,7 +94,7 @@ class TakeOut:
             return False
         readmit = self.settings.readmit_seconds
         if readmit and now >= self._out_at + readmit:
-            self.reason, self.streak, self._since = None, 0, None
+            self.reason, self.streak, self._since, self.key_refused = None, 0, None, False
             return False
         return True
 
@@ -100,30 +107,58 @@ class TakeOut:
         return fatal_cause(error) is not None
 
     def record_answer(self) -> None:
-        """The target answered (a success, or an HTTP status that is not 401/403)."""
+        """The target answered (a success, or an HTTP status that is not 401/403): a pause ends."""
         self.answered = True
         self.streak = 0
         self._since = None
+        self.pause = None
 
-    def record(self, error: BaseException, now: float) -> bool:
-        """One failed attempt at the target; True when it takes the target out (once)."""
+    def _cause_of(self, error: BaseException) -> str | None:
         cause = fatal_cause(error)
+        if cause is None and self.answered:
+            cause = outage_cause(error)
+        return cause
+
+    def record(self, error: BaseException, now: float, *, probe: bool = False) -> Verdict | None:
+        """One failed attempt at the target (`probe`: the pause's probe): "out" when it takes the
+        target out (once), "paused" while the target is paused (its request waits, its attempt
+        not spent), None otherwise."""
+        cause = self._cause_of(error)
         if cause is None:
             if isinstance(error, HTTPStatusError):
                 self.record_answer()
-            return False
+            return None
         if self.is_out(now) or self.settings.after == 0:
-            return False
-        self.streak += 1
+            return None
         self._cause = cause
+        if self.pause is not None:
+            return self._while_paused(cause, now, probe)
+        self.streak += 1
         if self._since is None:
             self._since = now
         if self.streak < self.settings.after:
-            return False
-        if self.answered and now - self._since < self.settings.grace_seconds:
-            return False
-        self.reason, self._out_at = self._describe(now), now
-        return True
+            return None
+        refused = isinstance(error, AuthenticationError)
+        if self.answered and not refused and self.settings.max_outage_seconds > 0:
+            self.pause = Pause(self._since, cause, now)
+            return "paused"
+        self._take_out(now, self._describe(now), refused)
+        return "out"
+
+    def _while_paused(self, cause: str, now: float, probe: bool) -> Verdict:
+        pause = self.pause
+        assert pause is not None
+        if probe:
+            pause.failed(cause, now)
+        if pause.lasted(now) < self.settings.max_outage_seconds:
+            return "paused"
+        self.pause = None
+        waited = f"{cause}, waited {pause.lasted(now):.0f}s (max_outage) and {pause.probes} probes"
+        self._take_out(now, waited, False)
+        return "out"
+
+    def _take_out(self, now: float, reason: str, refused: bool) -> None:
+        self.reason, self._out_at, self.key_refused = reason, now, refused
 
     def _describe(self, now: float) -> str:
         text = f"{self._cause}, {self.streak} times in a row"

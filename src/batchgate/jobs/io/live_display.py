@@ -104,7 +104,7 @@ def state_text(p: dict[str, Any]) -> str:
     """Its state, with the circuit breaker's where that says more (`unreachable, circuit open`)."""
     state = str(p.get("state", "ok"))
     circuit = p.get("circuit", "closed")
-    if circuit != "closed" and state not in ("circuit open", "probing", "taken out"):
+    if circuit not in ("closed", "paused") and state not in ("circuit open", "probing", "taken out"):
         return f"{state}, circuit {circuit.replace('_', '-')}"
     return state
 
@@ -134,6 +134,7 @@ _STATE_STYLE = {
     "taken out": "bold red",
     "circuit open": "red",
     "probing": "yellow",
+    "waiting since": "bold yellow",
 }
 
 
@@ -199,7 +200,8 @@ def render(snap: dict[str, Any], width: int) -> RenderableType:
     for row in rows:
         cells: list[Text | str] = [row[i] for i in shown]
         state = row[1]
-        cells[1] = Text(state, style=_STATE_STYLE.get(state.split(",")[0], ""))
+        kind = state.split(",")[0]  # "waiting since 12:03" is styled as "waiting since"
+        cells[1] = Text(state, style=_STATE_STYLE.get(kind, _STATE_STYLE.get(kind.rsplit(" ", 1)[0], "")))
         table.add_row(*cells)
     return Group(*head, bar, table)
 

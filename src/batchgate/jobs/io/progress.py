@@ -18,7 +18,7 @@ from batchgate.errors import JobError
 from batchgate.jobs.io.eta import Eta, EtaView
 from batchgate.jobs.store.protocol import TaskOutcome, TaskState
 from batchgate.stats import GatewayStatistics, ProviderStatistics
-from batchgate.text import plural
+from batchgate.text import clock_text, plural
 
 LIVE_BLOB = "live"  # the job's latest snapshot, stored every few seconds for `batchgate status`
 
@@ -228,9 +228,11 @@ def snapshot(
         "retries": sum(p["retries"] for p in providers.values()),
         "errors_by_kind": _sum_kinds(providers.values()),
         "unreachable": [
-            f"{n} unreachable: {u['cause']}, {plural(u['attempts'], 'attempt')}"
+            f"waiting for {n} since {clock_text(p['paused_since'])}"
+            if p["paused_since"] is not None
+            else f"{n} unreachable: {u['cause']}, {plural(u['attempts'], 'attempt')}"
             for n, p in sorted(providers.items())
-            if (u := p["unreachable"]) is not None
+            if (u := p["unreachable"]) is not None or p["paused_since"] is not None
         ],
         "tokens": progress.prompt_tokens + progress.completion_tokens + progress.validation_tokens,
         "cost_usd": round(progress.cost_usd, 6),
@@ -250,6 +252,8 @@ def provider_entry(p: ProviderStatistics, progress: Progress) -> dict[str, Any]:
     used = quota.in_use() if quota is not None else {}
     if p.circuit == "out":
         state = "taken out"
+    elif p.paused_since is not None:
+        state = f"waiting since {clock_text(p.paused_since)}"
     elif p.unreachable:
         state = "unreachable"
     elif quota is not None and quota.paused_until is not None:
@@ -273,6 +277,7 @@ def provider_entry(p: ProviderStatistics, progress: Progress) -> dict[str, Any]:
         "batch_cost_usd": round(progress.batch_cost_by_provider.get(p.name, 0.0), 6),
         "state": state,
         "circuit": p.circuit,
+        "paused_since": None if p.paused_since is None else round(p.paused_since, 3),
         "unreachable": (
             {"cause": p.unreachable_cause or "unreachable", "attempts": p.unreachable_attempts}
             if p.unreachable

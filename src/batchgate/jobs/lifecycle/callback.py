@@ -45,8 +45,8 @@ def callback_secret(spec: JobSpec, environ: Mapping[str, str] | None = None) -> 
 
 
 def event_type(exit_code: int) -> str:
-    """The event of a run's end by its exit code: 0 or 4 completed, 130 cancelled, else failed."""
-    status = {0: "completed", 4: "completed", 130: "cancelled"}.get(exit_code, "failed")
+    """The event of a run's end by its exit code: 0, 4 or 6 completed, 130 cancelled, else failed."""
+    status = {0: "completed", 4: "completed", 6: "completed", 130: "cancelled"}.get(exit_code, "failed")
     return signing.EVENT_TYPES[status]
 
 
