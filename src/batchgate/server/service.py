@@ -131,7 +131,6 @@ async def serve(
                     timeline_s=sample_every_s,
                 )
                 jobs = Jobs(Runs(parts, JobTerms(table, config)), table)
-                await jobs.runs.off_loop.start()  # the worker process, before any tenant
                 ring = QuotaRing(gateway, clock, sample_every_s)
                 hooks.start()  # the events a stopped server left pending
                 ring.start()
@@ -160,6 +159,7 @@ async def _listen(
 ) -> None:
     """Listen through the connection door (`loop.create_server` with its protocol factory around
     aiohttp's: a `TCPSite` takes aiohttp's own) until `stopping`."""
+    await service.jobs.runs.off_loop.start()  # the batch-parsing worker process, before any tenant
     app = make_app(service, [door.middleware])
     quiet = MalformedLog(door.clock)  # a request aiohttp cannot parse: one line a client a minute
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, logger=quiet)
