@@ -29,6 +29,7 @@ from batchgate.quota.window import Entry, WindowLog
 MIN_WINDOW = 1.0  # seconds: the shortest enforcement window the pace stays inside
 JITTER = 0.005  # seconds by which the network may bring two arrivals closer than they were sent
 COLD_JITTER = 0.02  # the same before any answer (new connections; counted from when they were made)
+FEW = 10  # requests a window of `MIN_WINDOW` must hold before it is never stretched (`window_seconds`)
 TIMER_SLACK = 0.005  # seconds of rate a late timer may carry over (timers here run ~1 ms late)
 _REFRESH = 16  # admissions between two updates of the average cost
 CONFIG_KEYS = {name: key for key, name in DIMENSIONS}  # Cost field name -> config key (rpm, tpm, ...)
@@ -105,10 +106,27 @@ class Dimension:
         amount when the answer ends holds what requests in flight reserved, not what they use."""
         per_minute = self.limit * factor
         self.rate = per_minute * safety / 60.0
-        self.cap = per_minute / 60.0 * MIN_WINDOW if windowed else math.inf
+        seconds = self.window_seconds(per_minute / 60.0)
+        self.window.span, self.window.cold_span = seconds + JITTER, seconds + COLD_JITTER
+        self.cap = per_minute / 60.0 * seconds if windowed else math.inf
         rate = self.rate * lead
         capacity = max(rate * burst_seconds, self.rate * self.hold)
         self.bucket.set_rate(rate, now, capacity=capacity, slack=rate * TIMER_SLACK)
+
+    def window_seconds(self, per_second: float) -> float:
+        """The log's window: `MIN_WINDOW`, but where that holds fewer than `FEW` average requests,
+        the shortest longer window that holds a whole number of them. Requests are indivisible: a
+        second's allowance of 1.67 requests (rpm 100) holds one, so a one-second log would pace
+        rpm 100 at 60 a minute (0.6), rpm 150 at 0.8; a provider that admits its rpm over short
+        windows at all must let each hold whole requests, so stretching the window to 2 requests
+        in 1.2 s costs no 429 and the pace is the rate again."""
+        average = 1.0 if self.name == "requests" else self.avg_cost
+        if average <= 0 or per_second <= 0:
+            return MIN_WINDOW
+        held = per_second * MIN_WINDOW / average
+        if held >= FEW or held <= 1.0:
+            return MIN_WINDOW
+        return math.ceil(held - 1e-9) * average / per_second
 
     def take(self, amount: float, now: float, *, cold: bool = False) -> Entry | None:
         """Charge an admission of `amount` (`cold`: before any answer); its entry in the window
