@@ -20,6 +20,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from batchgate.errors import NeverFitsError
+from batchgate.models import RateLimitSnapshot
 from batchgate.policy.aimd import AimdController
 from batchgate.quota.bucket import TokenBucket
 from batchgate.quota.limits import DIMENSIONS, QuotaStats
@@ -157,6 +158,25 @@ class Dimension:
         return wait
 
 
+def learn(dims: dict[str, Dimension], snapshot: RateLimitSnapshot, now: float) -> bool:
+    """Limits nobody declared, from a provider's rate-limit headers: each reported per-minute limit
+    becomes its dimension's (a new one starts with an empty bucket, paced by the caller), and a
+    later report moves it up or down; True if one changed."""
+    changed = False
+    for name in CONFIG_KEYS:
+        reported = getattr(snapshot, f"limit_{name}")
+        if reported is None or not (math.isfinite(reported) and reported > 0):
+            continue
+        if (dim := dims.get(name)) is None:
+            dims[name] = Dimension(name, reported, TokenBucket(0.0, 0.0, now))
+        elif dim.declared == reported:
+            continue
+        else:
+            dim.declared = reported
+        changed = True
+    return changed
+
+
 def never_fits(
     pool: str, dims: Mapping[str, Dimension], amounts: Mapping[str, float]
 ) -> NeverFitsError | None:
@@ -204,9 +224,12 @@ def statistics(
     paused_until: float | None,
     aimd: AimdController,
     counts: Mapping[str, int],
+    *,
+    learned: bool = False,
 ) -> QuotaStats:
-    """A pool's `QuotaStats` (its event `counts`: admitted, refunded, reconciled, ...); the
-    effective rate is the pace, not a shared pool's bucket running ahead of its store."""
+    """A pool's `QuotaStats` (its event `counts`: admitted, refunded, reconciled, ...; `learned`:
+    its limits came from headers); the effective rate is the pace, not a shared pool's bucket
+    running ahead of its store."""
     return QuotaStats(
         name=name,
         limits_per_minute={n: d.limit for n, d in dims.items()},
@@ -218,7 +241,13 @@ def statistics(
         aimd_factor=aimd.factor,
         cuts=aimd.cuts,
         rate_limited=aimd.rate_limited,
-        **counts,
+        admitted=counts["admitted"],
+        refunded=counts["refunded"],
+        reconciled=counts["reconciled"],
+        never_fit=counts["never_fit"],
+        pauses=counts["pauses"],
+        calibrations=counts["calibrations"],
+        learned=learned,
     )
 
 

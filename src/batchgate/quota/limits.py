@@ -171,6 +171,7 @@ class QuotaStats:
     never_fit: int
     pauses: int = 0
     calibrations: int = 0
+    learned: bool = False  # no limit declared: those shown were learned from its headers
 
     def in_use(self) -> dict[str, float]:
         """Per dimension, the share of the bucket taken now (0 full, 1 empty), to three places."""
