@@ -5,7 +5,8 @@ settles the reservation and hands what was learned here: the charge model learns
 provider charges per unit of our count (`batchgate.quota.charge`), the AIMD factor rises over
 clean periods and is cut by 429s a rate is at fault for (`batchgate.policy.aimd`), the burst grows
 while the provider tolerates it (`BurstLearner`, below), rate-limit headers report lower limits
-and what is left (`batchgate.quota.header_style`), and a provider assumed to give unused output
+and what is left (`batchgate.quota.header_style`) — or, where none was declared, what the limits
+are (`learn_limits`) —, and a provider assumed to give unused output
 back (Anthropic's OTPM) that is seen keeping `max_tokens` charged is taken as keeping it. This
 module owns that state and the pace it sets on each dimension (`pace`); the pool owns admission
 (the queue, the reservations, their charges). What changes a provider's state is logged as an

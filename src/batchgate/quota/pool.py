@@ -10,8 +10,8 @@ within the limit. Waiters queue in FIFO order, so a big request at the head is n
 small ones behind it; urgent ones (live requests, hedges) in a lane of their own served first
 (`batchgate.quota.queue`); one timer (`clock.call_at`) is armed for the head's deadline and the
 queue is also re-examined whenever capacity comes back, limits change or a pause ends — no
-polling. Rates: declared (or header-reported, if lower) limits × safety × the AIMD factor; 429s
-cut the factor, clean periods restore it, retry hints pause all (`batchgate.quota.learning`).
+polling. Rates: declared (or header-reported, if lower; none declared: learned, `quota.probe`)
+limits × safety × the AIMD factor; 429s cut it, clean periods restore it, hints pause all.
 An attempt ends its reservation with one call, `settle(res, Outcome)`, that carries what it
 learned (`batchgate.quota.limits.Outcome`). Over a whole limit: NeverFitsError.
 """
