@@ -50,6 +50,7 @@ class Dimension:
         "name",
         "rate",
         "reported",
+        "stretch",
         "window",
     )
 
@@ -62,6 +63,7 @@ class Dimension:
         self.cap = math.inf  # what one window may hold (inf: the enforcement is known, no log)
         self.rate = bucket.rate  # the pace, units per second (the bucket's, but for a `lead`)
         self.avg_cost = 0.0
+        self.stretch = True  # the window may stretch to hold whole requests (`window_seconds`)
         # seconds of rate the bucket holds at least: where the provider gives unused output back
         # when an answer ends, the output reserved by requests in flight (`pace`)
         self.hold = 0.0
@@ -120,9 +122,11 @@ class Dimension:
         second's allowance of 1.67 requests (rpm 100) holds one, so a one-second log would pace
         rpm 100 at 60 a minute (0.6), rpm 150 at 0.8; a provider that admits its rpm over short
         windows at all must let each hold whole requests, so stretching the window to 2 requests
-        in 1.2 s costs no 429 and the pace is the rate again."""
+        in 1.2 s costs no 429 and the pace is the rate again. Unless a 429 came while it was
+        stretched (`unstretch`): a provider whose 1 s windows hold 1.67 and admit one (the
+        emulator's sliding or fixed 1 s window) enforces 60 a minute, whatever it declares."""
         average = 1.0 if self.name == "requests" else self.avg_cost
-        if average <= 0 or per_second <= 0:
+        if not self.stretch or average <= 0 or per_second <= 0:
             return MIN_WINDOW
         held = per_second * MIN_WINDOW / average
         if held >= FEW or held <= 1.0:
@@ -175,6 +179,16 @@ def learn(dims: dict[str, Dimension], snapshot: RateLimitSnapshot, now: float) -
             dim.declared = reported
         changed = True
     return changed
+
+
+def unstretch(dims: Iterable[Dimension]) -> bool:
+    """A rate's 429: no window stretches any more (`Dimension.window_seconds`); True if one was."""
+    stretched = False
+    for dim in dims:
+        if dim.stretch and dim.window.span > MIN_WINDOW + JITTER + 1e-9:
+            stretched = True
+        dim.stretch = False
+    return stretched
 
 
 def never_fits(

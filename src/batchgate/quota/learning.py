@@ -210,7 +210,8 @@ class Learning:
         request later. True if cut."""
         blind = self.charges.samples == 0
         cut = self.aimd.on_rate_limited(now, admitted, blind=blind, refuted=refuted) if at_fault else False
-        if self.burst.on_rate_limited(now) or cut:
+        unstretched = at_fault and dim_.unstretch(self._dims.values())  # its 1 s windows floor them
+        if self.burst.on_rate_limited(now) or cut or unstretched:
             self.pace(now)
         for d in self._dims.values():
             d.bucket.set_level(min(-d.avg_cost, d.bucket.level(now)), now)
