@@ -181,7 +181,7 @@ class Attempts:
         rt.pool.settle(tag.reservation, Outcome.answered(usage, s.count, snapshot))
         rt.counter.observe(s.body, usage.prompt_tokens)
         rt.latency.observe(latency)
-        if rt.concurrency.on_success(now):
+        if rt.concurrency.on_success(now, tag.in_flight, tag.sent):
             rt.slots.set_limit(rt.concurrency.limit)
         if rt.breaker.opened and rt.breaker.state(now) != "closed":
             event(_log, INFO, "circuit_closed", provider=rt.name, task=s.task, attempt=s.attempt)

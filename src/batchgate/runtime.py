@@ -12,7 +12,7 @@ from batchgate.inflight import InflightLimit
 from batchgate.pausing import PauseWaits
 from batchgate.policy.aimd import AimdSettings
 from batchgate.policy.circuit import CircuitBreaker, CircuitSettings
-from batchgate.policy.concurrency import ConcurrencyAimd
+from batchgate.policy.concurrency import SLOW_START, ConcurrencyAimd
 from batchgate.policy.latency import LatencyModel, LatencySettings
 from batchgate.providers.base import ProviderClient
 from batchgate.quota.pool import QuotaPool
@@ -51,19 +51,24 @@ def build_runtime(
 ) -> ProviderRuntime:
     """`timeout` is the configured per-request maximum the adaptive timeouts stay under; `hedge`
     False never sends a straggler again."""
-    pool = QuotaPool(config.name, config.limits, clock, AimdSettings(prior_answers=PRIOR_ANSWERS))
+    # nothing declared: its limits are learned from its answers' headers (`QuotaPool`), its
+    # in-flight cap from a slow start (`batchgate.policy.concurrency`); our own emulator is known
+    unknown = not config.limits.declared() and not config.emulated
+    aimd = AimdSettings(prior_answers=PRIOR_ANSWERS)
+    pool = QuotaPool(config.name, config.limits, clock, aimd, learn=unknown)
     pool.settles_output(config.output_adjusted, learnable=config.output_charge is None)
     breaker = CircuitBreaker(circuit)
+    concurrency = ConcurrencyAimd(config.max_concurrency, start=SLOW_START if unknown else None)
     return ProviderRuntime(
         name=config.name,
         config=config,
         client=client,
         pool=pool,
-        slots=InflightLimit(config.max_concurrency),
+        slots=InflightLimit(concurrency.limit),
         breaker=breaker,
         counter=counter,
         recorder=ProviderRecorder(config.name, seed=seed),
-        concurrency=ConcurrencyAimd(config.max_concurrency),
+        concurrency=concurrency,
         latency=LatencyModel(timeout, LatencySettings(hedge=hedge)),
         pauses=PauseWaits(clock, breaker.takeout),
     )

@@ -133,6 +133,8 @@ def test_display_texts() -> None:
     assert [fmt_duration(s) for s in (None, 5, 65, 3725)] == ["--", "5s", "1m05s", "1h02m"]
     assert budget_text(None) == ""
     assert quota_text({"requests": 0.1, "input_tokens": 0.93}) == "input tok 93%"
+    assert quota_text({"requests": 0.4}, learned=True) == "requests 40% learned"  # none declared
+    assert quota_text({}, learned=True) == "learning"
     head = "\n".join(head_lines(_snap(42)))
     for part in ("elapsed 42s", "retries 4", "errors: unreachable 4", "budget $0.5000 of $2.00"):
         assert part in head

@@ -226,3 +226,15 @@ def test_plan_says_which_limit_binds_first_and_suggests_a_concurrency(tmp_path: 
     assert "(default)" in text
     row = next(line for line in text.splitlines() if line.split()[:1] == ["far"])
     assert "0.0000" not in row
+
+
+def test_plan_says_limits_nobody_declared_are_learned(tmp_path: Path) -> None:
+    data: dict[str, Any] = {
+        "providers": [
+            {"name": "proxy", "kind": "openai", "base_url": "http://127.0.0.1:2/v1", "batch_api": False}
+        ],
+        "routes": [{"model": "m", "targets": ["proxy"]}],
+    }
+    plan = make_plan(config_from_dict(data, source="test"), _input(tmp_path / "m.jsonl", 5))
+    assert plan["providers"]["proxy"]["limits"] == "learned"
+    assert "learned from its answers' rate-limit headers" in render_plan(plan)

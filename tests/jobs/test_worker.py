@@ -116,7 +116,9 @@ async def test_two_workers_send_every_task_once_and_one_writes_the_output(
 async def test_a_worker_whose_lease_was_taken_over_writes_nothing(slow: Emulator, tmp_path: Path) -> None:
     wall = ManualWall()
     store = await _store(5, tmp_path, wall)
-    worker = Worker(_config(slow), store, WorkerOptions(chunk_size=5, lanes=1, lease_seconds=30, owner="A"))
+    # limits declared: a provider nobody declared any for starts with 4 in flight (a slow start)
+    config = _config(slow, limits={"rpm": 10**6})
+    worker = Worker(config, store, WorkerOptions(chunk_size=5, lanes=1, lease_seconds=30, owner="A"))
     running = asyncio.ensure_future(worker.run())
     try:
         await slow.wait_in_flight("alpha", 5)  # all five sent under A's lease

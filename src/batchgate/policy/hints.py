@@ -40,30 +40,67 @@ def _finite_non_negative(text: str) -> float | None:
     return value
 
 
+HINT_PREFIXES = ("", "llm_provider-")  # a proxy in front (LiteLLM) relays the upstream's headers prefixed
+_RESET_KINDS = ("requests", "tokens")
+
+
 def parse_retry_hint(headers: Mapping[str, str], wall_now: float, *, max_hint: float = 60.0) -> float | None:
     """Seconds the provider asks us to wait, or None when it gave no usable hint.
 
     `retry-after-ms` wins, then `retry-after` as seconds, then `retry-after` as an HTTP date
-    (relative to `wall_now`, Unix seconds). Values above `max_hint` are capped to it; a
+    (relative to `wall_now`, Unix seconds); then the same relayed by a proxy in front
+    (`llm_provider-retry-after`: LiteLLM's own 429 sends only that, its upstream's come back so
+    prefixed, /work/shared/PROTOCOLS.md "Servers in front of providers"); then, where a limit's
+    `x-ratelimit-remaining-*` (or its `llm_provider-` relay) is 0, its `x-ratelimit-reset-*` in
+    seconds or a duration (`1m30s`, `6ms`). Values above `max_hint` are capped to it; a
     `max_hint` of 0 means the user takes no hint at all (None: the own backoff applies, never
     an immediate retry of everything the provider asked to hold back).
     """
     if max_hint <= 0:
         return None
     value: float | None = None
-    ms = header(headers, "retry-after-ms")
-    if ms is not None:
-        parsed = _finite_non_negative(ms)
-        value = parsed / 1000.0 if parsed is not None else None
+    for prefix in HINT_PREFIXES:
+        value = _retry_after(headers, prefix, wall_now)
+        if value is not None:
+            break
     if value is None:
-        text = header(headers, "retry-after")
-        if text is not None:
-            value = _finite_non_negative(text)
-            if value is None:
-                value = _http_date_delta(text, wall_now)
+        value = _exhausted_reset(headers)
     if value is None:
         return None
     return min(value, max_hint)
+
+
+def _retry_after(headers: Mapping[str, str], prefix: str, wall_now: float) -> float | None:
+    """`{prefix}retry-after-ms`, else `{prefix}retry-after` (seconds or an HTTP date)."""
+    ms = header(headers, f"{prefix}retry-after-ms")
+    if ms is not None and (parsed := _finite_non_negative(ms)) is not None:
+        return parsed / 1000.0
+    text = header(headers, f"{prefix}retry-after")
+    if text is None:
+        return None
+    value = _finite_non_negative(text)
+    return _http_date_delta(text, wall_now) if value is None else value
+
+
+def _exhausted_reset(headers: Mapping[str, str]) -> float | None:
+    """The longest `x-ratelimit-reset-*` of a limit whose remaining is 0 (prefixed or not)."""
+    found: float | None = None
+    for prefix in HINT_PREFIXES:
+        for kind in _RESET_KINDS:
+            remaining = header(headers, f"{prefix}x-ratelimit-remaining-{kind}")
+            if remaining is None or _finite_non_negative(remaining) != 0.0:
+                continue
+            reset = header(headers, f"{prefix}x-ratelimit-reset-{kind}")
+            seconds = parse_reset(reset) if reset is not None else None
+            if seconds is not None:
+                found = seconds if found is None else max(found, seconds)
+    return found
+
+
+def parse_reset(text: str) -> float | None:
+    """A reset as providers send it: plain seconds (`1.5`) or a Go duration (`1m30s`, `6ms`)."""
+    value = _finite_non_negative(text.strip())
+    return value if value is not None else parse_go_duration(text)
 
 
 def _http_date_delta(text: str, wall_now: float) -> float | None:

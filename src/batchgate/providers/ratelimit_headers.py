@@ -1,7 +1,8 @@
 """Reading a provider's rate-limit headers into a `RateLimitSnapshot` (pure, never raises).
 
 OpenAI sends `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` with resets as Go durations
-(`6m0s`, `12ms`); Anthropic sends `anthropic-ratelimit-{requests,tokens,input-tokens,
+(`6m0s`, `12ms`) or plain seconds (other OpenAI-compatible servers), relayed by a proxy as
+`llm_provider-x-ratelimit-*`; Anthropic sends `anthropic-ratelimit-{requests,tokens,input-tokens,
 output-tokens}-{limit,remaining,reset}` with resets as RFC 3339 timestamps, turned here into
 seconds from `wall_now`. Absent, negative, NaN, infinite or unparsable values become None.
 
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from batchgate.models import RateLimitSnapshot
-from batchgate.policy.hints import parse_go_duration, parse_rfc3339_delta
+from batchgate.policy.hints import HINT_PREFIXES, parse_reset, parse_rfc3339_delta
 
 _OPENAI_KINDS = ("requests", "tokens")
 _ANTHROPIC_KINDS = (
@@ -46,11 +47,11 @@ def parse_count(text: str | None) -> float | None:
 
 
 def parse_duration(text: str | None) -> float | None:
-    """Seconds in a Go duration (`1s`, `6m0s`, `23h47m36.648s`), or None."""
+    """Seconds in a Go duration (`1s`, `6m0s`, `23h47m36.648s`) or plain seconds (`1.5`), or None."""
     if not isinstance(text, str):
         return None
     try:
-        value = parse_go_duration(text)
+        value = parse_reset(text)
     except (ValueError, OverflowError):
         return None
     return value if value is not None and math.isfinite(value) and value >= 0 else None
@@ -68,13 +69,23 @@ def parse_timestamp_delta(text: str | None, wall_now: float) -> float | None:
 
 
 def parse_openai_rate_limits(headers: Mapping[str, str]) -> RateLimitSnapshot:
-    """The snapshot from OpenAI-style `x-ratelimit-*` headers (all None when none were sent)."""
+    """The snapshot from OpenAI-style `x-ratelimit-*` headers (all None when none were sent).
+
+    A proxy in front relays its upstream's as `llm_provider-x-ratelimit-*` (LiteLLM, which sends
+    its own limits unprefixed: /work/shared/PROTOCOLS.md, "Servers in front of providers"): per
+    kind, the unprefixed group where any of it was sent (the limit nearest us), else the relayed
+    one — never a mix of the two."""
     h = _lookup(headers)
     values: dict[str, float | None] = {}
     for kind in _OPENAI_KINDS:
-        values[f"limit_{kind}"] = parse_count(h.get(f"x-ratelimit-limit-{kind}"))
-        values[f"remaining_{kind}"] = parse_count(h.get(f"x-ratelimit-remaining-{kind}"))
-        values[f"reset_{kind}"] = parse_duration(h.get(f"x-ratelimit-reset-{kind}"))
+        for prefix in HINT_PREFIXES:
+            limit = parse_count(h.get(f"{prefix}x-ratelimit-limit-{kind}"))
+            remaining = parse_count(h.get(f"{prefix}x-ratelimit-remaining-{kind}"))
+            reset = parse_duration(h.get(f"{prefix}x-ratelimit-reset-{kind}"))
+            if limit is not None or remaining is not None or reset is not None:
+                break
+        values[f"limit_{kind}"], values[f"remaining_{kind}"] = limit, remaining
+        values[f"reset_{kind}"] = reset
     return RateLimitSnapshot(**values)
 
 

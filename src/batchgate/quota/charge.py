@@ -32,9 +32,11 @@ import math
 from dataclasses import dataclass
 
 from batchgate.models import Cost, RateLimitSnapshot
+from batchgate.quota.limits import Outcome
 
 PROMPT_DIMENSIONS = ("tokens", "input_tokens")
 _LEARNED_SINCE = 0.05  # a reservation this much below today's factor was priced before it was learned
+_NO_HEADERS = RateLimitSnapshot()
 EMPTY = 0.25  # headers showing a dimension at most this full name it as the one a 429 was about
 ROOM_FULL, ROOM_NONE = 0.9, 0.3  # headers showing a dimension this full: room to spare / none
 _ERROR_TYPES = {
@@ -239,6 +241,29 @@ class ChargeModel:
     def __repr__(self) -> str:
         margins = ", ".join(f"{d}×{m.value:.3g}" for d, m in self._margins.items())
         return f"ChargeModel(usage_ratio={self.usage_ratio:.3g}, {margins}, samples={self.samples})"
+
+
+# A 429 body naming a rate without naming which: LiteLLM's own (`throttling_error`,
+# /work/shared/PROTOCOLS.md "Servers in front of providers"), Anthropic's, OpenAI-compatible servers'.
+RATE_ERRORS = frozenset({"throttling_error", "rate_limit_error", "rate_limit_exceeded", "too_many_requests"})
+# ... and one naming a concurrency cap: whatever else it carries, no rate is at fault.
+CONCURRENCY_ERRORS = frozenset({"concurrency_limit_exceeded", "too_many_concurrent_requests", "concurrency"})
+
+
+def bare_refusal(o: Outcome, *, rates: bool) -> bool:
+    """Whether a 429 is a server turning away what exceeds its in-flight cap (no rate at fault,
+    nothing charged): its body says concurrency, or it says nothing of a rate — no retry hint (any
+    of them: `batchgate.policy.hints`), no rate-limit headers, no rate named in its body (where no
+    rate is known, `rates` False, a body naming only a dimension says nothing either: there is no
+    rate of ours to blame). A 429 of any other shape (LiteLLM's `throttling_error` with only
+    `llm_provider-retry-after`) is a verdict on the rate."""
+    if o.error_type in CONCURRENCY_ERRORS:
+        return True
+    if o.hint is not None or (o.snapshot is not None and o.snapshot != _NO_HEADERS):
+        return False
+    if o.error_type in RATE_ERRORS:
+        return False
+    return not rates or binding_dimension(o.error_type, None) is None
 
 
 def binding_dimension(error_type: str | None, snapshot: RateLimitSnapshot | None) -> str | None:

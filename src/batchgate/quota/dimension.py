@@ -20,6 +20,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from batchgate.errors import NeverFitsError
+from batchgate.models import RateLimitSnapshot
 from batchgate.policy.aimd import AimdController
 from batchgate.quota.bucket import TokenBucket
 from batchgate.quota.limits import DIMENSIONS, QuotaStats
@@ -29,6 +30,7 @@ from batchgate.quota.window import Entry, WindowLog
 MIN_WINDOW = 1.0  # seconds: the shortest enforcement window the pace stays inside
 JITTER = 0.005  # seconds by which the network may bring two arrivals closer than they were sent
 COLD_JITTER = 0.02  # the same before any answer (new connections; counted from when they were made)
+FEW = 10  # requests a window of `MIN_WINDOW` must hold before it is never stretched (`window_seconds`)
 TIMER_SLACK = 0.005  # seconds of rate a late timer may carry over (timers here run ~1 ms late)
 _REFRESH = 16  # admissions between two updates of the average cost
 CONFIG_KEYS = {name: key for key, name in DIMENSIONS}  # Cost field name -> config key (rpm, tpm, ...)
@@ -48,6 +50,7 @@ class Dimension:
         "name",
         "rate",
         "reported",
+        "stretch",
         "window",
     )
 
@@ -60,6 +63,7 @@ class Dimension:
         self.cap = math.inf  # what one window may hold (inf: the enforcement is known, no log)
         self.rate = bucket.rate  # the pace, units per second (the bucket's, but for a `lead`)
         self.avg_cost = 0.0
+        self.stretch = True  # the window may stretch to hold whole requests (`window_seconds`)
         # seconds of rate the bucket holds at least: where the provider gives unused output back
         # when an answer ends, the output reserved by requests in flight (`pace`)
         self.hold = 0.0
@@ -105,10 +109,29 @@ class Dimension:
         amount when the answer ends holds what requests in flight reserved, not what they use."""
         per_minute = self.limit * factor
         self.rate = per_minute * safety / 60.0
-        self.cap = per_minute / 60.0 * MIN_WINDOW if windowed else math.inf
+        seconds = self.window_seconds(per_minute / 60.0)
+        self.window.span, self.window.cold_span = seconds + JITTER, seconds + COLD_JITTER
+        self.cap = per_minute / 60.0 * seconds if windowed else math.inf
         rate = self.rate * lead
         capacity = max(rate * burst_seconds, self.rate * self.hold)
         self.bucket.set_rate(rate, now, capacity=capacity, slack=rate * TIMER_SLACK)
+
+    def window_seconds(self, per_second: float) -> float:
+        """The log's window: `MIN_WINDOW`, but where that holds fewer than `FEW` average requests,
+        the shortest longer window that holds a whole number of them. Requests are indivisible: a
+        second's allowance of 1.67 requests (rpm 100) holds one, so a one-second log would pace
+        rpm 100 at 60 a minute (0.6), rpm 150 at 0.8; a provider that admits its rpm over short
+        windows at all must let each hold whole requests, so stretching the window to 2 requests
+        in 1.2 s costs no 429 and the pace is the rate again. Unless a 429 came while it was
+        stretched (`unstretch`): a provider whose 1 s windows hold 1.67 and admit one (the
+        emulator's sliding or fixed 1 s window) enforces 60 a minute, whatever it declares."""
+        average = 1.0 if self.name == "requests" else self.avg_cost
+        if not self.stretch or average <= 0 or per_second <= 0:
+            return MIN_WINDOW
+        held = per_second * MIN_WINDOW / average
+        if held >= FEW or held <= 1.0:
+            return MIN_WINDOW
+        return math.ceil(held - 1e-9) * average / per_second
 
     def take(self, amount: float, now: float, *, cold: bool = False) -> Entry | None:
         """Charge an admission of `amount` (`cold`: before any answer); its entry in the window
@@ -137,6 +160,35 @@ class Dimension:
         if self.cap < math.inf:
             wait = max(wait, self.window.time_until(amount, self.cap, now))
         return wait
+
+
+def learn(dims: dict[str, Dimension], snapshot: RateLimitSnapshot, now: float) -> bool:
+    """Limits nobody declared, from a provider's rate-limit headers: each reported per-minute limit
+    becomes its dimension's (a new one starts with an empty bucket, paced by the caller), and a
+    later report moves it up or down; True if one changed."""
+    changed = False
+    for name in CONFIG_KEYS:
+        reported = getattr(snapshot, f"limit_{name}")
+        if reported is None or not (math.isfinite(reported) and reported > 0):
+            continue
+        if (dim := dims.get(name)) is None:
+            dims[name] = Dimension(name, reported, TokenBucket(0.0, 0.0, now))
+        elif dim.declared == reported:
+            continue
+        else:
+            dim.declared = reported
+        changed = True
+    return changed
+
+
+def unstretch(dims: Iterable[Dimension]) -> bool:
+    """A rate's 429: no window stretches any more (`Dimension.window_seconds`); True if one was."""
+    stretched = False
+    for dim in dims:
+        if dim.stretch and dim.window.span > MIN_WINDOW + JITTER + 1e-9:
+            stretched = True
+        dim.stretch = False
+    return stretched
 
 
 def never_fits(
@@ -186,9 +238,12 @@ def statistics(
     paused_until: float | None,
     aimd: AimdController,
     counts: Mapping[str, int],
+    *,
+    learned: bool = False,
 ) -> QuotaStats:
-    """A pool's `QuotaStats` (its event `counts`: admitted, refunded, reconciled, ...); the
-    effective rate is the pace, not a shared pool's bucket running ahead of its store."""
+    """A pool's `QuotaStats` (its event `counts`: admitted, refunded, reconciled, ...; `learned`:
+    its limits came from headers); the effective rate is the pace, not a shared pool's bucket
+    running ahead of its store."""
     return QuotaStats(
         name=name,
         limits_per_minute={n: d.limit for n, d in dims.items()},
@@ -200,7 +255,13 @@ def statistics(
         aimd_factor=aimd.factor,
         cuts=aimd.cuts,
         rate_limited=aimd.rate_limited,
-        **counts,
+        admitted=counts["admitted"],
+        refunded=counts["refunded"],
+        reconciled=counts["reconciled"],
+        never_fit=counts["never_fit"],
+        pauses=counts["pauses"],
+        calibrations=counts["calibrations"],
+        learned=learned,
     )
 
 

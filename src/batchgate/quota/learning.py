@@ -5,7 +5,8 @@ settles the reservation and hands what was learned here: the charge model learns
 provider charges per unit of our count (`batchgate.quota.charge`), the AIMD factor rises over
 clean periods and is cut by 429s a rate is at fault for (`batchgate.policy.aimd`), the burst grows
 while the provider tolerates it (`BurstLearner`, below), rate-limit headers report lower limits
-and what is left (`batchgate.quota.header_style`), and a provider assumed to give unused output
+and what is left (`batchgate.quota.header_style`) — or, where none was declared, what the limits
+are (`learn_limits`) —, and a provider assumed to give unused output
 back (Anthropic's OTPM) that is seen keeping `max_tokens` charged is taken as keeping it. This
 module owns that state and the pace it sets on each dimension (`pace`); the pool owns admission
 (the queue, the reservations, their charges). What changes a provider's state is logged as an
@@ -62,6 +63,7 @@ class Learning:
         "charges",
         "headers",
         "lead",
+        "learned",
         "limits",
         "name",
         "output_adjusted",
@@ -73,7 +75,7 @@ class Learning:
         name: str,
         limits: QuotaLimits,
         clock: Clock,
-        dims: Mapping[str, Dimension],
+        dims: dict[str, Dimension],
         aimd: AimdSettings | None,
     ) -> None:
         self.name = name
@@ -85,6 +87,7 @@ class Learning:
         self.charges = ChargeModel()
         self.headers = HeaderStyle()
         self.lead = 1.0  # how far this process's buckets run ahead of the pace (a shared store)
+        self.learned = False  # no limit declared: those the headers report are the limits
         self.output_adjusted = False  # the provider gives unused output back (`reservations.py`)
         self.output_learnable = False  # ... as assumed from its kind, not configured: may be unlearned
         self._refusals = 0  # 429s naming output tokens while the output charge is settled
@@ -150,20 +153,26 @@ class Learning:
             self.pace(now)
         return ratio, changed or room
 
+    def learn_limits(self, snapshot: RateLimitSnapshot, now: float) -> bool:
+        """No limit declared (`learned`): those the provider's headers report are the limits,
+        followed up and down (`dimension.learn`), paced from an empty bucket; True if one changed."""
+        if not self.learned or not dim_.learn(self._dims, snapshot, now):
+            return False
+        self.pace(now)
+        limits = {n: round(d.limit, 3) for n, d in self._dims.items()}
+        event(_log, INFO, "limit_learned", provider=self.name, source="undeclared", limits_per_minute=limits)
+        return True
+
     # -- what a 429 teaches --------------------------------------------------------------------
 
-    def refused(self, res: Reservation, o: Outcome) -> Refusal | None:
-        """A 429 for `res`: None if bare — no retry hint, no rate-limit headers, no rate limit
-        named in its body: a server turning away what exceeds its in-flight cap (local servers,
-        proxies), nothing charged, no rate at fault. Otherwise a rate's (`Refusal`): the dimension
+    def refused(self, res: Reservation, o: Outcome) -> Refusal:
+        """A rate's 429 for `res` (not a bare one: `charge.bare_refusal`): the dimension
         it was about, None if unknown; whether what the charge model learned since `res` was
         priced explains it — the reservations were short, not the pace: the rate's AIMD is
         spared; the factor by which that dimension's charge margin rose — a token dimension the
         provider names may raise it; whether its own headers refute the limit they report
         (`refutes`): then no charge is at fault either, the rate is."""
         snapshot = _NOTHING if o.snapshot is None else o.snapshot
-        if o.hint is None and snapshot == _NOTHING and binding_dimension(o.error_type, None) is None:
-            return None
         dim, now = binding_dimension(o.error_type, snapshot), self._clock.now()
         if dim == "output_tokens":
             self._output_refused(now)
@@ -201,7 +210,8 @@ class Learning:
         request later. True if cut."""
         blind = self.charges.samples == 0
         cut = self.aimd.on_rate_limited(now, admitted, blind=blind, refuted=refuted) if at_fault else False
-        if self.burst.on_rate_limited(now) or cut:
+        unstretched = at_fault and dim_.unstretch(self._dims.values())  # its 1 s windows floor them
+        if self.burst.on_rate_limited(now) or cut or unstretched:
             self.pace(now)
         for d in self._dims.values():
             d.bucket.set_level(min(-d.avg_cost, d.bucket.level(now)), now)

@@ -178,6 +178,7 @@ class QuotaStats:
     calibrations: int = 0
     open: int = 0  # reservations admitted and not yet settled (in flight, or leaked)
     settled_twice: int = 0  # settles of an already settled reservation: no-ops, never on a normal path
+    learned: bool = False  # no limit declared: those shown were learned from its headers
 
     def in_use(self) -> dict[str, float]:
         """Per dimension, the share of the bucket taken now (0 full, 1 empty), to three places."""

@@ -10,8 +10,8 @@ within the limit. Waiters queue in FIFO order, so a big request at the head is n
 small ones behind it; urgent ones (live requests, hedges) in a lane of their own served first
 (`batchgate.quota.queue`); one timer (`clock.call_at`) is armed for the head's deadline and the
 queue is also re-examined whenever capacity comes back, limits change or a pause ends — no
-polling. Rates: declared (or header-reported, if lower) limits × safety × the AIMD factor; 429s
-cut the factor, clean periods restore it, retry hints pause all (`batchgate.quota.learning`).
+polling. Rates: declared (or header-reported, if lower; none declared: learned, `quota.probe`)
+limits × safety × the AIMD factor; 429s cut it, clean periods restore it, hints pause all.
 An attempt ends its reservation with one call, `settle(res, Outcome)`, that carries what it
 learned (`batchgate.quota.limits.Outcome`). Over a whole limit: NeverFitsError.
 """
@@ -26,9 +26,11 @@ from batchgate.models import Cost, RateLimitSnapshot, Usage
 from batchgate.policy.aimd import AimdSettings
 from batchgate.quota import dimension as dim_
 from batchgate.quota.bucket import TokenBucket
+from batchgate.quota.charge import bare_refusal
 from batchgate.quota.dimension import TIMER_SLACK, Dimension
 from batchgate.quota.learning import Learning
 from batchgate.quota.limits import Outcome, QuotaLimits, QuotaStats, Reservation, cost_amounts
+from batchgate.quota.probe import Probe
 from batchgate.quota.queue import FifoGate
 from batchgate.quota.reservations import Reservations
 from batchgate.quota.shared import SHARED_LEAD, SharedQuota
@@ -61,7 +63,13 @@ class QuotaPool:
     """Admission control for one provider key; see the module docstring."""
 
     def __init__(
-        self, name: str, limits: QuotaLimits, clock: Clock, aimd: AimdSettings | None = None
+        self,
+        name: str,
+        limits: QuotaLimits,
+        clock: Clock,
+        aimd: AimdSettings | None = None,
+        *,
+        learn: bool = False,
     ) -> None:
         self.name = name
         self.limits = limits
@@ -72,6 +80,8 @@ class QuotaPool:
             for name_, limit in limits.declared().items()
         }
         self.learning = Learning(name, limits, clock, self._dims, aimd)
+        self.learning.learned = learn and not self._dims  # nothing declared: from the headers
+        self._probe = Probe(self.learning.learned)  # ... so until an attempt ends, slowly
         self.learning.pace(now, fill=True)
         self._gate: FifoGate[_Request, Reservation] = FifoGate(
             clock,
@@ -187,6 +197,11 @@ class QuotaPool:
         if not self._book.is_open(res):
             self._counts["settled_twice"] += 1
             return False
+        if self._probe.first_ending():  # the queue held while its headers name the limits
+            bare = self.settle(res, outcome)
+            self._probe.end()
+            self._dispatch()
+            return bare
         if outcome.ending == "answered":
             self._answered(res, outcome)
         elif outcome.ending == "refused":
@@ -281,7 +296,9 @@ class QuotaPool:
     def calibrate(self, snapshot: RateLimitSnapshot) -> bool:
         """Follow a provider's rate-limit headers (`Learning.calibrate`); True if a limit, level or
         rate changed. Requests queued that a lower limit makes never fit fail."""
+        learned = self.learning.learn_limits(snapshot, self._clock.now())
         ratio, changed = self.learning.calibrate(snapshot, self._clock.now(), busy=self._gate.busy())
+        changed = changed or learned
         if ratio is not None:
             self._counts["calibrations"] += 1
             never = lambda r: dim_.never_fits(self.name, self._dims, r.amounts)  # noqa: E731
@@ -305,11 +322,15 @@ class QuotaPool:
         self.on_success(now)
 
     def _refused(self, res: Reservation, o: Outcome) -> bool:
-        """A 429: at the door (True: refunded, the caller learns its in-flight cap), or a rate's
-        (`Learning.refused` says which and whether the AIMD is spared)."""
-        blame = self.learning.refused(res, o) if self._dims else None
+        """A 429: at the door (True: refunded, the caller learns its in-flight cap: `bare_refusal`),
+        or a rate's (`Learning.refused` says which and whether the AIMD is spared; with no limit
+        known yet, only its hint and headers teach)."""
+        if o.snapshot is not None:
+            self.learning.learn_limits(o.snapshot, self._clock.now())  # a 429 may name them first
+        bare = bare_refusal(o, rates=bool(self._dims))
+        blame = None if bare or not self._dims else self.learning.refused(res, o)
         if blame is None:
-            self.refund(res)  # turned away at the door: nothing charged
+            self.refund(res)  # turned away at the door, or no rate known to cut: nothing charged
         else:
             if blame.dim is not None:
                 self.charge_raised(blame.dim, blame.ratio)
@@ -318,7 +339,7 @@ class QuotaPool:
             self.pause(o.hint)
         if blame is not None and o.snapshot is not None:
             self.calibrate(o.snapshot)
-        return blame is None
+        return bare
 
     # -- introspection -----------------------------------------------------------------------
 
@@ -326,7 +347,10 @@ class QuotaPool:
         now = self._clock.now()
         paused = self._paused_until if self._paused_until > now else None
         aimd = self.learning.aimd
-        return dim_.statistics(self.name, self._dims, now, len(self._gate), paused, aimd, self._counts)
+        learned = self.learning.learned
+        return dim_.statistics(
+            self.name, self._dims, now, len(self._gate), paused, aimd, self._counts, learned=learned
+        )
 
     def close(self) -> None:
         """Cancel the timer and every waiter (shutdown)."""
@@ -353,7 +377,7 @@ class QuotaPool:
         return cost, amounts
 
     def _wait_for(self, amounts: dict[str, float], now: float) -> float:
-        wait = max(0.0, self._paused_until - now)
+        wait = max(0.0, self._paused_until - now, self._probe.wait(now))
         for name, amount in amounts.items():
             wait = max(wait, self._dims[name].wait(amount, now))
         return wait
@@ -381,6 +405,7 @@ class QuotaPool:
                 res.logged[name] = entry
             dim.note(amount)
         self._counts["admitted"] += 1
+        self._probe.note(now)
         self._book.add(res, count)
         return res
 

@@ -56,12 +56,13 @@ def budget_text(budget: dict[str, Any] | None) -> str:
     return "budget " + ", ".join(parts) if parts else ""
 
 
-def quota_text(used: dict[str, float]) -> str:
-    """The fullest quota dimension, e.g. `tokens 73%` (`-` when the provider has no limits)."""
+def quota_text(used: dict[str, float], learned: bool = False) -> str:
+    """The fullest quota dimension, e.g. `tokens 73%` (`-` when the provider has no limits);
+    `learned` (none declared: from its headers) says so, `learning` until its headers name one."""
     if not used:
-        return "-"
+        return "learning" if learned else "-"
     dim, share = max(used.items(), key=lambda kv: kv[1])
-    return f"{dim.replace('_tokens', ' tok')} {share:.0%}"
+    return f"{dim.replace('_tokens', ' tok')} {share:.0%}" + (" learned" if learned else "")
 
 
 def kinds_text(kinds: dict[str, int]) -> str:
@@ -120,7 +121,7 @@ def provider_row(name: str, p: dict[str, Any]) -> list[str]:
         str(p["rate_limited"]),
         str(p["in_flight"]),
         str(p.get("waiting", 0)),
-        quota_text(p.get("quota_used", {})),
+        quota_text(p.get("quota_used", {}), bool(p.get("quota_learned"))),
         f"{p['p50_ms']:.0f}",
         f"{p.get('p95_ms', 0.0):.0f}",
         str(p["tokens"]),

@@ -78,6 +78,7 @@ def limits_entry(
     """The plan's per-provider limit figures: seconds per dimension, the binding one, concurrency."""
     seconds = dimension_seconds(p, requests, prompt_tokens, output_tokens)
     return {
+        "limits": "declared" if p.limits.declared() or p.emulated else "learned",
         "dimension_seconds": seconds,
         "binding_limit": binding(seconds),
         "suggested_concurrency": suggested_concurrency(config, p, requests, output_tokens),
@@ -95,6 +96,8 @@ def render_limits(providers: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 for d, s in seconds.items()
             ]
             lines.append(f"  {name}: " + ", ".join(parts))
+        elif p.get("limits") == "learned":
+            lines.append(f"  {name}: no limits configured: learned from its answers' rate-limit headers")
         else:
             lines.append(f"  {name}: no limits configured")
         conc = p.get("suggested_concurrency") or {}

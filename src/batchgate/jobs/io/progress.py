@@ -270,6 +270,7 @@ def provider_entry(p: ProviderStatistics, progress: Progress) -> dict[str, Any]:
         "in_flight": p.in_flight,
         "waiting": quota.waiters if quota is not None else 0,
         "quota_used": used,
+        "quota_learned": quota is not None and quota.learned,
         "tokens": p.prompt_tokens + p.completion_tokens,
         "p50_ms": round(p.latency_p50_ms, 1),
         "p95_ms": round(p.latency_p95_ms, 1),
