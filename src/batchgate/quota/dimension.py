@@ -255,13 +255,8 @@ def statistics(
         aimd_factor=aimd.factor,
         cuts=aimd.cuts,
         rate_limited=aimd.rate_limited,
-        admitted=counts["admitted"],
-        refunded=counts["refunded"],
-        reconciled=counts["reconciled"],
-        never_fit=counts["never_fit"],
-        pauses=counts["pauses"],
-        calibrations=counts["calibrations"],
         learned=learned,
+        **counts,
     )
 
 

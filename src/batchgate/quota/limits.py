@@ -156,6 +156,19 @@ ABANDONED = Outcome("abandoned")
 SENT_UNKNOWN = Outcome("unknown")
 
 
+# What a pool counts, each a field of its `QuotaStats`
+POOL_EVENTS = (
+    "admitted",
+    "refunded",
+    "reconciled",
+    "never_fit",
+    "pauses",
+    "calibrations",
+    "open",
+    "settled_twice",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class QuotaStats:
     """A pool's live state; per-dimension maps are keyed by Cost field name."""

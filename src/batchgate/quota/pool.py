@@ -19,6 +19,7 @@ learned (`batchgate.quota.limits.Outcome`). Over a whole limit: NeverFitsError.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from batchgate.clock import Clock
 from batchgate.logs import INFO, event, get_logger
@@ -29,34 +30,22 @@ from batchgate.quota.bucket import TokenBucket
 from batchgate.quota.charge import bare_refusal
 from batchgate.quota.dimension import TIMER_SLACK, Dimension
 from batchgate.quota.learning import Learning
-from batchgate.quota.limits import Outcome, QuotaLimits, QuotaStats, Reservation, cost_amounts
+from batchgate.quota.limits import POOL_EVENTS, Outcome, QuotaLimits, QuotaStats, Reservation, cost_amounts
 from batchgate.quota.probe import Probe
 from batchgate.quota.queue import FifoGate
 from batchgate.quota.reservations import Reservations
 from batchgate.quota.shared import SHARED_LEAD, SharedQuota
 from batchgate.quota.store.protocol import Pace
 
-_EVENTS = (
-    "admitted",
-    "refunded",
-    "reconciled",
-    "never_fit",
-    "pauses",
-    "calibrations",
-    "open",
-    "settled_twice",
-)
 __all__ = ["TIMER_SLACK", "Outcome", "QuotaLimits", "QuotaPool", "QuotaStats", "Reservation"]
 _log = get_logger("provider")
 
 
+@dataclass(slots=True)
 class _Request:
-    __slots__ = ("amounts", "cost", "count")
-
-    def __init__(self, cost: Cost, amounts: dict[str, float], count: int | None) -> None:
-        self.cost = cost
-        self.amounts = amounts
-        self.count = count  # our prompt count: the prompt parts are re-priced when it reaches the head
+    cost: Cost
+    amounts: dict[str, float]
+    count: int | None  # our prompt count: the prompt parts are re-priced when it reaches the head
 
 
 class QuotaPool:
@@ -91,7 +80,7 @@ class QuotaPool:
         )
         self._paused_until = -math.inf
         self.shared: SharedQuota | None = None  # set by `share`
-        self._counts = dict.fromkeys(_EVENTS, 0)
+        self._counts = dict.fromkeys(POOL_EVENTS, 0)
         self._book = Reservations(name, self._dims, clock, self._counts, self.learning)
 
     def settles_output(self, adjusted: bool, *, learnable: bool = False) -> None:
@@ -346,8 +335,7 @@ class QuotaPool:
     def statistics(self) -> QuotaStats:
         now = self._clock.now()
         paused = self._paused_until if self._paused_until > now else None
-        aimd = self.learning.aimd
-        learned = self.learning.learned
+        aimd, learned = self.learning.aimd, self.learning.learned
         return dim_.statistics(
             self.name, self._dims, now, len(self._gate), paused, aimd, self._counts, learned=learned
         )
@@ -359,10 +347,8 @@ class QuotaPool:
     def __repr__(self) -> str:
         now = self._clock.now()
         paused = f", paused={self._paused_until - now:.3g}s" if self._paused_until > now else ""
-        dims, factor = (
-            dim_.describe(self._dims, now) or "unlimited",
-            f"factor={self.learning.aimd.factor:.3g}",
-        )
+        dims = dim_.describe(self._dims, now) or "unlimited"
+        factor = f"factor={self.learning.aimd.factor:.3g}"
         return f"QuotaPool({self.name!r}, {dims}, waiters={len(self._gate)}, {factor}{paused})"
 
     # -- internals ---------------------------------------------------------------------------
