@@ -41,7 +41,7 @@ from batchgate.config.network import proxy_for_url, tls_context
 from batchgate.providers.classify import error_for_exception
 from batchgate.providers.h1.errors import ForeignHTTPError, H1TooLarge
 from batchgate.providers.h1.parser import MAX_BODY
-from batchgate.providers.redirects import next_hop
+from batchgate.providers.redirects import follow
 from batchgate.providers.transport import Answer
 from batchgate.providers.wire import ON_WIRE
 
@@ -153,18 +153,15 @@ async def send(
     (`AnswerTooLarge` for a body past `limit` bytes, decompressed). `network`: its proxy and TLS
     context; redirects are followed or refused as `batchgate.providers.redirects` says (as on the
     chat path; aiohttp's own following is off)."""
-    hops = 0
-    while True:
+
+    async def exchange(method: str, url: str, with_body: bool) -> Answer:
         try:
-            answer = await _exchange(session, method, url, data, headers, client_timeout, limit, network)
+            body = data if with_body else None
+            return await _exchange(session, method, url, body, headers, client_timeout, limit, network)
         except (aiohttp.ClientError, TimeoutError, OSError, H1TooLarge) as exc:
             raise error_for_exception(exc, provider=provider, api_key=api_key) from None
-        hop = next_hop(method, url, answer[0], answer[1], hops=hops, provider=provider, api_key=api_key)
-        if hop is None:
-            return answer
-        if hop[0] != method:
-            data = None
-        (method, url), hops = hop, hops + 1
+
+    return await follow(exchange, method, url, provider=provider, api_key=api_key)
 
 
 async def _exchange(

@@ -1,5 +1,6 @@
-"""Which redirect answers are followed, and how (pure): the one rule for the chat path
-(`transport.call`) and the aiohttp session (`http.send`), so both behave the same.
+"""Which redirect answers are followed, and how: the one rule (`next_hop`, pure) and the one loop
+(`follow`) of the chat path (`transport.call`) and the aiohttp session (`http.send`), so both
+behave the same.
 
     307, 308                  followed with the same method and body (RFC 9110 §15.4.8, §15.4.9)
     301, 302, 303 to a GET    followed as a GET
@@ -14,13 +15,15 @@ http), since the request carries the API key; and at most `MAX_HOPS` times. Ever
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
 from urllib.parse import urljoin, urlsplit
 
 from batchgate.config import Secret
 from batchgate.errors import BadRequestError
 from batchgate.providers.classify import scrub, shorten
 
+A = TypeVar("A", bound=tuple[int, Mapping[str, str], bytes])  # an answer: status, headers, body
 MAX_HOPS = 5
 SAME_METHOD = frozenset({307, 308})
 AS_GET = frozenset({301, 302, 303})
@@ -62,3 +65,22 @@ def next_hop(
     if (new.hostname or "").lower() != (old.hostname or "").lower():
         raise refuse("another host is not sent the API key; set base_url to the new URL")
     return (method if status in SAME_METHOD else "GET"), target
+
+
+async def follow(
+    exchange: Callable[[str, str, bool], Awaitable[A]],
+    method: str,
+    url: str,
+    *,
+    provider: str,
+    api_key: Secret | None,
+) -> A:
+    """`exchange(method, url, with_body)` again at each redirect `next_hop` follows (the body
+    only while the method is the same); the first answer that is not one."""
+    hops, first = 0, method
+    while True:
+        answer = await exchange(method, url, method == first)
+        hop = next_hop(method, url, answer[0], answer[1], hops=hops, provider=provider, api_key=api_key)
+        if hop is None:
+            return answer
+        (method, url), hops = hop, hops + 1

@@ -16,7 +16,7 @@ from batchgate.config import Secret, TimeoutConfig
 from batchgate.providers.classify import error_for_exception
 from batchgate.providers.h1.errors import H1Error
 from batchgate.providers.h1.parser import Response
-from batchgate.providers.redirects import next_hop
+from batchgate.providers.redirects import follow
 
 Answer = Response  # status, headers (case-insensitive), body
 
@@ -55,17 +55,14 @@ async def call(
 ) -> Answer:
     """Send one request through `transport`; (status, headers, body bytes), or a `TransportError`
     without the API key. Redirects are followed or refused as `providers.redirects` says."""
-    hops = 0
-    while True:
+
+    async def exchange(method: str, url: str, with_body: bool) -> Answer:
         try:
-            answer = await transport.request(
-                method, url, data, headers, total=timeouts.total, connect=timeouts.connect
+            body = data if with_body else None
+            return await transport.request(
+                method, url, body, headers, total=timeouts.total, connect=timeouts.connect
             )
         except (H1Error, TimeoutError, OSError) as exc:
             raise error_for_exception(exc, provider=provider, api_key=api_key) from None
-        hop = next_hop(method, url, answer[0], answer[1], hops=hops, provider=provider, api_key=api_key)
-        if hop is None:
-            return answer
-        if hop[0] != method:
-            data = None
-        (method, url), hops = hop, hops + 1
+
+    return await follow(exchange, method, url, provider=provider, api_key=api_key)
