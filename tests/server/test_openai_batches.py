@@ -249,3 +249,15 @@ def test_past_max_jobs_a_batch_waits_its_turn(tmp_path: Path, emu: EmulatorThrea
     assert a.completed_at is not None
     assert b.in_progress_at is not None
     assert b.in_progress_at >= a.completed_at  # it started once the first had ended
+
+
+def test_an_ended_batch_leaves_no_copy_behind(server: Server, keys: dict[str, str]) -> None:
+    """Issue 40: each batch's input copy and job output stayed in the data folder for good (a
+    tenant's 1,500 batches, 1,500 copies); once it has ended, its results come from the store and
+    its files, so the copies go — and the results are still there."""
+    c = client(server, keys["a"])
+    batch = wait_ended(c, create(c, upload(c, [batch_line(i, ALPHA) for i in range(3)])).id)
+    assert batch.status == "completed", batch
+    folder = server.root / "batches" / batch.id
+    assert not folder.exists(), sorted(p.name for p in folder.iterdir())
+    assert len(lines_of(c, batch.output_file_id)) == 3

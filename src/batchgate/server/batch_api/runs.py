@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import shutil
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -217,6 +218,7 @@ class Runs:
                 await self._run_job(batch_id)
         finally:
             self._places.release(owner)
+        await self._drop_copies(batch_id)
 
     def _stop(self, batch_id: str) -> None:
         """A cancel or an expiry: stop the run's job, or end a run still waiting for a place
@@ -348,6 +350,15 @@ class Runs:
             b.status, at = "completed", "completed_at"
         b.times[at] = p.now()
         self._save_end(b)
+        await self._drop_copies(batch_id)
+
+    async def _drop_copies(self, batch_id: str) -> None:
+        """An ended batch's folder (its input copy, the job's output) removed, in a thread: its
+        results are read from the store and its files (issue 40: copies were never cleaned up).
+        A native job's folder stays: `retry` runs its failed items again from it."""
+        b = self.parts.registry.get_batch(batch_id)
+        if b is not None and b.kind != "job" and b.status in ENDED:
+            await asyncio.to_thread(shutil.rmtree, self.parts.folder / batch_id, ignore_errors=True)
 
     def _save_end(self, b: BatchRecord) -> None:
         """The run's end, with its callback event (to its terms' URL or its metadata's) in one transaction."""
