@@ -22,6 +22,9 @@ EMBEDDINGS = "embeddings"
 RESPONSES = "responses"
 COMPLETIONS = "completions"
 ENDPOINT_KEY = "batchgate:endpoint"  # not a field any provider has: a colon is never in one
+# An Anthropic-shaped line's params, kept whole beside their OpenAI translation: an Anthropic target
+# is sent them as given (nothing removed); other targets the translation (`messages_in`)
+MESSAGES_PARAMS = "batchgate:messages"
 PATHS = {
     CHAT: "/v1/chat/completions",
     EMBEDDINGS: "/v1/embeddings",
@@ -67,6 +70,7 @@ def wire_body(body: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """`(path under /v1, payload)`: where a body is sent and what is sent (no batchgate key)."""
     payload = dict(body)
     endpoint = payload.pop(ENDPOINT_KEY, CHAT)
+    payload.pop(MESSAGES_PARAMS, None)
     path = _WIRE_PATHS.get(endpoint) if isinstance(endpoint, str) else None
     return path or _WIRE_PATHS[CHAT], payload
 

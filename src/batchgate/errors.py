@@ -315,3 +315,13 @@ _KIND: dict[type[BaseException], str] = {
     NoTargetLeft: "no_target",
     RouteStopped: "route_stopped",
 }
+
+
+class UnsupportedField(ConfigError):
+    """A request field the target cannot carry (no equivalent on its wire): refused at validation,
+    before the job exists, never dropped. `field` names it, `target_kind` the provider kind."""
+
+    def __init__(self, field: str, target_kind: str, reason: str) -> None:
+        self.field, self.target_kind = field, target_kind
+        self.file, self.key, self.reason = target_kind, field, reason
+        BatchgateError.__init__(self, f"field {field!r} cannot be sent to {target_kind}: {reason}")

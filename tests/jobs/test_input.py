@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from batchgate.endpoints import MESSAGES_PARAMS
 from batchgate.errors import InputError
 from batchgate.jobs.io.input import InputProblem, file_sha256, read_tasks, validate_input
 from batchgate.jobs.store.protocol import TaskSpec
@@ -75,6 +76,7 @@ def test_anthropic_line_is_normalised(tmp_path: Path) -> None:
     }
     task = one_task(tmp_path, {"custom_id": "a1", "params": params})
     assert task.custom_id == "a1"
+    assert task.body.pop(MESSAGES_PARAMS) == params  # kept whole for an Anthropic target
     assert task.body == {
         "model": "claude-x",
         "messages": [

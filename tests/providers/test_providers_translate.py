@@ -88,10 +88,11 @@ def test_refusal_names_the_provider() -> None:
     [
         ({"messages": "hi"}, "non-empty list"),
         ({"messages": [{"role": "system", "content": "only system"}]}, "no user message"),
-        ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n=2"),
-        ({"messages": [{"role": "user", "content": "x"}], "stream": True}, "streaming"),
-        ({"messages": [{"role": "user", "content": "x"}], "tools": []}, "'tools'"),
-        ({"messages": [{"role": "tool", "content": "x"}]}, "role 'tool'"),
+        ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "field 'n'"),
+        ({"messages": [{"role": "user", "content": "x"}], "stream": True}, "field 'stream'"),
+        ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "custom"}]}, "field 'tools'"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "tool_call_id"),
+            ({"messages": [{"role": "function", "content": "x"}]}, "role 'function'"),
         ({"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]}, "'input_audio'"),
         ({"messages": [{"role": "user", "content": None}]}, "content must be"),
         ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, "max_tokens"),
@@ -106,10 +107,11 @@ def test_untranslatable_requests_are_refused_clearly(body: dict[str, Any], reaso
         to_anthropic(body)
 
 
-def test_n_of_one_is_accepted_and_dropped() -> None:
-    out = to_anthropic({"messages": [{"role": "user", "content": "x"}], "n": 1, "seed": 3})
+def test_n_of_one_is_accepted_and_a_seed_refused() -> None:
+    out = to_anthropic({"messages": [{"role": "user", "content": "x"}], "n": 1})
     assert "n" not in out
-    assert "seed" not in out
+    with pytest.raises(BadRequestError, match="field 'seed'"):
+        to_anthropic({"messages": [{"role": "user", "content": "x"}], "seed": 3})
 
 
 def test_content_parts_become_text_and_image_blocks() -> None:

@@ -8,13 +8,18 @@ Requests enter batchgate in the OpenAI shape; `openai_to_anthropic` builds the M
   with an assistant message is refused;
 - text parts become text blocks, `image_url` parts become image blocks (data URLs as base64);
 - `max_completion_tokens` (or `max_tokens`, or the provider's default) becomes `max_tokens`;
-  `temperature`, `top_p` pass through; `stop` (a string or a list) becomes `stop_sequences`;
-  `user` becomes `metadata.user_id`; `n` above 1, streaming, tools and `tool` messages are refused.
-  Other OpenAI-only fields (seed, penalties, logprobs, ...) are dropped.
+  `temperature`, `top_p`, `top_k` pass through; `stop` (a string or a list) becomes
+  `stop_sequences`; `user` becomes `metadata.user_id`; tools, tool choices, tool calls and
+  results, `response_format` and `reasoning_effort` as `translate_tools` says.
+
+Every other field is in `REFUSED` (or unknown): `check_fields` raises `UnsupportedField` naming
+it (validation refuses the line before the job exists: `providers.fields`), unless its value
+means nothing here (`n: 1`, `logprobs: false`, ...). A body holding `MESSAGES_PARAMS` (an
+Anthropic-shaped line) is sent as its params, whole.
 
 `anthropic_to_openai` turns a Messages response into a `chat.completion` body whose usage counts
 cache reads and writes as prompt tokens and reports cache reads as `cached_tokens`.
-Refusals raise `BadRequestError`; a response that is not a Messages response raises `ValueError`.
+Refusals raise `BadRequestError` at send time; a response that is not a Messages response raises `ValueError`.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from typing import Any
 
 import orjson
 
-from batchgate.endpoints import CHAT, PATHS, endpoint_of
-from batchgate.errors import BadRequestError
+from batchgate.endpoints import CHAT, ENDPOINT_KEY, MESSAGES_PARAMS, PATHS, endpoint_of
+from batchgate.errors import BadRequestError, UnsupportedField
+from batchgate.providers import translate_tools as tt
 
 FINISH_REASONS: Mapping[str, str] = {
     "end_turn": "stop",
@@ -37,19 +43,81 @@ FINISH_REASONS: Mapping[str, str] = {
 }
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _CHAT_ROLES = frozenset({"user", "assistant"})
-_UNSUPPORTED = ("tools", "tool_choice", "functions", "function_call")
+CARRIED: frozenset[str] = frozenset(
+    {
+        "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
+        "stop", "user", "tools", "tool_choice", "parallel_tool_calls", "response_format",
+        "reasoning_effort",
+    }
+)  # fmt: skip
+_NONE = "Anthropic Messages has no equivalent"
+REFUSED: Mapping[str, str] = {
+    "n": "Anthropic returns one choice (only n: 1 is carried)",
+    "stream": "streamed answers are not translated (only stream: false)",
+    "stream_options": "streamed answers are not translated",
+    "seed": f"{_NONE} (no seeded sampling)",
+    "frequency_penalty": f"{_NONE} (only 0 is carried)",
+    "presence_penalty": f"{_NONE} (only 0 is carried)",
+    "logit_bias": _NONE,
+    "logprobs": f"{_NONE} (only logprobs: false is carried)",
+    "top_logprobs": _NONE,
+    "functions": "deprecated; give them as tools",
+    "function_call": "deprecated; give it as tool_choice",
+    "audio": _NONE,
+    "modalities": f"{_NONE} (text output only)",
+    "prediction": _NONE,
+    "web_search_options": "give Anthropic's web search tool in an Anthropic-shaped line",
+    "service_tier": "OpenAI's service tiers are not Anthropic's (only auto is carried)",
+    "store": "Anthropic stores no completions (only store: false is carried)",
+    "metadata": "Anthropic takes only a user id (give it as user)",
+    "prompt_cache_key": "Anthropic caches by cache_control breakpoints, not keys",
+    "prompt_cache_retention": _NONE,
+    "safety_identifier": "give it as user",
+    "verbosity": _NONE,
+}
+# values of refused fields that ask for nothing Anthropic would not do anyway
+_NEUTRAL: Mapping[str, tuple[Any, ...]] = {
+    "n": (1,), "stream": (False,), "logprobs": (False,), "store": (False,), "service_tier": ("auto",),
+    "frequency_penalty": (0,), "presence_penalty": (0,), "modalities": (["text"],),
+}  # fmt: skip
+_OWN = frozenset({ENDPOINT_KEY, MESSAGES_PARAMS})
+_MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id"})
 
 _Refuse = Callable[[str], BadRequestError]
+
+
+def check_fields(body: Mapping[str, Any]) -> None:
+    """Raise `UnsupportedField` for the first top-level field Messages cannot carry."""
+    for name, value in body.items():
+        if value is None or name in CARRIED or name in _OWN:
+            continue
+        if any(value == v and type(value) is type(v) for v in _NEUTRAL.get(name, ())):
+            continue
+        raise UnsupportedField(name, tt.TARGET, REFUSED.get(name, "not a chat field batchgate can translate"))
 
 
 def openai_to_anthropic(
     body: Mapping[str, Any], *, model: str, default_max_tokens: int, provider: str = ""
 ) -> dict[str, Any]:
-    """The Anthropic Messages body for an OpenAI Chat Completions body."""
+    """The Anthropic Messages body for an OpenAI Chat Completions body (an Anthropic-shaped line's
+    params whole, with the target's model)."""
 
     def refuse(reason: str) -> BadRequestError:
         where = f"{provider}: " if provider else ""
         return BadRequestError(f"{where}cannot translate to Anthropic Messages: {reason}", provider=provider)
+
+    params = body.get(MESSAGES_PARAMS)
+    if isinstance(params, Mapping):
+        return {**params, "model": model, "max_tokens": params.get("max_tokens") or default_max_tokens}
+    try:
+        return _to_messages(body, model, default_max_tokens, refuse)
+    except UnsupportedField as exc:
+        raise refuse(exc.message) from None
+
+
+def _to_messages(
+    body: Mapping[str, Any], model: str, default_max_tokens: int, refuse: _Refuse
+) -> dict[str, Any]:
 
     endpoint = endpoint_of(body)
     if endpoint != CHAT:
@@ -57,22 +125,14 @@ def openai_to_anthropic(
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise refuse("'messages' must be a non-empty list")
-    for name in _UNSUPPORTED:
-        if body.get(name) is not None:
-            raise refuse(f"'{name}' is not supported")
-    if body.get("stream"):
-        raise refuse("streaming is not supported")
-    n = body.get("n")
-    if n is not None and n != 1:
-        raise refuse(f"n={n!r} is not supported (Anthropic returns one choice)")
-
+    check_fields(body)
     system, turns = _turns(messages, refuse)
-
-    out: dict[str, Any] = {"model": model, "max_tokens": _max_tokens(body, default_max_tokens, refuse)}
+    max_tokens = _max_tokens(body, default_max_tokens, refuse)
+    out: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     if system:
         out["system"] = "\n\n".join(system)
     out["messages"] = turns
-    for name in ("temperature", "top_p"):
+    for name in ("temperature", "top_p", "top_k"):
         value = body.get(name)
         if value is not None:
             out[name] = value
@@ -82,7 +142,28 @@ def openai_to_anthropic(
     user = body.get("user")
     if isinstance(user, str) and user:
         out["metadata"] = {"user_id": user}
+    _tooling(body, out, max_tokens)
     return out
+
+
+def _tooling(body: Mapping[str, Any], out: dict[str, Any], max_tokens: int) -> None:
+    """tools, tool_choice, response_format and reasoning_effort (`translate_tools`)."""
+    if body.get("tools") is not None:
+        out["tools"] = tt.tools(body["tools"])
+    choice = tt.tool_choice(body)
+    forced = tt.response_tool(body.get("response_format"))
+    thinking = tt.thinking(body.get("reasoning_effort"), max_tokens)
+    if forced is not None:
+        if out.get("tools") or choice is not None:
+            raise UnsupportedField("response_format", tt.TARGET, "it is a forced tool: no tools beside it")
+        if thinking is not None:
+            raise UnsupportedField("response_format", tt.TARGET, "no tool can be forced while thinking")
+        out["tools"] = [forced]
+        choice = {"type": "tool", "name": tt.RESPONSE_TOOL}
+    if choice is not None:
+        out["tool_choice"] = choice
+    if thinking is not None:
+        out["thinking"] = thinking
 
 
 def _turns(messages: list[Any], refuse: _Refuse) -> tuple[list[str], list[dict[str, Any]]]:
@@ -93,22 +174,39 @@ def _turns(messages: list[Any], refuse: _Refuse) -> tuple[list[str], list[dict[s
         if not isinstance(message, Mapping):
             raise refuse(f"messages[{i}] must be an object")
         role = message.get("role")
-        content = message.get("content")
+        for key in message:
+            if key not in _MESSAGE_KEYS and message[key] is not None:
+                raise UnsupportedField(f"messages[{i}].{key}", tt.TARGET, _NONE)
         if role in _SYSTEM_ROLES:
-            system.append(_plain_text(content, i, refuse))
+            system.append(_plain_text(message.get("content"), i, refuse))
             continue
-        if role not in _CHAT_ROLES:
+        if role not in _CHAT_ROLES and role != "tool":
             raise refuse(f"messages[{i}].role {role!r} is not supported")
+        role, content = _turn_content(message, i, refuse)
         if turns and turns[-1]["role"] == role:
             previous = turns[-1]
-            previous["content"] = _as_blocks(previous["content"]) + _blocks(content, i, refuse)
+            previous["content"] = _as_blocks(previous["content"]) + _as_blocks(content)
             continue
         if not turns and role != "user":
             raise refuse("the first non-system message must come from the user")
-        turns.append({"role": role, "content": _content(content, i, refuse)})
+        turns.append({"role": role, "content": content})
     if not turns:
         raise refuse("there is no user message")
     return system, turns
+
+
+def _turn_content(message: Mapping[str, Any], i: int, refuse: _Refuse) -> tuple[str, Any]:
+    """A user or assistant message's content (an assistant's tool calls as `tool_use` blocks), or
+    a `tool` message as the user turn holding its `tool_result` block."""
+    if message.get("role") == "tool":
+        return "user", [tt.tool_result_block(message, i)]
+    content = message.get("content")
+    if message.get("tool_calls") is None:
+        return message["role"], _content(content, i, refuse)
+    if message.get("role") != "assistant":
+        raise UnsupportedField(f"messages[{i}].tool_calls", tt.TARGET, "only an assistant calls tools")
+    text = [] if content in (None, "", []) else _blocks(content, i, refuse)
+    return "assistant", text + tt.tool_use_blocks(message, i)
 
 
 def _stop_sequences(stop: Any, refuse: _Refuse) -> list[str]:
@@ -227,6 +325,8 @@ def anthropic_to_openai(resp: Mapping[str, Any], *, model: str, created: int) ->
         message["tool_calls"] = tool_calls
     stop_reason = resp.get("stop_reason")
     finish = FINISH_REASONS.get(stop_reason, "stop") if isinstance(stop_reason, str) else None
+    if tt.answer_of_tool(message) and finish == "tool_calls":  # response_format's forced tool
+        finish = "stop"
     prompt_tokens = input_tokens + cache_read + cache_write
     resp_model = resp.get("model")
     return {

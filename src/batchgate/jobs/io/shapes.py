@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchgate.endpoints import CHAT, ENDPOINT_KEY, PATHS, endpoint_for_url, request_problem
+from batchgate.endpoints import CHAT, ENDPOINT_KEY, MESSAGES_PARAMS, PATHS, endpoint_for_url, request_problem
+from batchgate.messages_in import MessagesShapeError, messages_to_chat
 from batchgate.request_fields import OUT_LINE_KEYS, OWN_FIELDS, TASK_METADATA
 
 IGNORED_KEYS = frozenset({"error", "batchgate"})
@@ -119,59 +120,14 @@ def _from_plain(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _from_anthropic(params: Any) -> dict[str, Any]:
-    if not isinstance(params, dict):
-        raise ShapeError("params must be a JSON object")
-    body: dict[str, Any] = {"model": params.get("model")}
-    messages: list[dict[str, Any]] = []
-    system = params.get("system")
-    if system is not None:
-        messages.append({"role": "system", "content": _flatten(system, "params.system", system=True)})
-    raw = params.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise ShapeError("params.messages must be a non-empty list")
-    for i, message in enumerate(raw):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise ShapeError(f"params.messages[{i}] must be an object with a string role")
-        content = _flatten(message.get("content"), f"params.messages[{i}].content", system=False)
-        messages.append({"role": message["role"], "content": content})
-    body["messages"] = messages
-    for key in ("max_tokens", "temperature", "top_p"):
-        if key in params:
-            body[key] = params[key]
-    if "stop_sequences" in params:
-        body["stop"] = params["stop_sequences"]
+    """The OpenAI body Messages params mean, the params kept whole beside it (an Anthropic target is
+    sent them as given; what another target cannot carry is refused at validation: `fields`)."""
+    try:
+        body = messages_to_chat(params)
+    except MessagesShapeError as exc:
+        raise ShapeError(str(exc)) from None
+    body[MESSAGES_PARAMS] = params
     return body
-
-
-def _flatten(content: Any, where: str, *, system: bool) -> Any:
-    """A string stays; all-text blocks join into one string; images become OpenAI image parts."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list) or not content:
-        raise ShapeError(f"{where} must be a string or a non-empty list of content blocks")
-    if all(
-        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in content
-    ):
-        return "\n".join(b["text"] for b in content)
-    if system:
-        raise ShapeError(f"{where} may hold only text blocks")
-    return [_part(block, f"{where}[{i}]") for i, block in enumerate(content)]
-
-
-def _part(block: Any, where: str) -> dict[str, Any]:
-    if not isinstance(block, dict):
-        raise ShapeError(f"{where} must be an object")
-    kind = block.get("type")
-    if kind == "text" and isinstance(block.get("text"), str):
-        return {"type": "text", "text": block["text"]}
-    source = block.get("source")
-    if kind == "image" and isinstance(source, dict):
-        if source.get("type") == "base64":
-            url = f"data:{source.get('media_type')};base64,{source.get('data')}"
-            return {"type": "image_url", "image_url": {"url": url}}
-        if source.get("type") == "url" and isinstance(source.get("url"), str):
-            return {"type": "image_url", "image_url": {"url": source["url"]}}
-    raise ShapeError(f"{where}: unsupported content block type {kind!r}")
 
 
 def _check_body(body: dict[str, Any], *, any_model: bool = False) -> None:
