@@ -18,8 +18,17 @@ from typing import Any
 
 import orjson
 
+from batchgate import messages_in
 from batchgate.config import ProviderConfig, Secret, TimeoutConfig
-from batchgate.endpoints import CHAT, COMPLETIONS, EMBEDDINGS, RESPONSES, endpoint_of, wire_body
+from batchgate.endpoints import (
+    CHAT,
+    COMPLETIONS,
+    EMBEDDINGS,
+    MESSAGES_PARAMS,
+    RESPONSES,
+    endpoint_of,
+    wire_body,
+)
 from batchgate.errors import BadRequestError
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
@@ -131,6 +140,9 @@ class OpenAIClient:
         """Send one chat request for `model`; the response, or a `ProviderError`."""
         if body.get("stream"):
             raise BadRequestError(f"{self.name}: streaming requests are not supported", provider=self.name)
+        params = body.get(MESSAGES_PARAMS)  # an Anthropic-shaped request: sent as its translation
+        if params is not None and (found := messages_in.refusal(params, self.kind)) is not None:
+            raise BadRequestError(f"{self.name}: {found.message}", provider=self.name)
         endpoint = endpoint_of(body)
         path, payload = wire_body(body)
         payload["model"] = self.wire_model(model)

@@ -24,6 +24,7 @@ Refusals raise `BadRequestError` at send time; a response that is not a Messages
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -94,6 +95,17 @@ def check_fields(body: Mapping[str, Any]) -> None:
         if any(value == v and type(value) is type(v) for v in _NEUTRAL.get(name, ())):
             continue
         raise UnsupportedField(name, tt.TARGET, REFUSED.get(name, "not a chat field batchgate can translate"))
+
+
+def translate_fields(body: Mapping[str, Any], default_max_tokens: int) -> None:
+    """Translate `body` as the client will, raising `UnsupportedField` for the first field (top
+    level or nested) Messages cannot carry; other problems are left for the send to report."""
+
+    def refuse(reason: str) -> BadRequestError:
+        return BadRequestError(reason)
+
+    with contextlib.suppress(BadRequestError):
+        _to_messages(body, "", default_max_tokens, refuse)
 
 
 def openai_to_anthropic(

@@ -45,6 +45,7 @@ from batchgate.errors import (
 from batchgate.gateway import Gateway
 from batchgate.jobs.io.shapes import ShapeError, live_body
 from batchgate.models import Result
+from batchgate.providers.fields import route_refusal
 from batchgate.server.batch_api.anthropic_api import message_of
 from batchgate.server.door.request_body import json_object
 from batchgate.server.proxy import live_stream
@@ -113,6 +114,8 @@ class LiveApi:
                 code="model_not_found",
                 param="model",
             )
+        if (refused := route_refusal(self.gateway.config, body)) is not None:  # never dropped
+            raise ServiceRequestError(400, refused)
         result = await self.gateway.arun(body, urgent=True)
         if not result.ok:
             raise refusal(result.error)
