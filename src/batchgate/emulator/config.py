@@ -28,6 +28,7 @@ from batchgate.emulator.modes import (
     read_neighbours,
     read_output_charge,
 )
+from batchgate.emulator.wire_fields import read_refuse_unknown
 from batchgate.errors import ConfigError
 
 Family = Literal["openai", "anthropic", "azure"]
@@ -133,6 +134,7 @@ class ProviderConfig:
     faults: FaultRates = field(default_factory=FaultRates)
     batch: BatchConfig = field(default_factory=BatchConfig)
     reject_fields: tuple[str, ...] = ()  # body fields refused with a 400, as strict providers do
+    refuse_unknown_fields: bool = False  # a 400 for any field the wire does not know (wire_fields)
     enforcement: Enforcement = field(default_factory=Enforcement)
     charge: Charge = field(default_factory=Charge)
     headers: HeaderStyle = "minute"
@@ -255,7 +257,7 @@ class _Reader:
             "name", "family", "api_key", "models", "limits", "enforced", "limit_changes",
             "default_max_tokens", "concurrency", "latency", "faults", "batch", "reject_fields",
             "enforcement", "charge", "headers", "output_charge", "model_limits",
-            "neighbours", "refused_models",
+            "neighbours", "refused_models", "refuse_unknown_fields",
         )  # fmt: skip
         m = self.mapping(value, key, allowed)
         name = m.get("name")
@@ -298,6 +300,7 @@ class _Reader:
             model_limits=self.model_limits(m.get("model_limits"), f"{key}.model_limits", family),
             neighbours=read_neighbours(m.get("neighbours"), self.source, f"{key}.neighbours"),
             refused_models=read_refused_models(m, self.source, key, family),
+            refuse_unknown_fields=read_refuse_unknown(m, self.source, key),
         )
 
     def model_limits(self, value: Any, key: str, family: str) -> tuple[tuple[tuple[str, ...], Limits], ...]:

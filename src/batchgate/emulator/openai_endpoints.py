@@ -27,6 +27,8 @@ from batchgate.emulator.content import answer, content_text, fit
 from batchgate.emulator.limiter import RequestCost
 from batchgate.emulator.openai_api import MAX_N, OpenAIFamily, _int_param, _invalid, _wrong_type, body_model
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest
+from batchgate.emulator.wire_fields import message as unknown_message
+from batchgate.emulator.wire_fields import unknown_field
 
 PATHS = {
     "chat": "/v1/chat/completions",
@@ -60,6 +62,11 @@ def token_array_text(tokens: list[int]) -> str:
 def parse_for(family: Family, endpoint: str, body: Any, provider: ProviderConfig) -> ParsedRequest:
     """A body validated as the live endpoint validates it: the OpenAI family's by `endpoint`, the
     others' by their family (the live server and the Batch APIs both parse through here)."""
+    if provider.refuse_unknown_fields and (name := unknown_field(body, family.name, endpoint)):
+        param, code = (None, None) if family.name == "anthropic" else (name, "unknown_parameter")
+        raise ApiError(
+            400, "invalid_request_error", unknown_message(family.name, name), param=param, code=code
+        )
     if isinstance(family, OpenAIFamily):
         return parse_request(family, endpoint, body, provider)
     return family.parse(body, provider)

@@ -130,20 +130,34 @@ def batch_object(b: BatchRecord, counts: dict[str, int], origin: str) -> dict[st
 def message_of(body: dict[str, Any], custom_id: str) -> dict[str, Any]:
     """An OpenAI chat completion (what the gateway returns for any provider) as an Anthropic message."""
     choice = (body.get("choices") or [{}])[0]
-    text = (choice.get("message") or {}).get("content") or ""
+    message = choice.get("message") or {}
+    text = message.get("content") or ""
     usage = body.get("usage") or {}
+    cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
     raw_id = str(body.get("id") or custom_id)
+    calls = [_tool_use(c) for c in message.get("tool_calls") or []]
     return {
         "id": "msg_" + hashlib.blake2b(raw_id.encode(), digest_size=12).hexdigest(),
         "type": "message",
         "role": "assistant",
         "model": body.get("model") or "",
-        "content": [{"type": "text", "text": text}],
+        "content": [{"type": "text", "text": text}] * bool(text or not calls) + calls,
         "stop_reason": _STOP.get(choice.get("finish_reason") or "stop", "end_turn"),
         "stop_sequence": None,
-        "usage": {"input_tokens": int(usage.get("prompt_tokens", 0)),
-                  "output_tokens": int(usage.get("completion_tokens", 0))},
+        "usage": {"input_tokens": int(usage.get("prompt_tokens", 0)) - cached,
+                  "output_tokens": int(usage.get("completion_tokens", 0)),
+                  "cache_read_input_tokens": cached},
     }  # fmt: skip
+
+
+def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI tool call as a `tool_use` block (its arguments parsed back into `input`)."""
+    function = call.get("function") or {}
+    try:
+        arguments = orjson.loads(function.get("arguments") or "{}")
+    except orjson.JSONDecodeError:
+        arguments = {"arguments": function.get("arguments")}
+    return {"type": "tool_use", "id": call.get("id"), "name": function.get("name"), "input": arguments}
 
 
 def result_line(t: TaskRecord, b: BatchRecord) -> bytes:

@@ -55,10 +55,13 @@ async def anthropic_events(
              "usage": {"input_tokens": usage.get("input_tokens", 0), "output_tokens": 0}}  # fmt: skip
     await _event(response, "message_start", {"type": "message_start", "message": start})
     for i, block in enumerate(message.get("content") or []):
-        empty = {"type": "text", "text": ""}
+        empty: dict[str, Any] = {"type": "text", "text": ""}
+        delta = {"type": "text_delta", "text": block.get("text") or ""}
+        if block.get("type") == "tool_use":  # a tool call streams its input as JSON deltas
+            empty = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": orjson.dumps(block.get("input")).decode()}
         await _event(response, "content_block_start", {"type": "content_block_start", "index": i,
                                                        "content_block": empty})  # fmt: skip
-        delta = {"type": "text_delta", "text": block.get("text") or ""}
         await _event(response, "content_block_delta", {"type": "content_block_delta", "index": i,
                                                        "delta": delta})  # fmt: skip
         await _event(response, "content_block_stop", {"type": "content_block_stop", "index": i})
