@@ -92,7 +92,7 @@ def test_refusal_names_the_provider() -> None:
         ({"messages": [{"role": "user", "content": "x"}], "stream": True}, "field 'stream'"),
         ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "custom"}]}, "field 'tools'"),
         ({"messages": [{"role": "tool", "content": "x"}]}, "tool_call_id"),
-            ({"messages": [{"role": "function", "content": "x"}]}, "role 'function'"),
+        ({"messages": [{"role": "function", "content": "x"}]}, "role 'function'"),
         ({"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]}, "'input_audio'"),
         ({"messages": [{"role": "user", "content": None}]}, "content must be"),
         ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, "max_tokens"),
