@@ -89,11 +89,18 @@ def test_a_json_schema_format_becomes_a_forced_tool() -> None:
     assert "tools" not in to_messages({"input": "hi", "text": {"format": {"type": "text"}}})
 
 
-def test_fields_that_change_no_answer_are_dropped() -> None:
-    body = {"input": "hi", "store": True, "metadata": {"k": "v"}, "truncation": "disabled", "user": "u1"}
+def test_fields_that_ask_for_nothing_messages_would_not_do_are_carried_as_nothing() -> None:
+    body = {"input": "hi", "store": True, "truncation": "disabled", "user": "u1", "service_tier": "auto"}
     out = to_messages(body)
     assert out["metadata"] == {"user_id": "u1"}
     assert set(out) == {"model", "max_tokens", "messages", "metadata"}
+
+
+@pytest.mark.parametrize(
+    "extra", [{"metadata": {"k": "v"}}, {"prompt_cache_key": "k"}, {"service_tier": "flex"}]
+)
+def test_fields_without_a_messages_equivalent_are_refused_not_dropped(extra: dict[str, Any]) -> None:
+    assert responses_problem({"input": "hi", **extra}) is not None
 
 
 @pytest.mark.parametrize(

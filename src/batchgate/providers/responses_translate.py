@@ -15,8 +15,10 @@ requests"):
   schema, forced with `tool_choice`: the Messages API's way to make the answer a JSON object of
   that schema (its `tool_use` block's `input`), available in `anthropic-version: 2023-06-01` on
   every model; the answer's JSON comes back as the `output_text`;
-- `store`, `metadata`, `service_tier`, `parallel_tool_calls`, `prompt_cache_key` and
-  `truncation: "disabled"` change nothing an answer says and are dropped.
+- `store` (true by default: the answer is the same, only not kept by OpenAI), `parallel_tool_calls`
+  (no tools are carried), `service_tier: "auto"` and `truncation: "disabled"` ask for nothing
+  Messages would not do: they are carried as nothing. `metadata`, `prompt_cache_key` and other
+  service tiers have no equivalent and are refused like any other field.
 
 Every other field (built-in and function tools, `reasoning`, `previous_response_id`,
 `conversation`, `include`, `background`, streaming, …) and every other input item or part type
@@ -41,7 +43,7 @@ from batchgate.providers.translate import anthropic_to_openai, openai_to_anthrop
 
 SCHEMA_TOOL = "json_output"  # the forced tool's name when `text.format` gives none
 _PASSED = frozenset({"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "user"})
-_DROPPED = frozenset({"store", "metadata", "service_tier", "parallel_tool_calls", "prompt_cache_key"})
+_NEUTRAL = frozenset({"store", "parallel_tool_calls"})  # any value: nothing Messages would not do
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 
@@ -134,7 +136,9 @@ _Schema = tuple[str, str, dict[str, Any]]
 def _as_chat(body: Mapping[str, Any]) -> tuple[dict[str, Any], _Schema | None]:
     """The chat body a Responses body means, and the JSON schema its answer must follow (if any)."""
     for name, value in body.items():
-        if name in _PASSED or name in _DROPPED or name in (ENDPOINT_KEY, "text", "truncation", "stream"):
+        if name in _PASSED or name in _NEUTRAL or name in (ENDPOINT_KEY, "text", "truncation", "stream"):
+            continue
+        if name == "service_tier" and value in ("auto", "default"):
             continue
         if value is not None:
             raise Untranslatable(f"field {name!r} has no Messages equivalent")
