@@ -70,6 +70,7 @@ def test_a_field_anthropic_cannot_carry_is_refused_by_name(body: dict[str, Any],
 
 def test_neutral_values_are_carried() -> None:
     body = {"model": "m", "messages": USER, "n": 1, "logprobs": False, "store": False, "stream": False}
+    body |= {"frequency_penalty": 0.0, "presence_penalty": 0}
     assert fields.refusal(body, "anthropic") is None
     assert set(to_anthropic(body)) == {"model", "max_tokens", "messages"}
 

@@ -92,7 +92,7 @@ def check_fields(body: Mapping[str, Any]) -> None:
     for name, value in body.items():
         if value is None or name in CARRIED or name in _OWN:
             continue
-        if any(value == v and type(value) is type(v) for v in _NEUTRAL.get(name, ())):
+        if any(value == v and isinstance(value, bool) == isinstance(v, bool) for v in _NEUTRAL.get(name, ())):
             continue
         raise UnsupportedField(name, tt.TARGET, REFUSED.get(name, "not a chat field batchgate can translate"))
 
