@@ -141,6 +141,17 @@ def table() -> str:
             *head,
             *anthropic,
             "",
+            "## Answers",
+            "",
+            "An Anthropic answer comes back as a `chat.completion`: `tool_use` blocks as `tool_calls`,",
+            "stop reasons as finish reasons (`end_turn`, `stop_sequence` → `stop`, `max_tokens` →",
+            "`length`, `tool_use` → `tool_calls`, `refusal` → `content_filter`), a forced",
+            "`response_format` tool's input as the message content (finish `stop`), cache reads",
+            "and writes in `prompt_tokens` with reads as `cached_tokens`. Anthropic counts thinking",
+            "inside `output_tokens` and reports no split, so no `reasoning_tokens` is invented. The",
+            "proxy's `/v1/messages` answers in the Anthropic shape: tool calls as `tool_use` blocks,",
+            "`cached_tokens` as `cache_read_input_tokens`.",
+            "",
         ]
     )
 
