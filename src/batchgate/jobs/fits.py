@@ -19,7 +19,7 @@ from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.endpoints import CHAT, PATHS, RESPONSES, endpoint_of
 from batchgate.models import Cost, requested_output_tokens
 from batchgate.providers.base import make_token_counter
-from batchgate.providers.fields import route_refusal
+from batchgate.providers.fields import targets_refusal
 from batchgate.providers.responses_translate import responses_problem
 from batchgate.quota.limits import DIMENSIONS, QuotaLimits, cost_amounts
 from batchgate.tokens import TokenCounter, chat_framing, iter_prompt_text, token_array_tokens
@@ -40,7 +40,6 @@ class RouteFit:
 
     def __init__(self, config: GatewayConfig, *, endpoint: str | None = None) -> None:
         self._endpoint = endpoint  # a batch's one endpoint (serve's /v1/batches); None: any
-        self._config = config
         self._counters: dict[str, TokenCounter] = {p.name: make_token_counter(p) for p in config.providers}
         self._limits = {
             p.name: QuotaLimits(
@@ -94,7 +93,7 @@ class RouteFit:
             return f"url {PATHS[endpoint]} does not match the batch's endpoint {PATHS[self._endpoint]}"
         if endpoint != CHAT:
             return self._endpoint_problem(model, body)
-        if (refused := route_refusal(self._config, body)) is not None:
+        if (refused := targets_refusal(self._routes[model], body)) is not None:
             return refused
         output = requested_output_tokens(body, self._default_out[model])
         if prompt_upper_bound(body) + output <= self._floor[model]:

@@ -15,11 +15,11 @@ other kind it goes as the OpenAI body it means, refused where that body cannot c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from batchgate import messages_in
-from batchgate.config import GatewayConfig
+from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.endpoints import CHAT, MESSAGES_PARAMS, endpoint_of
 from batchgate.errors import UnsupportedField
 from batchgate.providers import translate
@@ -82,16 +82,20 @@ def route_refusal(config: GatewayConfig, body: Mapping[str, Any]) -> str | None:
     """Why some target of the chat body's route cannot carry one of its fields (one line naming
     the field and the target), or None — a route with such a target would fail over to it."""
     model = body.get("model")
-    if endpoint_of(body) != CHAT or not isinstance(model, str):
-        return None
     for route in config.routes:
-        if route.model != model:
-            continue
-        for target in route.targets:
-            p = config.provider(target.provider)
-            found = refusal(body, p.kind, p.default_max_tokens)
-            if found is not None:
-                return f"{found.message} (target {p.name!r} of route {model!r})"
+        if route.model == model:
+            return targets_refusal([config.provider(t.provider) for t in route.targets], body)
+    return None
+
+
+def targets_refusal(providers: Sequence[ProviderConfig], body: Mapping[str, Any]) -> str | None:
+    """`route_refusal` for the route's providers, known already (validation's `RouteFit`)."""
+    if endpoint_of(body) != CHAT:
+        return None
+    for p in providers:
+        found = refusal(body, p.kind, p.default_max_tokens)
+        if found is not None:
+            return f"{found.message} (target {p.name!r} of route {body.get('model')!r})"
     return None
 
 
