@@ -14,6 +14,7 @@ from datetime import date
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
+from batchgate.config.gemini_entry import GEMINI_KEYS, read_vertex
 from batchgate.config.model_limits import read_model_limits
 from batchgate.config.network import NETWORK_KEYS, NetworkSettings, provider_network
 from batchgate.config.schema import (
@@ -26,7 +27,7 @@ from batchgate.config.schema import (
 from batchgate.config.section import Section, type_name
 from batchgate.quota.limits import QuotaLimits
 
-KINDS = ("openai", "anthropic", "azure")
+KINDS = ("openai", "anthropic", "azure", "gemini")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PROVIDER = frozenset(
@@ -47,6 +48,7 @@ _PROVIDER = frozenset(
         "models",
         "deployment",
         "api_version",
+        *GEMINI_KEYS,
         *NETWORK_KEYS,
     }
 )
@@ -103,6 +105,7 @@ def read_provider(
         model_limits=read_model_limits(s, limits.burst_seconds),
         deployment=deployment,
         api_version=api_version,
+        vertex=read_vertex(s, kind),
         network=provider_network(s.data, s.path, s.source, network),
     )
 
