@@ -1,8 +1,8 @@
 """The emulator's configuration: frozen value objects, read once from YAML or a dict and validated.
 
-Every key is checked; an unknown key, a wrong type or an out-of-range value raises
-`ConfigError(file, key_path, reason)` naming the exact path (`providers[1].limits.rpm`).
-The gateway's own config embeds the same shape under `emulator:` via `emulator_config_from_dict`.
+Every key is checked; an unknown key, a wrong type or an out-of-range value raises `ConfigError(file,
+key_path, reason)` naming the exact path (`providers[1].limits.rpm`). The gateway's own config
+embeds the same shape under `emulator:` via `emulator_config_from_dict`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 import yaml
 
@@ -28,9 +28,10 @@ from batchgate.emulator.modes import (
     read_neighbours,
     read_output_charge,
 )
+from batchgate.emulator.strict import read_strict
 from batchgate.errors import ConfigError
 
-Family = Literal["openai", "anthropic", "azure"]
+Family = Literal["openai", "anthropic", "azure", "gemini"]
 Overflow = Literal["queue", "reject"]
 
 FAULT_KINDS: tuple[str, ...] = (
@@ -133,6 +134,7 @@ class ProviderConfig:
     faults: FaultRates = field(default_factory=FaultRates)
     batch: BatchConfig = field(default_factory=BatchConfig)
     reject_fields: tuple[str, ...] = ()  # body fields refused with a 400, as strict providers do
+    refuse_unknown_fields: bool = False  # any field the wire does not know: a 400 (issue 41)
     enforcement: Enforcement = field(default_factory=Enforcement)
     charge: Charge = field(default_factory=Charge)
     headers: HeaderStyle = "minute"
@@ -255,15 +257,15 @@ class _Reader:
             "name", "family", "api_key", "models", "limits", "enforced", "limit_changes",
             "default_max_tokens", "concurrency", "latency", "faults", "batch", "reject_fields",
             "enforcement", "charge", "headers", "output_charge", "model_limits",
-            "neighbours", "refused_models",
+            "neighbours", "refused_models", "refuse_unknown_fields",
         )  # fmt: skip
         m = self.mapping(value, key, allowed)
         name = m.get("name")
         if not isinstance(name, str) or not _NAME.match(name) or name.startswith("_"):
             raise self.fail(f"{key}.name", "must be a name of letters, digits, '.', '_' or '-'")
         family = m.get("family")
-        if family not in ("openai", "anthropic", "azure"):
-            raise self.fail(f"{key}.family", f"must be 'openai', 'anthropic' or 'azure', got {family!r}")
+        if not isinstance(family, str) or family not in get_args(Family):
+            raise self.fail(f"{key}.family", f"must be one of {', '.join(get_args(Family))}, got {family!r}")
         api_key = m.get("api_key")
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise self.fail(f"{key}.api_key", "must be a non-empty string or null")
@@ -277,7 +279,7 @@ class _Reader:
         enforced_limits = None if enforced is None else self.limits(enforced, f"{key}.enforced", family)
         return ProviderConfig(
             name=name,
-            family=family,
+            family=cast("Family", family),
             limits=limits,
             enforced=enforced_limits,
             limit_changes=self.changes(m.get("limit_changes"), f"{key}.limit_changes", family),
@@ -298,6 +300,7 @@ class _Reader:
             model_limits=self.model_limits(m.get("model_limits"), f"{key}.model_limits", family),
             neighbours=read_neighbours(m.get("neighbours"), self.source, f"{key}.neighbours"),
             refused_models=read_refused_models(m, self.source, key, family),
+            refuse_unknown_fields=read_strict(m, self.source, key),
         )
 
     def model_limits(self, value: Any, key: str, family: str) -> tuple[tuple[tuple[str, ...], Limits], ...]:
