@@ -6,7 +6,7 @@ Rules, each from /work/shared/PROTOCOLS.md "Gemini" and Google's references
 (https://ai.google.dev/api/generate-content, https://ai.google.dev/api/embeddings,
 https://ai.google.dev/gemini-api/docs/rate-limits, https://cloud.google.com/apis/design/errors):
 
-- Addresses under `/<name>`: `/v1beta/models/{model}:{action}` (AI Studio) and
+- Addresses under `/<name>`: `/v1beta/models/{model}:{action}` and `/v1/...` (AI Studio) and
   `/v1/projects/{p}/locations/{l}/publishers/google/models/{model}:{action}` (Vertex AI); the
   model is the path's, an action other than the three is a 404 `NOT_FOUND`.
 - The key: `x-goog-api-key`; none is a 403 `PERMISSION_DENIED` ("unregistered
@@ -64,7 +64,7 @@ EMBED_FIELDS: frozenset[str] = frozenset(
     {"model", "content", "taskType", "title", "outputDimensionality", "requests"}
 )
 ACTIONS = {"generateContent": "chat", "embedContent": "embed", "batchEmbedContents": "embeddings"}
-STUDIO_PATH = "/v1beta/models/{target}"
+STUDIO_PATHS = ("/v1beta/models/{target}", "/v1/models/{target}")  # google-genai 3.x sends v1
 VERTEX_PATH = "/v1/projects/{project}/locations/{location}/publishers/google/models/{target}"
 _STATUS = {
     400: "INVALID_ARGUMENT",
@@ -85,7 +85,7 @@ def add_gemini_routes(app: web.Application, rt: EmulatedProvider, serve: Serve) 
         action = request.match_info["target"].rpartition(":")[2]
         return await serve(rt, request, True, ACTIONS.get(action, "chat"))
 
-    for path in (STUDIO_PATH, VERTEX_PATH):
+    for path in (*STUDIO_PATHS, VERTEX_PATH):
         app.router.add_route("*", f"/{rt.name}{path}", handle)
 
 
