@@ -161,7 +161,7 @@ async def test_vertex_path_with_a_google_auth_token() -> None:
             base_url=emu.base_url("gem"),
             vertex=VertexTarget("proj-1", "us-central1"),
         )
-        token = VertexToken("gem", LoopClock(), Credentials(token="ya29.test-token"))
+        token = VertexToken("gem", LoopClock(), Credentials(token="ya29.test-token"))  # type: ignore[no-untyped-call]
         client = GeminiClient(config, transport, TIMEOUTS, token=token)
         answer = await client.send(dict(BODY), model=MODEL)
         assert answer.body["choices"][0]["message"]["content"] == "positive"
