@@ -89,6 +89,15 @@ def add_gemini_routes(app: web.Application, rt: EmulatedProvider, serve: Serve) 
         app.router.add_route("*", f"/{rt.name}{path}", handle)
 
 
+def _check_ranges(config: Mapping[str, Any]) -> None:
+    """temperature in [0, 2] and topP in [0, 1], as the reference gives them."""
+    for names, top in ((("temperature",), 2.0), (("topP", "top_p"), 1.0)):
+        for name in names:
+            value = config.get(name)
+            if value is not None and (not isinstance(value, int | float) or not 0 <= value <= top):
+                raise _invalid(f"* GenerateContentRequest.generation_config.{name}: must be in [0, {top:g}]")
+
+
 def count_text(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
 
@@ -144,8 +153,10 @@ class GeminiFamily(Family):
             raise err
 
     def route_model(self, match_info: Mapping[str, str], query: Mapping[str, str]) -> str | None:
-        """The model of the path's `{model}:{action}` (a 404 for an action Gemini has not)."""
-        return split_target(match_info["target"])[0]
+        """The model of the path's `{model}:{action}` (a 404 for an action Gemini has not); None on
+        the batch and file paths (`emulator.batch.gemini`)."""
+        target = match_info.get("target")
+        return None if target is None else split_target(target)[0]
 
     def parse(self, body: Any, provider: ProviderConfig) -> ParsedRequest:
         return self.parse_at("chat", body, provider)
@@ -198,6 +209,7 @@ class GeminiFamily(Family):
             isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
         ):
             raise _invalid("* GenerateContentRequest.generation_config.max_output_tokens: must be positive")
+        _check_ranges(config)
         n = config.get("candidateCount", config.get("candidate_count", 1))
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 8:
             raise _invalid("* GenerateContentRequest.generation_config.candidate_count: must be 1 to 8")

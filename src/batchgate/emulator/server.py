@@ -87,6 +87,7 @@ class Emulator:
                 p, family, self.config.seed, self.config.window_seconds, now
             )
         app = web.Application(client_max_size=self.config.max_body_bytes)
+        self.batches.register(app, self.runtimes)  # first: Gemini's `:batchGenerateContent` path
         for rt in self.runtimes.values():
             if rt.family.name == "azure":  # Azure's addresses only (azure_api.py)
                 for endpoint, path in AZURE_PATHS:
@@ -105,7 +106,6 @@ class Emulator:
                 app.router.add_route(
                     "*", f"/{rt.name}{path}", self._handler(rt, serves=serves, endpoint=endpoint)
                 )
-        self.batches.register(app, self.runtimes)
         app.router.add_get(f"{OPERATOR_PREFIX}/stats", self._stats_endpoint)
         app.router.add_post(f"{OPERATOR_PREFIX}/reset", self._reset_endpoint)
         app.router.add_get(f"{OPERATOR_PREFIX}/received", self._received_endpoint)
