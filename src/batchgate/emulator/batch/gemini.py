@@ -15,8 +15,8 @@ https://ai.google.dev/api/files):
   by the end (expired, cancelled) are absent.
 - Files: the resumable upload `POST /upload/v1beta/files` (`X-Goog-Upload-Command: start` answers
   `X-Goog-Upload-URL`, then `upload, finalize` with the bytes answers `{"file": {"name", ...}}`),
-  `GET /download/v1beta/files/ID:download?alt=media` the bytes. Every path is served under `v1`
-  too (google-genai 3.x sends `v1`).
+  `GET /download/v1beta/files/ID:download?alt=media` (and without `/download`) the bytes. Every
+  path is served under `v1` too (google-genai 3.x sends `v1`).
 """
 
 from __future__ import annotations
@@ -106,6 +106,7 @@ class GeminiBatchAPI:
             yield ("POST", f"/{v}/batches/{{batch_id}}:cancel", self.cancel)
             yield ("POST", f"/upload/{v}/files", self.upload)
             yield ("GET", f"/download/{v}/files/{{file_id}}:download", self.download)
+            yield ("GET", f"/{v}/files/{{file_id}}:download", self.download)  # where google-genai 3.x asks
 
     async def create(self, request: web.Request) -> web.StreamResponse:
         limit = min(INLINE_MAX_BYTES, self.bp.max_bytes)
