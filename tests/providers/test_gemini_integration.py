@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from aiohttp import web
 from google.oauth2.credentials import Credentials
 
 from batchgate.clock import LoopClock
@@ -22,6 +23,7 @@ from batchgate.providers import make_client
 from batchgate.providers.gemini import GeminiClient
 from batchgate.providers.gemini_auth import VertexToken
 from batchgate.providers.gemini_translate import CARRIED
+from loopback import serving
 from transports import chat_transport, each_transport  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("each_transport")]
@@ -166,3 +168,34 @@ async def test_vertex_path_with_a_google_auth_token() -> None:
         answer = await client.send(dict(BODY), model=MODEL)
         assert answer.body["choices"][0]["message"]["content"] == "positive"
         assert emu.stats()["unrouted"] == 0
+
+
+async def test_a_vertex_token_is_refreshed_through_google_auth_and_reused() -> None:
+    """google-auth's own refresh (an authorized-user credential, its token endpoint on loopback)
+    runs off the loop; the token is fetched once and sent as the bearer of every call."""
+    grants: list[str] = []
+
+    async def token(request: web.Request) -> web.Response:
+        grants.append((await request.post())["grant_type"])  # type: ignore[arg-type]
+        return web.json_response(
+            {"access_token": "ya29.refreshed", "expires_in": 3600, "token_type": "Bearer"}
+        )
+
+    app = web.Application()
+    app.router.add_post("/token", token)
+    async with serving(app) as auth_url, gemini() as (emu, _), chat_transport() as transport:
+        credentials = Credentials(  # type: ignore[no-untyped-call]
+            None, refresh_token="r", client_id="c", client_secret="s", token_uri=f"{auth_url}/token"
+        )
+        config = ProviderConfig(
+            name="gem",
+            kind="gemini",
+            base_url=emu.base_url("gem"),
+            vertex=VertexTarget("proj-1", "us-central1"),
+        )
+        client = GeminiClient(config, transport, TIMEOUTS, token=VertexToken("gem", LoopClock(), credentials))
+        for _ in range(2):
+            answer = await client.send(dict(BODY), model=MODEL)
+            assert answer.body["choices"][0]["message"]["content"] == "positive"
+    assert grants == ["refresh_token"]
+    assert credentials.token == "ya29.refreshed"

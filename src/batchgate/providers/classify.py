@@ -15,8 +15,11 @@ Status answers (`error_for_response`):
     >= 500                                          ServerError
     403, 404 + error.code "model_not_found"         ModelRefusedError     (that model only)
     404 + error.code "DeploymentNotFound"           ModelRefusedError     (Azure: that deployment)
-    401, 403                                        AuthenticationError
+    401, 403; 400 + ErrorInfo API_KEY_INVALID       AuthenticationError   (Gemini: a refused key)
     anything else (other 4xx, a 3xx redirect)       BadRequestError
+
+A Google error body's `RetryInfo.retryDelay` (Gemini's 429) is kept as a `retry-after-ms` header
+of the error, the one form every retry path reads (`google_rpc`).
 
 Transport failures (`error_for_exception`):
 

@@ -7,6 +7,7 @@ https://cloud.google.com/docs/authentication/application-default-credentials).
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC
 from typing import Any
 
 from batchgate.clock import Clock
@@ -40,7 +41,8 @@ class VertexToken:
         expiry = getattr(creds, "expiry", None)
         if expiry is None:
             return False
-        # google-auth keeps `expiry` as a naive UTC datetime
+        if expiry.tzinfo is None:  # google-auth keeps `expiry` as a naive UTC datetime
+            expiry = expiry.replace(tzinfo=UTC)
         return float(expiry.timestamp()) - _EARLY <= self._clock.wall()
 
 
