@@ -5,7 +5,7 @@ here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them
 
     providers:
       - name: alpha
-        kind: openai              # openai = any OpenAI-compatible server | anthropic | azure
+        kind: openai              # openai = any OpenAI-compatible server | anthropic | azure | gemini
         base_url: https://api.openai.com/v1     # or "emulator": served by the embedded emulator
         api_key_env: OPENAI_API_KEY
         headers: {x-team: search, x-gateway-key: "${GATEWAY_KEY}"}   # ${VAR}: from the environment
