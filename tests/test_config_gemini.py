@@ -33,6 +33,8 @@ def test_ai_studio_by_default() -> None:
 def test_vertex_with_project_and_location() -> None:
     config = _config(vertex=True, project="my-project", location="us-central1")
     assert config.provider("gem").vertex == VertexTarget("my-project", "us-central1")
+    assert not config.provider("gem").batch_api  # Vertex's batch prediction is not used
+    assert _config().provider("gem").batch_api  # AI Studio's batch mode is
 
 
 @pytest.mark.parametrize(
@@ -44,6 +46,11 @@ def test_vertex_with_project_and_location() -> None:
         ({"vertex": True, "project": "My Project", "location": "x"}, "providers[0].project", "project id"),
         ({"project": "p"}, "providers[0].project", "vertex: true"),
         ({"kind": "openai", "vertex": True}, "providers[0].vertex", "only for kind: gemini"),
+        (
+            {"vertex": True, "project": "p", "location": "l", "batch_api": True},
+            "providers[0].batch_api",
+            "not supported",
+        ),
     ],
 )
 def test_a_wrong_entry_names_its_key(entry: dict[str, Any], key: str, words: str) -> None:

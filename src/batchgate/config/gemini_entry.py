@@ -47,6 +47,8 @@ def read_vertex(s: Section, kind: str) -> VertexTarget | None:
             s.fail(key, "is required with vertex: true")
         elif not _NAME.match(value):
             s.fail(key, f"must be a Google Cloud {key} id such as us-central1, got {value!r}")
+    if s.raw("batch_api") is True:
+        s.fail("batch_api", "Vertex AI's batch prediction reads Cloud Storage or BigQuery: not supported")
     assert project is not None
     assert location is not None
     return VertexTarget(project, location)

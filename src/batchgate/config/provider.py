@@ -86,6 +86,7 @@ def read_provider(
     if batch_api is not None and not isinstance(batch_api, bool):
         s.fail("batch_api", f"must be true or false, got {type_name(batch_api)}")
     deployment, api_version = _azure(s, kind, base_url)
+    vertex = read_vertex(s, kind)
     return ProviderConfig(
         name=name,
         kind=cast("ProviderKind", kind),
@@ -98,14 +99,14 @@ def read_provider(
         default_max_tokens=default_max,
         headers=headers,
         secret_headers=secret_headers,
-        batch_api=True if batch_api is None else batch_api,
+        batch_api=vertex is None if batch_api is None else batch_api,  # Vertex: no batch mode here
         batch_max_requests=s.integer("batch_max_requests"),
         batch_max_bytes=s.integer("batch_max_bytes"),
         output_charge=cast("OutputCharge | None", output_charge),
         model_limits=read_model_limits(s, limits.burst_seconds),
         deployment=deployment,
         api_version=api_version,
-        vertex=read_vertex(s, kind),
+        vertex=vertex,
         network=provider_network(s.data, s.path, s.source, network),
     )
 
