@@ -141,6 +141,8 @@ async def test_every_carried_field_reaches_a_strict_emulator() -> None:
         "reasoning_effort": "low",
         "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
         "tool_choice": "auto",
+        "logprobs": True,
+        "top_logprobs": 2,
     }
     assert set(body) == CARRIED
     async with gemini(refuse_unknown_fields=True) as (_, client):

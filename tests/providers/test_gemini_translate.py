@@ -84,6 +84,37 @@ def test_generation_config() -> None:
     }
 
 
+def test_logprobs_go_and_come_back() -> None:
+    out = openai_to_gemini(
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": True, "top_logprobs": 2}
+    )
+    assert out["generationConfig"] == {"responseLogprobs": True, "logprobs": 2}
+    answer = {
+        "candidates": [
+            {
+                "content": {"parts": [{"text": "Hi"}]},
+                "finishReason": "STOP",
+                "logprobsResult": {
+                    "chosenCandidates": [{"token": "Hi", "logProbability": -0.1}],
+                    "topCandidates": [
+                        {
+                            "candidates": [
+                                {"token": "Hi", "logProbability": -0.1},
+                                {"token": "Yo", "logProbability": -2.5},
+                            ]
+                        }
+                    ],
+                },
+            }
+        ]
+    }
+    logprobs = gemini_to_openai(answer, model="m", created=0)["choices"][0]["logprobs"]
+    assert logprobs["content"][0]["token"] == "Hi"
+    assert logprobs["content"][0]["logprob"] == -0.1
+    assert logprobs["content"][0]["bytes"] == [72, 105]
+    assert [t["token"] for t in logprobs["content"][0]["top_logprobs"]] == ["Hi", "Yo"]
+
+
 def test_response_format_json_schema_becomes_response_schema() -> None:
     schema = {"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]}
     out = openai_to_gemini(

@@ -6,7 +6,8 @@ joined, `thought` parts left out, `functionCall` parts as `tool_calls`), `finish
 (`FINISH_REASONS`; a choice with tool calls finishes `tool_calls`), a prompt blocked before any
 candidate is one `content_filter` choice. `usageMetadata` becomes usage: prompt tokens include the
 cached ones (`cachedContentTokenCount`, reported as `cached_tokens`), completion tokens include the
-thinking ones (`thoughtsTokenCount`, reported as `reasoning_tokens`), as OpenAI counts them.
+thinking ones (`thoughtsTokenCount`, reported as `reasoning_tokens`), as OpenAI counts them; a
+candidate's `logprobsResult` becomes its choice's `logprobs.content`.
 A body that is not such an answer raises `ValueError`.
 """
 
@@ -82,13 +83,35 @@ def _choice(i: int, candidate: Any) -> dict[str, Any]:
     finish = (
         "tool_calls" if calls else FINISH_REASONS.get(reason, "stop") if isinstance(reason, str) else None
     )
+    logprobs = _logprobs(candidate.get("logprobsResult"))
     index = candidate.get("index", i)
     return {
         "index": index if isinstance(index, int) else i,
         "message": message,
         "finish_reason": finish,
-        "logprobs": None,
+        "logprobs": logprobs,
     }
+
+
+def _logprobs(result: Any) -> dict[str, Any] | None:
+    """Gemini's `logprobsResult` (chosen tokens, each step's top candidates) as OpenAI's
+    `logprobs.content`; None when the answer has none."""
+    if not isinstance(result, Mapping):
+        return None
+    chosen = result.get("chosenCandidates") or []
+    tops = result.get("topCandidates") or []
+    content = []
+    for step, token in enumerate(chosen):
+        top = tops[step].get("candidates", []) if step < len(tops) and isinstance(tops[step], Mapping) else []
+        content.append({**_token(token), "top_logprobs": [_token(t) for t in top]})
+    return {"content": content, "refusal": None}
+
+
+def _token(entry: Any) -> dict[str, Any]:
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("token"), str):
+        raise ValueError("a logprobs candidate has no token")
+    text = entry["token"]
+    return {"token": text, "logprob": float(entry.get("logProbability", 0.0)), "bytes": list(text.encode())}
 
 
 def _tool_call(choice: int, n: int, call: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,8 @@ https://ai.google.dev/api/embeddings; /work/shared/PROTOCOLS.md "Gemini"):
 - text parts become `{text}`, `image_url` parts `inlineData` (a base64 data URL) or `fileData`
   (any other URL, its MIME type from its extension);
 - `max_tokens`/`max_completion_tokens`, `temperature`, `top_p`, `top_k`, `n`, `stop`,
-  `presence_penalty`, `frequency_penalty`, `seed` go to `generationConfig`; `response_format`
+  `presence_penalty`, `frequency_penalty`, `seed`, `logprobs` (`responseLogprobs`) and
+  `top_logprobs` (`logprobs`) go to `generationConfig`; `response_format`
   json_object / json_schema to `responseMimeType` (+ `responseSchema`); `reasoning_effort` to
   `thinkingConfig.thinkingBudget`; `tools` to `functionDeclarations`, `tool_choice` to
   `toolConfig.functionCallingConfig`.
@@ -48,13 +49,13 @@ CARRIED: frozenset[str] = frozenset(
         "reasoning_effort",
         "tools",
         "tool_choice",
+        "logprobs",
+        "top_logprobs",
     }
 )
 REFUSED: Mapping[str, str] = {
     "stream": "batchgate reads whole answers; Gemini streams only at :streamGenerateContent",
     "stream_options": "batchgate reads whole answers",
-    "logprobs": "not translated back from Gemini's logprobsResult yet",
-    "top_logprobs": "not translated back from Gemini's logprobsResult yet",
     "logit_bias": "Gemini has no token bias",
     "user": "Gemini has no end-user field",
     "parallel_tool_calls": "Gemini has no switch for parallel function calls",
@@ -127,6 +128,10 @@ def _generation_config(body: Mapping[str, Any]) -> dict[str, Any]:
     stop = body.get("stop")
     if stop is not None:
         config["stopSequences"] = [stop] if isinstance(stop, str) else list(stop)
+    if body.get("logprobs"):
+        config["responseLogprobs"] = True
+    if body.get("top_logprobs") is not None:
+        config["logprobs"] = body["top_logprobs"]
     config.update(_response_format(body.get("response_format")))
     effort = body.get("reasoning_effort")
     if effort is not None:
