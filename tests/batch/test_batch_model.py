@@ -151,7 +151,7 @@ def test_handle_round_trips_through_json() -> None:
         ({"provider": "a", "batch_id": "b"}, "kind"),
         ({"provider": "", "batch_id": "b", "kind": "openai"}, "provider"),
         ({"provider": "a", "batch_id": 7, "kind": "openai"}, "batch_id"),
-        ({"provider": "a", "batch_id": "b", "kind": "gemini"}, "kind"),
+        ({"provider": "a", "batch_id": "b", "kind": "cohere"}, "kind"),
     ],
 )
 def test_handle_from_dict_names_the_bad_key(data: dict[str, Any], key: str) -> None:

@@ -86,7 +86,7 @@ def test_enforcement_charge_and_headers_read_in_both_shapes() -> None:
         ({"window_seconds": 0, **good()}, "window_seconds"),
         ({"window_seconds": 120, **good()}, "window_seconds"),
         ({"providers": [{"family": "openai"}]}, "providers[0].name"),
-        ({"providers": [{"name": "a", "family": "gemini"}]}, "providers[0].family"),
+        ({"providers": [{"name": "a", "family": "cohere"}]}, "providers[0].family"),
         (good(limits={"rpm": -1}), "providers[0].limits.rpm"),
         (good(limits={"rpm": True}), "providers[0].limits.rpm"),
         (good(limits={"itpm": 5}), "providers[0].limits.itpm"),

@@ -34,8 +34,8 @@ from clocks import SteppingClock
 from .factories import job
 
 pytestmark = pytest.mark.integration
-kinds = pytest.mark.parametrize("kind", ["openai", "anthropic"])
-Kind = Literal["openai", "anthropic"]
+kinds = pytest.mark.parametrize("kind", ["openai", "anthropic", "gemini"])
+Kind = Literal["openai", "anthropic", "gemini"]
 REVIEWS = ("I loved it, wonderful", "terrible and boring", "it was a film", "great fun, would recommend")
 LABELS = ("positive", "negative", "neutral", "positive")
 PRICE = {"input": 2.0, "output": 8.0}

@@ -14,6 +14,7 @@ from datetime import date
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
+from batchgate.config.gemini_entry import GEMINI_KEYS, read_vertex
 from batchgate.config.model_limits import read_model_limits
 from batchgate.config.network import NETWORK_KEYS, NetworkSettings, provider_network
 from batchgate.config.schema import (
@@ -26,7 +27,7 @@ from batchgate.config.schema import (
 from batchgate.config.section import Section, type_name
 from batchgate.quota.limits import QuotaLimits
 
-KINDS = ("openai", "anthropic", "azure")
+KINDS = ("openai", "anthropic", "azure", "gemini")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PROVIDER = frozenset(
@@ -47,6 +48,7 @@ _PROVIDER = frozenset(
         "models",
         "deployment",
         "api_version",
+        *GEMINI_KEYS,
         *NETWORK_KEYS,
     }
 )
@@ -84,6 +86,7 @@ def read_provider(
     if batch_api is not None and not isinstance(batch_api, bool):
         s.fail("batch_api", f"must be true or false, got {type_name(batch_api)}")
     deployment, api_version = _azure(s, kind, base_url)
+    vertex = read_vertex(s, kind)
     return ProviderConfig(
         name=name,
         kind=cast("ProviderKind", kind),
@@ -96,13 +99,14 @@ def read_provider(
         default_max_tokens=default_max,
         headers=headers,
         secret_headers=secret_headers,
-        batch_api=True if batch_api is None else batch_api,
+        batch_api=vertex is None if batch_api is None else batch_api,  # Vertex: no batch mode here
         batch_max_requests=s.integer("batch_max_requests"),
         batch_max_bytes=s.integer("batch_max_bytes"),
         output_charge=cast("OutputCharge | None", output_charge),
         model_limits=read_model_limits(s, limits.burst_seconds),
         deployment=deployment,
         api_version=api_version,
+        vertex=vertex,
         network=provider_network(s.data, s.path, s.source, network),
     )
 

@@ -5,7 +5,7 @@ here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them
 
     providers:
       - name: alpha
-        kind: openai              # openai = any OpenAI-compatible server | anthropic | azure
+        kind: openai              # openai = any OpenAI-compatible server | anthropic | azure | gemini
         base_url: https://api.openai.com/v1     # or "emulator": served by the embedded emulator
         api_key_env: OPENAI_API_KEY
         headers: {x-team: search, x-gateway-key: "${GATEWAY_KEY}"}   # ${VAR}: from the environment
@@ -66,7 +66,7 @@ from batchgate.policy.retry import RetrySettings
 from batchgate.quota.limits import QuotaLimits
 from batchgate.quota.store.location import StoreSpec
 
-ProviderKind = Literal["openai", "anthropic", "azure"]  # azure: Azure OpenAI (OpenAI's wire)
+ProviderKind = Literal["openai", "anthropic", "azure", "gemini"]  # azure: Azure OpenAI (OpenAI's wire)
 OutputCharge = Literal["max_tokens", "adjusted"]
 EMULATOR_BASE_URL = "emulator"
 
@@ -92,6 +92,14 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash(self._value)
+
+
+@dataclass(frozen=True, slots=True)
+class VertexTarget:
+    """A `kind: gemini` entry on Vertex AI (`vertex: true`): its Google Cloud project and region."""
+
+    project: str
+    location: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +137,7 @@ class ProviderConfig:
     secret_headers: Mapping[str, Secret] = field(default_factory=dict)  # values from `${VAR}`
     deployment: str | None = None  # kind azure: the deployment (None: the URL's, else the model)
     api_version: str | None = None  # kind azure: the `api-version` query (not on /openai/v1)
+    vertex: VertexTarget | None = None  # kind gemini on Vertex AI (None: AI Studio's x-goog-api-key)
 
     @property
     def entry_name(self) -> str:

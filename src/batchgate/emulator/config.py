@@ -1,8 +1,8 @@
 """The emulator's configuration: frozen value objects, read once from YAML or a dict and validated.
 
-Every key is checked; an unknown key, a wrong type or an out-of-range value raises
-`ConfigError(file, key_path, reason)` naming the exact path (`providers[1].limits.rpm`).
-The gateway's own config embeds the same shape under `emulator:` via `emulator_config_from_dict`.
+Every key is checked; an unknown key, a wrong type or an out-of-range value raises `ConfigError(file,
+key_path, reason)` naming the exact path (`providers[1].limits.rpm`). The gateway's own config
+embeds the same shape under `emulator:` via `emulator_config_from_dict`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 import yaml
 
@@ -31,7 +31,7 @@ from batchgate.emulator.modes import (
 from batchgate.emulator.wire_fields import read_refuse_unknown
 from batchgate.errors import ConfigError
 
-Family = Literal["openai", "anthropic", "azure"]
+Family = Literal["openai", "anthropic", "azure", "gemini"]
 Overflow = Literal["queue", "reject"]
 
 FAULT_KINDS: tuple[str, ...] = (
@@ -264,8 +264,8 @@ class _Reader:
         if not isinstance(name, str) or not _NAME.match(name) or name.startswith("_"):
             raise self.fail(f"{key}.name", "must be a name of letters, digits, '.', '_' or '-'")
         family = m.get("family")
-        if family not in ("openai", "anthropic", "azure"):
-            raise self.fail(f"{key}.family", f"must be 'openai', 'anthropic' or 'azure', got {family!r}")
+        if not isinstance(family, str) or family not in get_args(Family):
+            raise self.fail(f"{key}.family", f"must be one of {', '.join(get_args(Family))}, got {family!r}")
         api_key = m.get("api_key")
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise self.fail(f"{key}.api_key", "must be a non-empty string or null")
@@ -279,7 +279,7 @@ class _Reader:
         enforced_limits = None if enforced is None else self.limits(enforced, f"{key}.enforced", family)
         return ProviderConfig(
             name=name,
-            family=family,
+            family=cast("Family", family),
             limits=limits,
             enforced=enforced_limits,
             limit_changes=self.changes(m.get("limit_changes"), f"{key}.limit_changes", family),

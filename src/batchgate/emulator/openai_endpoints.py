@@ -69,7 +69,7 @@ def parse_for(family: Family, endpoint: str, body: Any, provider: ProviderConfig
         )
     if isinstance(family, OpenAIFamily):
         return parse_request(family, endpoint, body, provider)
-    return family.parse(body, provider)
+    return family.parse_at(endpoint, body, provider)
 
 
 def answer_for(

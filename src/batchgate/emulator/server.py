@@ -32,6 +32,7 @@ from batchgate.emulator.anthropic_api import AnthropicFamily
 from batchgate.emulator.azure_api import AZURE_PATHS, AzureFamily, provider_base_url
 from batchgate.emulator.batch.service import BatchService
 from batchgate.emulator.config import EmulatorConfig
+from batchgate.emulator.gemini_api import GeminiFamily, add_gemini_routes
 from batchgate.emulator.openai_api import OpenAIFamily
 from batchgate.emulator.openai_endpoints import PATHS, answer_for, parse_for
 from batchgate.emulator.provider import EmulatedProvider, Plan
@@ -59,6 +60,7 @@ class Emulator:
             "openai": OpenAIFamily(),
             "anthropic": AnthropicFamily(),
             "azure": AzureFamily(),
+            "gemini": GeminiFamily(),
         }
         self.runtimes: dict[str, EmulatedProvider] = {}
         self.batches = BatchService(self._clock)  # the Batch APIs (files, batches)
@@ -85,12 +87,16 @@ class Emulator:
                 p, family, self.config.seed, self.config.window_seconds, now
             )
         app = web.Application(client_max_size=self.config.max_body_bytes)
+        self.batches.register(app, self.runtimes)  # first: Gemini's `:batchGenerateContent` path
         for rt in self.runtimes.values():
             if rt.family.name == "azure":  # Azure's addresses only (azure_api.py)
                 for endpoint, path in AZURE_PATHS:
                     app.router.add_route(
                         "*", f"/{rt.name}{path}", self._handler(rt, serves=True, endpoint=endpoint)
                     )
+                continue
+            if rt.family.name == "gemini":  # Gemini's addresses only (gemini_api.py)
+                add_gemini_routes(app, rt, self._serve)
                 continue
             app.router.add_route(
                 "*", f"/{rt.name}/v1/messages", self._handler(rt, serves=rt.family.name == "anthropic")
@@ -100,7 +106,6 @@ class Emulator:
                 app.router.add_route(
                     "*", f"/{rt.name}{path}", self._handler(rt, serves=serves, endpoint=endpoint)
                 )
-        self.batches.register(app, self.runtimes)
         app.router.add_get(f"{OPERATOR_PREFIX}/stats", self._stats_endpoint)
         app.router.add_post(f"{OPERATOR_PREFIX}/reset", self._reset_endpoint)
         app.router.add_get(f"{OPERATOR_PREFIX}/received", self._received_endpoint)

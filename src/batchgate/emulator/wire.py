@@ -80,6 +80,10 @@ class Family(ABC):
     def parse(self, body: Any, provider: ProviderConfig) -> ParsedRequest:
         """Validate a decoded JSON body; raise ApiError shaped like the real API's."""
 
+    def parse_at(self, endpoint: str, body: Any, provider: ProviderConfig) -> ParsedRequest:
+        """`parse` for a family whose path names the endpoint (Gemini's `:embedContent`)."""
+        return self.parse(body, provider)
+
     @abstractmethod
     def count_text(self, text: str) -> int:
         """Output tokens of a piece of generated text, as this family counts them."""

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchgate.config import GatewayConfig, ProviderConfig
-from batchgate.endpoints import CHAT, PATHS, RESPONSES, endpoint_of
+from batchgate.endpoints import CHAT, EMBEDDINGS, PATHS, RESPONSES, endpoint_of
 from batchgate.models import Cost, requested_output_tokens
 from batchgate.providers.base import make_token_counter
 from batchgate.providers.fields import targets_refusal
@@ -109,13 +109,14 @@ class RouteFit:
 
     def _endpoint_problem(self, model: str, body: Mapping[str, Any]) -> str | None:
         """Why route `model` cannot carry `body` (not chat), or None when it can: an Anthropic target
-        takes a Responses body it can translate (naming the field it cannot), nothing else."""
+        takes a Responses body it can translate (naming the field it cannot), a Gemini target
+        embeddings, nothing else."""
         endpoint = endpoint_of(body)
         path = PATHS[endpoint]
         for p in self._routes[model]:
-            if p.openai_wire:
+            if p.openai_wire or (p.kind == "gemini" and endpoint == EMBEDDINGS):
                 continue
-            if endpoint != RESPONSES:  # Anthropic has no embeddings and no legacy completions
+            if endpoint != RESPONSES or p.kind == "gemini":  # nor embeddings, legacy completions
                 return (
                     f"url {path}: route {model!r} has target {p.name!r} ({p.kind}), which does not serve it"
                 )

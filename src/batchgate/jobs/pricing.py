@@ -129,8 +129,8 @@ def unpriced_warning(models: list[str], config: GatewayConfig) -> str:
 
 
 # -- the built-in table -------------------------------------------------------------------------
-# List prices (USD per million tokens, live; the Batch APIs take half) of the common OpenAI and
-# Anthropic models, as published on `BUILTIN_DATE`. A config's `prices:` overrides any of them; a
+# List prices (USD per million tokens, live; the Batch APIs take half) of the common OpenAI,
+# Anthropic and Gemini models, as published on `BUILTIN_DATE`. A config's `prices:` overrides any of them; a
 # model priced from here is named in the report, since prices change and a contract may differ.
 
 
@@ -169,6 +169,14 @@ BUILTIN_PRICES: dict[str, Price] = {
     "claude-3-5-haiku": _p(0.80, 4.00, 0.08),
     "claude-3-haiku": _p(0.25, 1.25, 0.03),
     "claude-3-opus": _p(15.00, 75.00, 1.50),
+    # Google Gemini, prompts up to 200k tokens (https://ai.google.dev/gemini-api/docs/pricing;
+    # cached_input: a context-cache hit); batch mode is half price, as for the others
+    "gemini-2.5-pro": _p(1.25, 10.00, 0.31),
+    "gemini-2.5-flash": _p(0.30, 2.50, 0.075),
+    "gemini-2.5-flash-lite": _p(0.10, 0.40, 0.025),
+    "gemini-2.0-flash": _p(0.10, 0.40, 0.025),
+    "gemini-2.0-flash-lite": _p(0.075, 0.30, 0.075),
+    "gemini-embedding-001": _p(0.15, 0.0, 0.15),
 }
 
 

@@ -15,8 +15,11 @@ Status answers (`error_for_response`):
     >= 500                                          ServerError
     403, 404 + error.code "model_not_found"         ModelRefusedError     (that model only)
     404 + error.code "DeploymentNotFound"           ModelRefusedError     (Azure: that deployment)
-    401, 403                                        AuthenticationError
+    401, 403; 400 + ErrorInfo API_KEY_INVALID       AuthenticationError   (Gemini: a refused key)
     anything else (other 4xx, a 3xx redirect)       BadRequestError
+
+A Google error body's `RetryInfo.retryDelay` (Gemini's 429) is kept as a `retry-after-ms` header
+of the error, the one form every retry path reads (`google_rpc`).
 
 Transport failures (`error_for_exception`):
 
@@ -69,6 +72,7 @@ from batchgate.errors import (
     TransportError,
     UnreachableError,
 )
+from batchgate.providers.google_rpc import api_key_invalid, retry_headers
 from batchgate.providers.h1.errors import (
     ForeignHTTPError,
     H1BodyBroken,
@@ -105,7 +109,8 @@ def shorten(text: str, limit: int = MESSAGE_LIMIT) -> str:
 
 
 def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
-    """(type, code, message) of an OpenAI or Anthropic error body; None where absent."""
+    """(type, code, message) of an OpenAI, Anthropic or Google error body (Google's `status`,
+    RESOURCE_EXHAUSTED, as the type); None where absent."""
     if not isinstance(body, Mapping):
         return None, None, None
     error = body.get("error")
@@ -114,7 +119,7 @@ def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
     if not isinstance(error, Mapping):
         message = body.get("message") or body.get("detail")
         return None, None, message if isinstance(message, str) else None
-    etype, code, message = error.get("type"), error.get("code"), error.get("message")
+    etype, code, message = error.get("type") or error.get("status"), error.get("code"), error.get("message")
     return (
         etype if isinstance(etype, str) else None,
         code if isinstance(code, str) else None,
@@ -166,6 +171,8 @@ def error_for_response(
         body = orjson.loads(body_bytes) if body_bytes else None
     except orjson.JSONDecodeError:
         body = body_bytes[:1000].decode("utf-8", "replace")
+    if hint := retry_headers(body):  # Gemini's 429: RetryInfo.retryDelay in the body (google_rpc)
+        headers = CIMultiDict({**headers, **hint})
     etype, code, detail = error_fields(body)
     if detail is None and isinstance(body, str):
         detail = body
@@ -177,7 +184,7 @@ def error_for_response(
         parts.append(f": {shorten(scrub(detail, api_key))}")
     if url is not None:
         parts.append(f" ({scrub(shown(url), api_key)})")
-    cls = status_class(status, etype, code)
+    cls = AuthenticationError if api_key_invalid(body) else status_class(status, etype, code)
     return cls("".join(parts), provider=provider, status=status, headers=headers, body=body)
 
 

@@ -32,6 +32,7 @@ DOCUMENTED_LIMITS = {  # requests and bytes per input file (Azure: 100,000 and 2
     "openai": (50_000, 200 * 1024 * 1024),
     "azure": (100_000, 200 * 1024 * 1024),
     "anthropic": (100_000, 256 * 1024 * 1024),
+    "gemini": (100_000, 2 * 1024 * 1024 * 1024),  # a 2 GB input file (batch-mode docs); no count given
 }
 
 

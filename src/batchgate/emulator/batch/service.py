@@ -1,7 +1,7 @@
 """The emulated Batch APIs as a whole: routes of every provider (OpenAI files + batches, Azure's at
-`/openai/files` and `/openai/batches`, Anthropic Message Batches), authentication and error answers
-in the family's shape, the per-provider counters for the operator stats. The HTTP helpers the batch
-API modules share are in `http`.
+`/openai/files` and `/openai/batches`, Anthropic Message Batches, Gemini's batch mode),
+authentication and error answers in the family's shape, the per-provider counters for the operator
+stats. The HTTP helpers the batch API modules share are in `http`.
 
 `Emulator` owns one `BatchService`: `register(app, runtimes)` adds the routes (before the catch-all),
 `stats(name)` feeds `/_emulator/stats`, `reset()` zeroes the counters; timers are dropped on cleanup.
@@ -19,6 +19,7 @@ from batchgate.clock import Clock
 from batchgate.emulator.batch.anthropic import AnthropicBatchAPI
 from batchgate.emulator.batch.core import BatchProvider
 from batchgate.emulator.batch.files import AZURE_ENDPOINTS
+from batchgate.emulator.batch.gemini import GeminiBatchAPI
 from batchgate.emulator.batch.http import JSON_TYPE, Handler, Route
 from batchgate.emulator.batch.openai import OpenAIBatchAPI
 from batchgate.emulator.provider import EmulatedProvider
@@ -59,6 +60,8 @@ class BatchService:
                 api = OpenAIBatchAPI(bp, self.next_id)
             elif rt.family.name == "azure":
                 api = OpenAIBatchAPI(bp, self.next_id, AZURE_ENDPOINTS)
+            elif rt.family.name == "gemini":
+                api = GeminiBatchAPI(bp, self.next_id)
             else:
                 api = AnthropicBatchAPI(bp, self.next_id)
             for method, path, handler in api.routes():

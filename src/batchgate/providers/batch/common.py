@@ -37,7 +37,7 @@ from batchgate.providers.http import MAX_DOWNLOAD, request_timeout, send
 
 BatchState = Literal["in_progress", "completed", "expired", "cancelled", "failed"]
 TERMINAL_STATES: frozenset[str] = frozenset({"completed", "expired", "cancelled", "failed"})
-KINDS = ("openai", "anthropic", "azure")
+KINDS = ("openai", "anthropic", "azure", "gemini")
 EXPIRED = "batch_expired"
 CANCELLED = "batch_cancelled"
 T = TypeVar("T")
@@ -59,7 +59,7 @@ class BatchHandle:
 
     provider: str
     batch_id: str
-    kind: str  # the provider kind: "openai" | "anthropic" | "azure"
+    kind: str  # the provider kind: "openai" | "anthropic" | "azure" | "gemini"
 
     def to_dict(self) -> dict[str, str]:
         return {"provider": self.provider, "batch_id": self.batch_id, "kind": self.kind}

@@ -12,6 +12,7 @@ from batchgate.policy.poll import PollPolicy
 from batchgate.providers.batch.anthropic import AnthropicBatchClient
 from batchgate.providers.batch.azure import AzureBatchClient
 from batchgate.providers.batch.common import BatchClient
+from batchgate.providers.batch.gemini import GeminiBatchClient
 from batchgate.providers.batch.openai import OpenAIBatchClient
 
 
@@ -35,4 +36,6 @@ def make_batch_client(
         return AzureBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
     if config.kind == "anthropic":
         return AnthropicBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
+    if config.kind == "gemini":
+        return GeminiBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
     raise ConfigError("<config>", f"providers.{config.name}.kind", f"unknown provider kind {config.kind!r}")
