@@ -315,3 +315,11 @@ _KIND: dict[type[BaseException], str] = {
     NoTargetLeft: "no_target",
     RouteStopped: "route_stopped",
 }
+
+
+class UnsupportedField(ConfigError):
+    """A request field the target kind cannot carry: refused, never dropped (issue 41)."""
+
+    def __init__(self, field: str, target_kind: str, reason: str, file: str = "<request>") -> None:
+        self.field, self.target_kind = field, target_kind
+        super().__init__(file, field, f"cannot be sent to a {target_kind} target: {reason}")

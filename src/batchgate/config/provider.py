@@ -14,6 +14,7 @@ from datetime import date
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
+from batchgate.config.bedrock import BEDROCK_KEYS, read_bedrock
 from batchgate.config.model_limits import read_model_limits
 from batchgate.config.network import NETWORK_KEYS, NetworkSettings, provider_network
 from batchgate.config.schema import (
@@ -26,7 +27,7 @@ from batchgate.config.schema import (
 from batchgate.config.section import Section, type_name
 from batchgate.quota.limits import QuotaLimits
 
-KINDS = ("openai", "anthropic", "azure")
+KINDS = ("openai", "anthropic", "azure", "bedrock")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PROVIDER = frozenset(
@@ -48,6 +49,7 @@ _PROVIDER = frozenset(
         "deployment",
         "api_version",
         *NETWORK_KEYS,
+        *BEDROCK_KEYS,
     }
 )
 _LIMITS = frozenset({"rpm", "tpm", "itpm", "otpm", "max_concurrency", "burst_seconds"})
@@ -96,7 +98,7 @@ def read_provider(
         default_max_tokens=default_max,
         headers=headers,
         secret_headers=secret_headers,
-        batch_api=True if batch_api is None else batch_api,
+        batch_api=(kind != "bedrock") if batch_api is None else batch_api,  # Bedrock: live only
         batch_max_requests=s.integer("batch_max_requests"),
         batch_max_bytes=s.integer("batch_max_bytes"),
         output_charge=cast("OutputCharge | None", output_charge),
@@ -104,6 +106,7 @@ def read_provider(
         deployment=deployment,
         api_version=api_version,
         network=provider_network(s.data, s.path, s.source, network),
+        bedrock=read_bedrock(s, kind),
     )
 
 

@@ -57,6 +57,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from batchgate.config.bedrock import BedrockSettings
 from batchgate.config.job_spec import JobSpec
 from batchgate.config.network import NetworkSettings
 from batchgate.models import RouteMode
@@ -66,7 +67,7 @@ from batchgate.policy.retry import RetrySettings
 from batchgate.quota.limits import QuotaLimits
 from batchgate.quota.store.location import StoreSpec
 
-ProviderKind = Literal["openai", "anthropic", "azure"]  # azure: Azure OpenAI (OpenAI's wire)
+ProviderKind = Literal["openai", "anthropic", "azure", "bedrock"]  # azure: Azure OpenAI (OpenAI's wire)
 OutputCharge = Literal["max_tokens", "adjusted"]
 EMULATOR_BASE_URL = "emulator"
 
@@ -129,6 +130,7 @@ class ProviderConfig:
     secret_headers: Mapping[str, Secret] = field(default_factory=dict)  # values from `${VAR}`
     deployment: str | None = None  # kind azure: the deployment (None: the URL's, else the model)
     api_version: str | None = None  # kind azure: the `api-version` query (not on /openai/v1)
+    bedrock: BedrockSettings | None = None  # kind bedrock: region, profile, ConverseStream
 
     @property
     def entry_name(self) -> str:
