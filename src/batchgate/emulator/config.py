@@ -30,7 +30,7 @@ from batchgate.emulator.modes import (
 )
 from batchgate.errors import ConfigError
 
-Family = Literal["openai", "anthropic", "azure"]
+Family = Literal["openai", "anthropic", "azure", "bedrock"]
 Overflow = Literal["queue", "reject"]
 
 FAULT_KINDS: tuple[str, ...] = (
@@ -133,6 +133,7 @@ class ProviderConfig:
     faults: FaultRates = field(default_factory=FaultRates)
     batch: BatchConfig = field(default_factory=BatchConfig)
     reject_fields: tuple[str, ...] = ()  # body fields refused with a 400, as strict providers do
+    refuse_unknown_fields: bool = False  # a top-level field its wire does not accept: a 400
     enforcement: Enforcement = field(default_factory=Enforcement)
     charge: Charge = field(default_factory=Charge)
     headers: HeaderStyle = "minute"
@@ -255,15 +256,15 @@ class _Reader:
             "name", "family", "api_key", "models", "limits", "enforced", "limit_changes",
             "default_max_tokens", "concurrency", "latency", "faults", "batch", "reject_fields",
             "enforcement", "charge", "headers", "output_charge", "model_limits",
-            "neighbours", "refused_models",
+            "neighbours", "refused_models", "refuse_unknown_fields",
         )  # fmt: skip
         m = self.mapping(value, key, allowed)
         name = m.get("name")
         if not isinstance(name, str) or not _NAME.match(name) or name.startswith("_"):
             raise self.fail(f"{key}.name", "must be a name of letters, digits, '.', '_' or '-'")
         family = m.get("family")
-        if family not in ("openai", "anthropic", "azure"):
-            raise self.fail(f"{key}.family", f"must be 'openai', 'anthropic' or 'azure', got {family!r}")
+        if family not in ("openai", "anthropic", "azure", "bedrock"):
+            raise self.fail(f"{key}.family", f"must be openai, anthropic, azure or bedrock, got {family!r}")
         api_key = m.get("api_key")
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise self.fail(f"{key}.api_key", "must be a non-empty string or null")
@@ -291,6 +292,7 @@ class _Reader:
             faults=self.faults(m.get("faults"), f"{key}.faults"),
             batch=self.batch(m.get("batch"), f"{key}.batch"),
             reject_fields=self.names(m.get("reject_fields", []), f"{key}.reject_fields"),
+            refuse_unknown_fields=m.get("refuse_unknown_fields") is True,
             enforcement=read_enforcement(m.get("enforcement"), self.source, f"{key}.enforcement"),
             charge=read_charge(m.get("charge"), self.source, f"{key}.charge"),
             headers=read_headers(m.get("headers"), self.source, f"{key}.headers"),

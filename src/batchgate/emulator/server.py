@@ -31,6 +31,8 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.emulator.anthropic_api import AnthropicFamily
 from batchgate.emulator.azure_api import AZURE_PATHS, AzureFamily, provider_base_url
 from batchgate.emulator.batch.service import BatchService
+from batchgate.emulator.bedrock_api import BedrockFamily
+from batchgate.emulator.bedrock_routes import add_bedrock_routes
 from batchgate.emulator.config import EmulatorConfig
 from batchgate.emulator.openai_api import OpenAIFamily
 from batchgate.emulator.openai_endpoints import PATHS, answer_for, parse_for
@@ -59,6 +61,7 @@ class Emulator:
             "openai": OpenAIFamily(),
             "anthropic": AnthropicFamily(),
             "azure": AzureFamily(),
+            "bedrock": BedrockFamily(),
         }
         self.runtimes: dict[str, EmulatedProvider] = {}
         self.batches = BatchService(self._clock)  # the Batch APIs (files, batches)
@@ -86,6 +89,8 @@ class Emulator:
             )
         app = web.Application(client_max_size=self.config.max_body_bytes)
         for rt in self.runtimes.values():
+            if add_bedrock_routes(app, rt, self._handler):  # Bedrock's addresses only (bedrock_routes.py)
+                continue
             if rt.family.name == "azure":  # Azure's addresses only (azure_api.py)
                 for endpoint, path in AZURE_PATHS:
                     app.router.add_route(
