@@ -122,9 +122,11 @@ class BedrockClient:
         self._headers = {"Content-Type": "application/json", "Accept": accept, **config.extra_headers()}
 
     def url(self, model: str) -> str:
-        """The Converse (or ConverseStream) URL of `model` (an id, a profile or an ARN, quoted)."""
+        """The Converse (or ConverseStream) URL of `model` (an id, a profile or an ARN): quoted but
+        for `:`, which every HTTP client sends as is (aiohttp's URLs unquote `%3A`), so the path
+        signed is the path sent."""
         action = "converse-stream" if self._stream else "converse"
-        return joined(self.base_url, f"model/{quote(model, safe='')}/{action}")
+        return joined(self.base_url, f"model/{quote(model, safe=':')}/{action}")
 
     async def send(self, body: dict[str, Any], *, model: str) -> ProviderResponse:
         """Translate, sign and send one chat request for `model`; the answer as a chat.completion."""
