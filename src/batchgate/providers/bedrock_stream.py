@@ -27,7 +27,7 @@ class StreamFailure(Exception):
 
 def read_stream(raw: bytes) -> dict[str, Any]:
     """The Converse answer a whole ConverseStream body streams (`ValueError` if it is not one)."""
-    from botocore.eventstream import EventStreamBuffer, EventStreamError  # noqa: PLC0415 — optional extra
+    from botocore.eventstream import EventStreamBuffer, ParserError  # noqa: PLC0415 — optional extra
 
     buffer = EventStreamBuffer()
     buffer.add_data(raw)
@@ -41,7 +41,7 @@ def read_stream(raw: bytes) -> dict[str, Any]:
                 error_type = str(headers.get(":exception-type") or headers.get(":error-code") or "")
                 raise StreamFailure(error_type, str(payload.get("message", "")))
             _apply(str(headers.get(":event-type")), payload, blocks, answer)
-    except (EventStreamError, orjson.JSONDecodeError, AttributeError) as exc:
+    except (ParserError, orjson.JSONDecodeError, AttributeError) as exc:
         raise ValueError(f"not an event stream of Converse events ({type(exc).__name__})") from None
     if "stopReason" not in answer or "usage" not in answer:
         raise ValueError("the stream ended before messageStop and metadata")
