@@ -191,7 +191,7 @@ def test_a_value_converse_cannot_express_is_refused_by_field(fields: dict[str, A
     assert caught.value.field == named
 
 
-ANSWER = {
+ANSWER: dict[str, Any] = {
     "output": {
         "message": {
             "role": "assistant",
