@@ -21,13 +21,14 @@ def _config(**entry: Any) -> Any:
 
 
 def test_a_bedrock_entry_reads_its_settings() -> None:
-    cfg = _config(
-        region="eu-west-1", aws_profile="batch", stream=True, models={"m": {"rpm": 50, "tpm": 4000}}
-    )
-    provider = cfg.providers[0]
-    assert provider.kind == "bedrock"
-    assert provider.bedrock == BedrockSettings(region="eu-west-1", profile="batch", stream=True)
-    assert provider.batch_api is False
+    quotas = {"anthropic.claude-3-haiku": {"rpm": 50, "tpm": 4000}}  # per-model quotas
+    cfg = _config(region="eu-west-1", aws_profile="batch", stream=True, models=quotas)
+    assert cfg.providers  # the entry and its per-model quota each sign as the entry says
+    for provider in cfg.providers:
+        assert provider.kind == "bedrock"
+        assert provider.bedrock == BedrockSettings(region="eu-west-1", profile="batch", stream=True)
+        assert provider.batch_api is False
+    assert any(p.limits.rpm == 50 for p in cfg.providers)
     assert _config().providers[0].bedrock == BedrockSettings()
 
 
