@@ -112,3 +112,22 @@ def test_no_credentials_is_a_one_line_error(cli: Cli, bedrock: EmulatorThread) -
     assert "no AWS credentials found" in done.stderr
     assert "Traceback" not in done.stderr
     assert bedrock.stats()["providers"]["br"]["admitted"] == 0
+
+
+def test_the_example_config_runs_on_its_embedded_emulator(cli: Cli) -> None:
+    """examples/bedrock.yaml as the README gives it: the embedded emulator checks the signatures
+    made with the credentials its comment exports."""
+    root = Path(__file__).resolve().parents[2]
+    src = cli.cwd / "reviews.jsonl"
+    src.write_bytes(
+        b"".join((root / "examples" / "reviews.jsonl").read_bytes().splitlines(keepends=True)[:20])
+    )
+    out = cli.cwd / "out.jsonl"
+    cli.env.update(
+        {**AWS_ENV, "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "example-secret-key"}
+    )
+    done = cli.run("run", str(src), "--config", str(root / "examples" / "bedrock.yaml"), "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = read_jsonl(out)
+    assert len(rows) == 20
+    assert all(r["error"] is None and r["response"]["body"]["choices"][0]["message"]["content"] for r in rows)
