@@ -24,6 +24,7 @@ from batchgate.errors import (
     AuthenticationError,
     BadRequestError,
     ConfigError,
+    MalformedResponse,
     ModelRefusedError,
     OverloadedError,
     ProviderError,
@@ -269,3 +270,13 @@ def test_boto3_parses_throttling_and_overload(provider: dict[str, Any], error_ty
         assert _code(lambda: client.converse(modelId=MODEL, messages=messages)) == error_type
     finally:
         emu.stop()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["converse", "converse-stream"])
+async def test_a_garbled_answer_is_a_malformed_response(stream: bool) -> None:
+    async with (
+        Emulator(_config(faults={"truncated": 1.0})) as emu,
+        create_session(connect_timeout=2.0) as http,
+    ):
+        with pytest.raises(MalformedResponse):
+            await _client(emu, http, stream=stream).send(dict(BODY), model=MODEL)
