@@ -133,7 +133,7 @@ class BedrockClient:
         try:
             request = openai_to_converse(body, default_max_tokens=self._default_max_tokens)
         except UnsupportedField as exc:
-            raise BadRequestError(f"{self.name}: {exc}", provider=self.name) from None
+            raise BadRequestError(f"{self.name}: {exc.key}: {exc.reason}", provider=self.name) from None
         url, data = self.url(model), orjson.dumps(request)
         headers = self._signer.sign("POST", url, data, self._headers)
         status, answer_headers, raw = await call(

@@ -5,7 +5,7 @@ when the first Bedrock client is made, never by a gateway without one.
 The signing name is `bedrock` for the Runtime endpoint (/work/shared/PROTOCOLS.md "AWS Bedrock";
 https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv.html). The region comes from the
 entry's `region:`, else the host `bedrock-runtime.{region}.amazonaws.com`, else the chain's
-(`AWS_REGION`, `AWS_DEFAULT_REGION`, the profile). Credentials: botocore's chain (environment,
+(`AWS_DEFAULT_REGION`, the profile's `region`). Credentials: botocore's chain (environment,
 shared files and `aws_profile:`, SSO, container and instance roles); a refreshable one is
 refreshed by botocore when it nears its expiry.
 """
@@ -49,7 +49,8 @@ class SigV4Signer:
         region = (settings.region if settings else None) or url_region(base_url)
         region = region or session.get_config_variable("region")
         if not region:
-            raise ConfigError("<config>", f"{where}.region", "no AWS region: set region: or AWS_REGION")
+            reason = "no AWS region: set region: or AWS_DEFAULT_REGION"
+            raise ConfigError("<config>", f"{where}.region", reason)
         self.region: str = region
         credentials = session.get_credentials()
         if credentials is None:
