@@ -153,6 +153,18 @@ def test_tools_tool_calls_and_tool_results_are_carried() -> None:
         convert(tools=[tool], tool_choice="none")
 
 
+def test_an_echoed_assistant_message_with_empty_extras_is_carried() -> None:
+    echoed: dict[str, Any] = {
+        "role": "assistant",
+        "content": "Hi",
+        "refusal": None,
+        "annotations": [],
+        "audio": None,
+    }
+    out = convert(messages=[USER, echoed, {"role": "user", "content": "Again"}])
+    assert out["messages"][1] == {"role": "assistant", "content": [{"text": "Hi"}]}
+
+
 def test_images_and_cache_points() -> None:
     parts = [
         {"type": "text", "text": "What is it?", "cache_control": {"type": "ephemeral"}},
@@ -183,6 +195,11 @@ def test_images_and_cache_points() -> None:
         ({"max_tokens": 0}, "max_tokens"),
         ({"stop": 3}, "stop"),
         ({"metadata": {"a": 1}}, "metadata"),
+        ({"messages": [{"role": "user", "content": "hi", "name": "ann"}]}, "messages[0].name"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "f", "strict": True}}]},
+            "tools[0].function.strict",
+        ),
     ],
 )
 def test_a_value_converse_cannot_express_is_refused_by_field(fields: dict[str, Any], named: str) -> None:

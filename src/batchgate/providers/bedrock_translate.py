@@ -86,6 +86,8 @@ IMAGE_FORMATS: Mapping[str, str] = {
     "image/webp": "webp",
 }
 _SYSTEM_ROLES = frozenset({"system", "developer"})
+_MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id"})
+_FUNCTION_KEYS = frozenset({"name", "description", "parameters"})
 _OWN = frozenset({ENDPOINT_KEY})  # batchgate's own keys, never sent
 
 
@@ -192,6 +194,7 @@ def _turns(messages: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, An
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping):
             raise refuse(f"messages[{i}]", "must be an object")
+        _check_keys(message, _MESSAGE_KEYS, f"messages[{i}]")
         role = message.get("role")
         if role in _SYSTEM_ROLES:
             system.extend(_blocks(message.get("content"), i, images=False))
@@ -213,6 +216,13 @@ def _turns(messages: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, An
     if not turns:
         raise refuse("messages", "there is no user message")
     return system, turns
+
+
+def _check_keys(value: Mapping[str, Any], carried: frozenset[str], where: str) -> None:
+    """A key beyond `carried` holding something (an echoed `refusal: null` asks for nothing)."""
+    for key, item in value.items():
+        if key not in carried and item not in (None, [], {}, False):
+            raise refuse(f"{where}.{key}", "Converse has no equivalent")
 
 
 def _blocks(content: Any, i: int, *, images: bool = True) -> list[dict[str, Any]]:
@@ -293,6 +303,7 @@ def _tool_config(tools: Any, choice: Any) -> dict[str, Any] | None:
         function = tool.get("function") if isinstance(tool, Mapping) else None
         if tool.get("type") != "function" or not isinstance(function, Mapping):
             raise refuse(f"tools[{j}]", "only function tools are carried")
+        _check_keys(function, _FUNCTION_KEYS, f"tools[{j}].function")  # `strict: true` among them
         spec: dict[str, Any] = {
             "name": function.get("name"),
             "inputSchema": {"json": function.get("parameters") or {"type": "object", "properties": {}}},
