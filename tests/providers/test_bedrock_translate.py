@@ -176,6 +176,9 @@ def test_images_and_cache_points() -> None:
         {"cachePoint": {"type": "default"}},
         {"image": {"format": "png", "source": {"bytes": PNG}}},
     ]
+    low = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}", "detail": "low"}}
+    with pytest.raises(UnsupportedField, match="detail"):
+        convert(messages=[{"role": "user", "content": [low]}])
     with pytest.raises(UnsupportedField, match="image bytes only"):
         convert(
             messages=[

@@ -252,6 +252,8 @@ def _image(spec: Any, i: int) -> dict[str, Any]:
     """An image part as an `image` block: Converse takes bytes only, so a data URL (base64)."""
     url = spec.get("url") if isinstance(spec, Mapping) else spec
     where = f"messages[{i}].content.image_url"
+    if isinstance(spec, Mapping) and spec.get("detail") not in (None, "auto"):
+        raise refuse(f"{where}.detail", "Converse takes no image detail level")
     if not isinstance(url, str) or not url.startswith("data:"):
         raise refuse(where, "Converse takes image bytes only: give a base64 data URL")
     header, sep, data = url[5:].partition(",")
