@@ -12,13 +12,9 @@ import pytest
 from batchgate.emulator.event_stream import converse_stream, exception
 from batchgate.endpoints import ENDPOINT_KEY
 from batchgate.errors import ConfigError, UnsupportedField
+from batchgate.providers.bedrock_answer import converse_to_openai
 from batchgate.providers.bedrock_stream import StreamFailure, read_stream
-from batchgate.providers.bedrock_translate import (
-    CARRIED,
-    REFUSED,
-    converse_to_openai,
-    openai_to_converse,
-)
+from batchgate.providers.bedrock_translate import CARRIED, REFUSED, openai_to_converse
 
 USER = {"role": "user", "content": "Hello"}
 PNG = "iVBORw0KGgo="  # base64 of the PNG signature

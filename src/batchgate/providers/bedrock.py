@@ -45,9 +45,10 @@ from batchgate.errors import (
     UnsupportedField,
 )
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
+from batchgate.providers.bedrock_answer import converse_to_openai
 from batchgate.providers.bedrock_auth import SigV4Signer
 from batchgate.providers.bedrock_stream import StreamFailure, read_stream
-from batchgate.providers.bedrock_translate import converse_to_openai, openai_to_converse
+from batchgate.providers.bedrock_translate import openai_to_converse
 from batchgate.providers.classify import error_for_response, malformed, shorten
 from batchgate.providers.transport import ChatTransport, call
 from batchgate.urls import joined
