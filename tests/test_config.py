@@ -53,7 +53,7 @@ def test_renamed_target() -> None:
     ("mutate", "key", "reason"),
     [
         (
-            lambda d: d["providers"][0].update(kind="bedrock"),
+            lambda d: d["providers"][0].update(kind="cohere"),
             "providers[0].kind",
             "must be one of openai, anthropic, azure",
         ),

@@ -15,6 +15,7 @@ from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from batchgate.config.gemini_entry import GEMINI_KEYS, read_vertex
+from batchgate.config.bedrock import BEDROCK_KEYS, read_bedrock
 from batchgate.config.model_limits import read_model_limits
 from batchgate.config.network import NETWORK_KEYS, NetworkSettings, provider_network
 from batchgate.config.schema import (
@@ -27,7 +28,7 @@ from batchgate.config.schema import (
 from batchgate.config.section import Section, type_name
 from batchgate.quota.limits import QuotaLimits
 
-KINDS = ("openai", "anthropic", "azure", "gemini")
+KINDS = ("openai", "anthropic", "azure", "gemini", "bedrock")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PROVIDER = frozenset(
@@ -50,6 +51,7 @@ _PROVIDER = frozenset(
         "api_version",
         *GEMINI_KEYS,
         *NETWORK_KEYS,
+        *BEDROCK_KEYS,
     }
 )
 _LIMITS = frozenset({"rpm", "tpm", "itpm", "otpm", "max_concurrency", "burst_seconds"})
@@ -99,7 +101,7 @@ def read_provider(
         default_max_tokens=default_max,
         headers=headers,
         secret_headers=secret_headers,
-        batch_api=vertex is None if batch_api is None else batch_api,  # Vertex: no batch mode here
+        batch_api=(vertex is None and kind != "bedrock") if batch_api is None else batch_api,  # Vertex, Bedrock: live only here
         batch_max_requests=s.integer("batch_max_requests"),
         batch_max_bytes=s.integer("batch_max_bytes"),
         output_charge=cast("OutputCharge | None", output_charge),
@@ -108,6 +110,7 @@ def read_provider(
         api_version=api_version,
         vertex=vertex,
         network=provider_network(s.data, s.path, s.source, network),
+        bedrock=read_bedrock(s, kind),
     )
 
 

@@ -57,6 +57,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from batchgate.config.bedrock import BedrockSettings
 from batchgate.config.job_spec import JobSpec
 from batchgate.config.network import NetworkSettings
 from batchgate.models import RouteMode
@@ -66,7 +67,7 @@ from batchgate.policy.retry import RetrySettings
 from batchgate.quota.limits import QuotaLimits
 from batchgate.quota.store.location import StoreSpec
 
-ProviderKind = Literal["openai", "anthropic", "azure", "gemini"]  # azure: Azure OpenAI (OpenAI's wire)
+ProviderKind = Literal["openai", "anthropic", "azure", "gemini", "bedrock"]  # azure: Azure OpenAI (OpenAI's wire)
 OutputCharge = Literal["max_tokens", "adjusted"]
 EMULATOR_BASE_URL = "emulator"
 
@@ -138,6 +139,7 @@ class ProviderConfig:
     deployment: str | None = None  # kind azure: the deployment (None: the URL's, else the model)
     api_version: str | None = None  # kind azure: the `api-version` query (not on /openai/v1)
     vertex: VertexTarget | None = None  # kind gemini on Vertex AI (None: AI Studio's x-goog-api-key)
+    bedrock: BedrockSettings | None = None  # kind bedrock: region, profile, ConverseStream
 
     @property
     def entry_name(self) -> str:

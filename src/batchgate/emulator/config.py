@@ -31,7 +31,7 @@ from batchgate.emulator.modes import (
 from batchgate.emulator.wire_fields import read_refuse_unknown
 from batchgate.errors import ConfigError
 
-Family = Literal["openai", "anthropic", "azure", "gemini"]
+Family = Literal["openai", "anthropic", "azure", "gemini", "bedrock"]
 Overflow = Literal["queue", "reject"]
 
 FAULT_KINDS: tuple[str, ...] = (

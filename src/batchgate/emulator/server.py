@@ -31,6 +31,8 @@ from batchgate.clock import Clock, LoopClock
 from batchgate.emulator.anthropic_api import AnthropicFamily
 from batchgate.emulator.azure_api import AZURE_PATHS, AzureFamily, provider_base_url
 from batchgate.emulator.batch.service import BatchService
+from batchgate.emulator.bedrock_api import BedrockFamily
+from batchgate.emulator.bedrock_routes import add_bedrock_routes
 from batchgate.emulator.config import EmulatorConfig
 from batchgate.emulator.gemini_api import GeminiFamily, add_gemini_routes
 from batchgate.emulator.openai_api import OpenAIFamily
@@ -61,6 +63,7 @@ class Emulator:
             "anthropic": AnthropicFamily(),
             "azure": AzureFamily(),
             "gemini": GeminiFamily(),
+            "bedrock": BedrockFamily(),
         }
         self.runtimes: dict[str, EmulatedProvider] = {}
         self.batches = BatchService(self._clock)  # the Batch APIs (files, batches)
@@ -89,6 +92,8 @@ class Emulator:
         app = web.Application(client_max_size=self.config.max_body_bytes)
         self.batches.register(app, self.runtimes)  # first: Gemini's `:batchGenerateContent` path
         for rt in self.runtimes.values():
+            if add_bedrock_routes(app, rt, self._handler):  # Bedrock's addresses only (bedrock_routes.py)
+                continue
             if rt.family.name == "azure":  # Azure's addresses only (azure_api.py)
                 for endpoint, path in AZURE_PATHS:
                     app.router.add_route(

@@ -18,6 +18,7 @@ from batchgate.models import ProviderResponse, RateLimitSnapshot
 from batchgate.providers.anthropic import AnthropicClient
 from batchgate.providers.azure import AzureClient
 from batchgate.providers.gemini import GeminiClient
+from batchgate.providers.bedrock import BedrockClient
 from batchgate.providers.openai import OpenAIClient
 from batchgate.providers.transport import ChatTransport
 from batchgate.tokens import CharCounter, EstimatingTokenCounter, ExactTokenCounter, TokenCounter
@@ -60,6 +61,8 @@ def make_client(
         return AnthropicClient(config, transport, timeouts, base_url=base_url, clock=clock)
     if config.kind == "gemini":
         return GeminiClient(config, transport, timeouts, base_url=base_url, clock=clock)
+    if config.kind == "bedrock":
+        return BedrockClient(config, transport, timeouts, base_url=base_url, clock=clock)
     raise ConfigError("<config>", f"providers.{config.name}.kind", f"unknown provider kind {config.kind!r}")
 
 

@@ -55,6 +55,8 @@ class BatchService:
         for rt in runtimes.values():
             bp = BatchProvider(rt, self._clock)
             self.providers[rt.name] = bp
+            if rt.family.name == "bedrock":  # its batch inference reads S3: not played
+                continue
             api: BatchAPI
             if rt.family.name == "openai":
                 api = OpenAIBatchAPI(bp, self.next_id)

@@ -38,4 +38,6 @@ def make_batch_client(
         return AnthropicBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
     if config.kind == "gemini":
         return GeminiBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
+    if config.kind == "bedrock":  # its batch inference reads S3: not supported (live Converse only)
+        raise ConfigError("<config>", f"providers.{config.name}.batch_api", "bedrock has no Batch API here")
     raise ConfigError("<config>", f"providers.{config.name}.kind", f"unknown provider kind {config.kind!r}")
