@@ -14,8 +14,8 @@ from datetime import date
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
-from batchgate.config.gemini_entry import GEMINI_KEYS, read_vertex
 from batchgate.config.bedrock import BEDROCK_KEYS, read_bedrock
+from batchgate.config.gemini_entry import GEMINI_KEYS, read_vertex
 from batchgate.config.model_limits import read_model_limits
 from batchgate.config.network import NETWORK_KEYS, NetworkSettings, provider_network
 from batchgate.config.schema import (
@@ -101,7 +101,8 @@ def read_provider(
         default_max_tokens=default_max,
         headers=headers,
         secret_headers=secret_headers,
-        batch_api=(vertex is None and kind != "bedrock") if batch_api is None else batch_api,  # Vertex, Bedrock: live only here
+        # Vertex AI and Bedrock: live only here (no batch mode)
+        batch_api=(vertex is None and kind != "bedrock") if batch_api is None else batch_api,
         batch_max_requests=s.integer("batch_max_requests"),
         batch_max_bytes=s.integer("batch_max_bytes"),
         output_charge=cast("OutputCharge | None", output_charge),

@@ -67,7 +67,8 @@ from batchgate.policy.retry import RetrySettings
 from batchgate.quota.limits import QuotaLimits
 from batchgate.quota.store.location import StoreSpec
 
-ProviderKind = Literal["openai", "anthropic", "azure", "gemini", "bedrock"]  # azure: Azure OpenAI (OpenAI's wire)
+# azure: Azure OpenAI (OpenAI's wire)
+ProviderKind = Literal["openai", "anthropic", "azure", "gemini", "bedrock"]
 OutputCharge = Literal["max_tokens", "adjusted"]
 EMULATOR_BASE_URL = "emulator"
 

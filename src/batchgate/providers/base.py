@@ -17,8 +17,8 @@ from batchgate.errors import ConfigError
 from batchgate.models import ProviderResponse, RateLimitSnapshot
 from batchgate.providers.anthropic import AnthropicClient
 from batchgate.providers.azure import AzureClient
-from batchgate.providers.gemini import GeminiClient
 from batchgate.providers.bedrock import BedrockClient
+from batchgate.providers.gemini import GeminiClient
 from batchgate.providers.openai import OpenAIClient
 from batchgate.providers.transport import ChatTransport
 from batchgate.tokens import CharCounter, EstimatingTokenCounter, ExactTokenCounter, TokenCounter
