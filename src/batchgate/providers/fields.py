@@ -22,7 +22,7 @@ from batchgate import messages_in
 from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.endpoints import CHAT, MESSAGES_PARAMS, endpoint_of
 from batchgate.errors import UnsupportedField
-from batchgate.providers import translate
+from batchgate.providers import bedrock_translate, gemini_translate, translate
 
 Translation = tuple[frozenset[str], Mapping[str, str]]  # (CARRIED, REFUSED) of one target kind
 
@@ -44,12 +44,24 @@ REGISTRY: dict[str, Translation] = {
     "openai": (OPENAI_CHAT_FIELDS, {}),
     "azure": (OPENAI_CHAT_FIELDS, {}),
     "anthropic": (translate.CARRIED, translate.REFUSED),
+    "gemini": (gemini_translate.CARRIED, gemini_translate.REFUSED),
+    "bedrock": (bedrock_translate.CARRIED, bedrock_translate.REFUSED),
 }
 PASS_THROUGH = frozenset({"openai", "azure"})  # the body is sent as given: nothing is translated
 # A kind's whole translation, when it can refuse more than top-level fields (nested ones: tool
 # shapes, message keys): it raises `UnsupportedField`. Kinds without one are checked by REGISTRY.
-CHECKS: dict[str, Callable[[Mapping[str, Any], int], None]] = {"anthropic": translate.translate_fields}
+CHECKS: dict[str, Callable[[Mapping[str, Any], int], None]] = {
+    "anthropic": translate.translate_fields,
+    "gemini": lambda body, _max: _translated(gemini_translate.openai_to_gemini(body)),
+    "bedrock": lambda body, max_tokens: _translated(
+        bedrock_translate.openai_to_converse(body, default_max_tokens=max_tokens)
+    ),
+}
 _OWN = frozenset({MESSAGES_PARAMS})
+
+
+def _translated(_body: Mapping[str, Any]) -> None:
+    """A whole translation run only for what it refuses (its `UnsupportedField`)."""
 
 
 def refusal(body: Mapping[str, Any], kind: str, default_max_tokens: int = 4096) -> UnsupportedField | None:
@@ -67,15 +79,28 @@ def refusal(body: Mapping[str, Any], kind: str, default_max_tokens: int = 4096) 
     check = CHECKS.get(kind)
     if check is not None:
         try:
-            check(body, default_max_tokens)
+            check({k: v for k, v in body.items() if k not in _OWN and ":" not in k}, default_max_tokens)
         except UnsupportedField as exc:
-            return exc
+            return exc if params is None else _as_given(exc, params)
         return None
     carried, refused = REGISTRY[kind]
     for name, value in body.items():
         if value is not None and name not in carried and name not in _OWN and ":" not in name:
             return UnsupportedField(name, kind, refused.get(name, "not a field its translation knows"))
     return None
+
+
+# An Anthropic-shaped line's field whose OpenAI translation a target refused: named as the file has it.
+_FROM_MESSAGES = {"user": "metadata", "stop": "stop_sequences", "tools": "tools", "tool_choice": "tool_choice"}
+
+
+def _as_given(exc: UnsupportedField, params: Mapping[str, Any]) -> UnsupportedField:
+    """`exc` (about the OpenAI body an Anthropic line means) naming the line's own field."""
+    name = exc.field.split("[", 1)[0].split(".", 1)[0]
+    given = name if name in params else _FROM_MESSAGES.get(name, "messages")
+    if given == exc.field:
+        return exc
+    return UnsupportedField(given, exc.target_kind, f"as {exc.field!r}: {exc.reason}")
 
 
 def route_refusal(config: GatewayConfig, body: Mapping[str, Any]) -> str | None:
