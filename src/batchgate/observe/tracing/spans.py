@@ -10,7 +10,6 @@ the error that made it retry (fewer spans: the exporter's encoding is most of tr
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Mapping
 from contextvars import Token
 from typing import Any, TypeVar
@@ -48,7 +47,7 @@ class OtelTracer:
         operation = endpoint_of(body)
         span = self.tracer.start_span(f"{operation} {model}")
         token = TRACEPARENT.set(traceparent(span))
-        return RequestSpan(self, span, token, clock.now(), time.time_ns(), custom_id)
+        return RequestSpan(self, span, token, clock.now(), int(clock.wall() * 1e9), custom_id)
 
     async def job(self, job_id: str, run: Awaitable[T]) -> T:
         with self.tracer.start_as_current_span("job", attributes={"batchgate.job": job_id}):
