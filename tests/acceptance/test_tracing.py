@@ -1,0 +1,80 @@
+"""`batchgate run --trace` as a user runs it (a subprocess) with `OTEL_EXPORTER_OTLP_ENDPOINT` at a
+real OTLP/HTTP receiver on loopback (`tests/otlp.py`): every request's span arrives under the job's
+span, with its route's target, tokens and cost; the config's `tracing:` turns it on the same;
+asking for tracing without it is a one-line error naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from acceptance.harness import MODEL, Cli, gateway_config, read_jsonl, write_input
+from batchgate.emulator import EmulatorThread
+from otlp import otlp_receiver
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
+
+N = 12
+
+
+def _run(cli: Cli, emu: EmulatorThread, *extra: str, tracing: object = None) -> tuple[Path, str]:
+    cfg = gateway_config(cli.cwd / "gw.yaml", emu)
+    if tracing is not None:
+        data = yaml.safe_load(cfg.read_text())
+        cfg.write_text(yaml.safe_dump({**data, "tracing": tracing}))
+    src, out = write_input(cli.cwd / "in.jsonl", N), cli.cwd / "out.jsonl"
+    done = cli.run("run", str(src), "--config", str(cfg), "--output", str(out), "-q", *extra)
+    assert done.returncode == 0, done.stderr
+    return out, done.stderr
+
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_run_exports_a_span_per_request_under_its_jobs(cli: Cli, emu: EmulatorThread, how: str) -> None:
+    with otlp_receiver() as receiver:
+        cli.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
+        cli.env["OTEL_SERVICE_NAME"] = "batchgate-test"
+        if how == "flag":
+            out, _ = _run(cli, emu, "--trace")
+        else:
+            out, _ = _run(cli, emu, tracing={"enabled": True})
+        # the run flushes its spans before it exits: nothing to wait for
+        requests = receiver.named(f"chat {MODEL}")
+        (job,) = receiver.named("job")
+    assert len(read_jsonl(out)) == N
+    assert len(requests) == N
+    assert {s.trace_id for s in requests} == {job.trace_id}
+    assert {s.parent_span_id for s in requests} == {job.span_id}
+    assert job.parent_span_id == ""
+    assert job.attributes["batchgate.job"]
+    assert {s.service for s in [*requests, job]} == {"batchgate-test"}
+    for span in requests:
+        a = span.attributes
+        assert a["batchgate.target"] in ("alpha", "gamma")
+        assert a["gen_ai.usage.input_tokens"] > 0
+        assert a["gen_ai.usage.output_tokens"] > 0
+        assert a["batchgate.cost_usd"] > 0  # priced by the config's table
+        assert a["batchgate.attempts"] >= 1
+        assert "batchgate.quota_wait_ms" in a
+        assert str(a["batchgate.custom_id"]).startswith("item-")
+        assert not span.error
+
+
+def test_tracing_off_exports_nothing(cli: Cli, emu: EmulatorThread) -> None:
+    with otlp_receiver() as receiver:
+        cli.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
+        _run(cli, emu)
+        assert receiver.posts == 0
+
+
+def test_a_bad_tracing_key_is_one_line_naming_it(cli: Cli, emu: EmulatorThread) -> None:
+    cfg = gateway_config(cli.cwd / "gw.yaml", emu)
+    cfg.write_text(yaml.safe_dump({**yaml.safe_load(cfg.read_text()), "tracing": {"enabled": "yes"}}))
+    src = write_input(cli.cwd / "in.jsonl", 1)
+    done = cli.run("run", str(src), "--config", str(cfg), "--output", str(cli.cwd / "o.jsonl"))
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if x.strip()]
+    assert "tracing.enabled" in line
+    assert "gw.yaml" in line
