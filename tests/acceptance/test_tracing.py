@@ -1,6 +1,7 @@
 """`batchgate run --trace` as a user runs it (a subprocess) with `OTEL_EXPORTER_OTLP_ENDPOINT` at a
 real OTLP/HTTP receiver on loopback (`tests/otlp.py`): every request's span arrives under the job's
-span, with its route's target, tokens and cost; the config's `tracing:` turns it on the same;
+span, with its route's target, tokens and cost, and a provider batch's span too; the config's
+`tracing:` turns it on the same;
 asking for tracing without it is a one-line error naming the key."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from acceptance.harness import MODEL, Cli, gateway_config, read_jsonl, write_input
+from acceptance.test_batch_api import batch_emulator, command, write_config
 from batchgate.emulator import EmulatorThread
 from otlp import otlp_receiver
 
@@ -78,3 +80,26 @@ def test_a_bad_tracing_key_is_one_line_naming_it(cli: Cli, emu: EmulatorThread) 
     (line,) = [x for x in done.stderr.splitlines() if x.strip()]
     assert "tracing.enabled" in line
     assert "gw.yaml" in line
+
+
+def test_a_provider_batch_has_its_span_under_the_jobs(cli: Cli) -> None:
+    emu = batch_emulator()
+    try:
+        cfg = write_config(cli.cwd / "gw.yaml", emu)
+        with otlp_receiver() as receiver:
+            cli.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
+            done = cli.run(*command(cli, 5, cfg, "-q", "--trace"))
+            assert done.returncode == 0, done.stderr
+            (batch,) = receiver.named("provider batch")
+            (job,) = receiver.named("job")
+    finally:
+        emu.stop()
+    assert batch.trace_id == job.trace_id
+    assert batch.parent_span_id == job.span_id
+    a = batch.attributes
+    assert a["batchgate.target"] == "alpha"
+    assert a["batchgate.batch_requests"] == 5
+    assert a["batchgate.batch_state"] == "completed"
+    assert a["batchgate.batch_succeeded"] == 5
+    assert str(a["batchgate.batch_id"]).startswith("batch_")
+    assert not batch.error
