@@ -57,7 +57,7 @@ def test_run_exports_a_span_per_request_under_its_jobs(cli: Cli, emu: EmulatorTh
         assert a["gen_ai.usage.input_tokens"] > 0
         assert a["gen_ai.usage.output_tokens"] > 0
         assert a["batchgate.cost_usd"] > 0  # priced by the config's table
-        assert a["batchgate.attempts"] >= 1
+        assert a.get("batchgate.attempts", 1) >= 1  # left out for the usual one
         assert "batchgate.quota_wait_ms" in a
         assert str(a["batchgate.custom_id"]).startswith("item-")
         assert not span.error

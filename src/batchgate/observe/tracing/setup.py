@@ -14,28 +14,29 @@ from collections.abc import Iterator
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
 from batchgate import trace_hooks
 from batchgate.config import GatewayConfig
 from batchgate.jobs.pricing import PriceTable
-from batchgate.observe.tracing.spans import OtelTracer
-
-SCOPE = "batchgate"
+from batchgate.observe.tracing.spans import SCOPE, OtelTracer
 
 
-def provider_for(service_name: str | None, exporter: SpanExporter | None = None) -> TracerProvider:
-    """A tracer provider exporting by OTLP/HTTP (or to `exporter`, synchronously: tests)."""
+def provider_for(
+    service_name: str | None, exporter: SpanExporter | None = None
+) -> tuple[TracerProvider, SpanProcessor]:
+    """A tracer provider exporting by OTLP/HTTP (or to `exporter`, synchronously: tests), and its
+    span processor (request spans go to it directly: `request_span`)."""
     attributes = {}
     if service_name is not None or not os.environ.get("OTEL_SERVICE_NAME"):
         attributes["service.name"] = service_name or "batchgate"
     provider = TracerProvider(resource=Resource.create(attributes))
-    if exporter is None:
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    else:
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider
+    processor: SpanProcessor = (
+        BatchSpanProcessor(OTLPSpanExporter()) if exporter is None else SimpleSpanProcessor(exporter)
+    )
+    provider.add_span_processor(processor)
+    return provider, processor
 
 
 @contextlib.contextmanager
@@ -45,9 +46,9 @@ def tracing_on(
     """Requests, jobs and batches traced while the block runs (their costs priced by `config`'s
     price table); at its end the spans left are exported and tracing is off again."""
     settings = config.tracing if config is not None else None
-    provider = provider_for(settings.service_name if settings is not None else None, exporter)
+    provider, processor = provider_for(settings.service_name if settings is not None else None, exporter)
     prices = PriceTable(config.prices) if config is not None else None
-    tracer = OtelTracer(provider.get_tracer(SCOPE), prices)
+    tracer = OtelTracer(provider.get_tracer(SCOPE), processor, provider.resource, prices)
     previous = trace_hooks.install(tracer)
     try:
         yield tracer
