@@ -1,6 +1,7 @@
 """`batchgate run --trace` as a user runs it (a subprocess) with `OTEL_EXPORTER_OTLP_ENDPOINT` at a
 real OTLP/HTTP receiver on loopback (`tests/otlp.py`): every request's span arrives under the job's
-span, with its route's target, tokens and cost, and a provider batch's span too; the config's
+span, with its route's target, tokens and cost (a failover's attempts as its children, each with
+its status and the error that made it retry), and a provider batch's span too; the config's
 `tracing:` turns it on the same;
 asking for tracing without it is a one-line error naming the key."""
 
@@ -15,6 +16,9 @@ from acceptance.harness import MODEL, Cli, gateway_config, read_jsonl, write_inp
 from acceptance.test_batch_api import batch_emulator, command, write_config
 from batchgate.emulator import EmulatorThread
 from otlp import otlp_receiver
+from reliability import helpers as rel
+from reliability.helpers import gw_provider, start_emulator
+from reliability.helpers import write_config as rel_config
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
 
@@ -103,3 +107,33 @@ def test_a_provider_batch_has_its_span_under_the_jobs(cli: Cli) -> None:
     assert a["batchgate.batch_succeeded"] == 5
     assert str(a["batchgate.batch_id"]).startswith("batch_")
     assert not batch.error
+
+
+def test_a_failover_reaches_the_receiver_with_each_attempt(cli: Cli) -> None:
+    emu = start_emulator([rel.emu_provider("down", faults={"server_error": 1.0}), rel.emu_provider("up")])
+    try:
+        providers = [gw_provider(emu, "down"), gw_provider(emu, "up")]
+        cfg = rel_config(cli.cwd / "gw.yaml", providers, concurrency=2, max_attempts=6, hedge=False)
+        src = rel.write_input(cli.cwd / "in.jsonl", 8)
+        with otlp_receiver() as receiver:
+            cli.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
+            out = str(cli.cwd / "o.jsonl")
+            done = cli.run("run", str(src), "--config", str(cfg), "--output", out, "-q", "--trace")
+            assert done.returncode == 0, done.stderr
+            requests = receiver.named(f"chat {rel.MODEL}")
+            attempts = receiver.named("attempt")
+    finally:
+        emu.stop()
+    assert len(requests) == 8
+    assert all(r.attributes["batchgate.target"] == "up" for r in requests)
+    failed_over = [r for r in requests if r.attributes.get("batchgate.attempts", 1) > 1]
+    assert failed_over, "down fails every call: some request must have tried it first"
+    for request in failed_over:
+        mine = [a for a in attempts if a.parent_span_id == request.span_id]
+        assert len(mine) == request.attributes["batchgate.attempts"]
+        assert {a.trace_id for a in mine} == {request.trace_id}
+        causes = sorted((a.attributes["batchgate.attempt"], a.attributes.get("error.type")) for a in mine)
+        *retried, (_, last) = causes
+        assert last is None  # the answered one
+        assert {cause for _, cause in retried} == {"server_error"}  # why each was retried
+        assert all(a.error for a in mine if a.attributes.get("error.type"))
