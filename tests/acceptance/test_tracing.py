@@ -7,6 +7,7 @@ asking for tracing without it is a one-line error naming the key."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,16 @@ def test_a_failover_reaches_the_receiver_with_each_attempt(cli: Cli) -> None:
         assert last is None  # the answered one
         assert {cause for _, cause in retried} == {"server_error"}  # why each was retried
         assert all(a.error for a in mine if a.attributes.get("error.type"))
+
+
+def test_a_collector_that_is_down_costs_the_run_one_line(cli: Cli, emu: EmulatorThread) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cli.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
+    out, stderr = _run(cli, emu, "--trace")
+    assert len(read_jsonl(out)) == N  # the run itself is whole
+    said = [line for line in stderr.splitlines() if "span" in line]
+    tail = "spans could not be exported (is the OTLP collector up? OTEL_EXPORTER_OTLP_ENDPOINT)"
+    assert said == [f"batchgate: {N + 1} {tail}"]  # the requests' and the job's
+    assert "Traceback" not in stderr

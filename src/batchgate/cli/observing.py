@@ -100,8 +100,11 @@ def tracing_for(args: argparse.Namespace, config: GatewayConfig) -> Iterator[Non
         from batchgate.observe.tracing.setup import tracing_on  # noqa: PLC0415 — optional extra `otel`
     except ImportError as exc:
         raise JobError(f"tracing needs {exc.name}: pip install 'batchgate[otel]'") from None
-    with tracing_on(config):
+    with tracing_on(config) as tracer:
         yield
+    if tracer.unexported:
+        said = f"batchgate: {tracer.unexported} spans could not be exported (is the OTLP collector up?"
+        print(f"{said} OTEL_EXPORTER_OTLP_ENDPOINT)", file=sys.stderr)
 
 
 def logging_on(args: argparse.Namespace) -> bool:

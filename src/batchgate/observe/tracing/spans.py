@@ -40,6 +40,7 @@ class OtelTracer:
         prices: PriceTable | None = None,
     ) -> None:
         self.tracer = tracer
+        self.unexported = 0  # spans the exporter gave up on (known once tracing is closed)
         self._sink = Sink(processor, resource, InstrumentationScope(SCOPE), self.cost)
         self._prices = prices
         self._priced: dict[str, PriceTable | None] = {}  # per answering model: its price alone
