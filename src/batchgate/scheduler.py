@@ -9,6 +9,8 @@ event-driven wait, never while holding a slot) → send under the learned in-fli
 adaptive timeout, hedging a straggler (`batchgate.attempt`) → ask the retry policy what to do.
 Every retry goes through the pool again. A retry that lands on another target than the attempt
 before is logged as a `failover` event (`batchgate.logs`); each retry's delay at debug level.
+With tracing on (`batchgate.trace_hooks`), `run` starts the request's span and ends it with its
+`Result`, each attempt's wait for quota added to it; off, that is one test against None.
 """
 
 from __future__ import annotations
