@@ -22,6 +22,7 @@ HEAVY = (
     "numpy",
     "pandas",
     "pyarrow",
+    "opentelemetry",  # the otel extra: only a run or server that traces
 )
 
 
@@ -71,6 +72,23 @@ def test_metrics_load_only_for_a_run_that_asks_for_them() -> None:
     assert loaded_after(parsed, watch) == []
     asked = "import batchgate.observe.exporter"
     assert loaded_after(asked, watch) == list(watch)
+
+
+def test_opentelemetry_loads_only_for_a_run_that_traces() -> None:
+    watch = ("opentelemetry", "opentelemetry.sdk", "batchgate.observe.tracing.spans")
+    parse = (
+        "from batchgate.cli import build_parser\n"
+        "from batchgate.config import config_from_dict\n"
+        "import batchgate.jobs.runner, batchgate.server.service\n"
+        "config = config_from_dict({'providers': [{'name': 'a', 'kind': 'openai', 'base_url': 'http://x'}],"
+        " 'routes': [{'model': 'm', 'targets': ['a']}]})\n"
+        "argv = ['run', 'in.jsonl', '--config', 'c.yaml', '--output', 'o.jsonl'FLAG]\n"
+        "args = build_parser().parse_args(argv)\n"
+        "from batchgate.cli.observing import tracing_for\n"
+        "with tracing_for(args, config): pass"
+    )
+    assert loaded_after(parse.replace("FLAG", ""), watch) == []
+    assert loaded_after(parse.replace("FLAG", ", '--trace'"), watch) == list(watch)
 
 
 def test_an_exact_counter_loads_its_encoding_on_the_first_count_without_the_wrapper() -> None:

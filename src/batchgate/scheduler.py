@@ -9,6 +9,8 @@ event-driven wait, never while holding a slot) → send under the learned in-fli
 adaptive timeout, hedging a straggler (`batchgate.attempt`) → ask the retry policy what to do.
 Every retry goes through the pool again. A retry that lands on another target than the attempt
 before is logged as a `failover` event (`batchgate.logs`); each retry's delay at debug level.
+With tracing on (`batchgate.trace_hooks`), `run` starts the request's span and ends it with its
+`Result`, each attempt's wait for quota added to it; off, that is one test against None.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from batchgate import trace_hooks
 from batchgate.admission import Admission, Candidate, Target
 from batchgate.attempt import Attempts, Send
 from batchgate.clock import Clock
@@ -42,6 +45,7 @@ from batchgate.quota.held import Held
 from batchgate.quota.pool import Reservation
 from batchgate.runtime import ProviderRuntime
 from batchgate.slots import FairSlots
+from batchgate.trace_hooks import RequestTrace
 
 __all__ = ["Scheduler", "Target"]  # `Target` lives in `admission`; the gateway imports it here
 
@@ -104,12 +108,17 @@ class Scheduler:
         started = self._clock.now()
         attempts: list[Attempt] = []
         result = Result(index=index, ok=False, custom_id=custom_id, attempts=attempts)
+        tracer = trace_hooks.tracer  # None unless tracing is on (`batchgate.trace_hooks`)
+        trace = None if tracer is None else tracer.request(self._clock, body, custom_id, urgent)
         try:
-            await self._attempt_loop(body, result, custom_id, urgent)
+            await self._attempt_loop(body, result, custom_id, urgent, trace)
         except BatchgateError as exc:
             result.error = exc
         except Exception as exc:  # a bug must cost this one item, never the whole batch
             result.error = InternalError.of(exc)
+        finally:
+            if trace is not None:
+                trace.end(result, self._clock.now())
         result.latency_ms = (self._clock.now() - started) * 1000.0
         if result.ok:
             self.items_succeeded += 1
@@ -138,7 +147,12 @@ class Scheduler:
         return fitting
 
     async def _attempt_loop(
-        self, body: ChatBody, result: Result, task: str | None = None, urgent: bool = False
+        self,
+        body: ChatBody,
+        result: Result,
+        task: str | None = None,
+        urgent: bool = False,
+        trace: RequestTrace | None = None,
     ) -> None:
         model = body.get("model")
         if not isinstance(model, str):
@@ -150,7 +164,10 @@ class Scheduler:
         last: tuple[str, str] | None = None  # the previous attempt's provider and error kind
         while True:
             attempt_no += 1
+            waiting = self._clock.now() if trace is not None else 0.0
             chosen, reservation, probe = await self._acquire_any(candidates, model, urgent)
+            if trace is not None:
+                trace.quota_waited(self._clock.now() - waiting)
             target, _, _, count = chosen
             rt = target.runtime
             if last is not None and last[0] != rt.name:

@@ -1,11 +1,13 @@
 """The options that let a run be watched from outside — `--log-format`, `--log-level`,
 `--log-file` (structured log events) and `--metrics-port`, `--metrics-host`, `--metrics-linger`
-(Prometheus `/metrics` during the run) — and running a job under them.
+(Prometheus `/metrics` during the run), `--trace` (OpenTelemetry spans by OTLP, as the
+`OTEL_EXPORTER_OTLP_*` variables say; the config's `tracing:` too) — and running a job under them.
 
 Logging is off unless one of the `--log-*` options is given; then events go to the file, else to
 stderr (where `--progress auto` then prints progress lines instead of the live display, which
 would be torn by them). Registering the options imports nothing heavy; the metrics'
-`prometheus_client` and aiohttp's web server load only for a run that asks for `--metrics-port`.
+`prometheus_client` and aiohttp's web server load only for a run that asks for `--metrics-port`,
+OpenTelemetry only for one that traces.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from batchgate.errors import JobError
 from batchgate.observe.logsetup import FORMATS, LEVELS, logging_to
 
 if TYPE_CHECKING:
+    from batchgate.config import GatewayConfig
     from batchgate.jobs.engine import JobEngine
     from batchgate.jobs.job_setup import RunRequest
 
@@ -74,6 +77,34 @@ def add_options(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="keep /metrics up S seconds after the run, for a last scrape (Ctrl-C ends it early)",
     )
+    add_trace_option(p)
+
+
+def add_trace_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="export OpenTelemetry traces by OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT (default "
+        "http://localhost:4318; the otel extra; as the config's tracing: true)",
+    )
+
+
+@contextlib.contextmanager
+def tracing_for(args: argparse.Namespace, config: GatewayConfig) -> Iterator[None]:
+    """Spans of requests, jobs and batches exported while the block runs, when `--trace` or the
+    config's `tracing:` asks for them; flushed at its end."""
+    if not (getattr(args, "trace", False) or config.tracing.enabled):
+        yield
+        return
+    try:
+        from batchgate.observe.tracing.setup import tracing_on  # noqa: PLC0415 — optional extra `otel`
+    except ImportError as exc:
+        raise JobError(f"tracing needs {exc.name}: pip install 'batchgate[otel]'") from None
+    with tracing_on(config) as tracer:
+        yield
+    if tracer.unexported:
+        said = f"batchgate: {tracer.unexported} spans could not be exported (is the OTLP collector up?"
+        print(f"{said} OTEL_EXPORTER_OTLP_ENDPOINT)", file=sys.stderr)
 
 
 def logging_on(args: argparse.Namespace) -> bool:

@@ -243,7 +243,7 @@ def _go(req: RunRequest, config: GatewayConfig, args: argparse.Namespace) -> int
     # In JSON-lines mode stdout carries only events; the human lines go to stderr.
     out = _stderr if progress == "json" else print
     sink = make_sink(progress, args.progress_every)
-    with observing.logging_for(args):
+    with observing.logging_for(args), observing.tracing_for(args, config):
         import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
 
         return asyncio.run(observing.run_observed(req, args, lambda r: run_job(r, config, sink, out=out)))

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from batchgate.cli.arg_types import positive_float, positive_int
 from batchgate.cli.config_file import load_config
+from batchgate.cli.observing import add_trace_option, tracing_for
 from batchgate.cli.quota_option import add_quota_option, quota_spec
 from batchgate.cli.serve_limits import add_tenant_arguments, connection_limits, tenant_limits
 from batchgate.errors import JobError
@@ -115,6 +116,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_tenant_arguments(serve)
     add_quota_option(serve)
     _place_arguments(serve)
+    add_trace_option(serve)
     serve.set_defaults(handler=run_serve)
     _register_keys(subparsers)
 
@@ -242,7 +244,7 @@ def run_serve(args: argparse.Namespace) -> int:
         )
         import asyncio  # noqa: PLC0415 — not at import: `--help` never needs asyncio (~40 ms)
 
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
+        with tracing_for(args, config), asyncio.Runner(loop_factory=loop_factory) as runner:
             runner.run(work)
     except OSError as exc:
         print(

@@ -23,6 +23,7 @@ from batchgate.config.schema import (
     TimeoutConfig,
 )
 from batchgate.config.section import Section, type_name
+from batchgate.config.tracing import read_tracing
 from batchgate.endpoints import MAX_EMBEDDING_INPUTS
 from batchgate.errors import JobSpecError
 from batchgate.models import ROUTE_MODES, RouteMode
@@ -33,7 +34,7 @@ from batchgate.policy.takeout import TakeOutSettings
 from batchgate.quota.store.location import resolve
 
 _TOP = frozenset(
-    {"providers", "routes", "settings", "prices", "budget", "job", "quota", "emulator", "fanout"}
+    {"providers", "routes", "settings", "prices", "budget", "job", "quota", "emulator", "fanout", "tracing"}
 )
 _QUOTA = frozenset({"store", "namespace"})
 _ROUTE = frozenset({"model", "targets", "mode"})
@@ -100,6 +101,7 @@ def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> 
         fanout=_fanout(top, models),
         source=source,
         network=network,
+        tracing=read_tracing(top),
     )
 
 

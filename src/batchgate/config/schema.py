@@ -49,6 +49,7 @@ here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them
                                   # quotas are shared: memory | local | sqlite:PATH | redis://…
     emulator: {...}               # optional: an embedded emulator (same shape as emulator.yaml)
     fanout: [gpt-4o-mini, claude-haiku]   # optional: run every input line on each of these routes
+    tracing: true                 # optional: OpenTelemetry spans to OTLP (the otel extra; config/tracing.py)
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from typing import Any, Literal, cast
 from batchgate.config.bedrock import BedrockSettings
 from batchgate.config.job_spec import JobSpec
 from batchgate.config.network import NetworkSettings
+from batchgate.config.tracing import TracingSettings
 from batchgate.models import RouteMode
 from batchgate.policy.circuit import CircuitSettings
 from batchgate.policy.poll import PollPolicy
@@ -282,6 +284,7 @@ class GatewayConfig:
     fanout: tuple[str, ...] = ()  # routes every input line runs on (`run --fanout` overrides)
     source: str = "<dict>"
     network: NetworkSettings = field(default_factory=NetworkSettings)  # the environment's (callbacks)
+    tracing: TracingSettings = field(default_factory=TracingSettings)  # `tracing:` (config/tracing.py)
 
     def provider(self, name: str) -> ProviderConfig:
         for p in self.providers:

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from batchgate import trace_hooks
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_config, job_deadline
@@ -180,7 +181,7 @@ async def _run_engine(
             }
             sink.event("started", job=job_id, **started)
             event(_log, INFO, "job_started", job=job_id, run=run_id, **started)
-            outcome = await engine.run()
+            outcome = await trace_hooks.job(job_id, engine.run())  # its span, when tracing is on
         finally:
             ticking.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -5,7 +5,9 @@ a job keeps anyway, at scrape time; `exporter`: `/metrics` served on the run's e
 `prometheus_client` is the optional `metrics` extra: only `metrics` and `exporter` import it, and
 only a run that asks for metrics imports them. A server (`batchgate serve`) serves the same
 families from its shared gateway: `metrics.server_registry(source)` over a `server_view.ServerView`
-(plain values, no Prometheus), and `metrics.exposition(registry)`.
+(plain values, no Prometheus), and `metrics.exposition(registry)`. `tracing/` exports OpenTelemetry
+spans (the optional `otel` extra), installed in `batchgate.trace_hooks` by a run or server that
+traces.
 
 May import: batchgate.jobs, batchgate.gateway, batchgate.stats, batchgate.logs and what lies below
 them; cli (and a server) import it.

@@ -4,7 +4,8 @@ request through one and turns every failure of the transport into a `TransportEr
 The gateway's transport is the lean HTTP/1.1 client (`batchgate.providers.h1.H1Transport`); an
 aiohttp session serves as one too (`batchgate.providers.http.SessionTransport`, whose failures
 come out as the lean client's types). Nothing here imports aiohttp: a library user's gateway
-never loads it (~0.2 s of start-up) unless something else needs it.
+never loads it (~0.2 s of start-up) unless something else needs it. With tracing on, `call` adds
+the request's `traceparent` (`batchgate.trace_hooks.TRACEPARENT`) to its headers.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from batchgate.providers.classify import error_for_exception
 from batchgate.providers.h1.errors import H1Error
 from batchgate.providers.h1.parser import Response
 from batchgate.providers.redirects import follow
+from batchgate.trace_hooks import TRACEPARENT
 
 Answer = Response  # status, headers (case-insensitive), body
 
@@ -55,6 +57,9 @@ async def call(
 ) -> Answer:
     """Send one request through `transport`; (status, headers, body bytes), or a `TransportError`
     without the API key. Redirects are followed or refused as `providers.redirects` says."""
+
+    if (traceparent := TRACEPARENT.get()) is not None:  # tracing on: the request's span is the parent
+        headers = {**headers, "traceparent": traceparent}
 
     async def exchange(method: str, url: str, with_body: bool) -> Answer:
         try:

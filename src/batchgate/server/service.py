@@ -30,6 +30,7 @@ from batchgate.config import GatewayConfig
 from batchgate.gateway import Gateway
 from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.store.location import StoreLocation, open_store
+from batchgate.observe.tracing.middleware import middlewares as tracing_middlewares
 from batchgate.quota.store.location import StoreSpec
 from batchgate.server.app import Service, make_app
 from batchgate.server.batch_api.batches import Batches
@@ -160,7 +161,7 @@ async def _listen(
     """Listen through the connection door (`loop.create_server` with its protocol factory around
     aiohttp's: a `TCPSite` takes aiohttp's own) until `stopping`."""
     await service.jobs.runs.off_loop.start()  # the batch-parsing worker process, before any tenant
-    app = make_app(service, [door.middleware])
+    app = make_app(service, [door.middleware, *tracing_middlewares()])  # none unless tracing is on
     quiet = MalformedLog(door.clock)  # a request aiohttp cannot parse: one line a client a minute
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, logger=quiet)
     await runner.setup()

@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 
+from batchgate import trace_hooks
 from batchgate.clock import Clock
 from batchgate.config import GatewayConfig
 from batchgate.errors import ProviderError, RoutingError
@@ -219,6 +220,7 @@ class BatchDriver:
             self._run.request_stop(self._errors.reason())
 
     def event(self, name: str, fields: dict[str, Any]) -> None:
+        trace_hooks.batch_event(name, fields)  # a provider batch's span, when tracing is on
         if self._on_event is not None:
             with contextlib.suppress(Exception):  # a display problem never stops the batches
                 self._on_event(name, {"job": self.job_id, **fields})
