@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from batchgate.emulator.event_stream import converse_stream, exception
 from batchgate.endpoints import ENDPOINT_KEY
@@ -291,3 +293,34 @@ def test_a_stream_broken_off_is_a_value_error() -> None:
         read_stream(whole[: len(whole) // 2])
     with pytest.raises(ValueError, match="event stream"):
         read_stream(orjson.dumps({"not": "a stream"}) * 4)
+
+
+_KEYS = st.sampled_from(["type", "text", "role", "content", "function", "name", "url", "image_url"])
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["", "x", "auto", "function", "user"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _outcome(body: dict[str, Any]) -> dict[str, Any] | UnsupportedField:
+    try:
+        return openai_to_converse(body, default_max_tokens=8)
+    except UnsupportedField as refused:
+        return refused
+
+
+@pytest.mark.slow  # a property run
+@settings(max_examples=300)
+@given(fields=st.dictionaries(st.sampled_from([*OPENAI_CHAT_FIELDS, "top_k", "mystery"]), JSON, max_size=5))
+def test_any_body_is_translated_or_refused_by_one_of_its_fields(fields: dict[str, Any]) -> None:
+    """Whatever the values: a Converse body, or an `UnsupportedField` naming a field of the body
+    (never another exception, never a field dropped: a refused field passes only as null)."""
+    body = {"messages": [USER], **fields}
+    out = _outcome(body)
+    if isinstance(out, UnsupportedField):
+        assert out.field.split(".")[0].split("[")[0] in body
+        return
+    assert {name for name, value in body.items() if value is not None} <= CARRIED
+    assert out["messages"]
+    assert out["inferenceConfig"]["maxTokens"] >= 1

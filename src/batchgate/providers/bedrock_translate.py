@@ -135,17 +135,20 @@ def _check_values(body: Mapping[str, Any]) -> None:
 
 
 def _inference(body: Mapping[str, Any], default_max_tokens: int) -> dict[str, Any]:
-    value = body.get("max_completion_tokens")
-    if value is None:
-        value = body.get("max_tokens")
+    name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    value = body.get(name)
     if value is None:
         value = default_max_tokens
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise refuse("max_tokens", f"must be a positive integer, got {value!r}")
+        raise refuse(name, f"must be a positive integer, got {value!r}")
     config: dict[str, Any] = {"maxTokens": value}
     for name, key in (("temperature", "temperature"), ("top_p", "topP")):
-        if body.get(name) is not None:
-            config[key] = body[name]
+        number = body.get(name)
+        if number is None:
+            continue
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise refuse(name, f"must be a number, got {number!r}")
+        config[key] = number
     stop = body.get("stop")
     if isinstance(stop, str):
         config["stopSequences"] = [stop]
@@ -260,7 +263,10 @@ def _image(spec: Any, i: int) -> dict[str, Any]:
 def _assistant_blocks(message: Mapping[str, Any], i: int) -> list[dict[str, Any]]:
     content = message.get("content")
     blocks = [] if content is None or content == "" else _blocks(content, i, images=False)
-    for j, call in enumerate(message.get("tool_calls") or []):
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise refuse(f"messages[{i}].tool_calls", "must be a list")
+    for j, call in enumerate(calls):
         function = call.get("function") if isinstance(call, Mapping) else None
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
             raise refuse(f"messages[{i}].tool_calls[{j}]", "must be a function call with a name")
@@ -292,12 +298,15 @@ def _tool_config(tools: Any, choice: Any) -> dict[str, Any] | None:
     specs = []
     for j, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, Mapping) else None
-        if tool.get("type") != "function" or not isinstance(function, Mapping):
+        if not isinstance(function, Mapping) or tool.get("type") != "function":
             raise refuse(f"tools[{j}]", "only function tools are carried")
+        schema = function.get("parameters") or {"type": "object", "properties": {}}
+        if not isinstance(function.get("name"), str) or not isinstance(schema, Mapping):
+            raise refuse(f"tools[{j}].function", "needs a name and, if any, parameters as a JSON schema")
         _check_keys(function, _FUNCTION_KEYS, f"tools[{j}].function")  # `strict: true` among them
         spec: dict[str, Any] = {
             "name": function.get("name"),
-            "inputSchema": {"json": function.get("parameters") or {"type": "object", "properties": {}}},
+            "inputSchema": {"json": schema},
         }
         if function.get("description"):
             spec["description"] = function["description"]
@@ -307,8 +316,14 @@ def _tool_config(tools: Any, choice: Any) -> dict[str, Any] | None:
         config["toolChoice"] = {"auto": {}}
     elif choice == "required":
         config["toolChoice"] = {"any": {}}
-    elif isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
-        config["toolChoice"] = {"tool": {"name": choice["function"].get("name")}}
+    elif isinstance(name := _chosen(choice), str):
+        config["toolChoice"] = {"tool": {"name": name}}
     else:
         raise refuse("tool_choice", f"{choice!r} has no Converse equivalent (auto, required or a function)")
     return config
+
+
+def _chosen(choice: Any) -> Any:
+    """The function name a `tool_choice` object names (None if it names none)."""
+    function = choice.get("function") if isinstance(choice, Mapping) else None
+    return function.get("name") if isinstance(function, Mapping) else None
