@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchgate.emulator.event_stream import converse_stream, exception
+from batchgate.emulator.event_stream import converse_stream, event, exception
 from batchgate.endpoints import ENDPOINT_KEY
 from batchgate.errors import ConfigError, UnsupportedField
 from batchgate.providers.bedrock_answer import converse_to_openai
@@ -324,3 +324,18 @@ def test_any_body_is_translated_or_refused_by_one_of_its_fields(fields: dict[str
     assert {name for name, value in body.items() if value is not None} <= CARRIED
     assert out["messages"]
     assert out["inferenceConfig"]["maxTokens"] >= 1
+
+
+@pytest.mark.parametrize(
+    "garbled",
+    [
+        event("contentBlockDelta", {"delta": {"text": 5}}),
+        event("contentBlockStart", {"start": {"toolUse": {"toolUseId": "t", "name": "f"}}})
+        + event("contentBlockDelta", {"delta": {"toolUse": {"input": "{bad"}}}),
+        event("metadata", []),  # type: ignore[arg-type]
+    ],
+    ids=["text-not-a-string", "tool-input-not-json", "payload-not-an-object"],
+)
+def test_garbled_events_are_a_value_error(garbled: bytes) -> None:
+    with pytest.raises(ValueError, match="not an event stream"):
+        read_stream(garbled)
