@@ -280,3 +280,15 @@ async def test_a_garbled_answer_is_a_malformed_response(stream: bool) -> None:
     ):
         with pytest.raises(MalformedResponse):
             await _client(emu, http, stream=stream).send(dict(BODY), model=MODEL)
+
+
+async def test_a_model_whose_access_is_not_granted_is_refused_alone() -> None:
+    other = "amazon.nova-micro-v1:0"
+    async with Emulator(_config(refused_models=[other])) as emu, create_session(connect_timeout=2.0) as http:
+        refused = await _error(emu, http, model=other)
+        assert type(refused) is ModelRefusedError
+        assert refused.status == 403
+        assert "AccessDeniedException" in str(refused)
+        answer = await _client(emu, http).send(dict(BODY), model=MODEL)  # the key's other models serve
+        assert answer.body["choices"][0]["message"]["content"] == "positive"
+        assert emu.stats()["providers"]["br"]["rejected"]["model_refused"] == 1
