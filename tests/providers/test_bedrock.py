@@ -204,7 +204,7 @@ def test_the_region_comes_from_the_entry_then_the_url_then_the_chain(monkeypatch
 
 @pytest.fixture
 def served() -> Iterator[EmulatorThread]:
-    emu = EmulatorThread(_config(models=[MODEL]))
+    emu = EmulatorThread(_config(models=[MODEL, "refused.model"], refused_models=["refused.model"]))
     emu.start()
     yield emu
     emu.stop()
@@ -246,6 +246,9 @@ def test_boto3_parses_converse_converse_stream_and_every_error(served: EmulatorT
     assert events[-2] == {"messageStop": {"stopReason": "tool_use"}}
     assert events[-1]["metadata"]["usage"]["totalTokens"] > 0
     assert _code(lambda: client.converse(modelId="other", messages=messages)) == "ResourceNotFoundException"
+    assert (
+        _code(lambda: client.converse(modelId="refused.model", messages=messages)) == "AccessDeniedException"
+    )
     assistant_first = [{"role": "assistant", "content": [{"text": "hi"}]}]
     assert _code(lambda: client.converse(modelId=MODEL, messages=assistant_first)) == "ValidationException"
     wrong = _boto3(served, secret="wrong")
