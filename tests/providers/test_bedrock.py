@@ -12,6 +12,7 @@ import aiohttp
 import boto3
 import botocore.config
 import botocore.exceptions
+import orjson
 import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -295,3 +296,16 @@ async def test_a_model_whose_access_is_not_granted_is_refused_alone() -> None:
         answer = await _client(emu, http).send(dict(BODY), model=MODEL)  # the key's other models serve
         assert answer.body["choices"][0]["message"]["content"] == "positive"
         assert emu.stats()["providers"]["br"]["rejected"]["model_refused"] == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["converse", "converse-stream"])
+async def test_a_json_schema_format_comes_back_as_json_content(stream: bool) -> None:
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema}}
+    async with Emulator(_config()) as emu, create_session(connect_timeout=2.0) as http:
+        body = {**BODY, "max_tokens": 50, "response_format": fmt}
+        answer = await _client(emu, http, stream=stream).send(body, model=MODEL)
+        choice = answer.body["choices"][0]
+        assert choice["finish_reason"] == "stop"
+        assert "tool_calls" not in choice["message"]
+        assert orjson.loads(choice["message"]["content"]) == {"answer": "positive"}

@@ -19,6 +19,8 @@ from batchgate.providers.bedrock_stream import StreamFailure, read_stream
 from batchgate.providers.bedrock_translate import CARRIED, REFUSED, openai_to_converse
 
 USER = {"role": "user", "content": "Hello"}
+TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+SCHEMA = {"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]}
 PNG = "iVBORw0KGgo="  # base64 of the PNG signature
 # The top-level fields of OpenAI's chat completions request (its API reference, 2026-12).
 OPENAI_CHAT_FIELDS = [
@@ -163,6 +165,29 @@ def test_an_echoed_assistant_message_with_empty_extras_is_carried() -> None:
     assert out["messages"][1] == {"role": "assistant", "content": [{"text": "Hi"}]}
 
 
+def test_a_json_format_is_a_forced_tool_whose_input_is_the_answer() -> None:
+    fmt = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": SCHEMA, "strict": True}}
+    out = convert(response_format=fmt)
+    spec = {
+        "name": "verdict",
+        "description": "Give the answer as this tool's input.",
+        "inputSchema": {"json": SCHEMA},
+    }
+    assert out["toolConfig"] == {"tools": [{"toolSpec": spec}], "toolChoice": {"tool": {"name": "verdict"}}}
+    plain = convert(response_format={"type": "json_object"})["toolConfig"]
+    assert plain["toolChoice"] == {"tool": {"name": "structured_output"}}
+    assert plain["tools"][0]["toolSpec"]["inputSchema"] == {"json": {"type": "object"}}
+    use = {"toolUse": {"toolUseId": "t", "name": "verdict", "input": {"label": "positive"}}}
+    answer = {
+        "output": {"message": {"role": "assistant", "content": [use]}},
+        "stopReason": "tool_use",
+        "usage": {"inputTokens": 3, "outputTokens": 4},
+    }
+    body = converse_to_openai(answer, model="m", created=0, rid="r", output_tool="verdict")
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": '{"label":"positive"}'}
+    assert body["choices"][0]["finish_reason"] == "stop"
+
+
 def test_images_and_cache_points() -> None:
     parts = [
         {"type": "text", "text": "What is it?", "cache_control": {"type": "ephemeral"}},
@@ -190,7 +215,9 @@ def test_images_and_cache_points() -> None:
     [
         ({"n": 2}, "n"),
         ({"stream": True}, "stream"),
-        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"response_format": {"type": "grammar"}}, "response_format"),
+        ({"response_format": {"type": "json_object"}, "tools": [TOOL]}, "response_format"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format"),
         ({"messages": [{"role": "assistant", "content": "hi"}]}, "messages[0]"),
         ({"messages": [{"role": "function", "content": "hi"}]}, "messages[0].role"),
         ({"max_tokens": 0}, "max_tokens"),
