@@ -12,6 +12,7 @@ import aiohttp
 import boto3
 import botocore.config
 import botocore.exceptions
+import orjson
 import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -204,7 +205,7 @@ def test_the_region_comes_from_the_entry_then_the_url_then_the_chain(monkeypatch
 
 @pytest.fixture
 def served() -> Iterator[EmulatorThread]:
-    emu = EmulatorThread(_config(models=[MODEL]))
+    emu = EmulatorThread(_config(models=[MODEL, "refused.model"], refused_models=["refused.model"]))
     emu.start()
     yield emu
     emu.stop()
@@ -246,6 +247,9 @@ def test_boto3_parses_converse_converse_stream_and_every_error(served: EmulatorT
     assert events[-2] == {"messageStop": {"stopReason": "tool_use"}}
     assert events[-1]["metadata"]["usage"]["totalTokens"] > 0
     assert _code(lambda: client.converse(modelId="other", messages=messages)) == "ResourceNotFoundException"
+    assert (
+        _code(lambda: client.converse(modelId="refused.model", messages=messages)) == "AccessDeniedException"
+    )
     assistant_first = [{"role": "assistant", "content": [{"text": "hi"}]}]
     assert _code(lambda: client.converse(modelId=MODEL, messages=assistant_first)) == "ValidationException"
     wrong = _boto3(served, secret="wrong")
@@ -280,3 +284,28 @@ async def test_a_garbled_answer_is_a_malformed_response(stream: bool) -> None:
     ):
         with pytest.raises(MalformedResponse):
             await _client(emu, http, stream=stream).send(dict(BODY), model=MODEL)
+
+
+async def test_a_model_whose_access_is_not_granted_is_refused_alone() -> None:
+    other = "amazon.nova-micro-v1:0"
+    async with Emulator(_config(refused_models=[other])) as emu, create_session(connect_timeout=2.0) as http:
+        refused = await _error(emu, http, model=other)
+        assert type(refused) is ModelRefusedError
+        assert refused.status == 403
+        assert "AccessDeniedException" in str(refused)
+        answer = await _client(emu, http).send(dict(BODY), model=MODEL)  # the key's other models serve
+        assert answer.body["choices"][0]["message"]["content"] == "positive"
+        assert emu.stats()["providers"]["br"]["rejected"]["model_refused"] == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["converse", "converse-stream"])
+async def test_a_json_schema_format_comes_back_as_json_content(stream: bool) -> None:
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema}}
+    async with Emulator(_config()) as emu, create_session(connect_timeout=2.0) as http:
+        body = {**BODY, "max_tokens": 50, "response_format": fmt}
+        answer = await _client(emu, http, stream=stream).send(body, model=MODEL)
+        choice = answer.body["choices"][0]
+        assert choice["finish_reason"] == "stop"
+        assert "tool_calls" not in choice["message"]
+        assert orjson.loads(choice["message"]["content"]) == {"answer": "positive"}

@@ -8,8 +8,10 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from batchgate.emulator.event_stream import converse_stream, exception
+from batchgate.emulator.event_stream import converse_stream, event, exception
 from batchgate.endpoints import ENDPOINT_KEY
 from batchgate.errors import ConfigError, UnsupportedField
 from batchgate.providers.bedrock_answer import converse_to_openai
@@ -17,6 +19,8 @@ from batchgate.providers.bedrock_stream import StreamFailure, read_stream
 from batchgate.providers.bedrock_translate import CARRIED, REFUSED, openai_to_converse
 
 USER = {"role": "user", "content": "Hello"}
+TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+SCHEMA = {"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]}
 PNG = "iVBORw0KGgo="  # base64 of the PNG signature
 # The top-level fields of OpenAI's chat completions request (its API reference, 2026-12).
 OPENAI_CHAT_FIELDS = [
@@ -161,6 +165,29 @@ def test_an_echoed_assistant_message_with_empty_extras_is_carried() -> None:
     assert out["messages"][1] == {"role": "assistant", "content": [{"text": "Hi"}]}
 
 
+def test_a_json_format_is_a_forced_tool_whose_input_is_the_answer() -> None:
+    fmt = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": SCHEMA, "strict": True}}
+    out = convert(response_format=fmt)
+    spec = {
+        "name": "verdict",
+        "description": "Give the answer as this tool's input.",
+        "inputSchema": {"json": SCHEMA},
+    }
+    assert out["toolConfig"] == {"tools": [{"toolSpec": spec}], "toolChoice": {"tool": {"name": "verdict"}}}
+    plain = convert(response_format={"type": "json_object"})["toolConfig"]
+    assert plain["toolChoice"] == {"tool": {"name": "structured_output"}}
+    assert plain["tools"][0]["toolSpec"]["inputSchema"] == {"json": {"type": "object"}}
+    use = {"toolUse": {"toolUseId": "t", "name": "verdict", "input": {"label": "positive"}}}
+    answer = {
+        "output": {"message": {"role": "assistant", "content": [use]}},
+        "stopReason": "tool_use",
+        "usage": {"inputTokens": 3, "outputTokens": 4},
+    }
+    body = converse_to_openai(answer, model="m", created=0, rid="r", output_tool="verdict")
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": '{"label":"positive"}'}
+    assert body["choices"][0]["finish_reason"] == "stop"
+
+
 def test_images_and_cache_points() -> None:
     parts = [
         {"type": "text", "text": "What is it?", "cache_control": {"type": "ephemeral"}},
@@ -188,7 +215,9 @@ def test_images_and_cache_points() -> None:
     [
         ({"n": 2}, "n"),
         ({"stream": True}, "stream"),
-        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"response_format": {"type": "grammar"}}, "response_format"),
+        ({"response_format": {"type": "json_object"}, "tools": [TOOL]}, "response_format"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format"),
         ({"messages": [{"role": "assistant", "content": "hi"}]}, "messages[0]"),
         ({"messages": [{"role": "function", "content": "hi"}]}, "messages[0].role"),
         ({"max_tokens": 0}, "max_tokens"),
@@ -291,3 +320,49 @@ def test_a_stream_broken_off_is_a_value_error() -> None:
         read_stream(whole[: len(whole) // 2])
     with pytest.raises(ValueError, match="event stream"):
         read_stream(orjson.dumps({"not": "a stream"}) * 4)
+
+
+_KEYS = st.sampled_from(["type", "text", "role", "content", "function", "name", "url", "image_url"])
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["", "x", "auto", "function", "user"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _outcome(body: dict[str, Any]) -> dict[str, Any] | UnsupportedField:
+    try:
+        return openai_to_converse(body, default_max_tokens=8)
+    except UnsupportedField as refused:
+        return refused
+
+
+@pytest.mark.slow  # a property run
+@settings(max_examples=300)
+@given(fields=st.dictionaries(st.sampled_from([*OPENAI_CHAT_FIELDS, "top_k", "mystery"]), JSON, max_size=5))
+def test_any_body_is_translated_or_refused_by_one_of_its_fields(fields: dict[str, Any]) -> None:
+    """Whatever the values: a Converse body, or an `UnsupportedField` naming a field of the body
+    (never another exception, never a field dropped: a refused field passes only as null)."""
+    body = {"messages": [USER], **fields}
+    out = _outcome(body)
+    if isinstance(out, UnsupportedField):
+        assert out.field.split(".")[0].split("[")[0] in body
+        return
+    assert {name for name, value in body.items() if value is not None} <= CARRIED
+    assert out["messages"]
+    assert out["inferenceConfig"]["maxTokens"] >= 1
+
+
+@pytest.mark.parametrize(
+    "garbled",
+    [
+        event("contentBlockDelta", {"delta": {"text": 5}}),
+        event("contentBlockStart", {"start": {"toolUse": {"toolUseId": "t", "name": "f"}}})
+        + event("contentBlockDelta", {"delta": {"toolUse": {"input": "{bad"}}}),
+        event("metadata", []),  # type: ignore[arg-type]
+    ],
+    ids=["text-not-a-string", "tool-input-not-json", "payload-not-an-object"],
+)
+def test_garbled_events_are_a_value_error(garbled: bytes) -> None:
+    with pytest.raises(ValueError, match="not an event stream"):
+        read_stream(garbled)

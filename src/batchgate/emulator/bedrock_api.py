@@ -12,7 +12,8 @@ https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.htm
   amazon.com/coral/com.amazon.bedrock/`), statuses from the action's Errors section:
   ThrottlingException 429 ("Too many requests/tokens, please wait before trying again."),
   ServiceUnavailableException 503, InternalServerException 500, ValidationException 400,
-  ResourceNotFoundException 404 (a model the provider does not serve), ServiceQuotaExceededException
+  ResourceNotFoundException 404 (a model the provider does not serve), AccessDeniedException 403
+  (one of its `refused_models`: access to that model not granted), ServiceQuotaExceededException
   400 (the `insufficient_quota` fault). No rate-limit headers are sent; the request id is
   `x-amzn-RequestId`.
 - A forced tool (`toolChoice` `tool` or `any`) is answered with a `toolUse` block whose input is
@@ -122,6 +123,9 @@ class BedrockFamily(Family):
             )
         if provider.models is not None and model not in provider.models:
             raise self.unknown_model(model)
+        if model in provider.refused_models:  # model access not granted (`refused_models`)
+            message = "You don't have access to the model with the specified model ID."
+            raise aws_error(403, "AccessDeniedException", message, reason="model_refused")
         system = body.get("system") or []
         texts = [content_text(m.get("content")) for m in messages] + [content_text(system)]
         input_tokens = count_text(" ".join(texts)) + TOKENS_PER_MESSAGE * (len(messages) + bool(system))

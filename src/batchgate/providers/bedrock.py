@@ -48,7 +48,7 @@ from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.bedrock_answer import converse_to_openai
 from batchgate.providers.bedrock_auth import SigV4Signer
 from batchgate.providers.bedrock_stream import StreamFailure, read_stream
-from batchgate.providers.bedrock_translate import openai_to_converse
+from batchgate.providers.bedrock_translate import openai_to_converse, output_tool
 from batchgate.providers.classify import error_for_response, malformed, shorten
 from batchgate.providers.transport import ChatTransport, call
 from batchgate.urls import joined
@@ -146,7 +146,10 @@ class BedrockClient:
         rid = answer_headers.get(REQUEST_ID)
         try:
             created = int(self._clock.wall())
-            normalised = converse_to_openai(parsed, model=model, created=created, rid=rid or "")
+            forced = output_tool(body)
+            normalised = converse_to_openai(
+                parsed, model=model, created=created, rid=rid or "", output_tool=forced
+            )
         except ValueError as exc:
             raise malformed(self.name, status, answer_headers, raw, f"not a Converse answer: {exc}") from None
         counts = normalised["usage"]

@@ -1,5 +1,6 @@
 """A Converse answer as OpenAI's `chat.completion` (pure): stopReason → finish_reason, toolUse →
-tool_calls, reasoningContent → `reasoning_content`, usage with the cache reads and writes counted
+tool_calls (the forced tool of a JSON response_format: its input as the content),
+reasoningContent → `reasoning_content`, usage with the cache reads and writes counted
 as prompt tokens and the reads as `cached_tokens`
 (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html#API_runtime_Converse_ResponseSyntax).
 The request's way there is `providers.bedrock_translate`.
@@ -23,8 +24,11 @@ STOP_REASONS: Mapping[str, str] = {
 }
 
 
-def converse_to_openai(resp: Mapping[str, Any], *, model: str, created: int, rid: str) -> dict[str, Any]:
-    """The OpenAI `chat.completion` body for a Converse answer (`ValueError` if it is not one)."""
+def converse_to_openai(
+    resp: Mapping[str, Any], *, model: str, created: int, rid: str, output_tool: str | None = None
+) -> dict[str, Any]:
+    """The OpenAI `chat.completion` body for a Converse answer (`ValueError` if it is not one).
+    `output_tool`: the forced tool of a JSON response_format, whose input is the answer's content."""
     output = resp.get("output")
     message = output.get("message") if isinstance(output, Mapping) else None
     content = message.get("content") if isinstance(message, Mapping) else None
@@ -39,6 +43,8 @@ def converse_to_openai(resp: Mapping[str, Any], *, model: str, created: int, rid
             raise ValueError("a content block is not an object")
         if isinstance(block.get("text"), str):
             texts.append(block["text"])
+        elif isinstance(block.get("toolUse"), Mapping) and block["toolUse"].get("name") == output_tool:
+            texts.append(orjson.dumps(block["toolUse"].get("input")).decode())
         elif isinstance(block.get("toolUse"), Mapping):
             use = block["toolUse"]
             arguments = orjson.dumps(use.get("input")).decode()
@@ -55,6 +61,8 @@ def converse_to_openai(resp: Mapping[str, Any], *, model: str, created: int, rid
         reply["reasoning_content"] = "".join(reasoning)
     stop = resp.get("stopReason")
     finish = STOP_REASONS.get(stop, "stop") if isinstance(stop, str) else None
+    if finish == "tool_calls" and not calls:
+        finish = "stop"  # the forced output tool answered: the JSON is the content
     choice = {"index": 0, "message": reply, "finish_reason": finish, "logprobs": None}
     return {
         "id": rid,

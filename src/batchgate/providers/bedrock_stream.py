@@ -41,11 +41,11 @@ def read_stream(raw: bytes) -> dict[str, Any]:
                 error_type = str(headers.get(":exception-type") or headers.get(":error-code") or "")
                 raise StreamFailure(error_type, str(payload.get("message", "")))
             _apply(str(headers.get(":event-type")), payload, blocks, answer)
-    except (ParserError, orjson.JSONDecodeError, AttributeError) as exc:
+        content = [_finished(blocks[i]) for i in sorted(blocks)]
+    except (ParserError, orjson.JSONDecodeError, AttributeError, TypeError, KeyError) as exc:
         raise ValueError(f"not an event stream of Converse events ({type(exc).__name__})") from None
     if "stopReason" not in answer or "usage" not in answer:
         raise ValueError("the stream ended before messageStop and metadata")
-    content = [_finished(blocks[i]) for i in sorted(blocks)]
     return {
         "output": {"message": {"role": "assistant", "content": content}},
         "stopReason": answer["stopReason"],

@@ -9,14 +9,16 @@ user/assistant, `system[{text}]`, `inferenceConfig{maxTokens, temperature, topP,
 `openai_to_converse` carries every field of `CARRIED` (system/developer messages, text and
 base64 image parts, `cache_control` as a `cachePoint`, assistant `tool_calls` as `toolUse`,
 `tool` messages as `toolResult`, max_tokens, temperature, top_p, stop, tools, tool_choice, top_k,
-user and metadata) and raises `UnsupportedField` for a field of `REFUSED` or one in neither set —
-never dropping one. The answer's way back is `providers.bedrock_answer`.
+user and metadata, a JSON response_format as a forced tool: `output_tool`) and raises
+`UnsupportedField` for a field of `REFUSED` or one in neither set — never dropping one. The
+answer's way back is `providers.bedrock_answer`.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,7 +44,7 @@ CARRIED: frozenset[str] = frozenset(
         "stream",  # false only: the client streams when its config says so
         "user",
         "metadata",
-        "response_format",  # {"type": "text"} only: Converse has no structured-output field
+        "response_format",  # json_schema / json_object: a forced tool whose input is the answer
     }
 )
 REFUSED: Mapping[str, str] = {
@@ -74,6 +76,8 @@ IMAGE_FORMATS: Mapping[str, str] = {
     "image/gif": "gif",
     "image/webp": "webp",
 }
+OUTPUT_TOOL = "structured_output"  # the forced tool of a JSON response_format without a usable name
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # Converse's toolSpec name
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id"})
 _FUNCTION_KEYS = frozenset({"name", "description", "parameters"})
@@ -112,7 +116,7 @@ def openai_to_converse(body: Mapping[str, Any], *, default_max_tokens: int) -> d
     if system:
         out["system"] = system
     out["inferenceConfig"] = _inference(body, default_max_tokens)
-    tools = _tool_config(body.get("tools"), body.get("tool_choice"))
+    tools = _output_config(body) or _tool_config(body.get("tools"), body.get("tool_choice"))
     if tools is not None:
         out["toolConfig"] = tools
     if body.get("top_k") is not None:
@@ -130,22 +134,61 @@ def _check_values(body: Mapping[str, Any]) -> None:
     if body.get("stream"):
         raise refuse("stream", "a streamed answer is not passed through (set stream: on the provider)")
     fmt = body.get("response_format")
-    if fmt is not None and not (isinstance(fmt, Mapping) and fmt.get("type") == "text"):
-        raise refuse("response_format", "Converse has no JSON mode or json_schema output")
+    kinds = ("text", "json_object", "json_schema")
+    if fmt is not None and not (isinstance(fmt, Mapping) and fmt.get("type") in kinds):
+        raise refuse("response_format", f"must be an object of type {', '.join(kinds)}")
+
+
+def output_tool(body: Mapping[str, Any]) -> str | None:
+    """The tool a JSON `response_format` is forced through (its json_schema's name when Converse
+    takes it as a tool name), or None when the body asks for no JSON output."""
+    fmt = body.get("response_format")
+    if not isinstance(fmt, Mapping) or fmt.get("type") not in ("json_object", "json_schema"):
+        return None
+    spec = fmt.get("json_schema")
+    name = spec.get("name") if isinstance(spec, Mapping) else None
+    return name if isinstance(name, str) and _TOOL_NAME.match(name) else OUTPUT_TOOL
+
+
+def _output_config(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A JSON `response_format` as Converse's structured output: one tool, forced, whose input
+    schema is the format's schema (`{"type": "object"}` for json_object); its input is the answer.
+    The schema's `strict` is not enforced by Converse: the model follows it as a tool schema."""
+    name = output_tool(body)
+    if name is None:
+        return None
+    if body.get("tools") is not None or body.get("tool_choice") is not None:
+        raise refuse("response_format", "a JSON format is a forced tool on Converse: not with tools")
+    spec = body["response_format"].get("json_schema")
+    schema: Any = {"type": "object"}
+    if body["response_format"]["type"] == "json_schema":
+        schema = spec.get("schema") if isinstance(spec, Mapping) else None
+        if not isinstance(schema, Mapping):
+            raise refuse("response_format", "json_schema needs a schema object")
+    about = spec.get("description") if isinstance(spec, Mapping) else None
+    tool = {
+        "name": name,
+        "description": about if isinstance(about, str) and about else "Give the answer as this tool's input.",
+        "inputSchema": {"json": schema},
+    }
+    return {"tools": [{"toolSpec": tool}], "toolChoice": {"tool": {"name": name}}}
 
 
 def _inference(body: Mapping[str, Any], default_max_tokens: int) -> dict[str, Any]:
-    value = body.get("max_completion_tokens")
-    if value is None:
-        value = body.get("max_tokens")
+    name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    value = body.get(name)
     if value is None:
         value = default_max_tokens
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise refuse("max_tokens", f"must be a positive integer, got {value!r}")
+        raise refuse(name, f"must be a positive integer, got {value!r}")
     config: dict[str, Any] = {"maxTokens": value}
     for name, key in (("temperature", "temperature"), ("top_p", "topP")):
-        if body.get(name) is not None:
-            config[key] = body[name]
+        number = body.get(name)
+        if number is None:
+            continue
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise refuse(name, f"must be a number, got {number!r}")
+        config[key] = number
     stop = body.get("stop")
     if isinstance(stop, str):
         config["stopSequences"] = [stop]
@@ -260,7 +303,10 @@ def _image(spec: Any, i: int) -> dict[str, Any]:
 def _assistant_blocks(message: Mapping[str, Any], i: int) -> list[dict[str, Any]]:
     content = message.get("content")
     blocks = [] if content is None or content == "" else _blocks(content, i, images=False)
-    for j, call in enumerate(message.get("tool_calls") or []):
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise refuse(f"messages[{i}].tool_calls", "must be a list")
+    for j, call in enumerate(calls):
         function = call.get("function") if isinstance(call, Mapping) else None
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
             raise refuse(f"messages[{i}].tool_calls[{j}]", "must be a function call with a name")
@@ -292,12 +338,15 @@ def _tool_config(tools: Any, choice: Any) -> dict[str, Any] | None:
     specs = []
     for j, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, Mapping) else None
-        if tool.get("type") != "function" or not isinstance(function, Mapping):
+        if not isinstance(function, Mapping) or tool.get("type") != "function":
             raise refuse(f"tools[{j}]", "only function tools are carried")
+        schema = function.get("parameters") or {"type": "object", "properties": {}}
+        if not isinstance(function.get("name"), str) or not isinstance(schema, Mapping):
+            raise refuse(f"tools[{j}].function", "needs a name and, if any, parameters as a JSON schema")
         _check_keys(function, _FUNCTION_KEYS, f"tools[{j}].function")  # `strict: true` among them
         spec: dict[str, Any] = {
             "name": function.get("name"),
-            "inputSchema": {"json": function.get("parameters") or {"type": "object", "properties": {}}},
+            "inputSchema": {"json": schema},
         }
         if function.get("description"):
             spec["description"] = function["description"]
@@ -307,8 +356,14 @@ def _tool_config(tools: Any, choice: Any) -> dict[str, Any] | None:
         config["toolChoice"] = {"auto": {}}
     elif choice == "required":
         config["toolChoice"] = {"any": {}}
-    elif isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
-        config["toolChoice"] = {"tool": {"name": choice["function"].get("name")}}
+    elif isinstance(name := _chosen(choice), str):
+        config["toolChoice"] = {"tool": {"name": name}}
     else:
         raise refuse("tool_choice", f"{choice!r} has no Converse equivalent (auto, required or a function)")
     return config
+
+
+def _chosen(choice: Any) -> Any:
+    """The function name a `tool_choice` object names (None if it names none)."""
+    function = choice.get("function") if isinstance(choice, Mapping) else None
+    return function.get("name") if isinstance(function, Mapping) else None
