@@ -72,7 +72,7 @@ def test_a_kind_bedrock_provider_completes_every_line(
 ) -> None:
     n = 60
     src = write_input(cli.cwd / "in.jsonl", n)
-    with src.open("ab") as f:  # one line Converse cannot carry: refused by name, never sent
+    with src.open("ab") as f:  # one line Converse cannot carry: refused by name before the job
         line = {
             "custom_id": "seeded",
             "model": MODEL,
@@ -83,17 +83,19 @@ def test_a_kind_bedrock_provider_completes_every_line(
     out = cli.cwd / "out.jsonl"
     cli.env.update(AWS_ENV)
     cfg = _config(cli.cwd / "gw.yaml", bedrock, stream=stream)
-    done = cli.run("run", str(src), "--config", str(cfg), "--output", str(out))
+    refused = cli.run("run", str(src), "--config", str(cfg), "--output", str(out))
+    assert refused.returncode != 0
+    assert f"in.jsonl:{n + 1}: field 'seed' cannot be sent to bedrock" in refused.stderr
+    assert not out.exists()
+    assert bedrock.stats()["providers"]["br"]["completed"] == 0  # nothing was sent
+    done = cli.run("run", str(src), "--config", str(cfg), "--output", str(out), "--skip-invalid")
     assert out.exists(), done.stderr
     rows = read_jsonl(out)
-    assert ids_once(rows) == expected_ids(n) | {"seeded"}
-    answered = [r for r in rows if r["custom_id"] != "seeded"]
-    for row in answered:
+    assert ids_once(rows) == expected_ids(n)
+    for row in rows:
         assert row["error"] is None, row
         assert row["response"]["body"]["object"] == "chat.completion"
         assert row["response"]["body"]["model"] == BEDROCK_MODEL
-    failed = next(r for r in rows if r["custom_id"] == "seeded")
-    assert "seed" in orjson.dumps(failed["error"]).decode()
     stats = bedrock.stats()["providers"]["br"]
     assert stats["completed"] == n
     assert stats["rejected"]["auth"] == 0

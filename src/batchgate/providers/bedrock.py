@@ -32,6 +32,7 @@ import orjson
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, TimeoutConfig
+from batchgate.endpoints import wire_body
 from batchgate.errors import (
     AuthenticationError,
     BadRequestError,
@@ -132,7 +133,7 @@ class BedrockClient:
     async def send(self, body: dict[str, Any], *, model: str) -> ProviderResponse:
         """Translate, sign and send one chat request for `model`; the answer as a chat.completion."""
         try:
-            request = openai_to_converse(body, default_max_tokens=self._default_max_tokens)
+            request = openai_to_converse(wire_body(body)[1], default_max_tokens=self._default_max_tokens)
         except UnsupportedField as exc:
             raise BadRequestError(f"{self.name}: {exc.key}: {exc.reason}", provider=self.name) from None
         url, data = self.url(model), orjson.dumps(request)

@@ -21,7 +21,7 @@ import orjson
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, Secret, TimeoutConfig
-from batchgate.endpoints import CHAT, EMBEDDINGS, ENDPOINT_KEY, PATHS, endpoint_of
+from batchgate.endpoints import CHAT, EMBEDDINGS, PATHS, endpoint_of, wire_body
 from batchgate.errors import BadRequestError, UnsupportedField
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.providers.classify import error_for_response, malformed
@@ -70,7 +70,7 @@ class GeminiClient:
     async def send(self, body: dict[str, Any], *, model: str) -> ProviderResponse:
         """Translate and send one chat or embeddings request for `model`; the answer in OpenAI's shape."""
         endpoint = endpoint_of(body)
-        payload = {k: v for k, v in body.items() if k != ENDPOINT_KEY}
+        payload = wire_body(body)[1]  # without batchgate's own keys (an Anthropic line's params)
         try:
             if endpoint == CHAT:
                 action, request = "generateContent", openai_to_gemini(payload)

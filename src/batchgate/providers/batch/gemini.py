@@ -24,6 +24,7 @@ import orjson
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import ProviderConfig, TimeoutConfig
+from batchgate.endpoints import wire_body
 from batchgate.errors import BadRequestError, ConfigError, UnsupportedField
 from batchgate.models import Usage
 from batchgate.policy.poll import PollPolicy
@@ -177,7 +178,8 @@ class GeminiBatchClient:
     def _entry(self, request: BatchRequest, model: str | None) -> tuple[str, dict[str, Any]]:
         body = body_for(request, model, self.name)
         try:
-            return body["model"], openai_to_gemini({k: v for k, v in body.items() if k != "custom_id"})
+            payload = wire_body({k: v for k, v in body.items() if k != "custom_id"})[1]  # no own keys
+            return body["model"], openai_to_gemini(payload)
         except UnsupportedField as exc:
             raise BadRequestError(
                 f"{self.name}: {exc} (custom_id {request.custom_id!r})", provider=self.name
