@@ -17,7 +17,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import random
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -287,7 +287,7 @@ class Gateway:
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.gather(*alive, return_exceptions=True)
 
-    def stream_chat(self, body: ChatBody, *, urgent: bool = False) -> AsyncIterator[StreamEvent]:
+    def stream_chat(self, body: ChatBody, *, urgent: bool = False) -> AsyncGenerator[StreamEvent, None]:
         """Run one chat or Responses request streamed: its provider's events as they arrive
         (`batchgate.streamed`: retries and failover only before the first event; the quota held
         at `max_tokens` until the stream ends, settled once from its usage)."""

@@ -18,7 +18,7 @@ stops) or the stream breaks or stalls (`timeouts.stream_idle` without an event: 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from batchgate.admission import Candidate
@@ -187,7 +187,7 @@ class _Attempt:
 
 async def events(
     sched: Scheduler, upstreams: Upstreams, body: ChatBody, *, urgent: bool = False, task: str | None = None
-) -> AsyncIterator[StreamEvent]:
+) -> AsyncGenerator[StreamEvent, None]:
     """The provider's events for `body`, as they arrive (see the module docstring)."""
     try:
         first, attempt = await _first(sched, upstreams, body, urgent, task)
