@@ -18,10 +18,12 @@ stops) or the stream breaks or stalls (`timeouts.stream_idle` without an event: 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from batchgate.admission import Candidate
+from batchgate.attempt import CALIBRATE_ALWAYS, CALIBRATE_EVERY
 from batchgate.clock import Clock
 from batchgate.config import TimeoutConfig
 from batchgate.endpoints import request_problem
@@ -159,7 +161,9 @@ class _Attempt:
             self.partial()
             return
         assert self.upstream is not None
-        snapshot = rt.client.rate_limits(self.upstream.headers, self.clock.wall())
+        succeeded = rt.recorder.succeeded  # its headers read as `attempt` reads an answer's
+        read = succeeded < CALIBRATE_ALWAYS or succeeded % CALIBRATE_EVERY == 0
+        snapshot = rt.client.rate_limits(self.upstream.headers, self.clock.wall()) if read else None
         self.held.settle(Outcome.answered(usage, self.count, snapshot))
         rt.counter.observe(self.body, usage.prompt_tokens)
         rt.breaker.record_success(now)
@@ -201,9 +205,12 @@ async def events(
             attempt.seen(ev)
             usage = ev.usage or usage
             yield ev
-            if ev.done:
-                break
             assert attempt.upstream is not None
+            if ev.done:  # read to its end: the connection goes back to the pool
+                with contextlib.suppress(ProviderError):
+                    while await attempt.upstream.next() is not None:
+                        pass
+                break
             ev = await attempt.upstream.next()
         attempt.ended(usage)
         sched.items_succeeded += 1

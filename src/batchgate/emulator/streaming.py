@@ -15,7 +15,7 @@ gets):
 - Messages: `message_start`, `content_block_start`, `ping`, `content_block_delta`s,
   `content_block_stop`, `message_delta` (the output usage), `message_stop`
   (https://docs.anthropic.com/en/docs/build-with-claude/streaming).
-`Streams` keeps when each provider's streams sent their first event (the loop's monotonic
+`Streams` keeps when each stream sent its first event, by the answer's id (the loop's monotonic
 clock: a benchmark compares it with its own receive times), served at `GET /_emulator/streams`.
 """
 
@@ -38,12 +38,11 @@ Event = tuple[str | None, bytes]  # the SSE event name (None: data only) and its
 
 
 class Streams:
-    """Streamed answers, and when each provider's streams sent their first event (clock time,
-    arrival order)."""
+    """Streamed answers, and when each sent its first event (clock time, by the answer's id)."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self.first_sent: dict[str, list[float]] = {}
+        self.first_sent: dict[str, float] = {}
 
     def reset(self) -> None:
         self.first_sent.clear()
@@ -75,7 +74,8 @@ class Streams:
             await clock.sleep(ttft)
         first, pieces = True, 0
         started = clock.now()
-        for is_piece, event in _events(req, orjson.loads(answer)):
+        body = orjson.loads(answer)
+        for is_piece, event in _events(req, body):
             if is_piece:
                 pieces += 1
                 if stall_after is not None and pieces > stall_after:
@@ -87,7 +87,7 @@ class Streams:
             await response.write(_frame(event))
             if first:
                 first = False
-                self.first_sent.setdefault(provider, []).append(clock.now())
+                self.first_sent[str(body.get("id"))] = clock.now()
         await response.write_eof()
         return response
 

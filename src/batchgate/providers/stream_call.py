@@ -32,7 +32,7 @@ from batchgate.providers.stream_events import Decoder, Format, StreamEvent, Stre
 from batchgate.providers.translate import openai_to_anthropic
 
 _STREAM_HEADERS = {"Accept": "text/event-stream"}
-_READ = 64 * 1024
+_URLS: dict[tuple[str, str, str, str], str] = {}  # (provider, base URL, path, model) -> the URL
 
 
 def stream_request(
@@ -55,7 +55,9 @@ def stream_request(
         if endpoint == CHAT:
             payload["stream_options"] = {"include_usage": True}
         fmt: Format = "chat" if endpoint == CHAT else "responses"
-        return client.url(path, model), {**client._headers, **_STREAM_HEADERS}, orjson.dumps(payload), fmt
+        where = (client.name, client.base_url, path, model)  # made once: `urls.joined` parses
+        url = _URLS.get(where) or _URLS.setdefault(where, client.url(path, model))
+        return url, {**client._headers, **_STREAM_HEADERS}, orjson.dumps(payload), fmt
     raise ValueError(f"{type(client).__name__} does not stream")
 
 
@@ -101,10 +103,17 @@ class UpstreamStream:
             except (SSEError, StreamFailed) as exc:
                 raise MalformedResponse(f"{self._provider}: {exc}", provider=self._provider) from None
             self._ready.reverse()
-        return self._ready.pop()
+        event = self._ready.pop()
+        event.more = bool(self._ready)
+        return event
 
     def close(self) -> None:
-        self.response.close()  # the connection dropped: the provider's handler is cancelled
+        """End the call: a stream read to its end gives its connection back to the pool; one
+        left midway drops it (the provider's handler is cancelled: it stops generating)."""
+        if self._ended:
+            self.response.release()
+        else:
+            self.response.close()
 
 
 async def open_stream(

@@ -42,6 +42,7 @@ class StreamEvent:
     done: bool = False  # the stream's last event
     usage_only: bool = False  # chat's usage chunk (left out for a client that did not ask)
     meta: dict[str, Any] = field(default_factory=dict)  # id, model, created
+    more: bool = False  # more events came in the same read (a relay writes them together)
 
 
 class Decoder:

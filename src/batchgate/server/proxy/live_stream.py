@@ -5,9 +5,10 @@ when the route sent it to another kind).
 
 Nothing is written before the provider's first event, so a failure until then (a 429 after the
 retries, no provider left) is an ordinary HTTP error and the request may still fail over; from
-the first event on, each is written as it arrives (one `write` each, no buffering: aiohttp's
-sockets have TCP_NODELAY), and a failure (`timeouts.stream_idle` passed without an event, the
-stream broken off) ends the stream with an error event in the client's format. A client that
+the first event on, each is written as it arrives (no buffering: aiohttp's sockets have
+TCP_NODELAY; events that came in one read from the provider go out in one write), and a
+failure (`timeouts.stream_idle` passed without an event, the stream broken off) ends the stream
+with an error event in the client's format. A client that
 goes away closes the gateway's stream (`contextlib.aclosing`): the provider's call is dropped
 and the quota settled with what was produced.
 """
@@ -39,11 +40,13 @@ async def relay(
         response = web.StreamResponse(headers=_SSE)
         await response.prepare(request)
         ev: StreamEvent | None = first
+        held: list[bytes] = []  # events that came in one read, written together
         try:
             while ev is not None:
-                data = renderer.render(ev)
-                if data:
-                    await response.write(data)
+                held.append(renderer.render(ev))
+                if not ev.more:
+                    await response.write(b"".join(held))
+                    held.clear()
                 ev = await anext(stream, None)
         except BatchgateError as exc:  # after the first event: the stream ends with an error event
             message = (exc.message or exc.kind)[:_MESSAGE_CHARS]
