@@ -84,10 +84,10 @@ class Streams:
                 due = started + pieces * plan.per_token
                 if due > clock.now():
                     await clock.sleep(due - clock.now())
-            await response.write(_frame(event))
-            if first:
+            if first:  # when it is handed to the socket
                 first = False
                 self.first_sent[str(body.get("id"))] = clock.now()
+            await response.write(_frame(event))
         await response.write_eof()
         return response
 

@@ -51,5 +51,7 @@ async def relay(
         except BatchgateError as exc:  # after the first event: the stream ends with an error event
             message = (exc.message or exc.kind)[:_MESSAGE_CHARS]
             await response.write(renderer.error(exc.kind, message))
+        except ConnectionResetError:  # the client went away: its stream is closed on the way out
+            return response
         await response.write_eof()
     return response
