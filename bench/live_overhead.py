@@ -166,47 +166,72 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-async def _overheads(sides: dict[str, tuple[str, str, dict[str, str]]], args: argparse.Namespace) -> None:
-    """(1) and (2): sides = name -> (chat URL, model, headers)."""
+Side = tuple[str, str, dict[str, str], int | None]  # chat URL, model, headers, the proxy's pid
+
+
+async def _overheads(sides: dict[str, Side], args: argparse.Namespace) -> None:
+    """(1) and (2), with each proxy's CPU time per request (from /proc: steadier than latency on
+    a loaded machine)."""
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         for stream in (False, True):
             kind = "streamed" if stream else "not streamed"
             rounds: dict[str, list[float]] = {name: [] for name in sides}
             bursts: dict[str, list[float]] = {name: [] for name in sides}
-            for url, model, headers in sides.values():  # warm-up
+            cpu = dict.fromkeys(sides, 0.0)
+            for url, model, headers, _ in sides.values():  # warm-up
                 await asyncio.gather(
                     *(_timed(http, url, _body(CHAT, model, 20, stream), headers) for _ in range(20))
                 )
             for _ in range(args.rounds):
-                for name, (url, model, headers) in sides.items():
+                for name, (url, model, headers, pid) in sides.items():
                     body = _body(CHAT, model, 20, stream)
+                    before = _cpu_s(pid)
                     times = [await _timed(http, url, body, headers) for _ in range(args.sequential)]
                     rounds[name].append(_median(times))
                     burst = await asyncio.gather(
                         *(_timed(http, url, body, headers) for _ in range(args.burst))
                     )
                     bursts[name].extend(burst)
-            _table(f"chat completions, {kind}", rounds, bursts, args)
+                    cpu[name] += _cpu_s(pid) - before
+            per_request = {
+                name: spent / (args.rounds * (args.sequential + args.burst)) for name, spent in cpu.items()
+            }
+            _table(f"chat completions, {kind}", rounds, bursts, per_request, args)
+
+
+def _cpu_s(pid: int | None) -> float:
+    """The process's CPU seconds so far (user + system; 0 without a pid or /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, TypeError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _table(
-    title: str, rounds: dict[str, list[float]], bursts: dict[str, list[float]], args: argparse.Namespace
+    title: str,
+    rounds: dict[str, list[float]],
+    bursts: dict[str, list[float]],
+    cpu: dict[str, float],
+    args: argparse.Namespace,
 ) -> None:
     direct_rounds, direct_burst = rounds["direct"], _median(bursts["direct"])
     print(f"\n{title}: {args.sequential} sequential x {args.rounds} rounds; bursts of {args.burst}")
-    print(f"    {'side':<12} {'seq p50':>9} {'seq adds':>9} {'burst p50':>10} {'burst adds':>11}")
+    print(
+        f"    {'side':<12} {'seq p50':>9} {'seq adds':>9} {'burst p50':>10} {'burst adds':>11} {'CPU/req':>8}"
+    )
     seq: dict[str, float] = {}
     burst: dict[str, float] = {}
     for name, medians in rounds.items():
         seq[name] = _median([a - d for a, d in zip(medians, direct_rounds, strict=True)])
         burst[name] = _median(bursts[name]) - direct_burst
         p50s = f"{_median(medians):9.2f} {seq[name]:+9.2f} {_median(bursts[name]):10.1f}"
-        print(f"    {name:<12} {p50s} {burst[name]:+11.1f}")
+        print(f"    {name:<12} {p50s} {burst[name]:+11.1f} {cpu[name] * 1000.0:8.3f}")
     both = (("sequential", seq), ("burst", burst))
     ratios = [f"{kind} {adds['serve'] / adds['bare']:.2f}x" for kind, adds in both if adds["bare"] > 0]
-    print(
-        f"    serve's overhead / the bare proxy's: {', '.join(ratios) or '- (the bare proxy added nothing)'}"
-    )
+    if cpu["bare"] > 0:
+        ratios.append(f"CPU per request {cpu['serve'] / cpu['bare']:.2f}x")
+    print(f"    serve / the bare proxy: {', '.join(ratios) or '-'}")
 
 
 async def _first_events(
@@ -261,12 +286,13 @@ def main() -> None:
         try:
             assert bare.stdout is not None
             bare_url = bare.stdout.readline().strip()
-            with served(root, _gateway_config(root / "gw.yaml", emu.url)) as server:
+            extra = ["--max-connections-per-client", "4096"]  # a burst comes from one address
+            with served(root, _gateway_config(root / "gw.yaml", emu.url), extra) as server:
                 auth = {"Authorization": f"Bearer {server.key}"}
                 sides = {
-                    "direct": (f"{emu.url}/fast{CHAT}", "gpt-4o-mini", _direct_headers()),
-                    "bare": (f"{bare_url}/fast{CHAT}", "gpt-4o-mini", _direct_headers()),
-                    "serve": (f"{server.url}{CHAT}", "fast", auth),
+                    "direct": (f"{emu.url}/fast{CHAT}", "gpt-4o-mini", _direct_headers(), None),
+                    "bare": (f"{bare_url}/fast{CHAT}", "gpt-4o-mini", _direct_headers(), bare.pid),
+                    "serve": (f"{server.url}{CHAT}", "fast", auth, server.process.pid),
                 }
                 asyncio.run(_overheads(sides, args))
                 asyncio.run(_first_events(emu.url, server.url, auth, args))

@@ -12,7 +12,6 @@ stream: an error, not a hang) and `MalformedResponse` when the stream broke off 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -84,10 +83,9 @@ class UpstreamStream:
         while not self._ready:
             if self._ended:
                 return None
-            try:
-                async with asyncio.timeout(self._idle):
-                    chunk = await self.response.content.readany()
-            except TimeoutError:
+            try:  # the session's `sock_read` timeout is the idle bound: no timer per read here
+                chunk = await self.response.content.readany()
+            except TimeoutError:  # aiohttp's ServerTimeoutError
                 message = f"{self._provider}: no event within {self._idle:g} s (stream_idle)"
                 raise RequestTimeout(message, provider=self._provider) from None
             except (aiohttp.ClientError, OSError) as exc:
