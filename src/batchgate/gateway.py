@@ -44,7 +44,7 @@ from batchgate.streamed import Upstreams, events
 
 if TYPE_CHECKING:
     from batchgate.emulator import Emulator
-    from batchgate.providers.stream_events import StreamEvent
+    from batchgate.providers.stream_events import Format, StreamEvent
 
 DEFAULT_WINDOW = 4096
 
@@ -287,14 +287,17 @@ class Gateway:
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.gather(*alive, return_exceptions=True)
 
-    def stream_chat(self, body: ChatBody, *, urgent: bool = False) -> AsyncGenerator[StreamEvent, None]:
+    def stream_chat(
+        self, body: ChatBody, *, urgent: bool = False, relay: Format | None = None
+    ) -> AsyncGenerator[StreamEvent, None]:
         """Run one chat or Responses request streamed: its provider's events as they arrive
         (`batchgate.streamed`: retries and failover only before the first event; the quota held
-        at `max_tokens` until the stream ends, settled once from its usage)."""
+        at `max_tokens` until the stream ends, settled once from its usage). `relay` (a proxy's):
+        events of that format are passed on as they are, so only counted (`.text` empty)."""
         _, body = split_request(body)
         if self._upstreams is None:
             self._upstreams = Upstreams(self.config.settings.timeouts)
-        return events(self._sched(), self._upstreams, with_endpoint(body), urgent=urgent)
+        return events(self._sched(), self._upstreams, with_endpoint(body), urgent=urgent, relay=relay)
 
     def stop_sending(self) -> None:
         """Send nothing more: requests waiting for quota end at once with `DispatchStopped`

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     import aiohttp
 
     from batchgate.providers.stream_call import UpstreamStream
-    from batchgate.providers.stream_events import StreamEvent
+    from batchgate.providers.stream_events import Format, StreamEvent
 
 
 class Upstreams:
@@ -61,7 +61,9 @@ class Upstreams:
         self.timeouts = timeouts
         self._session: aiohttp.ClientSession | None = None
 
-    async def open(self, rt: ProviderRuntime, body: ChatBody, model: str) -> UpstreamStream:
+    async def open(
+        self, rt: ProviderRuntime, body: ChatBody, model: str, relay: Format | None = None
+    ) -> UpstreamStream:
         from batchgate.providers import http, stream_call  # noqa: PLC0415 — start-up cost (aiohttp)
 
         if self._session is None:
@@ -76,6 +78,7 @@ class Upstreams:
             connect=t.connect,
             idle=t.stream_idle,
             network=network,
+            relay=relay,
         )
 
     async def close(self) -> None:
@@ -91,6 +94,7 @@ class _Attempt:
         self, sched: Scheduler, candidate: Candidate, held: Held, body: ChatBody, urgent: bool
     ) -> None:
         self.sched, self.held, self.body, self.urgent = sched, held, body, urgent
+        self.relay: Format | None = None
         self.target, _, _, self.count = candidate
         self.rt: ProviderRuntime = self.target.runtime
         self.upstream: UpstreamStream | None = None
@@ -119,7 +123,7 @@ class _Attempt:
         self.sent = self.clock.now()
         rt.recorder.requests += 1
         try:
-            self.upstream = await upstreams.open(rt, self.body, self.target.model)
+            self.upstream = await upstreams.open(rt, self.body, self.target.model, self.relay)
             first = await self.upstream.next()
             if first is None:
                 raise MalformedResponse(
@@ -147,7 +151,7 @@ class _Attempt:
         self.release()
 
     def seen(self, ev: StreamEvent) -> None:
-        if ev.text:
+        if ev.piece:
             self.pieces += 1
         if ev.fmt == "messages" and ev.start:
             usage = (ev.data.get("message") or {}).get("usage") or {}
@@ -190,11 +194,18 @@ class _Attempt:
 
 
 async def events(
-    sched: Scheduler, upstreams: Upstreams, body: ChatBody, *, urgent: bool = False, task: str | None = None
+    sched: Scheduler,
+    upstreams: Upstreams,
+    body: ChatBody,
+    *,
+    urgent: bool = False,
+    task: str | None = None,
+    relay: Format | None = None,
 ) -> AsyncGenerator[StreamEvent, None]:
-    """The provider's events for `body`, as they arrive (see the module docstring)."""
+    """The provider's events for `body`, as they arrive (see the module docstring); `relay`: the
+    format the caller passes on as it is (such events come with `.text` empty: only counted)."""
     try:
-        first, attempt = await _first(sched, upstreams, body, urgent, task)
+        first, attempt = await _first(sched, upstreams, body, urgent, task, relay)
     except BatchgateError:
         sched.items_failed += 1
         raise
@@ -220,7 +231,12 @@ async def events(
 
 
 async def _first(
-    sched: Scheduler, upstreams: Upstreams, body: ChatBody, urgent: bool, task: str | None
+    sched: Scheduler,
+    upstreams: Upstreams,
+    body: ChatBody,
+    urgent: bool,
+    task: str | None,
+    relay: Format | None,
 ) -> tuple[StreamEvent, _Attempt]:
     """The first event of the first attempt that gets one, through the scheduler's retries."""
     model = body.get("model")
@@ -234,6 +250,7 @@ async def _first(
         chosen, reservation, probe = await sched._acquire_any(candidates, model, urgent)
         rt = chosen[0].runtime
         attempt = _Attempt(sched, chosen, Held(rt.pool, reservation), body, urgent)
+        attempt.relay = relay
         try:
             if rt.pool.shared is not None:
                 await sched._admit.take_shared(rt.pool, reservation, urgent)

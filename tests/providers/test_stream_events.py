@@ -124,3 +124,14 @@ def test_chat_becomes_a_responses_stream_ending_in_the_whole_response() -> None:
     assert done["type"] == "response.completed"
     assert done["response"]["output"][0]["content"][0]["text"] == "Hi there"
     assert done["response"]["usage"]["output_tokens"] == 2
+
+
+@pytest.mark.parametrize("spaced", [False, True])
+def test_a_light_decoder_counts_pieces_and_still_reads_the_usage(spaced: bool) -> None:
+    raw = CHAT.replace(b'":', b'": ').replace(b'",', b'", ') if spaced else CHAT  # vLLM's spacing
+    reader, light = SSEReader(), Decoder("chat", light=True)
+    events = [light.decode(e) for e in reader.feed(raw)]
+    assert [e.text for e in events] == ["", "", "", "", "", ""]  # relayed as they are: not parsed
+    assert sum(e.piece for e in events) == 2
+    assert [e.usage for e in events if e.usage] == [Usage(7, 2)]
+    assert light.ended

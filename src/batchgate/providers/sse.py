@@ -48,6 +48,12 @@ class SSEReader:
 
 
 def _parse(raw: bytes) -> SSEEvent | None:
+    if raw.startswith(b"data: ") and raw.count(b"\n") == 2:  # the usual shapes, at once
+        return SSEEvent(None, raw[6:-2], raw)
+    if raw.startswith(b"event: ") and raw.count(b"\n") == 3:
+        end = raw.find(b"\n")
+        if raw.startswith(b"data: ", end + 1):
+            return SSEEvent(raw[7:end].decode("utf-8", "replace"), raw[end + 7 : -2], raw)
     name: str | None = None
     data: list[bytes] = []
     for line in raw.split(b"\n"):

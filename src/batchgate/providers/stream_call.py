@@ -64,7 +64,13 @@ class UpstreamStream:
     """An answer being streamed; see the module docstring."""
 
     def __init__(
-        self, response: aiohttp.ClientResponse, fmt: Format, idle: float, provider: str, key: Secret | None
+        self,
+        response: aiohttp.ClientResponse,
+        fmt: Format,
+        idle: float,
+        provider: str,
+        key: Secret | None,
+        relay: Format | None = None,
     ) -> None:
         self.response = response
         self.headers: Mapping[str, str] = response.headers
@@ -74,7 +80,7 @@ class UpstreamStream:
         self._provider = provider
         self._key = key
         self._reader = SSEReader()
-        self._decoder = Decoder(fmt)
+        self._decoder = Decoder(fmt, light=fmt == relay)  # relayed as they are: parsed as needed
         self._ready: list[StreamEvent] = []
         self._ended = False
 
@@ -123,8 +129,10 @@ async def open_stream(
     connect: float,
     idle: float,
     network: NetworkSettings | None = None,
+    relay: Format | None = None,
 ) -> UpstreamStream:
-    """Send `body` streamed; the stream once the provider answered 2xx (see the module docstring)."""
+    """Send `body` streamed; the stream once the provider answered 2xx (see the module docstring).
+    `relay`: the format the caller passes on as it is (its events decoded lightly)."""
     url, headers, data, fmt = stream_request(client, body, model)
     name, key = client.name, client._api_key
     tls: Any = True
@@ -156,4 +164,4 @@ async def open_stream(
         finally:
             response.close()
         raise error_for_response(response.status, response.headers, raw, provider=name, api_key=key, url=url)
-    return UpstreamStream(response, fmt, idle, name, key)
+    return UpstreamStream(response, fmt, idle, name, key, relay)

@@ -43,13 +43,27 @@ class StreamEvent:
     usage_only: bool = False  # chat's usage chunk (left out for a client that did not ask)
     meta: dict[str, Any] = field(default_factory=dict)  # id, model, created
     more: bool = False  # more events came in the same read (a relay writes them together)
+    piece: bool = False  # it carries a piece of text (counted for what was produced)
+
+
+# What a light decoder parses (the rest only counted): each format's events that start or end a
+# stream, carry its usage or an error
+_NEEDED = {
+    "messages": frozenset({"message_start", "message_delta", "message_stop", "error"}),
+    "responses": frozenset({"response.created", "response.completed", "response.incomplete",
+                            "response.failed", "error"}),
+}  # fmt: skip
+_PIECE = {"messages": "content_block_delta", "responses": "response.output_text.delta"}
 
 
 class Decoder:
-    """Decodes one stream's events in order (Messages splits its usage over two events)."""
+    """Decodes one stream's events in order (Messages splits its usage over two events). A `light`
+    one (its events relayed as they are) parses only what the gateway needs — the first event,
+    the usage, the end, an error — and only counts the text pieces (`.text` stays empty)."""
 
-    def __init__(self, fmt: Format) -> None:
+    def __init__(self, fmt: Format, *, light: bool = False) -> None:
         self.fmt = fmt
+        self.light = light
         self._seen = False
         self._prompt = 0  # Messages: the input tokens `message_start` said
         self.ended = False  # the stream's last event was seen
@@ -58,6 +72,9 @@ class Decoder:
         out = StreamEvent(self.fmt, event.raw)
         if self.fmt == "chat" and event.data == b"[DONE]":
             out.done = self.ended = True
+            return out
+        if self.light and self._seen and not self._needed(event):
+            out.piece = event.name == _PIECE[self.fmt] if self.fmt != "chat" else b'"content":"' in event.data
             return out
         try:
             data = orjson.loads(event.data) if event.data else {}
@@ -77,7 +94,16 @@ class Decoder:
         if not self._seen:
             self._seen = out.start = True
         self.ended = self.ended or out.done
+        out.piece = bool(out.text)
         return out
+
+    def _needed(self, event: SSEEvent) -> bool:
+        if self.fmt == "chat":
+            data = event.data
+            if b'"error"' in data or b'"finish_reason":"' in data or b'"finish_reason": "' in data:
+                return True
+            return b'"usage"' in data and b'"usage":null' not in data and b'"usage": null' not in data
+        return event.name in _NEEDED[self.fmt]
 
     @staticmethod
     def _chat(data: dict[str, Any], out: StreamEvent) -> None:

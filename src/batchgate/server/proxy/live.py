@@ -119,7 +119,8 @@ class LiveApi:
         model = str(body.get("model"))
         renderer = Renderer(fmt, include_usage=include_usage, model=model, now=self.clock.wall())
         try:
-            return await live_stream.relay(request, self.gateway.stream_chat(body, urgent=True), renderer)
+            events = self.gateway.stream_chat(body, urgent=True, relay=fmt)
+            return await live_stream.relay(request, events, renderer)
         except BatchgateError as exc:  # before the first event: nothing was written
             raise refusal(exc) from None
 
