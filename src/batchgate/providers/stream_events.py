@@ -74,7 +74,10 @@ class Decoder:
             out.done = self.ended = True
             return out
         if self.light and self._seen and not self._needed(event):
-            out.piece = event.name == _PIECE[self.fmt] if self.fmt != "chat" else b'"content":"' in event.data
+            if self.fmt != "chat":
+                out.piece = event.name == _PIECE[self.fmt]
+            else:
+                out.piece = b'"content":"' in event.data or b'"content": "' in event.data
             return out
         try:
             data = orjson.loads(event.data) if event.data else {}
