@@ -17,7 +17,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import random
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -40,9 +40,11 @@ from batchgate.runtime import ProviderRuntime, build_runtime
 from batchgate.scheduler import Scheduler, Target
 from batchgate.slots import FairSlots
 from batchgate.stats import GatewayStatistics
+from batchgate.streamed import Upstreams, events
 
 if TYPE_CHECKING:
     from batchgate.emulator import Emulator
+    from batchgate.providers.stream_events import Format, StreamEvent
 
 DEFAULT_WINDOW = 4096
 
@@ -87,6 +89,7 @@ class Gateway:
         self._quota: QuotaStore | None = None
         self._owns_quota = False
         self._shared: list[SharedQuota] = []
+        self._upstreams: Upstreams | None = None  # streamed calls' session (`stream_chat`)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> Gateway:
@@ -163,6 +166,8 @@ class Gateway:
         self._quota = None
 
     async def close(self) -> None:
+        if self._upstreams is not None:
+            await self._upstreams.close()
         await self._close_quota()
         for transport in self._transports.values():
             await transport.close()
@@ -281,6 +286,18 @@ class Gateway:
             if alive:
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.gather(*alive, return_exceptions=True)
+
+    def stream_chat(
+        self, body: ChatBody, *, urgent: bool = False, relay: Format | None = None
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Run one chat or Responses request streamed: its provider's events as they arrive
+        (`batchgate.streamed`: retries and failover only before the first event; the quota held
+        at `max_tokens` until the stream ends, settled once from its usage). `relay` (a proxy's):
+        events of that format are passed on as they are, so only counted (`.text` empty)."""
+        _, body = split_request(body)
+        if self._upstreams is None:
+            self._upstreams = Upstreams(self.config.settings.timeouts)
+        return events(self._sched(), self._upstreams, with_endpoint(body), urgent=urgent, relay=relay)
 
     def stop_sending(self) -> None:
         """Send nothing more: requests waiting for quota end at once with `DispatchStopped`

@@ -40,7 +40,7 @@ _QUOTA = frozenset({"store", "namespace"})
 _ROUTE = frozenset({"model", "targets", "mode"})
 _SETTINGS = frozenset({"concurrency", "retry", "timeouts", "circuit", "seed", "gc_threshold"})
 _RETRY = frozenset({"max_attempts", "base_delay", "max_delay", "max_hint"})
-_TIMEOUTS = frozenset({"connect", "total", "hedge"})
+_TIMEOUTS = frozenset({"connect", "total", "hedge", "stream_idle"})
 _CIRCUIT = frozenset(
     {"failure_threshold", "open_seconds", "take_out_after", "take_out_grace", "take_out_for", "max_outage"}
 )
@@ -168,6 +168,7 @@ def _settings(top: Section) -> Settings:
             connect=t.number("connect", d_time.connect) or d_time.connect,
             total=t.number("total", d_time.total) or d_time.total,
             hedge=d_time.hedge if hedge is None else hedge,
+            stream_idle=t.number("stream_idle", d_time.stream_idle) or d_time.stream_idle,
         ),
         circuit=CircuitSettings(
             failure_threshold=c.integer("failure_threshold", d_circ.failure_threshold) or 1,

@@ -195,6 +195,7 @@ class TimeoutConfig:
     connect: float = 10.0
     total: float = 120.0
     hedge: bool = True  # send a straggler again, first answer wins (false: never a duplicate request)
+    stream_idle: float = 30.0  # a stream with no event for this long ends with an error event
 
 
 @dataclass(frozen=True, slots=True)

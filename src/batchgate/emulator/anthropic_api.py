@@ -101,8 +101,6 @@ class AnthropicFamily(Family):
         system = body.get("system")
         if system is not None and not isinstance(system, str | list):
             raise _invalid("system: Input should be a valid string or a list of text blocks")
-        if body.get("stream"):
-            raise _invalid("stream: the emulator does not stream; send stream=false")
         if provider.models is not None and model not in provider.models:
             raise self.unknown_model(model)
         input_tokens = count_input(body)

@@ -44,6 +44,7 @@ FAULT_KINDS: tuple[str, ...] = (
     "truncated",
     "non_json",
     "insufficient_quota",
+    "stall",  # a stream stops mid-answer and hangs (a request not streamed: a hang)
 )
 LIMIT_KEYS: tuple[str, ...] = ("rpm", "tpm", "itpm", "otpm")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -98,6 +99,7 @@ class FaultRates:
     truncated: float = 0.0
     non_json: float = 0.0
     insufficient_quota: float = 0.0
+    stall: float = 0.0
 
     def items(self) -> tuple[tuple[str, float], ...]:
         return tuple((k, getattr(self, k)) for k in FAULT_KINDS)

@@ -174,8 +174,6 @@ class OpenAIFamily(Family):
                     "temperature",
                     "decimal_out_of_range",
                 )
-        if body.get("stream"):
-            raise _invalid("The emulator does not stream; send stream=false.", "stream", "unsupported_value")
         if provider.models is not None and model not in provider.models:
             raise self.unknown_model(model)
         self.check_access(provider, model)

@@ -86,7 +86,7 @@ def parse_request(family: OpenAIFamily, endpoint: str, body: Any, provider: Prov
     if endpoint == "chat":
         return family.parse(body, provider)
     model = body_model(body)
-    if body.get("stream"):
+    if body.get("stream") and endpoint != "responses":  # only chat and responses stream here
         raise _invalid("The emulator does not stream; send stream=false.", "stream", "unsupported_value")
     if provider.models is not None and model not in provider.models:
         raise family.unknown_model(model)

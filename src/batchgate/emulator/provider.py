@@ -42,6 +42,7 @@ class Plan:
     fault: str | None = None
     error: ApiError | None = None
     admitted_at: float = 0.0
+    per_token: float = 0.0  # seconds per output token (part of `delay`; a stream paces by it)
 
 
 class EmulatedProvider:
@@ -124,6 +125,7 @@ class EmulatedProvider:
             plan.error = self.family.overloaded()
         if self._ttft_mu is not None:
             plan.delay = math.exp(self.rng.gauss(self._ttft_mu, self._ttft_sigma))
+        plan.per_token = self._per_token
         if self._per_token and plan.error is None:
             plan.delay += self._per_token * tokens * req.n
         return plan

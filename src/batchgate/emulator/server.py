@@ -16,10 +16,7 @@ concurrency rejections, which carry no hint at all) and a request id.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
-import socket
-import struct
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -28,6 +25,7 @@ import orjson
 from aiohttp import web
 
 from batchgate.clock import Clock, LoopClock
+from batchgate.emulator import streaming
 from batchgate.emulator.anthropic_api import AnthropicFamily
 from batchgate.emulator.azure_api import AZURE_PATHS, AzureFamily, provider_base_url
 from batchgate.emulator.batch.service import BatchService
@@ -38,6 +36,7 @@ from batchgate.emulator.gemini_api import GeminiFamily, add_gemini_routes
 from batchgate.emulator.openai_api import OpenAIFamily
 from batchgate.emulator.openai_endpoints import PATHS, answer_for, parse_for
 from batchgate.emulator.provider import EmulatedProvider, Plan
+from batchgate.emulator.reset import abort as _abort
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest, refuse_fields
 
 OPERATOR_PREFIX = "/_emulator"
@@ -76,6 +75,7 @@ class Emulator:
         self.received: dict[str, list[str]] = {p.name: [] for p in config.providers}
         self.started_at = 0.0
         self.first_request_at: float | None = None  # wall time the first provider request arrived
+        self.streams = streaming.Streams(self._clock)  # streamed answers; their first events' times
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -114,6 +114,7 @@ class Emulator:
         app.router.add_get(f"{OPERATOR_PREFIX}/stats", self._stats_endpoint)
         app.router.add_post(f"{OPERATOR_PREFIX}/reset", self._reset_endpoint)
         app.router.add_get(f"{OPERATOR_PREFIX}/received", self._received_endpoint)
+        app.router.add_get(f"{OPERATOR_PREFIX}/streams", self.streams.endpoint)
         app.router.add_route("*", "/{tail:.*}", self._unrouted_endpoint)
         app.on_shutdown.append(self._release_hangs)
         runner = web.AppRunner(
@@ -234,6 +235,7 @@ class Emulator:
         self.started_at = self._clock.wall()
         self.first_request_at = None
         self._unrouted = 0
+        self.streams.reset()
         for rt in self.runtimes.values():
             rt.reset(now)
             self.received[rt.name] = []
@@ -299,6 +301,7 @@ class Emulator:
                 body["model"] = named
             refuse_fields(body, rt.config.reject_fields)
             req = self._parse(rt, endpoint, body)
+            streaming.mark(req, body)
             if self.config.record_prompts:
                 self.received[rt.name].append(req.prompt)
             rt.charge_for(req, body)
@@ -312,6 +315,8 @@ class Emulator:
         if self._watchers:
             self._changed()
         try:
+            if req.stream and plan.error is None and plan.fault in (None, "stall"):
+                return await self._stream(rt, req, plan, request, seq)
             if plan.delay > 0:
                 await self._clock.sleep(plan.delay)
             if plan.fault is None:
@@ -357,21 +362,35 @@ class Emulator:
         response.headers.update(err.headers)
         return response
 
+    async def _stream(
+        self, rt: EmulatedProvider, req: ParsedRequest, plan: Plan, request: web.Request, seq: int
+    ) -> web.StreamResponse:
+        """The answer as events (`emulator.streaming`), counted as answered as it starts."""
+        rt.stats.complete(req.fingerprint, plan.admitted_at)
+        rt.answered(req, plan, self._clock.now())
+        headers = dict(self._respond(rt, 200, b"", f"req_{seq:024x}", model=req.model).headers)
+        answer = self._answer(rt, req, plan, seq)
+        return await self.streams.respond(request, rt.name, req, plan, answer, headers, self._hang)
+
+    async def _hang(self, name: str) -> None:
+        """Until the client gives up (the handler is cancelled) or the server stops."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._hangs[fut] = name
+        self._changed()
+        try:
+            await fut
+        finally:
+            del self._hangs[fut]
+            self._changed()
+
     async def _fault(
         self, rt: EmulatedProvider, req: ParsedRequest, plan: Plan, request: web.Request, seq: int
     ) -> web.StreamResponse:
         rid = f"req_{seq:024x}"
         if plan.error is not None:
             return self._error(rt, plan.error, rid, req.model)
-        if plan.fault == "hang":
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._hangs[fut] = rt.name
-            self._changed()
-            try:
-                await fut  # until the client gives up (the handler is cancelled) or the server stops
-            finally:
-                del self._hangs[fut]
-                self._changed()
+        if plan.fault in ("hang", "stall"):
+            await self._hang(rt.name)
             return _abort(request)
         if plan.fault == "reset":
             return _abort(request)
@@ -381,15 +400,3 @@ class Emulator:
         response = self._respond(rt, 200, _NON_JSON_BODY, rid, model=req.model)
         response.headers["Content-Type"] = "text/html"
         return response
-
-
-def _abort(request: web.Request) -> web.Response:
-    """Reset the connection (RST, no answer); the returned response is never written."""
-    transport = request.transport
-    if transport is not None:
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        transport.abort()
-    return web.Response(status=499)

@@ -57,6 +57,8 @@ class ParsedRequest:
     inputs: tuple[str, ...] = ()  # embeddings: the texts to embed; completions: the prompts
     dimensions: int = 0  # embeddings: the vector size
     base64: bool = False  # embeddings: encoding_format "base64"
+    stream: bool = False  # chat, responses, messages: answered as events (`emulator.streaming`)
+    include_usage: bool = False  # chat: `stream_options.include_usage`
 
 
 class Family(ABC):

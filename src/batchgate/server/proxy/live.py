@@ -9,8 +9,10 @@ The request's `model` names a route of the server's config (an unknown one is a 
 checked as a batch line of its endpoint is (`batchgate.endpoints`; a 400 naming the field). The
 answer is the provider's, as the gateway returns it (an OpenAI chat completion, embeddings list,
 response or text completion, or the chat completion as an Anthropic `message`); with
-`stream: true` a chat answer comes as one server-sent-event stream of the whole answer
-(`live_stream`); the other endpoints do not stream (a 400). A failure is the provider's kind of
+`stream: true` a chat, Responses or Messages answer is streamed from the provider event by event
+(`live_stream`; `stream_options.include_usage` is asked of the provider whatever the client
+asked, and its usage chunk kept from a client that did not); embeddings and completions do not
+stream (a 400). A failure is the provider's kind of
 error in the client's shape (a 429 after the retries, a 502 for a provider that failed or refused
 the gateway's own key, a 504 for a timeout), never a traceback or a provider key. The header
 `x-batchgate-queue-ms` says how long the request waited between arrival and being sent (quota
@@ -46,6 +48,8 @@ from batchgate.gateway import Gateway
 from batchgate.jobs.io.shapes import ShapeError, live_body
 from batchgate.models import Result
 from batchgate.providers.fields import route_refusal
+from batchgate.providers.stream_events import Format
+from batchgate.providers.stream_render import Renderer
 from batchgate.server.batch_api.anthropic_api import message_of
 from batchgate.server.door.request_body import json_object
 from batchgate.server.proxy import live_stream
@@ -74,17 +78,20 @@ class LiveApi:
         arrived = self.clock.now()
         raw = await json_object(request)
         stream, include_usage = _stream_options(raw)
+        if stream:
+            return await self._stream(request, _body(raw, anthropic=False), "chat", include_usage)
         result = await self._run(_body(raw, anthropic=False))
         answer = result.body or {}
         headers = _queue_header(result, arrived)
-        if stream:
-            return await live_stream.openai_events(request, answer, include_usage, headers)
         return web.Response(body=orjson.dumps(answer), content_type="application/json", headers=headers)
 
     async def other(self, endpoint: str, request: web.Request) -> web.StreamResponse:
         """`/v1/embeddings`, `/v1/responses` or `/v1/completions`: the answer in its own shape."""
         arrived = self.clock.now()
         raw = await json_object(request)
+        if endpoint == RESPONSES and raw.get("stream") is True:
+            raw.pop("stream")
+            return await self._stream(request, _body(raw, anthropic=False, endpoint=endpoint), "responses")
         if raw.get("stream") not in (None, False):
             raise ServiceRequestError(400, f"stream: {PATHS[endpoint]} does not stream here", param="stream")
         raw.pop("stream", None)
@@ -98,14 +105,27 @@ class LiveApi:
         arrived = self.clock.now()
         raw = await json_object(request)
         stream, _ = _stream_options(raw)
+        if stream:
+            return await self._stream(request, _body(raw, anthropic=True), "messages")
         result = await self._run(_body(raw, anthropic=True))
         message = message_of(result.body or {}, str(raw.get("model")))
         headers = _queue_header(result, arrived)
-        if stream:
-            return await live_stream.anthropic_events(request, message, headers)
         return web.Response(body=orjson.dumps(message), content_type="application/json", headers=headers)
 
-    async def _run(self, body: dict[str, Any]) -> Result:
+    async def _stream(
+        self, request: web.Request, body: dict[str, Any], fmt: Format, include_usage: bool = True
+    ) -> web.StreamResponse:
+        """`body` streamed to the client in `fmt` (`live_stream`)."""
+        self._known(body)
+        model = str(body.get("model"))
+        renderer = Renderer(fmt, include_usage=include_usage, model=model, now=self.clock.wall())
+        try:
+            events = self.gateway.stream_chat(body, urgent=True, relay=fmt)
+            return await live_stream.relay(request, events, renderer)
+        except BatchgateError as exc:  # before the first event: nothing was written
+            raise refusal(exc) from None
+
+    def _known(self, body: dict[str, Any]) -> None:
         model = body.get("model")
         if model not in self._models:
             raise ServiceRequestError(
@@ -116,6 +136,9 @@ class LiveApi:
             )
         if (refused := route_refusal(self.gateway.config, body)) is not None:  # never dropped
             raise ServiceRequestError(400, refused)
+
+    async def _run(self, body: dict[str, Any]) -> Result:
+        self._known(body)
         result = await self.gateway.arun(body, urgent=True)
         if not result.ok:
             raise refusal(result.error)

@@ -1,81 +1,57 @@
-"""A live answer as server-sent events, for clients that ask `stream: true`: the gateway's answer is
-whole before it is written (the provider call itself is not streamed), so the stream carries it in
-one delta — OpenAI's `chat.completion.chunk` events and `data: [DONE]`, or Anthropic's
-`message_start` … `message_stop` — which is what the SDKs' stream readers expect.
+"""A live answer streamed to a client that asked `stream: true`: the gateway's streamed request
+(`Gateway.stream_chat`) relayed event by event in the client's format
+(`providers.stream_render.Renderer`: the provider's own bytes when the formats match, translated
+when the route sent it to another kind).
+
+Nothing is written before the provider's first event, so a failure until then (a 429 after the
+retries, no provider left) is an ordinary HTTP error and the request may still fail over; from
+the first event on, each is written as it arrives (no buffering: aiohttp's sockets have
+TCP_NODELAY; events that came in one read from the provider go out in one write), and a
+failure (`timeouts.stream_idle` passed without an event, the stream broken off) ends the stream
+with an error event in the client's format. A client that
+goes away closes the gateway's stream (`contextlib.aclosing`): the provider's call is dropped
+and the quota settled with what was produced.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import AsyncGenerator
 
-import orjson
 from aiohttp import web
 
+from batchgate.errors import BatchgateError
+from batchgate.providers.stream_events import StreamEvent
+from batchgate.providers.stream_render import Renderer
+
 _SSE = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+_MESSAGE_CHARS = 300
 
 
-async def _open(request: web.Request, headers: dict[str, str]) -> web.StreamResponse:
-    response = web.StreamResponse(headers={**_SSE, **headers})
-    await response.prepare(request)
-    return response
-
-
-async def openai_events(
-    request: web.Request, answer: dict[str, Any], include_usage: bool, headers: dict[str, str]
+async def relay(
+    request: web.Request,
+    events: AsyncGenerator[StreamEvent, None],
+    renderer: Renderer,
 ) -> web.StreamResponse:
-    """The chat completion `answer` as OpenAI's chunk stream."""
-    response = await _open(request, headers)
-    base = {key: answer.get(key) for key in ("id", "created", "model", "system_fingerprint")}
-    base["object"] = "chat.completion.chunk"
-    choices = answer.get("choices") or [{}]
-    for choice in choices:
-        message = choice.get("message") or {}
-        delta = {"role": "assistant", "content": message.get("content") or ""}
-        if message.get("tool_calls"):
-            delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
-        index = choice.get("index", 0)
-        first = {"index": index, "delta": delta, "finish_reason": None}
-        last = {"index": index, "delta": {}, "finish_reason": choice.get("finish_reason") or "stop"}
-        for part in (first, last):
-            await _data(response, {**base, "choices": [part]})
-    if include_usage:
-        await _data(response, {**base, "choices": [], "usage": answer.get("usage")})
-    await response.write(b"data: [DONE]\n\n")
-    await response.write_eof()
+    """Write `events` to the client as `renderer` says; a `BatchgateError` before the first event
+    is raised to the caller (who answers it as an HTTP error)."""
+    async with contextlib.aclosing(events) as stream:
+        first = await anext(stream)  # raises before anything is written
+        response = web.StreamResponse(headers=_SSE)
+        await response.prepare(request)
+        ev: StreamEvent | None = first
+        held: list[bytes] = []  # events that came in one read, written together
+        try:
+            while ev is not None:
+                held.append(renderer.render(ev))
+                if not ev.more:
+                    await response.write(b"".join(held))
+                    held.clear()
+                ev = await anext(stream, None)
+        except BatchgateError as exc:  # after the first event: the stream ends with an error event
+            message = (exc.message or exc.kind)[:_MESSAGE_CHARS]
+            await response.write(renderer.error(exc.kind, message))
+        except ConnectionResetError:  # the client went away: its stream is closed on the way out
+            return response
+        await response.write_eof()
     return response
-
-
-async def anthropic_events(
-    request: web.Request, message: dict[str, Any], headers: dict[str, str]
-) -> web.StreamResponse:
-    """The Anthropic `message` as the Messages API's event stream."""
-    response = await _open(request, headers)
-    usage = message.get("usage") or {}
-    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
-             "usage": {"input_tokens": usage.get("input_tokens", 0), "output_tokens": 0}}  # fmt: skip
-    await _event(response, "message_start", {"type": "message_start", "message": start})
-    for i, block in enumerate(message.get("content") or []):
-        empty: dict[str, Any] = {"type": "text", "text": ""}
-        delta = {"type": "text_delta", "text": block.get("text") or ""}
-        if block.get("type") == "tool_use":  # a tool call streams its input as JSON deltas
-            empty = {**block, "input": {}}
-            delta = {"type": "input_json_delta", "partial_json": orjson.dumps(block.get("input")).decode()}
-        await _event(response, "content_block_start", {"type": "content_block_start", "index": i,
-                                                       "content_block": empty})  # fmt: skip
-        await _event(response, "content_block_delta", {"type": "content_block_delta", "index": i,
-                                                       "delta": delta})  # fmt: skip
-        await _event(response, "content_block_stop", {"type": "content_block_stop", "index": i})
-    end = {"stop_reason": message.get("stop_reason"), "stop_sequence": message.get("stop_sequence")}
-    output = {"output_tokens": usage.get("output_tokens", 0)}
-    await _event(response, "message_delta", {"type": "message_delta", "delta": end, "usage": output})
-    await _event(response, "message_stop", {"type": "message_stop"})
-    await response.write_eof()
-    return response
-
-
-async def _data(response: web.StreamResponse, data: dict[str, Any]) -> None:
-    await response.write(b"data: " + orjson.dumps(data) + b"\n\n")
-
-
-async def _event(response: web.StreamResponse, name: str, data: dict[str, Any]) -> None:
-    await response.write(b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n")

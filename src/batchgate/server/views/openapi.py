@@ -132,6 +132,10 @@ def _live() -> dict[str, Schema]:
     message = {_JSON: {"schema": ref("Message")}, "text/event-stream": event}
     answered = "the answer (`stream: true`: server-sent events); `x-batchgate-queue-ms`: its wait"
     answered_plain = "the answer (no streaming); `x-batchgate-queue-ms`: its wait"
+    streamed = {
+        "description": answered,
+        "content": {_JSON: {"schema": ref("Response")}, "text/event-stream": event},
+    }
     return {
         "/v1/chat/completions": {
             "post": _op("createChatCompletion", "a live chat completion, ahead of batch work",
@@ -141,6 +145,9 @@ def _live() -> dict[str, Schema]:
         **{path: {"post": _op(op_id, f"{what}, ahead of batch work", _answer(answered_plain, ref(answer)),
                               errors=(400, 404, 429, 502, 503, 504), body=_json_body(f"{answer}Create"))}
            for path, op_id, what, answer in _OTHER_LIVE},
+        "/v1/responses": {"post": _op("createResponse", "a live Responses API answer, ahead of batch work",
+                                      streamed, errors=(400, 404, 429, 502, 503, 504),
+                                      body=_json_body("ResponseCreate"))},
         "/v1/messages": {
             "post": _op("createMessage", "a live Anthropic message, ahead of batch work",
                         {"description": answered, "content": message}, errors=(400, 404, 429, 502, 503, 504),

@@ -1,0 +1,167 @@
+"""One streamed call to a provider: the request its client would send with `stream: true` (chat
+asks `stream_options.include_usage`, so the quota is settled from the provider's own count
+whatever the client asked), sent over an aiohttp session, its events read as they arrive.
+
+`open_stream` returns once the provider answered 2xx with its headers (a non-2xx: the
+`ProviderError` its status means, `classify.error_for_response`; a transport failure: the
+`TransportError` `classify.error_for_exception` makes, never with the key). `UpstreamStream.next`
+gives the next event, or raises `RequestTimeout` when none came within `idle` seconds (a stalled
+stream: an error, not a hang) and `MalformedResponse` when the stream broke off before its end.
+`close` ends the call (the connection is dropped: the provider stops generating).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+
+from batchgate.config import NetworkSettings, Secret
+from batchgate.config.network import proxy_for_url, tls_context
+from batchgate.endpoints import CHAT, RESPONSES, endpoint_of, wire_body
+from batchgate.errors import MalformedResponse, RequestTimeout
+from batchgate.providers.anthropic import _TRANSLATE, AnthropicClient
+from batchgate.providers.classify import error_for_exception, error_for_response
+from batchgate.providers.http import proxy_header
+from batchgate.providers.openai import OpenAIClient
+from batchgate.providers.sse import SSEError, SSEReader
+from batchgate.providers.stream_events import Decoder, Format, StreamEvent, StreamFailed
+from batchgate.providers.translate import openai_to_anthropic
+
+_STREAM_HEADERS = {"Accept": "text/event-stream"}
+_URLS: dict[tuple[str, str, str, str], str] = {}  # (provider, base URL, path, model) -> the URL
+
+
+def stream_request(
+    client: Any, body: dict[str, Any], model: str
+) -> tuple[str, dict[str, str], bytes, Format]:
+    """(url, headers, body bytes, event format) of `body` streamed by `client` for `model`."""
+    if isinstance(client, AnthropicClient):
+        to_messages, _ = _TRANSLATE.get(endpoint_of(body), (openai_to_anthropic, None))
+        default = client._default_max_tokens
+        request = to_messages(body, model=model, default_max_tokens=default, provider=client.name)
+        request["stream"] = True
+        return client._url, {**client._headers, **_STREAM_HEADERS}, orjson.dumps(request), "messages"
+    if isinstance(client, OpenAIClient):
+        endpoint = endpoint_of(body)
+        if endpoint not in (CHAT, RESPONSES):
+            raise ValueError(f"{endpoint} does not stream")
+        path, payload = wire_body(body)
+        payload["model"] = client.wire_model(model)
+        payload["stream"] = True
+        if endpoint == CHAT:
+            payload["stream_options"] = {"include_usage": True}
+        fmt: Format = "chat" if endpoint == CHAT else "responses"
+        where = (client.name, client.base_url, path, model)  # made once: `urls.joined` parses
+        url = _URLS.get(where) or _URLS.setdefault(where, client.url(path, model))
+        return url, {**client._headers, **_STREAM_HEADERS}, orjson.dumps(payload), fmt
+    raise ValueError(f"{type(client).__name__} does not stream")
+
+
+class UpstreamStream:
+    """An answer being streamed; see the module docstring."""
+
+    def __init__(
+        self,
+        response: aiohttp.ClientResponse,
+        fmt: Format,
+        idle: float,
+        provider: str,
+        key: Secret | None,
+        relay: Format | None = None,
+    ) -> None:
+        self.response = response
+        self.headers: Mapping[str, str] = response.headers
+        self.status = response.status
+        self.fmt = fmt
+        self._idle = idle
+        self._provider = provider
+        self._key = key
+        self._reader = SSEReader()
+        self._decoder = Decoder(fmt, light=fmt == relay)  # relayed as they are: parsed as needed
+        self._ready: list[StreamEvent] = []
+        self._ended = False
+
+    async def next(self) -> StreamEvent | None:
+        """The next event (None: the stream ended after its last event)."""
+        while not self._ready:
+            if self._ended:
+                return None
+            try:  # the session's `sock_read` timeout is the idle bound: no timer per read here
+                chunk = await self.response.content.readany()
+            except TimeoutError:  # aiohttp's ServerTimeoutError
+                message = f"{self._provider}: no event within {self._idle:g} s (stream_idle)"
+                raise RequestTimeout(message, provider=self._provider) from None
+            except (aiohttp.ClientError, OSError) as exc:
+                raise error_for_exception(exc, provider=self._provider, api_key=self._key) from None
+            if not chunk:
+                self._ended = True
+                if not self._decoder.ended:
+                    message = f"{self._provider}: the stream broke off"
+                    raise MalformedResponse(message, provider=self._provider)
+                return None
+            try:
+                self._ready = [self._decoder.decode(e) for e in self._reader.feed(chunk)]
+            except (SSEError, StreamFailed) as exc:
+                raise MalformedResponse(f"{self._provider}: {exc}", provider=self._provider) from None
+            self._ready.reverse()
+        event = self._ready.pop()
+        event.more = bool(self._ready)
+        return event
+
+    def close(self) -> None:
+        """End the call: a stream read to its end gives its connection back to the pool; one
+        left midway drops it (the provider's handler is cancelled: it stops generating)."""
+        if self._ended:
+            self.response.release()
+        else:
+            self.response.close()
+
+
+async def open_stream(
+    session: aiohttp.ClientSession,
+    client: Any,
+    body: dict[str, Any],
+    model: str,
+    *,
+    connect: float,
+    idle: float,
+    network: NetworkSettings | None = None,
+    relay: Format | None = None,
+) -> UpstreamStream:
+    """Send `body` streamed; the stream once the provider answered 2xx (see the module docstring).
+    `relay`: the format the caller passes on as it is (its events decoded lightly)."""
+    url, headers, data, fmt = stream_request(client, body, model)
+    name, key = client.name, client._api_key
+    tls: Any = True
+    proxy, proxy_headers = None, None
+    if network is not None:
+        tls = tls_context(network) if network.custom_tls else True
+        chosen = proxy_for_url(network, url)
+        if chosen is not None:
+            proxy, proxy_headers = chosen.shown, proxy_header(chosen.authorization)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=idle)
+    try:
+        response = await session.post(
+            url,
+            data=data,
+            headers=headers,
+            timeout=timeout,
+            allow_redirects=False,
+            ssl=tls,
+            proxy=proxy,
+            proxy_headers=proxy_headers,
+        )
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise error_for_exception(exc, provider=name, api_key=key) from None
+    if not 200 <= response.status < 300:
+        try:
+            raw = await response.read()
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            raw = b""
+        finally:
+            response.close()
+        raise error_for_response(response.status, response.headers, raw, provider=name, api_key=key, url=url)
+    return UpstreamStream(response, fmt, idle, name, key, relay)

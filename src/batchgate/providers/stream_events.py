@@ -1,0 +1,178 @@
+"""A streamed answer's events, whatever their wire: each provider event decoded into one
+`StreamEvent` (a start, a text piece, a finish reason, the usage, the end), from
+- `chat`: OpenAI's `chat.completion.chunk`s and `[DONE]`
+  (https://platform.openai.com/docs/api-reference/chat-streaming),
+- `responses`: the Responses API's events
+  (https://platform.openai.com/docs/api-reference/responses-streaming),
+- `messages`: Anthropic's Messages events (https://docs.anthropic.com/en/docs/build-with-claude/streaming).
+The event keeps its wire bytes and format, so a proxy forwards it unchanged to a client of the
+same format and translates it (`stream_render`) for another.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from batchgate.models import Usage
+from batchgate.providers.sse import SSEEvent
+
+Format = Literal["chat", "responses", "messages"]
+# Anthropic's stop reasons as chat's finish reasons (the translation `providers/translate.py` makes)
+FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
+
+
+class StreamFailed(ValueError):
+    """The provider ended the stream with an error event, or sent one that is not JSON."""
+
+
+@dataclass(slots=True)
+class StreamEvent:
+    """One upstream event, decoded. `usage` is whole only on the event that completes it."""
+
+    fmt: Format
+    raw: bytes
+    data: dict[str, Any] = field(default_factory=dict)
+    start: bool = False  # the stream's first event (ids and model in `meta`)
+    text: str = ""
+    finish: str | None = None  # chat's names: stop, length, tool_calls, content_filter
+    usage: Usage | None = None
+    done: bool = False  # the stream's last event
+    usage_only: bool = False  # chat's usage chunk (left out for a client that did not ask)
+    meta: dict[str, Any] = field(default_factory=dict)  # id, model, created
+    more: bool = False  # more events came in the same read (a relay writes them together)
+    piece: bool = False  # it carries a piece of text (counted for what was produced)
+
+
+# What a light decoder parses (the rest only counted): each format's events that start or end a
+# stream, carry its usage or an error
+_NEEDED = {
+    "messages": frozenset({"message_start", "message_delta", "message_stop", "error"}),
+    "responses": frozenset({"response.created", "response.completed", "response.incomplete",
+                            "response.failed", "error"}),
+}  # fmt: skip
+_PIECE = {"messages": "content_block_delta", "responses": "response.output_text.delta"}
+
+
+class Decoder:
+    """Decodes one stream's events in order (Messages splits its usage over two events). A `light`
+    one (its events relayed as they are) parses only what the gateway needs — the first event,
+    the usage, the end, an error — and only counts the text pieces (`.text` stays empty)."""
+
+    def __init__(self, fmt: Format, *, light: bool = False) -> None:
+        self.fmt = fmt
+        self.light = light
+        self._seen = False
+        self._prompt = 0  # Messages: the input tokens `message_start` said
+        self.ended = False  # the stream's last event was seen
+
+    def decode(self, event: SSEEvent) -> StreamEvent:
+        out = StreamEvent(self.fmt, event.raw)
+        if self.fmt == "chat" and event.data == b"[DONE]":
+            out.done = self.ended = True
+            return out
+        if self.light and self._seen and not self._needed(event):
+            if self.fmt != "chat":
+                out.piece = event.name == _PIECE[self.fmt]
+            else:
+                out.piece = b'"content":"' in event.data or b'"content": "' in event.data
+            return out
+        try:
+            data = orjson.loads(event.data) if event.data else {}
+        except orjson.JSONDecodeError:
+            raise StreamFailed("an event that is not JSON") from None
+        if not isinstance(data, dict):
+            raise StreamFailed("an event that is not a JSON object")
+        out.data = data
+        if event.name == "error" or data.get("type") in ("error", "response.failed"):
+            raise StreamFailed(_message(data))
+        if self.fmt == "chat":
+            self._chat(data, out)
+        elif self.fmt == "responses":
+            self._responses(data, out)
+        else:
+            self._messages(data, out)
+        if not self._seen:
+            self._seen = out.start = True
+        self.ended = self.ended or out.done
+        out.piece = bool(out.text)
+        return out
+
+    def _needed(self, event: SSEEvent) -> bool:
+        if self.fmt == "chat":
+            data = event.data
+            if b'"error"' in data or b'"finish_reason":"' in data or b'"finish_reason": "' in data:
+                return True
+            return b'"usage"' in data and b'"usage":null' not in data and b'"usage": null' not in data
+        return event.name in _NEEDED[self.fmt]
+
+    @staticmethod
+    def _chat(data: dict[str, Any], out: StreamEvent) -> None:
+        out.meta = data
+        choices = data.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            choice = choices[0]
+            delta = choice.get("delta")
+            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                out.text = delta["content"]
+            if isinstance(choice.get("finish_reason"), str):
+                out.finish = choice["finish_reason"]
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            out.usage = _usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+            out.usage_only = not choices
+
+    @staticmethod
+    def _responses(data: dict[str, Any], out: StreamEvent) -> None:
+        kind = data.get("type")
+        if kind == "response.output_text.delta" and isinstance(data.get("delta"), str):
+            out.text = data["delta"]
+        elif kind in ("response.created", "response.completed", "response.incomplete"):
+            response = data.get("response")
+            if isinstance(response, dict):
+                out.meta = {
+                    "id": response.get("id"),
+                    "model": response.get("model"),
+                    "created": response.get("created_at"),
+                }
+                usage = response.get("usage")
+                if kind != "response.created" and isinstance(usage, dict):
+                    out.usage = _usage(usage.get("input_tokens"), usage.get("output_tokens"))
+                if kind != "response.created":
+                    out.finish, out.done = ("stop" if kind == "response.completed" else "length"), True
+
+    def _messages(self, data: dict[str, Any], out: StreamEvent) -> None:
+        kind = data.get("type")
+        if kind == "message_start" and isinstance(data.get("message"), dict):
+            message = data["message"]
+            out.meta = {"id": message.get("id"), "model": message.get("model")}
+            usage = message.get("usage")
+            if isinstance(usage, dict) and type(usage.get("input_tokens")) is int:
+                self._prompt = usage["input_tokens"]
+        elif kind == "content_block_delta" and isinstance(data.get("delta"), dict):
+            text = data["delta"].get("text")
+            out.text = text if isinstance(text, str) else ""
+        elif kind == "message_delta":
+            delta = data.get("delta")
+            reason = delta.get("stop_reason") if isinstance(delta, dict) else None
+            out.finish = FINISH.get(reason, "stop") if isinstance(reason, str) else None
+            usage = data.get("usage")
+            made = usage.get("output_tokens") if isinstance(usage, dict) else None
+            out.usage = _usage(self._prompt, made)
+        elif kind == "message_stop":
+            out.done = True
+
+
+def _usage(prompt: Any, completion: Any) -> Usage | None:
+    if type(prompt) is not int or type(completion) is not int or prompt < 0 or completion < 0:
+        return None
+    return Usage(prompt_tokens=prompt, completion_tokens=completion)
+
+
+def _message(data: dict[str, Any]) -> str:
+    error = data.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])[:300]
+    return "the provider ended the stream with an error"

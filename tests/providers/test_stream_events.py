@@ -1,0 +1,137 @@
+"""Streamed answers' events: SSE read across any split of its bytes, each format decoded, and each
+written in another format (the translation a failover across kinds makes) or passed through."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from batchgate.models import Usage
+from batchgate.providers.sse import MAX_EVENT, SSEError, SSEReader
+from batchgate.providers.stream_events import Decoder, Format, StreamEvent, StreamFailed
+from batchgate.providers.stream_render import Renderer
+
+CHAT = (
+    b'data: {"id":"c1","created":5,"model":"g","choices":[{"index":0,"delta":{"role":"assistant",'
+    b'"content":""},"finish_reason":null}],"usage":null}\n\n'
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}],'
+    b'"usage":null}\n\n'
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":" there"},"finish_reason":null}],'
+    b'"usage":null}\n\n'
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":null}\n\n'
+    b'data: {"id":"c1","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2}}\n\n'
+    b"data: [DONE]\n\n"
+)
+MESSAGES = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"m1","model":"c",'
+    b'"usage":{"input_tokens":9,"output_tokens":1}}}\n\n'
+    b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+    b'"content_block":{"type":"text","text":""}}\n\n'
+    b'event: ping\ndata: {"type":"ping"}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"text_delta","text":"Hi"}}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"text_delta","text":" there"}}\n\n'
+    b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+    b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"max_tokens"},'
+    b'"usage":{"output_tokens":2}}\n\n'
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+)
+
+
+def _decoded(fmt: Format, raw: bytes, step: int) -> list[StreamEvent]:
+    reader, decoder = SSEReader(), Decoder(fmt)
+    out: list[StreamEvent] = []
+    for i in range(0, len(raw), step):
+        out += [decoder.decode(e) for e in reader.feed(raw[i : i + step])]
+    assert decoder.ended
+    return out
+
+
+@pytest.mark.parametrize("step", [1, 7, 64, 100_000])
+def test_events_come_whole_whatever_the_reads_split(step: int) -> None:
+    chat = _decoded("chat", CHAT, step)
+    assert [e.raw for e in chat] == [part + b"\n\n" for part in CHAT.split(b"\n\n")[:-1]]
+    assert "".join(e.text for e in chat) == "Hi there"
+    assert chat[0].start
+    assert [e.finish for e in chat if e.finish] == ["length"]
+    assert [e.usage for e in chat if e.usage] == [Usage(7, 2)]
+    assert [e.usage_only for e in chat] == [False, False, False, False, True, False]
+    messages = _decoded("messages", MESSAGES, step)
+    assert "".join(e.text for e in messages) == "Hi there"
+    assert [e.finish for e in messages if e.finish] == ["length"]
+    assert [e.usage for e in messages if e.usage] == [Usage(9, 2)]  # the prompt from message_start
+
+
+def test_crlf_comments_and_an_oversized_event() -> None:
+    reader = SSEReader()
+    assert reader.feed(b": keep-alive\r\n\r\n") == []
+    (event,) = reader.feed(b"event: x\r\ndata: a\r\ndata: b\r\n\r\n")
+    assert (event.name, event.data) == ("x", b"a\nb")
+    with pytest.raises(SSEError):
+        reader.feed(b"data: " + b"x" * (MAX_EVENT + 1))
+
+
+def test_an_error_event_fails_the_stream() -> None:
+    (event,) = SSEReader().feed(b'event: error\ndata: {"type":"error","error":{"message":"Overloaded"}}\n\n')
+    with pytest.raises(StreamFailed, match="Overloaded"):
+        Decoder("messages").decode(event)
+
+
+def _rendered(client: Format, upstream: Format, raw: bytes, include_usage: bool = True) -> bytes:
+    renderer = Renderer(client, include_usage=include_usage, model="route-model", now=1_700_000_000)
+    return b"".join(renderer.render(e) for e in _decoded(upstream, raw, 1000))
+
+
+def _datas(raw: bytes) -> list[dict[str, Any]]:
+    out = []
+    for ev in SSEReader().feed(raw):
+        if ev.data != b"[DONE]":
+            out.append(orjson.loads(ev.data))
+    return out
+
+
+def test_a_format_passes_through_and_only_the_unasked_usage_chunk_is_left_out() -> None:
+    assert _rendered("chat", "chat", CHAT) == CHAT
+    assert _rendered("messages", "messages", MESSAGES) == MESSAGES
+    stripped = _rendered("chat", "chat", CHAT, include_usage=False)
+    assert b'"completion_tokens"' not in stripped
+    assert stripped.endswith(b"data: [DONE]\n\n")
+
+
+def test_messages_become_chat_chunks_and_chat_becomes_messages() -> None:
+    chat = _datas(_rendered("chat", "messages", MESSAGES))
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chat if c["choices"]) == "Hi there"
+    assert [c["choices"][0]["finish_reason"] for c in chat if c["choices"]][-1] == "length"
+    assert chat[-1]["usage"] == {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}
+    assert {c["model"] for c in chat} == {"route-model"}
+    messages = _datas(_rendered("messages", "chat", CHAT))
+    kinds = [m["type"] for m in messages]
+    assert kinds[0] == "message_start"
+    assert kinds[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    delta = next(m for m in messages if m["type"] == "message_delta")
+    assert delta["delta"]["stop_reason"] == "max_tokens"
+    assert delta["usage"] == {"output_tokens": 2}  # held back until chat's usage chunk came
+
+
+def test_chat_becomes_a_responses_stream_ending_in_the_whole_response() -> None:
+    events = _datas(_rendered("responses", "chat", CHAT))
+    assert events[0]["type"] == "response.created"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    done = events[-1]
+    assert done["type"] == "response.completed"
+    assert done["response"]["output"][0]["content"][0]["text"] == "Hi there"
+    assert done["response"]["usage"]["output_tokens"] == 2
+
+
+@pytest.mark.parametrize("spaced", [False, True])
+def test_a_light_decoder_counts_pieces_and_still_reads_the_usage(spaced: bool) -> None:
+    raw = CHAT.replace(b'":', b'": ').replace(b'",', b'", ') if spaced else CHAT  # vLLM's spacing
+    reader, light = SSEReader(), Decoder("chat", light=True)
+    events = [light.decode(e) for e in reader.feed(raw)]
+    assert [e.text for e in events] == ["", "", "", "", "", ""]  # relayed as they are: not parsed
+    assert sum(e.piece for e in events) == 2
+    assert [e.usage for e in events if e.usage] == [Usage(7, 2)]
+    assert light.ended
