@@ -35,17 +35,10 @@ Family = Literal["openai", "anthropic", "azure", "gemini", "bedrock"]
 Overflow = Literal["queue", "reject"]
 
 FAULT_KINDS: tuple[str, ...] = (
-    "server_error",
-    "overloaded",
-    "rate_limit_no_hint",
-    "retry_after_date",
-    "hang",
-    "reset",
-    "truncated",
-    "non_json",
-    "insufficient_quota",
+    "server_error", "overloaded", "rate_limit_no_hint", "retry_after_date", "hang", "reset",
+    "truncated", "non_json", "insufficient_quota",
     "stall",  # a stream stops mid-answer and hangs (a request not streamed: a hang)
-)
+)  # fmt: skip
 LIMIT_KEYS: tuple[str, ...] = ("rpm", "tpm", "itpm", "otpm")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024

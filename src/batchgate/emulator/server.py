@@ -27,16 +27,16 @@ from aiohttp import web
 from batchgate.clock import Clock, LoopClock
 from batchgate.emulator import streaming
 from batchgate.emulator.anthropic_api import AnthropicFamily
-from batchgate.emulator.azure_api import AZURE_PATHS, AzureFamily, provider_base_url
+from batchgate.emulator.azure_api import AzureFamily, provider_base_url
 from batchgate.emulator.batch.service import BatchService
 from batchgate.emulator.bedrock_api import BedrockFamily
-from batchgate.emulator.bedrock_routes import add_bedrock_routes
 from batchgate.emulator.config import EmulatorConfig
-from batchgate.emulator.gemini_api import GeminiFamily, add_gemini_routes
+from batchgate.emulator.gemini_api import GeminiFamily
 from batchgate.emulator.openai_api import OpenAIFamily
-from batchgate.emulator.openai_endpoints import PATHS, answer_for, parse_for
+from batchgate.emulator.openai_endpoints import answer_for, parse_for
 from batchgate.emulator.provider import EmulatedProvider, Plan
 from batchgate.emulator.reset import abort as _abort
+from batchgate.emulator.routes import add_provider_routes
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest, refuse_fields
 
 OPERATOR_PREFIX = "/_emulator"
@@ -92,25 +92,7 @@ class Emulator:
         app = web.Application(client_max_size=self.config.max_body_bytes)
         self.batches.register(app, self.runtimes)  # first: Gemini's `:batchGenerateContent` path
         for rt in self.runtimes.values():
-            if add_bedrock_routes(app, rt, self._handler):  # Bedrock's addresses only (bedrock_routes.py)
-                continue
-            if rt.family.name == "azure":  # Azure's addresses only (azure_api.py)
-                for endpoint, path in AZURE_PATHS:
-                    app.router.add_route(
-                        "*", f"/{rt.name}{path}", self._handler(rt, serves=True, endpoint=endpoint)
-                    )
-                continue
-            if rt.family.name == "gemini":  # Gemini's addresses only (gemini_api.py)
-                add_gemini_routes(app, rt, self._serve)
-                continue
-            app.router.add_route(
-                "*", f"/{rt.name}/v1/messages", self._handler(rt, serves=rt.family.name == "anthropic")
-            )
-            for endpoint, path in PATHS.items():  # the OpenAI family's endpoints (PROTOCOLS.md)
-                serves = rt.family.name == "openai"
-                app.router.add_route(
-                    "*", f"/{rt.name}{path}", self._handler(rt, serves=serves, endpoint=endpoint)
-                )
+            add_provider_routes(app, rt, self._handler, self._serve)
         app.router.add_get(f"{OPERATOR_PREFIX}/stats", self._stats_endpoint)
         app.router.add_post(f"{OPERATOR_PREFIX}/reset", self._reset_endpoint)
         app.router.add_get(f"{OPERATOR_PREFIX}/received", self._received_endpoint)
