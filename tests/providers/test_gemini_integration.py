@@ -17,7 +17,7 @@ from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.config.schema import VertexTarget
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.endpoints import ENDPOINT_KEY
-from batchgate.errors import AuthenticationError, BadRequestError, RateLimitError
+from batchgate.errors import AuthenticationError, BadRequestError, QuotaExhaustedError, RateLimitError
 from batchgate.policy.hints import parse_retry_hint
 from batchgate.providers import make_client
 from batchgate.providers.gemini import GeminiClient
@@ -118,6 +118,13 @@ async def test_a_429_retry_delay_in_the_body_is_the_retry_hint() -> None:
     hint = parse_retry_hint(caught.value.headers, 0.0, max_hint=120.0)
     assert hint is not None
     assert hint > 0
+
+
+async def test_a_day_quota_used_up_is_quota_exhausted() -> None:
+    """The emulator's `insufficient_quota` fault plays Gemini's RPD: no retry helps today."""
+    async with gemini(faults={"insufficient_quota": 1.0}) as (_, client):
+        with pytest.raises(QuotaExhaustedError, match="RESOURCE_EXHAUSTED"):
+            await client.send(dict(BODY), model=MODEL)
 
 
 async def test_every_carried_field_reaches_a_strict_emulator() -> None:

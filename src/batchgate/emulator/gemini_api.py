@@ -14,8 +14,10 @@ https://ai.google.dev/gemini-api/docs/rate-limits, https://cloud.google.com/apis
   an `Authorization: Bearer` token (Vertex AI's OAuth token) is accepted by its presence.
 - Errors: `{"error": {"code": 400, "message", "status": "INVALID_ARGUMENT", "details": [...]}}`.
 - Limits per model per project: RPM and TPM, input tokens only (`tokens` is charged the prompt);
-  a 429 is `RESOURCE_EXHAUSTED` with a `QuotaFailure` and a `RetryInfo` `retryDelay` ("34s"), and
-  no `retry-after` header; no answer carries rate-limit headers.
+  a 429 is `RESOURCE_EXHAUSTED` with a `QuotaFailure` (its per-minute `quotaId`) and a `RetryInfo`
+  `retryDelay` ("34s"), and no `retry-after` header; no answer carries rate-limit headers. The
+  `insufficient_quota` fault plays a day's requests used up (RPD): a `QuotaFailure` whose `quotaId`
+  is `GenerateRequestsPerDayPerProjectPerModel`, no `RetryInfo`.
 - Tokens: about four characters a token (ceil(chars / 4)), Gemini's documented rule of thumb.
 - A body field the wire does not know (`ACCEPTED_FIELDS`) is refused with Google's protobuf words
   when the provider sets `refuse_unknown_fields`.
@@ -297,13 +299,13 @@ class GeminiFamily(Family):
         if err.status == 429:
             ms = err.headers.pop("retry-after-ms", None)  # Gemini tells the wait in the body only
             err.headers.pop("retry-after", None)
+            quota_id = err.code or "GenerateRequestsPerMinutePerProjectPerModel"
+            violation = {
+                "quotaMetric": "generativelanguage.googleapis.com/generate_content_requests",
+                "quotaId": quota_id,
+            }
             details.append(
-                {
-                    "@type": "type.googleapis.com/google.rpc.QuotaFailure",
-                    "violations": [
-                        {"quotaMetric": "generativelanguage.googleapis.com/generate_content_requests"}
-                    ],
-                }
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [violation]}
             )
             if ms is not None:
                 delay = f"{int(ms) / 1000:g}s"
@@ -368,9 +370,12 @@ class GeminiFamily(Family):
         )
 
     def insufficient_quota(self) -> ApiError:
-        return ApiError(
+        """A day's requests used up (RPD): a QuotaFailure naming the per-day quota, no RetryInfo."""
+        err = ApiError(
             429,
             "RESOURCE_EXHAUSTED",
             "You exceeded your current quota, please check your plan and billing details.",
             reason="fault",
         )
+        err.code = "GenerateRequestsPerDayPerProjectPerModel"
+        return err
