@@ -77,6 +77,15 @@ async def test_chat_answers_in_openai_shape() -> None:
     assert emu.stats()["providers"]["gem"]["completed"] == 1
 
 
+async def test_a_forced_tool_is_answered_as_a_tool_call() -> None:
+    tools = [{"type": "function", "function": {"name": "label", "parameters": {"type": "object"}}}]
+    async with gemini() as (_, client):
+        answer = await client.send({**BODY, "tools": tools, "tool_choice": "required"}, model=MODEL)
+    choice = answer.body["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["tool_calls"][0]["function"] == {"name": "label", "arguments": "{}"}
+
+
 async def test_n_candidates_are_n_choices() -> None:
     async with gemini() as (_, client):
         answer = await client.send({**BODY, "n": 3}, model=MODEL)

@@ -19,6 +19,8 @@ https://ai.google.dev/gemini-api/docs/rate-limits, https://cloud.google.com/apis
   `insufficient_quota` fault plays a day's requests used up (RPD): a `QuotaFailure` whose `quotaId`
   is `GenerateRequestsPerDayPerProjectPerModel`, no `RetryInfo`.
 - Tokens: about four characters a token (ceil(chars / 4)), Gemini's documented rule of thumb.
+- A request that forces a function (`toolConfig.functionCallingConfig.mode` ANY) is answered with
+  a `functionCall` part of that function (empty `args`).
 - A body field the wire does not know (`ACCEPTED_FIELDS`) is refused with Google's protobuf words
   when the provider sets `refuse_unknown_fields`.
 """
@@ -98,6 +100,23 @@ def _check_ranges(config: Mapping[str, Any]) -> None:
             value = config.get(name)
             if value is not None and (not isinstance(value, int | float) or not 0 <= value <= top):
                 raise _invalid(f"* GenerateContentRequest.generation_config.{name}: must be in [0, {top:g}]")
+
+
+def _forced_call(body: Mapping[str, Any]) -> str | None:
+    """The function a body forces (`functionCallingConfig.mode` ANY): its first allowed one, else
+    its first declared one; None when it forces none."""
+    tool_config = body.get("toolConfig") or body.get("tool_config")
+    config = tool_config.get("functionCallingConfig") if isinstance(tool_config, Mapping) else None
+    if not isinstance(config, Mapping) or config.get("mode") != "ANY":
+        return None
+    allowed = config.get("allowedFunctionNames") or []
+    if allowed and isinstance(allowed[0], str):
+        return str(allowed[0])
+    for tool in body.get("tools") or []:
+        for declaration in tool.get("functionDeclarations") or [] if isinstance(tool, Mapping) else []:
+            if isinstance(declaration, Mapping) and isinstance(declaration.get("name"), str):
+                return str(declaration["name"])
+    return None
 
 
 def count_text(text: str) -> int:
@@ -218,6 +237,7 @@ class GeminiFamily(Family):
         prompt_tokens = sum(count_text(t) for t in texts)
         charged_max = max_tokens if max_tokens is not None else provider.default_max_tokens
         return ParsedRequest(
+            tool_call=_forced_call(body),
             model=model,
             prompt=prompt,
             max_tokens=charged_max,
@@ -268,8 +288,11 @@ class GeminiFamily(Family):
                 {"embedding": vectors[0]} if req.endpoint == "embed" else {"embeddings": vectors}
             )
         finish = "MAX_TOKENS" if cut else "STOP"
+        part: dict[str, Any] = {"text": text}
+        if req.tool_call is not None:
+            part, finish = {"functionCall": {"name": req.tool_call, "args": {}}}, "STOP"
         candidates = [
-            {"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": finish, "index": i}
+            {"content": {"parts": [part], "role": "model"}, "finishReason": finish, "index": i}
             for i in range(req.n)
         ]
         usage = {

@@ -57,6 +57,7 @@ class ParsedRequest:
     inputs: tuple[str, ...] = ()  # embeddings: the texts to embed; completions: the prompts
     dimensions: int = 0  # embeddings: the vector size
     base64: bool = False  # embeddings: encoding_format "base64"
+    tool_call: str | None = None  # Gemini: the function a request forces (answered as its call)
 
 
 class Family(ABC):
