@@ -2,8 +2,8 @@
 endpoints, fault execution, and `Emulator`, the async context manager that runs it all.
 
 Routes: `POST /<name>/v1/chat/completions`, `/v1/embeddings`, `/v1/responses` and
-`/v1/completions` (OpenAI family), `POST /<name>/v1/messages` (Anthropic family) and Azure's
-deployment and v1 paths (`azure_api.AZURE_PATHS`); a provider
+`/v1/completions` (OpenAI family), `POST /<name>/v1/messages` (Anthropic family), Azure's
+deployment and v1 paths (`azure_api.AZURE_PATHS`) and Gemini's (`gemini_api`); a provider
 answers its other family's paths with a 404 in its own shape, and an unknown path gets an
 OpenAI-style 404. Operator: `GET /_emulator/stats`, `POST /_emulator/reset`,
 `GET /_emulator/received` (with `record_prompts: true`: each provider's parsed requests' prompts in
