@@ -36,6 +36,7 @@ from aiohttp import web
 
 from batchgate.emulator.config import ProviderConfig
 from batchgate.emulator.content import content_text
+from batchgate.emulator.gemini_body import check_ranges, forced_call
 from batchgate.emulator.limiter import DimensionState, RequestCost
 from batchgate.emulator.openai_endpoints import embedding_vector
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest
@@ -91,32 +92,6 @@ def add_gemini_routes(app: web.Application, rt: EmulatedProvider, serve: Serve) 
 
     for path in (*STUDIO_PATHS, VERTEX_PATH):
         app.router.add_route("*", f"/{rt.name}{path}", handle)
-
-
-def _check_ranges(config: Mapping[str, Any]) -> None:
-    """temperature in [0, 2] and topP in [0, 1], as the reference gives them."""
-    for names, top in ((("temperature",), 2.0), (("topP", "top_p"), 1.0)):
-        for name in names:
-            value = config.get(name)
-            if value is not None and (not isinstance(value, int | float) or not 0 <= value <= top):
-                raise _invalid(f"* GenerateContentRequest.generation_config.{name}: must be in [0, {top:g}]")
-
-
-def _forced_call(body: Mapping[str, Any]) -> str | None:
-    """The function a body forces (`functionCallingConfig.mode` ANY): its first allowed one, else
-    its first declared one; None when it forces none."""
-    tool_config = body.get("toolConfig") or body.get("tool_config")
-    config = tool_config.get("functionCallingConfig") if isinstance(tool_config, Mapping) else None
-    if not isinstance(config, Mapping) or config.get("mode") != "ANY":
-        return None
-    allowed = config.get("allowedFunctionNames") or []
-    if allowed and isinstance(allowed[0], str):
-        return str(allowed[0])
-    for tool in body.get("tools") or []:
-        for declaration in tool.get("functionDeclarations") or [] if isinstance(tool, Mapping) else []:
-            if isinstance(declaration, Mapping) and isinstance(declaration.get("name"), str):
-                return str(declaration["name"])
-    return None
 
 
 def count_text(text: str) -> int:
@@ -230,14 +205,14 @@ class GeminiFamily(Family):
             isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
         ):
             raise _invalid("* GenerateContentRequest.generation_config.max_output_tokens: must be positive")
-        _check_ranges(config)
+        check_ranges(config)
         n = config.get("candidateCount", config.get("candidate_count", 1))
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 8:
             raise _invalid("* GenerateContentRequest.generation_config.candidate_count: must be 1 to 8")
         prompt_tokens = sum(count_text(t) for t in texts)
         charged_max = max_tokens if max_tokens is not None else provider.default_max_tokens
         return ParsedRequest(
-            tool_call=_forced_call(body),
+            tool_call=forced_call(body),
             model=model,
             prompt=prompt,
             max_tokens=charged_max,
