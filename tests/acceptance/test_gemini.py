@@ -109,3 +109,46 @@ def test_an_auto_job_with_a_near_deadline_runs_part_batch_part_live(
     assert stats["batches"]["expired"] == 1
     assert 0 < batched < 20
     assert stats["completed"] == 20 - batched  # the rest went live
+
+
+def test_a_route_across_kinds_fails_over_from_gemini_to_openai(cli: Cli, tmp_path: Path) -> None:
+    """One OpenAI-shaped file, a route of a Gemini and an OpenAI target: with Gemini answering
+    only 500s, every line is answered by the other kind, in OpenAI's Batch output shape."""
+    latency = {"ttft_p50_ms": 5, "ttft_sigma": 0.1, "per_token_ms": 0}
+    limits = {"rpm": 10**6, "tpm": 10**8}
+    providers = [
+        {
+            "name": "gem",
+            "family": "gemini",
+            "limits": limits,
+            "latency": latency,
+            "faults": {"server_error": 1.0},
+        },
+        {"name": "oa", "family": "openai", "limits": limits, "latency": latency},
+    ]
+    emu = EmulatorThread(emulator_config_from_dict({"seed": 3, "providers": providers}))
+    emu.start()
+    try:
+        data = {
+            "providers": [
+                {"name": "gem", "kind": "gemini", "base_url": emu.base_url("gem")},
+                {"name": "oa", "kind": "openai", "base_url": emu.base_url("oa")},
+            ],
+            "routes": [{"model": MODEL, "targets": [f"gem:{GEMINI}", "oa:gpt-4o-mini"]}],
+            "settings": {"retry": {"max_attempts": 4, "base_delay": 0.01, "max_delay": 0.05}},
+        }
+        cfg = tmp_path / "gw.yaml"
+        cfg.write_text(yaml.safe_dump(data), encoding="utf-8")
+        src = write_input(cli.cwd / "in.jsonl", 30)
+        out = cli.cwd / "out.jsonl"
+        done = cli.run("run", str(src), "--config", str(cfg), "--output", str(out))
+        assert done.returncode == 0, done.stderr
+        rows = read_jsonl(out)
+        assert ids_once(rows) == expected_ids(30)
+        assert all(row["error"] is None and row["response"]["status_code"] == 200 for row in rows)
+        stats = emu.stats()["providers"]
+        assert stats["oa"]["completed"] == 30
+        assert stats["gem"]["completed"] == 0
+        assert stats["gem"]["faults"]["server_error"] > 0  # Gemini was tried, and failed over from
+    finally:
+        emu.stop()

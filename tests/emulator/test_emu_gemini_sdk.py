@@ -62,6 +62,31 @@ async def test_the_sdk_reads_a_generation() -> None:
     assert answer.model_version == MODEL
 
 
+async def test_the_sdk_reads_a_function_call() -> None:
+    declaration = types.FunctionDeclaration(
+        name="label",
+        parameters=types.Schema(
+            type=types.Type.OBJECT, properties={"x": types.Schema(type=types.Type.STRING)}
+        ),
+    )
+    async with sdk() as (_, client):
+        answer = await client.aio.models.generate_content(
+            model=MODEL,
+            contents="Label this",
+            config=types.GenerateContentConfig(
+                tools=[types.Tool(function_declarations=[declaration])],
+                tool_config=types.ToolConfig(
+                    function_calling_config=types.FunctionCallingConfig(
+                        mode=types.FunctionCallingConfigMode.ANY
+                    )
+                ),
+                automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+            ),
+        )
+    assert answer.function_calls is not None
+    assert [call.name for call in answer.function_calls] == ["label"]
+
+
 async def test_the_sdk_reads_a_cut_answer() -> None:
     async with sdk() as (_, client):
         answer = await client.aio.models.generate_content(

@@ -17,7 +17,7 @@ from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.config.schema import VertexTarget
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.endpoints import ENDPOINT_KEY
-from batchgate.errors import AuthenticationError, BadRequestError, RateLimitError
+from batchgate.errors import AuthenticationError, BadRequestError, QuotaExhaustedError, RateLimitError
 from batchgate.policy.hints import parse_retry_hint
 from batchgate.providers import make_client
 from batchgate.providers.gemini import GeminiClient
@@ -77,6 +77,15 @@ async def test_chat_answers_in_openai_shape() -> None:
     assert emu.stats()["providers"]["gem"]["completed"] == 1
 
 
+async def test_a_forced_tool_is_answered_as_a_tool_call() -> None:
+    tools = [{"type": "function", "function": {"name": "label", "parameters": {"type": "object"}}}]
+    async with gemini() as (_, client):
+        answer = await client.send({**BODY, "tools": tools, "tool_choice": "required"}, model=MODEL)
+    choice = answer.body["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["tool_calls"][0]["function"] == {"name": "label", "arguments": "{}"}
+
+
 async def test_n_candidates_are_n_choices() -> None:
     async with gemini() as (_, client):
         answer = await client.send({**BODY, "n": 3}, model=MODEL)
@@ -118,6 +127,13 @@ async def test_a_429_retry_delay_in_the_body_is_the_retry_hint() -> None:
     hint = parse_retry_hint(caught.value.headers, 0.0, max_hint=120.0)
     assert hint is not None
     assert hint > 0
+
+
+async def test_a_day_quota_used_up_is_quota_exhausted() -> None:
+    """The emulator's `insufficient_quota` fault plays Gemini's RPD: no retry helps today."""
+    async with gemini(faults={"insufficient_quota": 1.0}) as (_, client):
+        with pytest.raises(QuotaExhaustedError, match="RESOURCE_EXHAUSTED"):
+            await client.send(dict(BODY), model=MODEL)
 
 
 async def test_every_carried_field_reaches_a_strict_emulator() -> None:

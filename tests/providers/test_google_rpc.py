@@ -8,10 +8,16 @@ from typing import Any
 import orjson
 import pytest
 
-from batchgate.errors import AuthenticationError, BadRequestError, RateLimitError
+from batchgate.errors import AuthenticationError, BadRequestError, QuotaExhaustedError, RateLimitError
 from batchgate.policy.hints import parse_retry_hint
 from batchgate.providers.classify import error_for_response
-from batchgate.providers.google_rpc import RETRY_INFO, api_key_invalid, retry_delay, retry_headers
+from batchgate.providers.google_rpc import (
+    RETRY_INFO,
+    api_key_invalid,
+    daily_quota_exhausted,
+    retry_delay,
+    retry_headers,
+)
 
 
 def _body(*details: dict[str, Any], status: str = "RESOURCE_EXHAUSTED", code: int = 429) -> dict[str, Any]:
@@ -57,3 +63,23 @@ def test_a_refused_key_is_an_authentication_error_not_a_bad_request() -> None:
     other = orjson.dumps(_body(status="INVALID_ARGUMENT", code=400))
     err = error_for_response(400, {}, other, provider="gem")
     assert type(err) is BadRequestError
+
+
+def test_a_day_quota_used_up_stops_instead_of_retrying() -> None:
+    per_day = {
+        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+        "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}],
+    }
+    per_minute = {
+        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+        "violations": [{"quotaId": "GenerateRequestsPerMinutePerProjectPerModel"}],
+    }
+    assert daily_quota_exhausted(_body(per_day))
+    assert not daily_quota_exhausted(_body(per_minute))
+    assert not daily_quota_exhausted(_body({"@type": per_day["@type"], "violations": "x"}))
+    assert isinstance(
+        error_for_response(429, {}, orjson.dumps(_body(per_day)), provider="gem"), QuotaExhaustedError
+    )
+    assert (
+        type(error_for_response(429, {}, orjson.dumps(_body(per_minute)), provider="gem")) is RateLimitError
+    )

@@ -14,9 +14,13 @@ https://ai.google.dev/gemini-api/docs/rate-limits, https://cloud.google.com/apis
   an `Authorization: Bearer` token (Vertex AI's OAuth token) is accepted by its presence.
 - Errors: `{"error": {"code": 400, "message", "status": "INVALID_ARGUMENT", "details": [...]}}`.
 - Limits per model per project: RPM and TPM, input tokens only (`tokens` is charged the prompt);
-  a 429 is `RESOURCE_EXHAUSTED` with a `QuotaFailure` and a `RetryInfo` `retryDelay` ("34s"), and
-  no `retry-after` header; no answer carries rate-limit headers.
+  a 429 is `RESOURCE_EXHAUSTED` with a `QuotaFailure` (its per-minute `quotaId`) and a `RetryInfo`
+  `retryDelay` ("34s"), and no `retry-after` header; no answer carries rate-limit headers. The
+  `insufficient_quota` fault plays a day's requests used up (RPD): a `QuotaFailure` whose `quotaId`
+  is `GenerateRequestsPerDayPerProjectPerModel`, no `RetryInfo`.
 - Tokens: about four characters a token (ceil(chars / 4)), Gemini's documented rule of thumb.
+- A request that forces a function (`toolConfig.functionCallingConfig.mode` ANY) is answered with
+  a `functionCall` part of that function (empty `args`).
 - A body field the wire does not know (`ACCEPTED_FIELDS`) is refused with Google's protobuf words
   when the provider sets `refuse_unknown_fields`.
 """
@@ -32,6 +36,7 @@ from aiohttp import web
 
 from batchgate.emulator.config import ProviderConfig
 from batchgate.emulator.content import content_text
+from batchgate.emulator.gemini_body import check_ranges, forced_call
 from batchgate.emulator.limiter import DimensionState, RequestCost
 from batchgate.emulator.openai_endpoints import embedding_vector
 from batchgate.emulator.wire import ApiError, Family, ParsedRequest
@@ -87,15 +92,6 @@ def add_gemini_routes(app: web.Application, rt: EmulatedProvider, serve: Serve) 
 
     for path in (*STUDIO_PATHS, VERTEX_PATH):
         app.router.add_route("*", f"/{rt.name}{path}", handle)
-
-
-def _check_ranges(config: Mapping[str, Any]) -> None:
-    """temperature in [0, 2] and topP in [0, 1], as the reference gives them."""
-    for names, top in ((("temperature",), 2.0), (("topP", "top_p"), 1.0)):
-        for name in names:
-            value = config.get(name)
-            if value is not None and (not isinstance(value, int | float) or not 0 <= value <= top):
-                raise _invalid(f"* GenerateContentRequest.generation_config.{name}: must be in [0, {top:g}]")
 
 
 def count_text(text: str) -> int:
@@ -209,13 +205,14 @@ class GeminiFamily(Family):
             isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
         ):
             raise _invalid("* GenerateContentRequest.generation_config.max_output_tokens: must be positive")
-        _check_ranges(config)
+        check_ranges(config)
         n = config.get("candidateCount", config.get("candidate_count", 1))
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 8:
             raise _invalid("* GenerateContentRequest.generation_config.candidate_count: must be 1 to 8")
         prompt_tokens = sum(count_text(t) for t in texts)
         charged_max = max_tokens if max_tokens is not None else provider.default_max_tokens
         return ParsedRequest(
+            tool_call=forced_call(body),
             model=model,
             prompt=prompt,
             max_tokens=charged_max,
@@ -266,8 +263,11 @@ class GeminiFamily(Family):
                 {"embedding": vectors[0]} if req.endpoint == "embed" else {"embeddings": vectors}
             )
         finish = "MAX_TOKENS" if cut else "STOP"
+        part: dict[str, Any] = {"text": text}
+        if req.tool_call is not None:
+            part, finish = {"functionCall": {"name": req.tool_call, "args": {}}}, "STOP"
         candidates = [
-            {"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": finish, "index": i}
+            {"content": {"parts": [part], "role": "model"}, "finishReason": finish, "index": i}
             for i in range(req.n)
         ]
         usage = {
@@ -297,13 +297,13 @@ class GeminiFamily(Family):
         if err.status == 429:
             ms = err.headers.pop("retry-after-ms", None)  # Gemini tells the wait in the body only
             err.headers.pop("retry-after", None)
+            quota_id = err.code or "GenerateRequestsPerMinutePerProjectPerModel"
+            violation = {
+                "quotaMetric": "generativelanguage.googleapis.com/generate_content_requests",
+                "quotaId": quota_id,
+            }
             details.append(
-                {
-                    "@type": "type.googleapis.com/google.rpc.QuotaFailure",
-                    "violations": [
-                        {"quotaMetric": "generativelanguage.googleapis.com/generate_content_requests"}
-                    ],
-                }
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [violation]}
             )
             if ms is not None:
                 delay = f"{int(ms) / 1000:g}s"
@@ -368,9 +368,12 @@ class GeminiFamily(Family):
         )
 
     def insufficient_quota(self) -> ApiError:
-        return ApiError(
+        """A day's requests used up (RPD): a QuotaFailure naming the per-day quota, no RetryInfo."""
+        err = ApiError(
             429,
             "RESOURCE_EXHAUSTED",
             "You exceeded your current quota, please check your plan and billing details.",
             reason="fault",
         )
+        err.code = "GenerateRequestsPerDayPerProjectPerModel"
+        return err

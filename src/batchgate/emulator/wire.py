@@ -59,6 +59,7 @@ class ParsedRequest:
     base64: bool = False  # embeddings: encoding_format "base64"
     stream: bool = False  # chat, responses, messages: answered as events (`emulator.streaming`)
     include_usage: bool = False  # chat: `stream_options.include_usage`
+    tool_call: str | None = None  # Gemini: the function a request forces (answered as its call)
 
 
 class Family(ABC):

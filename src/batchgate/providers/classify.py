@@ -9,6 +9,7 @@ Status answers (`error_for_response`):
 
     429 + error.code/type "insufficient_quota"      QuotaExhaustedError   (OpenAI)
     402, or error.type "billing_error"              QuotaExhaustedError   (Anthropic)
+    429 + a QuotaFailure quotaId "...PerDay..."     QuotaExhaustedError   (Gemini's RPD)
     429                                             RateLimitError
     529, or error.type "overloaded_error"           OverloadedError
     408, 409                                        RetryableStatusError
@@ -72,7 +73,7 @@ from batchgate.errors import (
     TransportError,
     UnreachableError,
 )
-from batchgate.providers.google_rpc import api_key_invalid, retry_headers
+from batchgate.providers.google_rpc import api_key_invalid, daily_quota_exhausted, retry_headers
 from batchgate.providers.h1.errors import (
     ForeignHTTPError,
     H1BodyBroken,
@@ -184,7 +185,11 @@ def error_for_response(
         parts.append(f": {shorten(scrub(detail, api_key))}")
     if url is not None:
         parts.append(f" ({scrub(shown(url), api_key)})")
-    cls = AuthenticationError if api_key_invalid(body) else status_class(status, etype, code)
+    cls = status_class(status, etype, code)
+    if api_key_invalid(body):  # Google's 400 for a refused key
+        cls = AuthenticationError
+    elif status == 429 and daily_quota_exhausted(body):  # Gemini's requests per day: until tomorrow
+        cls = QuotaExhaustedError
     return cls("".join(parts), provider=provider, status=status, headers=headers, body=body)
 
 
