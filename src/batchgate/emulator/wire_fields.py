@@ -70,6 +70,8 @@ def unknown_field(body: Any, family: str, endpoint: str) -> str | None:
     anthropic), or None; `openai_endpoints.parse_for` answers it in the provider's shape."""
     if not isinstance(body, Mapping):
         return None
+    if family not in ("openai", "azure", "anthropic"):
+        return None  # Gemini's and Bedrock's wires check their own (gemini_api, bedrock_api)
     wire = ANTHROPIC_MESSAGES if family == "anthropic" else _WIRES.get(("openai", endpoint))
     if wire is None:
         return None
