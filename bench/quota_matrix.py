@@ -79,6 +79,8 @@ class Figures:
             pace, r429 = 0.9, 0.015
             if self.recovery is None or self.recovery > 3.0:
                 return False
+        if cell.name.startswith("shift"):  # issue 39: of what the tier leaves
+            pace, r429 = 0.93, 0.015
         if cell.name.startswith("neighbour"):  # of what the neighbour leaves
             pace, r429 = 0.93, 0.01
         return self.pace is not None and self.pace >= pace and self.r429 is not None and self.r429 <= r429
