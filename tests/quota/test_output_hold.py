@@ -8,7 +8,8 @@ import pytest
 
 from batchgate.clock import FakeClock
 from batchgate.models import Cost, RateLimitSnapshot, Usage
-from batchgate.quota.output_hold import FIRST_ANSWERS, START, OutputHold
+from batchgate.quota.held import Held
+from batchgate.quota.output_hold import FIRST_ANSWERS, MARGIN, START, OutputHold
 from batchgate.quota.pool import QuotaLimits, QuotaPool
 
 OTPM = 60_000  # 1,000 a second
@@ -33,7 +34,7 @@ def test_a_report_showing_room_beside_our_holds_deepens_the_bucket() -> None:
     hold = OutputHold()
     # the provider lacks 600 of its bucket too: 1% of a minute's bucket, so 60 s deep (× MARGIN)
     assert hold.grow(_report(OTPM - 600), out, clock.now(), answers=FIRST_ANSWERS)
-    assert hold.depth == pytest.approx(0.9 * 600 / (0.01 + 500 / OTPM) / 1000, rel=1e-6)
+    assert hold.depth == pytest.approx(MARGIN * 600 / (0.01 + 500 / OTPM) / 1000, rel=1e-6)
     # the same lack at an 8 s bucket: 600 of 8,000
     shallow = OutputHold()
     assert shallow.grow(_report(OTPM * (1 - 600 / 8000)), out, clock.now(), answers=FIRST_ANSWERS)
@@ -83,10 +84,26 @@ def test_a_pool_lets_more_output_be_held_once_a_report_shows_a_deeper_bucket() -
         pool.observe_usage(10, 10)
         clock.advance(1.0)
     for _ in range(3):  # three in flight: our one-second bucket lacks 900
-        assert pool.try_acquire(Cost(output_tokens=300)) is not None
+        res = pool.try_acquire(Cost(output_tokens=300))
+        assert res is not None
+        Held(pool, res).on_wire()  # the provider holds it from now
     stats = pool.statistics()
     lacks = stats.capacities["output_tokens"] - stats.levels["output_tokens"]
     pool.calibrate(_report(OTPM - lacks))  # the provider lacks what we do: its bucket is a minute
     assert pool.learning.output_hold.depth > 10 * START
     assert pool.statistics().capacities["output_tokens"] > 10 * before
     assert pool.try_acquire(Cost(output_tokens=300)) is not None  # a fourth may now be held
+
+
+def test_output_admitted_but_not_yet_on_the_wire_is_not_the_providers() -> None:
+    pool, clock = _pool()
+    for _ in range(FIRST_ANSWERS):
+        res = pool.try_acquire(Cost(output_tokens=300))
+        assert res is not None
+        pool.reconcile(res, Usage(completion_tokens=30))
+        pool.observe_usage(10, 10)
+        clock.advance(1.0)
+    for _ in range(3):  # admitted here, waiting (a shared store's turn): the provider lacks nothing
+        assert pool.try_acquire(Cost(output_tokens=300)) is not None
+    pool.calibrate(_report(OTPM))
+    assert pool.learning.output_hold.depth == START

@@ -19,11 +19,14 @@ little more (we take before the provider does and give back after). So a provide
 share `f` of its output bucket left while ours lacks `d` holds at least `d ÷ (1 − f)` (`grow`; its
 remaining is rounded, so `ROUNDING` tokens are added to what it lacks, and `MARGIN` of the
 estimate is used; not from the first `FIRST_ANSWERS` answers: a start's first admissions leave
-at once, and the provider's report counts only those that have reached it; nor what one average
-request holds: the answer that brought the report gave back what it did not use, and the
-requests that took it were admitted before anyone reads the report). A 429 on output tokens sets
-the depth back to `START` (`shrink`): ours lacked more than the provider's, a timing our estimate
-missed (requests on their way count in ours only) or a provider that keeps the charge.
+at once, and the provider's report counts only those that have reached it; nor what requests
+admitted here and not yet on the wire hold: those the answer that brought the report made room
+for, admitted before anyone reads the report, and those waiting their turn at a shared store;
+nor while ours lacks less than `SPARSE` of its capacity: our bucket refills at the limit × the
+safety margin, so its lack runs ahead of the provider's by a little every second, which only a
+bucket holding many requests makes small). A 429 on output tokens sets the depth back to
+`START` (`shrink`): ours lacked more than the provider's, a timing our estimate missed (requests
+on their way count in ours only) or a provider that keeps the charge.
 
 A low `remaining` while requests are in flight is no evidence that the provider keeps the charge:
 `without_holds` gives back what our own bucket's lack explains before the AIMD's room and the
@@ -39,21 +42,33 @@ import math
 
 from batchgate.models import RateLimitSnapshot
 from batchgate.quota.dimension import Dimension
+from batchgate.quota.limits import Reservation
 
 START = 1.0  # seconds of the output rate held in flight before any header said more
 LONGEST = 60.0  # Anthropic's bucket holds at most the per-minute limit
-MARGIN = 0.9  # share of the estimated depth used
+MARGIN = 0.85  # share of the estimated depth used
 FIRST_ANSWERS = 4  # answers before the first estimate: until then most holds are on their way
+SPARSE = 0.25  # share of our bucket it must lack: a few requests held say little (our refill lags)
 ROUNDING = 500.0  # tokens: Anthropic rounds remaining to the nearest thousand
 
 
 class OutputHold:
     """The depth of one provider's output bucket, as learned; see the module docstring."""
 
-    __slots__ = ("depth",)
+    __slots__ = ("_unsent", "depth")
 
     def __init__(self) -> None:
         self.depth = START  # seconds of the output rate the provider's bucket is known to hold
+        self._unsent: dict[Reservation, float] = {}  # admitted here, not yet on the wire
+
+    def admitted(self, res: Reservation) -> None:
+        """`res` was admitted: its output is ours to hold, not yet the provider's."""
+        if (amount := res.charged.get("output_tokens", 0.0)) > 0:
+            self._unsent[res] = amount
+
+    def sent(self, res: Reservation) -> None:
+        """`res` went on the wire (or was settled without): the provider holds it from now."""
+        self._unsent.pop(res, None)
 
     def grow(self, snapshot: RateLimitSnapshot, out: Dimension, now: float, answers: int) -> bool:
         """Learn a deeper bucket from a minute-style report after `answers` answers (none from the
@@ -62,8 +77,8 @@ class OutputHold:
         if answers < FIRST_ANSWERS:
             return False
         limit = snapshot.limit_output_tokens or out.limit
-        share, lacks = _share(snapshot, limit), _lacks(out, now) - out.avg_cost
-        if share is None or lacks <= 0 or per_second <= 0:
+        share, lacks = _share(snapshot, limit), _lacks(out, now) - sum(self._unsent.values())
+        if share is None or lacks < SPARSE * out.bucket.capacity or per_second <= 0:
             return False
         provider_lacks = (1.0 - share) + ROUNDING / limit  # as a share of its bucket
         seconds = min(LONGEST, MARGIN * lacks / provider_lacks / per_second)
