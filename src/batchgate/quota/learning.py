@@ -264,7 +264,7 @@ class Learning:
             snapshot, out, now, self.charges.samples
         ):
             self.settles_output(True, now, fill=False)
-            out.bucket.give_back(out.bucket.capacity - before, now)  # its level was that much higher
+            out.bucket.give_back(self.output_hold.deepened(out.bucket.capacity - before), now)  # level too
         return seen
 
     def _output_kept(self, now: float) -> None:

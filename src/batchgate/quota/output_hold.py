@@ -55,10 +55,11 @@ ROUNDING = 500.0  # tokens: Anthropic rounds remaining to the nearest thousand
 class OutputHold:
     """The depth of one provider's output bucket, as learned; see the module docstring."""
 
-    __slots__ = ("_unsent", "depth")
+    __slots__ = ("_credit", "_unsent", "depth")
 
     def __init__(self) -> None:
         self.depth = START  # seconds of the output rate the provider's bucket is known to hold
+        self._credit = 0.0  # what deepening added to our level, for a shared store's (`take_credit`)
         self._unsent: dict[Reservation, float] = {}  # admitted here, not yet on the wire
 
     def admitted(self, res: Reservation) -> None:
@@ -86,6 +87,17 @@ class OutputHold:
             return False
         self.depth = seconds
         return True
+
+    def deepened(self, amount: float) -> float:
+        """Our bucket's level rose by `amount` with its depth: the provider's was that much higher
+        than we thought; a shared store's level rises as much (`take_credit`). Returns `amount`."""
+        self._credit += max(0.0, amount)
+        return amount
+
+    def take_credit(self) -> float:
+        """What deepening added to our level since last asked (a shared store's due)."""
+        credit, self._credit = self._credit, 0.0
+        return credit
 
     def shrink(self, out: Dimension | None) -> bool:
         """A 429 on output tokens: the provider holds less than we let be held; True if shallower."""

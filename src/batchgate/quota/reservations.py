@@ -104,6 +104,8 @@ class Reservations:
         for name, delta in deltas.items():
             self._charge(res, name, delta, now)
         self.keep(res)
+        if self.shared is not None:  # a deeper output bucket learned from the last answer's report
+            self.shared.credit("output_tokens", learning.output_hold.take_credit())
 
     def keep(self, res: Reservation, *, answered: bool = True) -> None:
         """Settle open `res` as charged now (`answered`: with its answer's usage: counted as

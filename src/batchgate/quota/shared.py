@@ -189,6 +189,13 @@ class SharedQuota:
         if (entry := res.shared) is not None and delta != 0:
             self._add(entry, name, delta)
 
+    def credit(self, name: str, amount: float) -> None:
+        """Dimension `name`'s bucket holds `amount` more: the pool learned it is deeper than it
+        thought (`quota.output_hold`), so the store's level rises with the capacity, as ours did."""
+        if amount > 0:
+            self._pending.deltas[name] = self._pending.deltas.get(name, 0.0) - amount
+            self._schedule()
+
     def sent(self, res: Reservation) -> None:
         """`res`'s request leaves now: its open lease's entry counts from when the lease closes
         (told the store then); sent well after its lease closed, it is told at once, before the
