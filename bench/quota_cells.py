@@ -59,6 +59,7 @@ class Cell:
     bare_429: set[str] = field(default_factory=set)  # providers whose concurrency rejections are 429s
     adjusted: set[str] = field(default_factory=set)  # providers that charge the real output at the end
     neighbours: list[dict[str, float]] = field(default_factory=list)  # other traffic on the key
+    shifts: list[dict[str, float]] = field(default_factory=list)  # the tier's share lost for a while
     costs: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (input, output) charged
 
 
@@ -156,9 +157,9 @@ def quota_seconds(cell: Cell, ids: set[str] | None = None, *, credit: bool = Tru
 
 def available_seconds(cell: Cell, start: float, end: float) -> float:
     """Seconds of the whole quota left to the client over [start, end] (emulator time): other
-    traffic on the key takes its share while it is there."""
+    traffic on the key takes its share while it is there, a tier that shrinks for a while its own."""
     taken = 0.0
-    for n in cell.neighbours:
+    for n in cell.neighbours + cell.shifts:
         lo, hi = max(start, n.get("from", 0.0)), min(end, n.get("until", math.inf))
         taken += n["share"] * max(0.0, hi - lo)
     return (end - start) - taken
@@ -247,6 +248,8 @@ class Builder:
         return cell
 
     def matrix(self) -> list[Cell]:
+        import quota_rows  # noqa: PLC0415 — its rows build on this module (issue 39)
+
         cells = [
             self.cell(n, e, c, h) for n in (1, 3) for e in ENFORCEMENTS for c in CHARGES for h in HEADERS
         ]
@@ -267,4 +270,4 @@ class Builder:
             self.neighbour("colleague: half the key, 5-15 s", {"share": 0.5, "from": 5, "until": 15}, 20.0)
         )
         cells.append(self.neighbour("neighbour: 30% of the key all along", {"share": 0.3}, 10.0))
-        return cells
+        return cells + quota_rows.rows(self)

@@ -79,6 +79,8 @@ class Figures:
             pace, r429 = 0.9, 0.015
             if self.recovery is None or self.recovery > 3.0:
                 return False
+        if cell.name.startswith("shift"):  # issue 39: of what the tier leaves
+            pace, r429 = 0.93, 0.015
         if cell.name.startswith("neighbour"):  # of what the neighbour leaves
             pace, r429 = 0.93, 0.01
         return self.pace is not None and self.pace >= pace and self.r429 is not None and self.r429 <= r429
@@ -262,6 +264,18 @@ over the seeds; a
 per-second admission trace of batchgate is printed).
 *Neighbour*: another service takes 30% of the key all along; target pace ≥ 0.93 of what is
 left, ≤ 1% 429s. Pace there is over the quota left to the client, not the whole key's.
+
+Three rows from issue 39 follow (`bench/quota_rows.py`). *Anthropic OTPM at 0.5 s latency*:
+the issue's Anthropic key scaled to a cell (`gamma`: 500 requests, ~88 input tokens each, answers
+of 20–60 tokens echoed back, `max_tokens` 300, i.e. 5–15× the answer; latency 0.5 s p50, σ 0.4, +
+4 ms per output token), the provider adjusting the output charge to the real output when the
+answer ends and its headers counting every request in flight at its `max_tokens`; its token
+buckets 8 s deep (limits enforced over short intervals) or 60 s deep (headers then speak of the
+whole minute). ITPM binds, the output actually produced almost (0.95), and the output held in
+flight (~5 s of OTPM) fits either bucket; a client that keeps `max_tokens` charged, or lets only
+a second of output be held in flight, runs at about a fifth of the key. Target: pace ≥ 0.9, ≤ 0.5%
+429s. *Shift*: one provider (alpha) whose tier halves from 5 s to 15 s (emulator time), its
+headers reporting the new limits at once; pace over what the tier left; target ≥ 0.93, ≤ 1.5% 429s.
 
 Each system cell reads **pace · 429s per request · makespan ÷ bound · failed**:
 - *pace*: the share of the quota used, usefully, while sending — what the requests that

@@ -19,7 +19,7 @@ from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.jobs.batch.policy import TasksEstimate, batch_target, resolve_mode
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.io.input import read_tasks
-from batchgate.jobs.io.plan_limits import dimension_seconds, limits_entry, render_limits
+from batchgate.jobs.io.plan_limits import limits_entry, render_limits
 from batchgate.jobs.pack.group import lines_per_request
 from batchgate.jobs.pricing import BUILTIN_NOTE, PriceTable
 from batchgate.jobs.store.protocol import TaskSpec
@@ -34,11 +34,6 @@ class ProviderPlan:
     cost_usd: float = 0.0
     batch_requests: int = 0  # tasks whose batches would go here (a route's first Batch API target)
     batch_cost_usd: float = 0.0
-
-    def quota_seconds(self, p: ProviderConfig) -> float:
-        """The least time its quotas allow for this share of work: its binding limit's."""
-        seconds = dimension_seconds(p, self.requests, self.prompt_tokens, self.max_output_tokens)
-        return max(seconds.values(), default=0.0)
 
 
 @dataclass(slots=True)
@@ -163,8 +158,12 @@ def _provider_entry(config: GatewayConfig, name: str, pl: ProviderPlan) -> dict[
         "cost_usd_max": round(pl.cost_usd, 6),
         "batch_api_requests": pl.batch_requests,
         "batch_api_cost_usd_max": round(pl.batch_cost_usd, 6) if pl.batch_requests else None,
-        "quota_seconds": round(pl.quota_seconds(p), 1),
-    } | limits_entry(config, p, pl.requests, pl.prompt_tokens, pl.max_output_tokens)
+    } | _with_quota_seconds(limits_entry(config, p, pl.requests, pl.prompt_tokens, pl.max_output_tokens))
+
+
+def _with_quota_seconds(entry: dict[str, Any]) -> dict[str, Any]:
+    """`entry` with the least time its quotas allow for the work: its binding limit's."""
+    return entry | {"quota_seconds": round(max(entry["dimension_seconds"].values(), default=0.0), 1)}
 
 
 def _route_entry(config: GatewayConfig, model: str, rp: RoutePlan) -> dict[str, Any]:

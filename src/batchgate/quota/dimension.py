@@ -111,7 +111,8 @@ class Dimension:
         self.rate = per_minute * safety / 60.0
         seconds = self.window_seconds(per_minute / 60.0)
         self.window.span, self.window.cold_span = seconds + JITTER, seconds + COLD_JITTER
-        self.cap = per_minute / 60.0 * seconds if windowed else math.inf
+        # held output is no window's charge: the provider's bucket holds it (`quota.output_hold`)
+        self.cap = per_minute / 60.0 * seconds if windowed and self.hold <= 0 else math.inf
         rate = self.rate * lead
         capacity = max(rate * burst_seconds, self.rate * self.hold)
         self.bucket.set_rate(rate, now, capacity=capacity, slack=rate * TIMER_SLACK)

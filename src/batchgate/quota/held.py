@@ -36,6 +36,7 @@ class Held:
         and an ending nobody explains keeps it as charged."""
         self.sent = True
         self.pool.sent(self.reservation)
+        self.pool.learning.output_hold.sent(self.reservation)  # the provider holds its output now
 
     def settle(self, outcome: Outcome) -> bool:
         """Settle it with what its attempt learned (`QuotaPool.settle`)."""

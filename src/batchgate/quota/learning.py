@@ -6,8 +6,8 @@ provider charges per unit of our count (`batchgate.quota.charge`), the AIMD fact
 clean periods and is cut by 429s a rate is at fault for (`batchgate.policy.aimd`), the burst grows
 while the provider tolerates it (`BurstLearner`, below), rate-limit headers report lower limits
 and what is left (`batchgate.quota.header_style`) — or, where none was declared, what the limits
-are (`learn_limits`) —, and a provider assumed to give unused output
-back (Anthropic's OTPM) that is seen keeping `max_tokens` charged is taken as keeping it. This
+are (`learn_limits`) —, and how much output a provider that gives unused output back (Anthropic's
+OTPM) lets be held in flight (`batchgate.quota.output_hold`), or that it keeps it after all. This
 module owns that state and the pace it sets on each dimension (`pace`); the pool owns admission
 (the queue, the reservations, their charges). What changes a provider's state is logged as an
 event (`batchgate.logs`): a limit learned from headers, an AIMD cut or raise, a charge margin
@@ -42,6 +42,7 @@ from batchgate.quota.charge import PROMPT_DIMENSIONS, ChargeModel, binding_dimen
 from batchgate.quota.dimension import Dimension
 from batchgate.quota.header_style import HeaderStyle
 from batchgate.quota.limits import Outcome, QuotaLimits, Reservation
+from batchgate.quota.output_hold import OutputHold
 
 OUTPUT_KEPT_AFTER = 3  # 429s on output tokens that show a provider keeps max_tokens charged
 OUTPUT_EMPTY = 0.1  # ... or its headers showing at most this share of its output bucket left
@@ -67,6 +68,7 @@ class Learning:
         "limits",
         "name",
         "output_adjusted",
+        "output_hold",
         "output_learnable",
     )
 
@@ -90,6 +92,7 @@ class Learning:
         self.learned = False  # no limit declared: those the headers report are the limits
         self.output_adjusted = False  # the provider gives unused output back (`reservations.py`)
         self.output_learnable = False  # ... as assumed from its kind, not configured: may be unlearned
+        self.output_hold = OutputHold()  # how deep its output bucket is (what may be held in flight)
         self._refusals = 0  # 429s naming output tokens while the output charge is settled
 
     def pace(self, now: float, *, fill: bool = False) -> None:
@@ -108,7 +111,7 @@ class Learning:
         """The provider gives unused output back at an answer's end (or not): see `Dimension.hold`."""
         self.output_adjusted = adjusted
         if (out := self._dims.get("output_tokens")) is not None:
-            out.hold = dim_.MIN_WINDOW if adjusted else 0.0
+            out.hold = self.output_hold.depth if adjusted else 0.0
         self.pace(now, fill=fill)
 
     # -- what an answer teaches ----------------------------------------------------------------
@@ -141,6 +144,7 @@ class Learning:
         undoing the AIMD cuts it explains; a later higher one restores up to the declared limit.
         What `remaining` means depends on the header style (`header_style`); minute-style room
         moves the AIMD factor (`AimdController.on_room`)."""
+        raw, snapshot = snapshot, self._output_held(snapshot, now)  # its remaining counts our holds
         self._output_emptied(snapshot, now)
         ratio = self._adopt_reported_limits(snapshot)
         if ratio is not None:
@@ -148,7 +152,7 @@ class Learning:
             self.pace(now)
             limits = {n: round(d.limit, 3) for n, d in self._dims.items()}
             event(_log, INFO, "limit_learned", provider=self.name, source="headers", limits_per_minute=limits)
-        changed = self.headers.follow(self._dims, snapshot, now)
+        changed = self.headers.follow(self._dims, raw, now)
         if room := self._follow_room(snapshot, now, busy):
             self.pace(now)
         return ratio, changed or room
@@ -236,20 +240,32 @@ class Learning:
         refuses again and again what the settled charge admits: after `OUTPUT_KEPT_AFTER` such
         429s its output charge is taken as kept. A configured `output_charge` is never
         second-guessed."""
-        if not self.output_adjusted or not self.output_learnable:
-            return
-        self._refusals += 1
-        if self._refusals >= OUTPUT_KEPT_AFTER:
-            self._output_kept(now)
+        if self.output_adjusted and self.output_hold.shrink(self._dims.get("output_tokens")):
+            self.settles_output(True, now, fill=False)  # it holds less than we let be held
+        elif self.output_adjusted and self.output_learnable:
+            self._refusals += 1
+            if self._refusals >= OUTPUT_KEPT_AFTER:
+                self._output_kept(now)
 
     def _output_emptied(self, snapshot: RateLimitSnapshot, now: float) -> None:
-        """The provider's headers show its output bucket (nearly) empty: one that settled output to
-        the real answers would hold only what requests in flight reserved, at most the second of
-        its OTPM we let them hold — so it keeps `max_tokens` charged; learned before its 429s say so."""
+        """Its headers, less what our holds explain (`_output_held`), show its output bucket (nearly)
+        empty: it keeps `max_tokens` charged — learned before its 429s say so."""
         remaining, limit = snapshot.remaining_output_tokens, snapshot.limit_output_tokens
         assumed = self.output_adjusted and self.output_learnable
         if assumed and remaining is not None and limit and remaining <= OUTPUT_EMPTY * limit:
             self._output_kept(now)
+
+    def _output_held(self, snapshot: RateLimitSnapshot, now: float) -> RateLimitSnapshot:
+        """Its bucket's depth learned from a report (`quota.output_hold`); the report without our holds."""
+        if (out := self._dims.get("output_tokens")) is None or not self.output_adjusted:
+            return snapshot
+        seen, before = self.output_hold.without_holds(snapshot, out, now), out.bucket.capacity
+        if self.headers.observe(snapshot) == "minute" and self.output_hold.grow(
+            snapshot, out, now, self.charges.samples
+        ):
+            self.settles_output(True, now, fill=False)
+            out.bucket.give_back(self.output_hold.deepened(out.bucket.capacity - before), now)  # level too
+        return seen
 
     def _output_kept(self, now: float) -> None:
         self.settles_output(False, now, fill=False)  # learned from answers: admissions were made

@@ -67,6 +67,7 @@ class Reservations:
     def add(self, res: Reservation, count: int | None) -> None:
         """`res` was just admitted, priced from our prompt `count` (None: not counted)."""
         self._counts["open"] += 1
+        self._learning.output_hold.admitted(res)
         if count is not None and count > 0:
             self._open[res] = count
 
@@ -103,13 +104,13 @@ class Reservations:
         for name, delta in deltas.items():
             self._charge(res, name, delta, now)
         self.keep(res)
+        if self.shared is not None:  # a deeper output bucket learned from the last answer's report
+            self.shared.credit("output_tokens", learning.output_hold.take_credit())
 
     def keep(self, res: Reservation, *, answered: bool = True) -> None:
         """Settle open `res` as charged now (`answered`: with its answer's usage: counted as
         reconciled; else abandoned or its cost unknown)."""
-        res.settled = True
-        self._open.pop(res, None)
-        self._counts["open"] -= 1
+        self._close(res)
         self._counts["reconciled"] += answered
 
     def give_back(self, res: Reservation) -> None:
@@ -120,10 +121,15 @@ class Reservations:
                 dim.correct(res.logged.get(name), -amount, now)
         if self.shared is not None:
             self.shared.give_back(res)
+        self._close(res)
+        self._counts["refunded"] += 1
+
+    def _close(self, res: Reservation) -> None:
+        """`res` is settled: no longer open (nor waiting to be sent)."""
         res.settled = True
         self._open.pop(res, None)
         self._counts["open"] -= 1
-        self._counts["refunded"] += 1
+        self._learning.output_hold.sent(res)
 
     def reprice(self) -> None:
         """The charge model learned from an answer: open reservations it now prices higher take

@@ -101,7 +101,7 @@ class _Turns:
 class _Lease:
     """A slice of the shared quota the store admitted in one `apply`: its log entry (`entry`:
     key, what the store holds for it, its hold, when taken), what is left to spend here, the
-    longest hold of a request spent from it and whether any of them left yet."""
+    longest hold of a request spent from it and when the last of them left (None: none yet)."""
 
     __slots__ = ("entry", "hold", "left", "sent", "timer")
 
@@ -109,7 +109,7 @@ class _Lease:
         self.entry = entry
         self.left = dict(entry.amounts)
         self.hold = entry.hold
-        self.sent = False
+        self.sent: float | None = None
         self.timer = timer
 
     def spend(self, amounts: Mapping[str, float]) -> bool:
@@ -189,6 +189,13 @@ class SharedQuota:
         if (entry := res.shared) is not None and delta != 0:
             self._add(entry, name, delta)
 
+    def credit(self, name: str, amount: float) -> None:
+        """Dimension `name`'s bucket holds `amount` more: the pool learned it is deeper than it
+        thought (`quota.output_hold`), so the store's level rises with the capacity, as ours did."""
+        if amount > 0:
+            self._pending.deltas[name] = self._pending.deltas.get(name, 0.0) - amount
+            self._schedule()
+
     def sent(self, res: Reservation) -> None:
         """`res`'s request leaves now: its open lease's entry counts from when the lease closes
         (told the store then); sent well after its lease closed, it is told at once, before the
@@ -198,7 +205,7 @@ class SharedQuota:
             return
         lease = self._lease
         if lease is not None and lease.entry.key == entry.key:
-            lease.sent = True
+            lease.sent = self._clock.now()
             return
         if self._clock.now() - entry.taken_at > RESTAMP_AFTER:
             self._pending.restamps[entry.key] = Restamp(entry.hold, dict(entry.amounts))
@@ -254,8 +261,10 @@ class SharedQuota:
         self._lease = _Lease(SharedEntry(request.key, dict(request.amounts), hold, now), timer)
 
     def _close_lease(self) -> None:
-        """Give the lease's unspent rest back and restamp its entry from now (its requests
-        left by now)."""
+        """Give the lease's unspent rest back and restamp its entry from when its last request
+        left — not from now: a lease of one request closes `LEASE_LIFE` after it left, and an
+        entry counted from then held every window that much longer (issue 39: at a low rate the
+        ledger paced at 0.96 of `--quota memory`)."""
         lease, self._lease = self._lease, None
         if lease is None:
             return
@@ -264,8 +273,10 @@ class SharedQuota:
         for name, left in lease.left.items():
             if left != 0:
                 self._add(entry, name, -left)
-        if lease.sent and (self._clock.now() - entry.taken_at > RESTAMP_AFTER or lease.hold > entry.hold):
-            self._pending.restamps[entry.key] = Restamp(lease.hold, dict(entry.amounts))
+        sent = lease.sent
+        if sent is not None and (sent - entry.taken_at > RESTAMP_AFTER or lease.hold > entry.hold):
+            hold = max(0.0, lease.hold - (self._clock.now() - sent))  # counts from `sent`
+            self._pending.restamps[entry.key] = Restamp(hold, dict(entry.amounts))
 
     def _on_lease_expiry(self) -> None:
         if self._lease is not None:  # a take waiting its turn to spend from it asks for another

@@ -5,6 +5,14 @@ with headroom: P50 latency × RPM / 60, plus 20 %.
 
 The P50 latency comes from the config's embedded emulator for a provider it serves (its
 `latency.ttft_p50_ms`, plus `per_token_ms` for each planned output token), else a stated default.
+
+Output tokens a minute where the provider gives unused output back when the answer ends
+(Anthropic's OTPM, shared/PROTOCOLS.md: `max_tokens` is held from admission to the answer's end,
+then replaced by the real output): what binds is the output held in flight (each request's
+`max_tokens` for one P50 latency, in a bucket of one minute's OTPM as Anthropic documents) plus
+the output the answers really produce, unknown before they come — not `max_tokens` × requests,
+which is what a provider keeping the charge needs (`kept_output`: that figure, and what would bind
+then).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from batchgate.config import GatewayConfig, ProviderConfig
 
 DEFAULT_P50_S = 1.0  # a provider without a latency to read: a typical short chat answer
 HEADROOM = 0.2
+HELD_BUCKET_S = 60.0  # Anthropic's output bucket holds a minute of OTPM (its rate-limit docs)
 DIMENSIONS = {
     "rpm": "requests/min",
     "tpm": "tokens/min",
@@ -37,6 +46,16 @@ def dimension_seconds(
         "otpm": (lim.otpm, output_tokens),
     }
     return {dim: round(amount / limit * 60.0, 1) for dim, (limit, amount) in work.items() if limit}
+
+
+def held_seconds(p: ProviderConfig, output_tokens: float, p50: float) -> float | None:
+    """Where the provider gives unused output back: the seconds its OTPM needs to hold every
+    request's `max_tokens` (`output_tokens` in all) in flight for `p50` seconds (None: no OTPM, or
+    a provider that keeps the charge)."""
+    otpm = p.limits.otpm
+    if not otpm or not p.output_adjusted:
+        return None
+    return round(output_tokens * p50 / (otpm * HELD_BUCKET_S / 60.0), 1)
 
 
 def binding(seconds: Mapping[str, float]) -> str | None:
@@ -75,14 +94,21 @@ def suggested_concurrency(
 def limits_entry(
     config: GatewayConfig, p: ProviderConfig, requests: float, prompt_tokens: float, output_tokens: float
 ) -> dict[str, Any]:
-    """The plan's per-provider limit figures: seconds per dimension, the binding one, concurrency."""
-    seconds = dimension_seconds(p, requests, prompt_tokens, output_tokens)
-    return {
+    """The plan's per-provider limit figures: seconds per dimension (output held in flight where
+    the provider gives unused output back), the binding one, concurrency, `kept_output`."""
+    kept = dimension_seconds(p, requests, prompt_tokens, output_tokens)
+    p50 = p50_latency(config, p, output_tokens / requests if requests else 0.0)[0]
+    held = held_seconds(p, output_tokens, p50)
+    seconds = kept if held is None else kept | {"otpm": held}
+    entry = {
         "limits": "declared" if p.limits.declared() or p.emulated else "learned",
         "dimension_seconds": seconds,
         "binding_limit": binding(seconds),
         "suggested_concurrency": suggested_concurrency(config, p, requests, output_tokens),
     }
+    if held is not None:
+        entry["kept_output"] = {"otpm_seconds": kept["otpm"], "binding_limit": binding(kept)}
+    return entry
 
 
 def render_limits(providers: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -96,6 +122,8 @@ def render_limits(providers: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 for d, s in seconds.items()
             ]
             lines.append(f"  {name}: " + ", ".join(parts))
+            if kept := p.get("kept_output"):
+                lines.append(_kept_line(kept))
         elif p.get("limits") == "learned":
             lines.append(f"  {name}: no limits configured: learned from its answers' rate-limit headers")
         else:
@@ -104,3 +132,14 @@ def render_limits(providers: Mapping[str, Mapping[str, Any]]) -> list[str]:
         if conc.get("formula"):
             lines.append(f"    suggested concurrency: {conc['formula']}")
     return lines
+
+
+def _kept_line(kept: Mapping[str, Any]) -> str:
+    """The output line of a provider that gives unused output back, with and without the refund."""
+    then = kept["binding_limit"]
+    binds = "binds first" if then == "otpm" else f"{DIMENSIONS[then]} binds first"
+    return (
+        "    output tokens/min: the time above holds each max_tokens in flight for one P50 latency"
+        " (the output is settled to the real answer when it ends; the answers' own output adds its"
+        f" time, unknown before they come); kept at max_tokens: {kept['otpm_seconds']:.0f} s ({binds})"
+    )
