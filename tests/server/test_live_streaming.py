@@ -31,7 +31,7 @@ from waiting import until
 
 pytestmark = pytest.mark.integration
 
-OA, AN, STALL, FAILOVER, DEAD = "m-oa", "m-an", "m-stall", "m-failover", "m-dead"
+OA, AN, STALL, FAILOVER, DEAD, GEM = "m-oa", "m-an", "m-stall", "m-failover", "m-dead", "m-gem"
 LATENCY = {"ttft_p50_ms": 5.0, "ttft_sigma": 0.1, "per_token_ms": 1.0}
 ASK: list[ChatCompletionMessageParam] = [{"role": "user", "content": "write 30 words"}]
 HI: list[MessageParam] = [{"role": "user", "content": "write 30 words"}]
@@ -58,6 +58,8 @@ def _emulator() -> Emulator:
          "latency": LATENCY},
         {"name": "stall", "family": "openai", "limits": openai_limits, "latency": LATENCY,
          "faults": {"stall": 1.0}},
+        {"name": "gem", "family": "gemini", "models": ["gemini-2.5-flash"], "limits": openai_limits,
+         "latency": LATENCY},
     ]  # fmt: skip
     return Emulator(emulator_config_from_dict({"seed": 3, "providers": providers}))
 
@@ -70,6 +72,7 @@ def _config(emu: Emulator) -> dict[str, Any]:
             {"name": "an", "kind": "anthropic", "base_url": emu.base_url("an"), "api_key": "k"},
             {"name": "stall", "kind": "openai", "base_url": emu.base_url("stall"), "api_key": "k"},
             {"name": "dead", "kind": "openai", "base_url": dead, "api_key": "k"},
+            {"name": "gem", "kind": "gemini", "base_url": emu.base_url("gem"), "api_key": "k"},
         ],
         "routes": [
             {"model": OA, "targets": ["oa:gpt-4o-mini"]},
@@ -77,6 +80,7 @@ def _config(emu: Emulator) -> dict[str, Any]:
             {"model": STALL, "targets": ["stall:gpt-4o-mini"]},
             {"model": FAILOVER, "targets": ["dead:gpt-4o-mini", "oa:gpt-4o-mini"]},
             {"model": DEAD, "targets": ["dead:gpt-4o-mini"]},
+            {"model": GEM, "targets": ["gem:gemini-2.5-flash"]},
         ],
         "settings": {
             "retry": {"max_attempts": 2, "base_delay": 0.01, "max_delay": 0.02},
@@ -228,6 +232,20 @@ async def test_a_route_fails_over_before_the_first_byte_and_errs_plainly_with_no
     text, status = await asyncio.to_thread(_failover, rig)
     assert len(text.split()) == 30  # from oa, after the dead target refused the connection
     assert status == 502
+    assert rig.open_reservations() == 0
+
+
+async def test_a_kind_that_does_not_stream_is_a_clear_400_not_a_server_error(rig: Rig) -> None:
+    async with aiohttp.ClientSession() as http:
+        body = {"model": GEM, "messages": ASK, "max_tokens": 20, "stream": True}
+        async with http.post(rig.url + "/v1/chat/completions", json=body) as r:
+            status, answer = r.status, await r.json()
+        plain = {**body, "stream": False}
+        async with http.post(rig.url + "/v1/chat/completions", json=plain) as r:
+            plain_status = r.status
+    assert status == 400, answer
+    assert "gemini target does not stream" in answer["error"]["message"]
+    assert plain_status == 200  # the same request not streamed is answered
     assert rig.open_reservations() == 0
 
 

@@ -21,7 +21,7 @@ import orjson
 from batchgate.config import NetworkSettings, Secret
 from batchgate.config.network import proxy_for_url, tls_context
 from batchgate.endpoints import CHAT, RESPONSES, endpoint_of, wire_body
-from batchgate.errors import MalformedResponse, RequestTimeout
+from batchgate.errors import BadRequestError, MalformedResponse, RequestTimeout
 from batchgate.providers.anthropic import _TRANSLATE, AnthropicClient
 from batchgate.providers.classify import error_for_exception, error_for_response
 from batchgate.providers.http import proxy_header
@@ -47,7 +47,7 @@ def stream_request(
     if isinstance(client, OpenAIClient):
         endpoint = endpoint_of(body)
         if endpoint not in (CHAT, RESPONSES):
-            raise ValueError(f"{endpoint} does not stream")
+            raise BadRequestError(f"{client.name}: {endpoint} does not stream", provider=client.name)
         path, payload = wire_body(body)
         payload["model"] = client.wire_model(model)
         payload["stream"] = True
@@ -57,7 +57,11 @@ def stream_request(
         where = (client.name, client.base_url, path, model)  # made once: `urls.joined` parses
         url = _URLS.get(where) or _URLS.setdefault(where, client.url(path, model))
         return url, {**client._headers, **_STREAM_HEADERS}, orjson.dumps(payload), fmt
-    raise ValueError(f"{type(client).__name__} does not stream")
+    kind = getattr(client, "kind", type(client).__name__)
+    raise BadRequestError(
+        f"{client.name}: a {kind} target does not stream here (send the request without stream: true)",
+        provider=client.name,
+    )
 
 
 class UpstreamStream:
