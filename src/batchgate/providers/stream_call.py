@@ -29,6 +29,7 @@ from batchgate.providers.openai import OpenAIClient
 from batchgate.providers.sse import SSEError, SSEReader
 from batchgate.providers.stream_events import Decoder, Format, StreamEvent, StreamFailed
 from batchgate.providers.translate import openai_to_anthropic
+from batchgate.trace_hooks import TRACEPARENT
 
 _STREAM_HEADERS = {"Accept": "text/event-stream"}
 _URLS: dict[tuple[str, str, str, str], str] = {}  # (provider, base URL, path, model) -> the URL
@@ -138,6 +139,8 @@ async def open_stream(
     """Send `body` streamed; the stream once the provider answered 2xx (see the module docstring).
     `relay`: the format the caller passes on as it is (its events decoded lightly)."""
     url, headers, data, fmt = stream_request(client, body, model)
+    if (traceparent := TRACEPARENT.get()) is not None:  # tracing on: the trace goes on upstream
+        headers = {**headers, "traceparent": traceparent}
     name, key = client.name, client._api_key
     tls: Any = True
     proxy, proxy_headers = None, None
