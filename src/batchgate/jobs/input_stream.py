@@ -83,7 +83,7 @@ async def set_up_job(
         reading = first if isinstance(first, InputPass) else open_input(req, config, err)
         job = new_record(job_id, req, replace(reading.report(), sha256=""), config, clock)
         await store.create_job(job)
-        ingest = Ingest(reading, store, job_id, stored=0)
+        ingest = Ingest(reading, store, job_id, stored=0, cache=req.cache)
         await ingest.store_chunk(reading.pending)
     else:
         mark = IngestMark.load(await store.get_blob(job_id, INGEST_BLOB))
@@ -101,7 +101,8 @@ async def set_up_job(
             skip_invalid=req.skip_invalid,
         )
         stored = sum((await store.counts(job_id)).values())
-        ingest = Ingest(reading, store, job_id, stored=stored, marked=mark.offset if mark is not None else 0)
+        marked = mark.offset if mark is not None else 0
+        ingest = Ingest(reading, store, job_id, stored=stored, marked=marked, cache=req.cache)
     if may_batch(job_config(config, job)):
         await ingest.run()
         await end_ingest(store, job_id, ingest, req, config, err, sending=False)

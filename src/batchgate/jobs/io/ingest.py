@@ -23,6 +23,7 @@ from typing import Protocol
 
 import orjson
 
+from batchgate.jobs.io.cached import JobCache
 from batchgate.jobs.io.input import (
     MAX_REPORTED_PROBLEMS,
     BodyCheck,
@@ -170,16 +171,25 @@ class Ingest:
     (nothing more stored), for the caller to tell every problem."""
 
     def __init__(
-        self, reading: InputPass, store: JobStore, job_id: str, *, stored: int, marked: int = 0
+        self,
+        reading: InputPass,
+        store: JobStore,
+        job_id: str,
+        *,
+        stored: int,
+        marked: int = 0,
+        cache: JobCache | None = None,
     ) -> None:
         """`stored`: the tasks the job holds (seqs below it are not stored again); `marked`: the
-        offset its mark is at (a re-read does not move it back)."""
+        offset its mark is at (a re-read does not move it back); `cache`: the response cache, whose
+        answers are stored as finished tasks (`JobStore.add_done`), a chunk at a time."""
         self.reading = reading
         self._marked = marked
         self._store = store
         self._job_id = job_id
         self._stored = stored
         self.sink: IngestSink | None = None
+        self.cache = cache
         self.failed = False
         self._claimed = 0
         self._room = asyncio.Event()
@@ -197,11 +207,23 @@ class Ingest:
             self._marked = mark.offset
         new = [s for s in specs if s.seq >= self._stored]
         if new:
-            await self._store.add_tasks(self._job_id, new)
+            misses = await self._answered(new)
+            await self._store.add_tasks(self._job_id, misses)
             self._stored = new[-1].seq + 1
             await self._store.update_job(self._job_id, task_total=self._stored)
+            self.claimed(misses[0].seq if misses else self._stored)  # answered tasks are never claimed
         if self.sink is not None:
             self.sink.tasks_arrived(self._stored)
+
+    async def _answered(self, specs: list[TaskSpec]) -> list[TaskSpec]:
+        """Store the tasks the response cache answers as finished (one bulk lookup, one
+        transaction); the others are returned, to be stored pending."""
+        if self.cache is None:
+            return specs
+        hits, misses = await self.cache.split(specs)
+        if hits:
+            await self._store.add_done(self._job_id, hits)
+        return misses
 
     def claimed(self, upto: int) -> None:
         """The run claimed the tasks before seq `upto`: reading may go on to `AHEAD` past it."""
