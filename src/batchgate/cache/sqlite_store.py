@@ -87,15 +87,18 @@ class SqliteCacheStore:
     def _get(self, keys: Sequence[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
         now = self._wall()
+        stale = now - TOUCH_S
         for part in chunks(keys):
             marks = ",".join("?" * len(part))
-            rows = self._conn.execute(f"SELECT key, value FROM entries WHERE key IN ({marks})", part)
-            found.update(rows.fetchall())
-            if found:
-                self._conn.execute(
-                    f"UPDATE entries SET used = ? WHERE key IN ({marks}) AND used < ?",
-                    (now, *part, now - TOUCH_S),
-                )
+            rows = self._conn.execute(f"SELECT key, value, used FROM entries WHERE key IN ({marks})", part)
+            touch = []
+            for key, value, used in rows.fetchall():
+                found[key] = value
+                if used < stale:
+                    touch.append(key)
+            if touch:
+                marks = ",".join("?" * len(touch))
+                self._conn.execute(f"UPDATE entries SET used = ? WHERE key IN ({marks})", (now, *touch))
         return found
 
     async def put_many(self, entries: Mapping[str, bytes]) -> None:

@@ -146,6 +146,7 @@ def feed(req: RunRequest, ingest: Ingest | None) -> tuple[RunRequest, asyncio.Fu
     if ingest is None:
         return req, None
     feeding = asyncio.ensure_future(ingest.run())
+    ingest.on_done = req.on_commit  # the cache's answers are appended to OUT as they are stored
     hear = req.on_engine
 
     def on_engine(engine: JobEngine) -> None:

@@ -123,7 +123,7 @@ class JobCache:
         if key is None:
             return
         usage = result.usage or Usage()
-        entry = CacheEntry(
+        entry = CacheEntry.of(
             result.body,
             usage.prompt_tokens,
             usage.completion_tokens,
@@ -160,7 +160,7 @@ def cached_outcome(spec: TaskSpec, entry: CacheEntry) -> TaskOutcome:
         spec.custom_id,
         request_id=None,
         status_code=200,
-        body=entry.body,
+        body=orjson.Fragment(entry.body_json),  # the answer's bytes as first written
         provider=entry.provider,
         attempts=0,
         latency_ms=0.0,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -31,7 +31,8 @@ from batchgate.jobs.io.input import (
     ValidationReport,
     read_tasks_hashed,
 )
-from batchgate.jobs.store.protocol import JobStore, TaskSpec
+from batchgate.jobs.io.progress import Progress
+from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec
 
 INGEST_BLOB = "ingest_mark"
 FIRST_CHUNK = 256  # tasks validated before the job is created and its first request leaves
@@ -161,6 +162,8 @@ class InputPass:
 class IngestSink(Protocol):
     """The run that sends the stored tasks (`JobEngine`)."""
 
+    progress: Progress
+
     def tasks_arrived(self, total: int) -> None: ...
 
 
@@ -190,6 +193,7 @@ class Ingest:
         self._stored = stored
         self.sink: IngestSink | None = None
         self.cache = cache
+        self.on_done: Callable[[Sequence[TaskOutcome]], None] | None = None  # hits' outcomes, stored
         self.failed = False
         self._claimed = 0
         self._room = asyncio.Event()
@@ -198,10 +202,10 @@ class Ingest:
     def stored(self) -> int:
         return self._stored
 
-    async def store_chunk(self, specs: list[TaskSpec]) -> None:
-        """Record the mark, then store the chunk's tasks not stored yet (the mark first: a task is
-        never stored past its job's mark)."""
-        mark = self.reading.mark()
+    async def store_chunk(self, specs: list[TaskSpec], mark: IngestMark | None = None) -> None:
+        """Record the mark (where reading was when the chunk was taken), then store the chunk's
+        tasks not stored yet (the mark first: a task is never stored past its job's mark)."""
+        mark = mark or self.reading.mark()
         if mark.offset > self._marked:
             await self._store.put_blob(self._job_id, INGEST_BLOB, mark.dump())
             self._marked = mark.offset
@@ -223,6 +227,10 @@ class Ingest:
         hits, misses = await self.cache.split(specs)
         if hits:
             await self._store.add_done(self._job_id, hits)
+            if self.on_done is not None:
+                self.on_done([outcome for _, outcome in hits])  # OUT, after the store has them
+            if self.sink is not None:
+                self.sink.progress.done_before += len(hits)  # finished without this run sending
         return misses
 
     def claimed(self, upto: int) -> None:
@@ -237,20 +245,31 @@ class Ingest:
         what the run claimed; True if it all went in (False: a bad line)."""
         reading = self.reading
         specs: list[TaskSpec] = []
-        while not reading.done:
-            while self.sink is not None and reading.tasks - self._claimed > AHEAD:
-                self._room.clear()
-                await self._room.wait()
-            specs += reading.take(SLICE)
-            if reading.failed:  # the chunk holding its bad line is not stored: the mark stays behind it
-                self.failed = True  # the tasks stored are sent, no more; the rest is validated
-                finished = False
-                while not finished:
-                    finished = reading.finish(SLICE)
-                    await asyncio.sleep(0)  # the sending of the stored tasks goes on between slices
-                return False
-            if len(specs) >= CHUNK or reading.done:
-                await self.store_chunk(specs)
-                specs = []
-            await asyncio.sleep(0)
+        writing: asyncio.Future[None] | None = None  # the last chunk's storing, behind the reading
+        try:
+            while not reading.done:
+                while self.sink is not None and reading.tasks - self._claimed > AHEAD:
+                    self._room.clear()
+                    await self._room.wait()
+                specs += reading.take(SLICE)
+                if reading.failed:  # the chunk holding its bad line is not stored: the mark stays behind it
+                    self.failed = True  # the tasks stored are sent, no more; the rest is validated
+                    if writing is not None:
+                        await writing
+                    finished = False
+                    while not finished:
+                        finished = reading.finish(SLICE)
+                        await asyncio.sleep(0)  # the sending of the stored tasks goes on between slices
+                    return False
+                if len(specs) >= CHUNK or reading.done:
+                    if writing is not None:
+                        await writing  # one chunk stored at a time, in order; the next is read meanwhile
+                    writing = asyncio.ensure_future(self.store_chunk(specs, reading.mark()))
+                    specs = []
+                await asyncio.sleep(0)
+            if writing is not None:
+                await writing
+        finally:
+            if writing is not None and not writing.done():
+                writing.cancel()
         return True
