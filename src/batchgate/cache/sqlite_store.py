@@ -1,8 +1,9 @@
 """The SQLite cache store: one file (WAL, so readers never wait for a writer), bounded by the
 bytes of its values, evicting the least recently used first.
 
-A read marks its keys used at most once a `TOUCH_S` (one `UPDATE ... WHERE key IN (...)` a chunk,
-skipping keys touched lately), so a re-run of a freshly filled cache writes nothing while it reads.
+Rows go in rowid order (appended: the answers are large), found through a unique index of the
+keys. A read marks its keys used at most once a `TOUCH_S` (one `UPDATE ... WHERE key IN (...)` a
+chunk, skipping keys touched lately), so a re-run of a freshly filled cache writes nothing while it reads.
 The values' total is kept in the `meta` table in the same transaction as each write.
 """
 
@@ -25,13 +26,15 @@ TOUCH_S = 60.0  # a key read again within this long is not re-marked (LRU to the
 EVICT_STEP = 512  # entries dropped per statement while over the bound
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
-    key TEXT PRIMARY KEY, value BLOB NOT NULL, written REAL NOT NULL, used REAL NOT NULL
-) WITHOUT ROWID;
+    id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value BLOB NOT NULL, written REAL NOT NULL,
+    used REAL NOT NULL
+);
 CREATE INDEX IF NOT EXISTS entries_used ON entries (used);
 CREATE INDEX IF NOT EXISTS entries_written ON entries (written);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta VALUES ('bytes', 0);
 """
+_PUT = "INSERT OR REPLACE INTO entries (key, value, written, used) VALUES (?, ?, ?, ?)"
 _ADD_BYTES = "UPDATE meta SET value = value + ? WHERE name = 'bytes' RETURNING value"
 
 
@@ -116,8 +119,8 @@ class SqliteCacheStore:
                 marks = ",".join("?" * len(part))
                 row = conn.execute(f"SELECT SUM(LENGTH(value)) FROM entries WHERE key IN ({marks})", part)
                 old += int(row.fetchone()[0] or 0)
-            rows = ((k, v, now, now) for k, v in entries.items())
-            conn.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", rows)
+            rows = ((k, v, now, now) for k, v in zip(keys, entries.values(), strict=True))
+            conn.executemany(_PUT, rows)
             added = sum(len(v) for v in entries.values()) - old
             total = conn.execute(_ADD_BYTES, (added,))
             self._evict(int(total.fetchone()[0]))
@@ -130,7 +133,7 @@ class SqliteCacheStore:
         """Drop the least recently used entries until the values fit under the bound."""
         while self._max is not None and total > self._max:
             rows = self._conn.execute(
-                "DELETE FROM entries WHERE key IN (SELECT key FROM entries ORDER BY used LIMIT ?) "
+                "DELETE FROM entries WHERE id IN (SELECT id FROM entries ORDER BY used LIMIT ?) "
                 "RETURNING LENGTH(value)",
                 (EVICT_STEP if total - self._max > 4096 else 1,),
             ).fetchall()

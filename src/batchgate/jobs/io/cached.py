@@ -21,6 +21,7 @@ from batchgate.cache.key import CacheMode, cache_key, reusable
 from batchgate.cache.location import open_cache
 from batchgate.cache.protocol import CacheStore
 from batchgate.config import GatewayConfig
+from batchgate.gateway_cache import RouteKinds
 from batchgate.jobs.io.output import format_success_line
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Result, Usage
@@ -67,30 +68,15 @@ class JobCache:
         self.scope = scope
         self.dedupe = dedupe
         self.figures = CacheFigures()
-        self._kinds: dict[str, str] = {}
-        self._routes = {r.model: r for r in config.routes}
-        self._config = config
+        self._kinds = RouteKinds(config)
         self._puts: dict[str, bytes] = {}
         self.owned = False  # the run opened the store (and closes it)
-
-    def _kind(self, model: Any) -> str:
-        """Who answers `model`: its route's first target's provider kind and model."""
-        kind = self._kinds.get(model)
-        if kind is None:
-            route = self._routes.get(model)
-            if route is None or not route.targets:
-                kind = "?"
-            else:
-                target = route.targets[0]
-                kind = f"{self._config.provider(target.provider).kind}:{target.model or model}"
-            self._kinds[model] = kind
-        return kind
 
     def key_of(self, body: Mapping[str, Any]) -> str | None:
         """The task's cache key, or None when its answer may not be reused."""
         if not reusable(body, self.mode):
             return None
-        return cache_key(body, self._kind(body.get("model")), self.scope)
+        return cache_key(body, self._kinds.kind(body.get("model")), self.scope)
 
     async def split(
         self, specs: Sequence[TaskSpec]
