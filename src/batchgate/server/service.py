@@ -34,7 +34,6 @@ from batchgate.quota.store.location import StoreSpec
 from batchgate.server.app import Service, make_app
 from batchgate.server.batch_api.batches import Batches
 from batchgate.server.batch_api.files import Files
-from batchgate.server.batch_api.run_cache import open_server_cache
 from batchgate.server.batch_api.run_parts import MAX_JOBS, RunParts
 from batchgate.server.batch_api.runs import Runs
 from batchgate.server.batch_api.shapes import WINDOW_S
@@ -111,7 +110,6 @@ async def serve(
     table = JobTable(place.registry)
     try:
         store = await open_store(place.store, create=True)
-        cache = await open_server_cache(config)  # the response cache: every tenant's, keys apart
         try:
             async with Gateway(config, clock=clock, quota_store=quota_store) as gateway:
                 files = Files(registry, place.folder / "files", clock, limits.body.upload)
@@ -131,7 +129,6 @@ async def serve(
                     max_jobs_per_key=limits.tenants.jobs_per_key,
                     callbacks=hooks,
                     timeline_s=sample_every_s,
-                    cache=cache,
                 )
                 jobs = Jobs(Runs(parts, JobTerms(table, config)), table)
                 ring = QuotaRing(gateway, clock, sample_every_s)
@@ -148,8 +145,6 @@ async def serve(
                     await hooks.close()
         finally:
             await store.close()
-            if cache is not None:
-                await cache.close()
     finally:
         table.close()
         registry.close()

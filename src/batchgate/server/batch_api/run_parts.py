@@ -8,7 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from batchgate.cache.protocol import CacheStore
 from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, JobSpec
 from batchgate.endpoints import endpoint_for_url
@@ -48,7 +47,6 @@ class RunParts:
     max_jobs: int = MAX_JOBS
     max_jobs_per_key: int | None = None  # None: half of `max_jobs` (at least 1)
     timeline_s: float = DEFAULT_EVERY_S
-    cache: CacheStore | None = None  # the server-wide response cache (each tenant's keys apart)
 
     def now(self) -> int:
         return int(self.clock.wall())
