@@ -25,7 +25,7 @@ from batchgate.gateway_cache import RouteKinds
 from batchgate.jobs.io.output import format_success_line
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Result, Usage
-from batchgate.request_fields import task_metadata
+from batchgate.request_fields import TASK_METADATA, task_metadata
 from batchgate.text import plural
 
 PUT_CHUNK = 512  # answers written to the cache at once
@@ -139,7 +139,7 @@ class JobCache:
 
 def cached_outcome(spec: TaskSpec, entry: CacheEntry) -> TaskOutcome:
     """A hit's outcome: the answer as first written, marked `cached`, no attempt, nothing spent."""
-    extra = task_metadata(spec.body)
+    extra = task_metadata(spec.body) if TASK_METADATA in spec.body else {}
     extra[CACHED] = True
     usage = Usage(entry.prompt_tokens, entry.completion_tokens, entry.cached_tokens)
     line = format_success_line(
