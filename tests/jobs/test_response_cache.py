@@ -123,3 +123,32 @@ def test_a_bad_cache_flag_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "--older-than" in err[0]
+
+
+def _pipeline(root: Path, summary: str) -> Path:
+    steps = [
+        {"name": "classify", "route": "m", "prompt": "Classify: {{ text }}", "max_tokens": 5},
+        {"name": "summary", "route": "m", "prompt": f"{summary}: {{{{ text }}}}", "max_tokens": 8},
+    ]
+    path = root / "pipe.yaml"
+    path.write_text(yaml.safe_dump({"steps": steps}), encoding="utf-8")
+    return path
+
+
+@pytest.mark.slow
+def test_a_changed_step_re_runs_only_from_that_step(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    data["cache"] = {"store": str(tmp_path / "cache.db"), "mode": "always"}  # a step's n=1 answers reused
+    config.write_text(yaml.safe_dump(data), encoding="utf-8")
+    (tmp_path / "in.jsonl").write_bytes(
+        b"".join(orjson.dumps({"custom_id": f"r{i}", "text": f"review {i}"}) + b"\n" for i in range(4))
+    )
+    code, first, _ = _run(tmp_path, "out1.jsonl", "--pipeline", str(_pipeline(tmp_path, "Summarise")))
+    assert code == 0
+    assert _requests(first) == 8
+    code, again, lines = _run(tmp_path, "out2.jsonl", "--pipeline", str(_pipeline(tmp_path, "Shorten")))
+    assert code == 0
+    assert _requests(again) == 4  # the summary step changed: it alone is sent
+    assert again["cache"]["hits"] == 4  # the classify step came from the cache
+    assert all(line["answers"]["summary"]["status"] == "succeeded" for line in lines)

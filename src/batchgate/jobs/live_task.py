@@ -14,7 +14,7 @@ from batchgate.errors import BatchgateError, RoutingError
 from batchgate.gateway import Gateway
 from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate
 from batchgate.jobs.io import outcome
-from batchgate.jobs.io.cached import JobCache
+from batchgate.jobs.io.cached import JobCache, answered_outcome
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.io.provider_figures import tally_result
@@ -71,9 +71,14 @@ class LiveTasks:
         job that is in flight or answered: sent once, its answer written for each (no attempt, no
         cost). A first that fails does not stand for its twins: each then sends itself."""
         cache = self.cache
-        key = cache.key_of(spec.body) if cache is not None and cache.dedupe else None
+        key = cache.key_of(spec.body) if cache is not None else None
         if key is None or cache is None:
             return await self._run(spec)
+        hit = await cache.lookup(spec, key)  # a task stored without a bulk lookup (a pipeline's step)
+        if hit is not None:
+            return hit, 0, None, (0.0, 0)
+        if not cache.dedupe:
+            return await self._run_kept(spec, cache)
         twin = self._twins.get(key)
         if twin is not None:
             answer = await asyncio.shield(twin)
@@ -85,12 +90,8 @@ class LiveTasks:
         self._twins[key] = first
         answer = None
         try:
-            done = await self._run(spec)
-            if done[0].ok and done[2] is None:
-                answer = done[0]
-                cache.remember(spec, answer, float(done[3][0]))
-                if cache.full():
-                    await cache.flush()
+            done = await self._run_kept(spec, cache)
+            answer = done[0] if done[0].ok and done[2] is None else None
             return done
         finally:
             first.set_result(answer)
@@ -98,6 +99,15 @@ class LiveTasks:
                 self._twins.pop(key, None)
             elif len(self._twins) > MAX_TWINS:
                 self._twins.pop(next(iter(self._twins)))  # the oldest answer is let go
+
+    async def _run_kept(self, spec: TaskSpec, cache: JobCache) -> tuple[Result, int, str | None, Amount]:
+        """Run the task and keep a valid answer in the cache."""
+        done = await self._run(spec)
+        if done[0].ok and done[2] is None:
+            cache.remember(spec, done[0], float(done[3][0]))
+            if cache.full():
+                await cache.flush()
+        return done
 
     async def _run(self, spec: TaskSpec) -> tuple[Result, int, str | None, Amount]:
         """Run the task; with an output check, re-run an invalid answer up to the job's limit.
@@ -164,7 +174,9 @@ class LiveTasks:
         """The stored outcome: the kept answer's tokens, and every cent the task was billed."""
         cost = float(billed[0])
         latency = round(result.latency_ms, 1)
-        if result.ok and invalid is None:
+        if result.cached:  # from the response cache: marked so, nothing spent
+            done = answered_outcome(spec, result)
+        elif result.ok and invalid is None:
             done = outcome.succeeded(
                 spec,
                 body=result.body or {},

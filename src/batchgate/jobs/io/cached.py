@@ -101,6 +101,20 @@ class JobCache:
         self.figures.saved_usd += saved
         return hits, misses
 
+    async def lookup(self, spec: TaskSpec, key: str) -> Result | None:
+        """One task's answer from the cache (a `Result` marked `cached`), or None."""
+        if self.store is None:
+            return None
+        data = (await self.store.get_many([key])).get(key)
+        if data is None:
+            return None
+        entry = CacheEntry.load(data)
+        self.figures.hits += 1
+        self.figures.saved_usd += entry.cost_usd
+        usage = Usage(entry.prompt_tokens, entry.completion_tokens, entry.cached_tokens)
+        return Result(spec.seq, True, entry.body, provider=entry.provider, status_code=200, usage=usage,
+                      custom_id=spec.custom_id, cached=True)  # fmt: skip
+
     def remember(self, spec: TaskSpec, result: Result, cost: float) -> None:
         """Keep a succeeded answer (written with the next chunk, or at `flush`)."""
         if self.store is None or not result.ok or result.body is None:
@@ -135,6 +149,15 @@ class JobCache:
         finally:
             if self.store is not None:
                 await self.store.close()
+
+
+def answered_outcome(spec: TaskSpec, result: Result) -> TaskOutcome:
+    """The outcome of a task the cache answered one at a time (`JobCache.lookup`)."""
+    usage = result.usage or Usage()
+    tokens = (usage.prompt_tokens, usage.completion_tokens)
+    return cached_outcome(
+        spec, CacheEntry.of(result.body or {}, *tokens, 0.0, result.provider, usage.cached_tokens)
+    )
 
 
 def cached_outcome(spec: TaskSpec, entry: CacheEntry) -> TaskOutcome:
