@@ -44,3 +44,17 @@ async def test_add_done_refuses_unfinished_outcomes_and_unknown_jobs(store: JobS
         await store.add_done("job1", [(spec(0), outcome(0, TaskState.RUNNING))])
     with pytest.raises(JobError, match="nope"):
         await store.add_done("nope", [(spec(0), outcome(0))])
+
+
+async def test_add_done_stores_a_chunk_whole_with_its_pending_tasks(store: JobStore) -> None:
+    await store.create_job(job())
+    chunk = specs(4)
+    done = [(chunk[0], outcome(0)), (chunk[2], outcome(2))]
+    assert await store.add_done("job1", done, [chunk[1], chunk[3]]) == 4
+    counts = await store.counts("job1")
+    assert (counts[TaskState.PENDING], counts[TaskState.SUCCEEDED]) == (2, 2)
+    assert [t.seq for t in await store.claim_tasks("job1", 10)] == [1, 3]
+    assert await store.add_done("job1", done, [chunk[1], chunk[3]]) == 0  # again: nothing new
+    with pytest.raises(ValueError, match="non-terminal"):  # checked before anything is written
+        await store.add_done("job1", [(spec(7), outcome(7, TaskState.RUNNING))], [spec(8)])
+    assert sum((await store.counts("job1")).values()) == 4

@@ -212,7 +212,6 @@ class Ingest:
         new = [s for s in specs if s.seq >= self._stored]
         if new:
             misses = await self._answered(new)
-            await self._store.add_tasks(self._job_id, misses)
             self._stored = new[-1].seq + 1
             await self._store.update_job(self._job_id, task_total=self._stored)
             self.claimed(misses[0].seq if misses else self._stored)  # answered tasks are never claimed
@@ -220,13 +219,15 @@ class Ingest:
             self.sink.tasks_arrived(self._stored)
 
     async def _answered(self, specs: list[TaskSpec]) -> list[TaskSpec]:
-        """Store the tasks the response cache answers as finished (one bulk lookup, one
-        transaction); the others are returned, to be stored pending."""
+        """Store the chunk: with a response cache, the tasks it answers as finished (one bulk
+        lookup) and the others pending, in one transaction (a chunk goes in whole, so what a
+        killed run stored is a prefix of the input); returns the pending ones."""
         if self.cache is None:
+            await self._store.add_tasks(self._job_id, specs)
             return specs
         hits, misses = await self.cache.split(specs)
+        await self._store.add_done(self._job_id, hits, misses)
         if hits:
-            await self._store.add_done(self._job_id, hits)
             if self.on_done is not None:
                 self.on_done([outcome for _, outcome in hits])  # OUT, after the store has them
             if self.sink is not None:

@@ -29,13 +29,27 @@ class PgDone:
     async def _take_orders(self, conn: Conn, pk: int, count: int) -> int:
         raise NotImplementedError
 
-    async def add_done(self, job_id: str, done: Sequence[tuple[TaskSpec, TaskOutcome]]) -> int:
+    async def add_done(
+        self, job_id: str, done: Sequence[tuple[TaskSpec, TaskOutcome]], pending: Sequence[TaskSpec] = ()
+    ) -> int:
         for _, outcome in done:
             check_outcome(outcome)
         async with self._tx() as conn:
             pk = await self._pk(conn, job_id)
+            added = 0
+            if pending:
+                waiting = {
+                    "job": pk,
+                    "seqs": [t.seq for t in pending],
+                    "lines": [t.line_no for t in pending],
+                    "ids": [t.custom_id for t in pending],
+                    "bodies": [orjson.dumps(t.body) for t in pending],
+                    "routes": [t.route for t in pending],
+                    "steps": [t.step for t in pending],
+                }
+                added = int((await conn.execute(Q["task_insert"], waiting)).rowcount)
             if not done:
-                return 0
+                return added
             base = await self._take_orders(conn, pk, len(done))
             specs = [s for s, _ in done]
             params = complete_params(pk, [o for _, o in done], base, None)
@@ -46,4 +60,4 @@ class PgDone:
                 routes=[s.route for s in specs],
                 steps=[s.step for s in specs],
             )
-            return int((await conn.execute(Q["task_insert_done"], params)).rowcount)
+            return added + int((await conn.execute(Q["task_insert_done"], params)).rowcount)

@@ -16,8 +16,9 @@ Semantics every store honours (the conformance suite checks each):
 - `complete_tasks` writes all outcomes in one transaction and gives each a job-wide, increasing
   `completed_order`; a task that already SUCCEEDED is final and never overwritten.
 - `add_done` stores tasks that are already finished (an answer from the response cache), each
-  with its outcome, in one transaction: like `add_tasks`, a task already present is left untouched;
-  the new ones get `completed_order`s in list order, as `complete_tasks` gives them.
+  with its outcome, and the chunk's other tasks (`pending`) in one transaction — a chunk goes in
+  whole or not at all, so the tasks a job holds stay a prefix of its input: like `add_tasks`, a
+  task already present is left untouched; the finished ones get `completed_order`s in list order.
 - `requeue_running` puts running tasks back to pending (at-least-once after a crash or a stop).
 - Chunks (for workers sharing one store): `claim_chunk` first returns the tasks of the job's
   expired leases to pending, then claims pending tasks in `seq` order under a new lease whose
@@ -172,8 +173,11 @@ class JobStore(Protocol):
         """Record outcomes in one transaction, assigning `completed_order` in list order."""
         ...
 
-    async def add_done(self, job_id: str, done: Sequence[tuple[TaskSpec, TaskOutcome]]) -> int:
-        """Insert finished tasks with their outcomes in one transaction; returns how many were new."""
+    async def add_done(
+        self, job_id: str, done: Sequence[tuple[TaskSpec, TaskOutcome]], pending: Sequence[TaskSpec] = ()
+    ) -> int:
+        """Insert finished tasks with their outcomes, and `pending` tasks, in one transaction;
+        returns how many were new."""
         ...
 
     async def requeue_running(self, job_id: str) -> int:

@@ -29,15 +29,24 @@ class SqliteDone:
     def _pk(self, job_id: str) -> int:
         raise NotImplementedError
 
-    async def add_done(self, job_id: str, done: Sequence[tuple[TaskSpec, TaskOutcome]]) -> int:
+    async def add_done(
+        self, job_id: str, done: Sequence[tuple[TaskSpec, TaskOutcome]], pending: Sequence[TaskSpec] = ()
+    ) -> int:
         for _, outcome in done:
             check_outcome(outcome)
 
         def insert() -> int:
             pk = self._pk(job_id)
-            if not done:
+            if not done and not pending:
                 return 0
             with self._tx() as conn:
+                before = conn.total_changes
+                waiting = (
+                    (pk, s.seq, s.line_no, s.custom_id, orjson.dumps(s.body), s.route, s.step)
+                    for s in pending
+                )
+                conn.executemany(Q["task_insert"], waiting)
+                added = conn.total_changes - before
                 ((base,),) = conn.execute(Q["job_take_orders"], {"job": pk, "count": len(done)}).fetchall()
                 rows = [
                     (pk, s.seq, s.line_no, s.custom_id, orjson.dumps(s.body), s.route, s.step, o.state.value,
@@ -45,8 +54,8 @@ class SqliteDone:
                      o.cost_usd, base + i)
                     for i, (s, o) in enumerate(done)
                 ]  # fmt: skip
-                before = conn.total_changes
+                before = conn.total_changes  # the orders taken are not tasks
                 conn.executemany(Q["task_insert_done"], rows)
-                return conn.total_changes - before
+                return added + conn.total_changes - before
 
         return await self._run(insert)
