@@ -23,10 +23,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from batchgate import gc_tuning
+from batchgate.cache.protocol import CacheStore
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig, NetworkSettings, ProviderConfig
 from batchgate.embedded import provider_urls, start_embedded
 from batchgate.endpoints import with_endpoint
+from batchgate.gateway_cache import GatewayCache
 from batchgate.models import ChatBody, Result
 from batchgate.policy.retry import RetryPolicy
 from batchgate.providers.base import make_client, make_token_counter
@@ -68,11 +70,13 @@ class Gateway:
         max_attempts: int | None = None,
         timeout: float | None = None,
         quota_store: StoreSpec | QuotaStore | None = None,
+        cache: CacheStore | None = None,
     ) -> None:
         """`base_urls` overrides providers' URLs (e.g. an emulator started by the caller);
         `concurrency`, `max_attempts` and `timeout` override the config's settings;
         `quota_store` (a store, or where one is) overrides the config's `quota.store` — by default
-        each provider key's quota is this gateway's alone."""
+        each provider key's quota is this gateway's alone; `cache`: a response cache
+        (`batchgate.cache`) reusable requests are answered from and kept in (issue 43)."""
         self.config = config
         self._clock: Clock = clock or LoopClock()
         self._base_urls = dict(base_urls or {})
@@ -90,6 +94,7 @@ class Gateway:
         self._owns_quota = False
         self._shared: list[SharedQuota] = []
         self._upstreams: Upstreams | None = None  # streamed calls' session (`stream_chat`)
+        self.cache = GatewayCache(cache, config) if cache is not None else None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> Gateway:
@@ -216,7 +221,10 @@ class Gateway:
         ahead of every non-urgent request, still paced at the provider's rate."""
         own_id, body = split_request(body)
         cid = custom_id if custom_id is not None else own_id
-        return await self._sched().run(index, with_endpoint(body), cid, urgent=urgent)
+        sched, sent = self._sched(), with_endpoint(body)
+        if self.cache is not None:
+            return await self.cache.run(index, sent, cid, lambda: sched.run(index, sent, cid, urgent=urgent))
+        return await sched.run(index, sent, cid, urgent=urgent)
 
     async def abatch(self, requests: Sequence[ChatBody]) -> list[Result]:
         """Run all requests; results are aligned with the inputs."""
@@ -233,7 +241,10 @@ class Gateway:
         """
 
         async def go() -> list[Result]:
-            async with Gateway(self.config, base_urls=self._base_urls, quota_store=self._quota_choice) as gw:
+            store = self.cache.store if self.cache is not None else None
+            async with Gateway(
+                self.config, base_urls=self._base_urls, quota_store=self._quota_choice, cache=store
+            ) as gw:
                 results = await gw.abatch(requests)
                 self._last_stats = gw.statistics()
                 return results

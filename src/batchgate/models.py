@@ -81,6 +81,7 @@ class Result:
     latency_ms: float = 0.0
     attempts: list[Attempt] = field(default_factory=list)
     custom_id: str | None = None
+    cached: bool = False  # answered from the response cache (`Gateway(cache=...)`): nothing sent
 
     @property
     def text(self) -> str | None:

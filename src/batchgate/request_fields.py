@@ -15,7 +15,7 @@ TASK_METADATA = "batchgate_metadata"  # a task's metadata: {field: value}, writt
 OWN_FIELDS: frozenset[str] = frozenset({"custom_id", TASK_METADATA})
 # An OUT line's own keys (jobs/io/output.py); its other keys are the task's metadata.
 OUT_LINE_KEYS = frozenset(
-    {"id", "custom_id", "response", "error", "provider", "attempts", "latency_ms", "usage"}
+    {"id", "custom_id", "response", "error", "provider", "attempts", "latency_ms", "usage", "cached"}
 )
 
 

@@ -24,6 +24,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "batchgate.cli.serve",
     "batchgate.cli.submit",
     "batchgate.cli.worker",
+    "batchgate.cli.cache",
 )
 
 EXIT_ERROR = 2

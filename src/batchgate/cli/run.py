@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchgate.cli import observing
 from batchgate.cli.arg_types import non_negative_float, positive_float, positive_int
+from batchgate.cli.cache_option import add_cache_options, with_cache_options
 from batchgate.cli.config_file import load_config
 from batchgate.cli.job_flags import add_mode_options, add_spec_options, mode_fields, spec_fields, spec_of
 from batchgate.cli.quota_option import add_quota_option, quota_spec
@@ -41,6 +42,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         help=f"job store: a SQLite file or a postgresql:// URL (default: job.store, else {DEFAULT_STORE})",
     )
     add_quota_option(p)
+    add_cache_options(p)  # --cache, --no-dedupe (issue 43)
     p.add_argument("--errors", type=Path, default=None, help="errors file (default: OUTPUT.errors.jsonl)")
     p.add_argument(
         "--ordered", action="store_true", help="write OUT in input order (default: completion order)"
@@ -239,6 +241,7 @@ def _go(req: RunRequest, config: GatewayConfig, args: argparse.Namespace) -> int
     from batchgate.jobs.runner import run_job  # noqa: PLC0415 — start-up: the engine and HTTP stack only to run
 
     guard_paths(req)  # before the log file is opened: it must not be a file the run reads
+    config = with_cache_options(config, args)
     progress = _progress_mode(args)
     # In JSON-lines mode stdout carries only events; the human lines go to stderr.
     out = _stderr if progress == "json" else print

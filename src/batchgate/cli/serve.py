@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from batchgate.cli.arg_types import positive_float, positive_int
+from batchgate.cli.cache_option import add_cache_options, with_cache_options
 from batchgate.cli.config_file import load_config
 from batchgate.cli.observing import add_trace_option, tracing_for
 from batchgate.cli.quota_option import add_quota_option, quota_spec
@@ -115,6 +116,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _limit_arguments(serve)
     add_tenant_arguments(serve)
     add_quota_option(serve)
+    add_cache_options(serve)
     _place_arguments(serve)
     add_trace_option(serve)
     serve.set_defaults(handler=run_serve)
@@ -222,7 +224,7 @@ def run_serve(args: argparse.Namespace) -> int:
     callbacks = _callback_settings(args)
     limits = _body_limits(args)
     loop_factory = _loop_factory(args.loop)
-    config = load_config(args.config)
+    config = with_cache_options(load_config(args.config), args)  # --cache: one cache, tenants' keys apart
     callbacks = replace(callbacks, network=config.network)  # the environment's proxy and CAs
     _warn_unpriced(config)
     place = _place(args)

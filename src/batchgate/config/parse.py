@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, cast
 
+from batchgate.config.cache_section import read_cache
 from batchgate.config.job_spec import FIELDS, parse_job_spec
 from batchgate.config.model_limits import cut_per_model
 from batchgate.config.network import environment_network
@@ -34,7 +35,19 @@ from batchgate.policy.takeout import TakeOutSettings
 from batchgate.quota.store.location import resolve
 
 _TOP = frozenset(
-    {"providers", "routes", "settings", "prices", "budget", "job", "quota", "emulator", "fanout", "tracing"}
+    {
+        "providers",
+        "routes",
+        "settings",
+        "prices",
+        "budget",
+        "job",
+        "quota",
+        "emulator",
+        "fanout",
+        "tracing",
+        "cache",
+    }
 )
 _QUOTA = frozenset({"store", "namespace"})
 _ROUTE = frozenset({"model", "targets", "mode"})
@@ -97,6 +110,7 @@ def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> 
         budget=_budget(top),
         job=_job(top),
         quota=_quota(top, environ),
+        cache=read_cache(top),
         emulator=emulator,
         fanout=_fanout(top, models),
         source=source,

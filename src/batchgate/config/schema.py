@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from batchgate.config.bedrock import BedrockSettings
+from batchgate.config.cache_section import CacheSettings
 from batchgate.config.job_spec import JobSpec
 from batchgate.config.network import NetworkSettings
 from batchgate.config.tracing import TracingSettings
@@ -281,6 +282,7 @@ class GatewayConfig:
     budget: Budget = field(default_factory=Budget)
     job: JobSettings = field(default_factory=JobSettings)
     quota: QuotaSettings = field(default_factory=QuotaSettings)
+    cache: CacheSettings = field(default_factory=CacheSettings)  # the response cache (issue 43)
     emulator: Mapping[str, Any] | None = None  # raw emulator section, parsed by batchgate.emulator
     fanout: tuple[str, ...] = ()  # routes every input line runs on (`run --fanout` overrides)
     source: str = "<dict>"

@@ -177,7 +177,7 @@ class JobEngine:
             self._live = LiveTasks(
                 self.config, gateway, self._gate, self.check, self.progress, lambda: self.stopping
             )
-            self._live.step_checks = dict(self.job.step_checks)
+            self._live.step_checks, self._live.cache = dict(self.job.step_checks), self.job.cache
             self._packs = Packer(
                 self.config,
                 self._live,

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from batchgate.jobs.io.cached import JobCache
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
 from batchgate.quota.store.location import StoreSpec
@@ -51,6 +52,7 @@ class JobFacts:
     step_checks: Mapping[str, OutputCheck] = field(default_factory=dict)  # replace the job's, by step
     deadline: float | None = None  # wall seconds (`batch_policy.job_deadline`)
     spent_extra_tokens: int = 0  # billed by earlier runs beyond the stored answers (the token budget)
+    cache: JobCache | None = None  # the response cache, and identical lines sent once (issue 43)
 
 
 @dataclass(frozen=True, slots=True)

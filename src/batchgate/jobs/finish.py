@@ -17,6 +17,7 @@ import orjson
 
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import write_joined
+from batchgate.jobs.io.cached import JobCache, cache_section
 from batchgate.jobs.io.output import write_outputs
 from batchgate.jobs.io.report import (
     OPEN_SEGMENT_BLOB,
@@ -80,6 +81,7 @@ async def finish_job(
     graph: GraphTasks | None = None,
     appended: int | None = None,
     more_input: bool = False,
+    cache: JobCache | None = None,
 ) -> Finished:
     """Store the job's status and report segments, then write OUT, errors and the report. A
     fan-out or pipeline job (`graph`) writes one joined line per input and a `graph` report section.
@@ -111,6 +113,8 @@ async def finish_job(
     if section is not None:
         report["graph"] = section
         await store.put_blob(job_id, GRAPH_REPORT_BLOB, orjson.dumps(section))
+    if (cached := await cache_section(store, job_id, cache)) is not None:
+        report["cache"] = cached  # answers from the response cache, what they saved (issue 43)
     if emulator_stats is not None:
         report["emulator"] = _without_series(emulator_stats)
     write_report(files.report, report)
@@ -166,6 +170,8 @@ async def stored_report(store: JobStore, job: JobRecord) -> dict[str, Any]:
     graph = await store.get_blob(job.job_id, GRAPH_REPORT_BLOB)
     if graph:
         report["graph"] = orjson.loads(graph)
+    if (cached := await cache_section(store, job.job_id, None)) is not None:
+        report["cache"] = cached
     return report
 
 

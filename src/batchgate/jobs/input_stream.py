@@ -83,7 +83,7 @@ async def set_up_job(
         reading = first if isinstance(first, InputPass) else open_input(req, config, err)
         job = new_record(job_id, req, replace(reading.report(), sha256=""), config, clock)
         await store.create_job(job)
-        ingest = Ingest(reading, store, job_id, stored=0)
+        ingest = Ingest(reading, store, job_id, stored=0, cache=req.cache)
         await ingest.store_chunk(reading.pending)
     else:
         mark = IngestMark.load(await store.get_blob(job_id, INGEST_BLOB))
@@ -101,7 +101,8 @@ async def set_up_job(
             skip_invalid=req.skip_invalid,
         )
         stored = sum((await store.counts(job_id)).values())
-        ingest = Ingest(reading, store, job_id, stored=stored, marked=mark.offset if mark is not None else 0)
+        marked = mark.offset if mark is not None else 0
+        ingest = Ingest(reading, store, job_id, stored=stored, marked=marked, cache=req.cache)
     if may_batch(job_config(config, job)):
         await ingest.run()
         await end_ingest(store, job_id, ingest, req, config, err, sending=False)
@@ -145,6 +146,7 @@ def feed(req: RunRequest, ingest: Ingest | None) -> tuple[RunRequest, asyncio.Fu
     if ingest is None:
         return req, None
     feeding = asyncio.ensure_future(ingest.run())
+    ingest.on_done = req.on_commit  # the cache's answers are appended to OUT as they are stored
     hear = req.on_engine
 
     def on_engine(engine: JobEngine) -> None:

@@ -24,6 +24,7 @@ from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.inputs import read_items, validate_items
 from batchgate.jobs.graph.setup import input_items
 from batchgate.jobs.graph.spec import Graph
+from batchgate.jobs.io.cached import JobCache
 from batchgate.jobs.io.ingest import INGEST_BLOB, IngestMark, input_stat
 from batchgate.jobs.io.input import (
     InputProblem,
@@ -78,6 +79,7 @@ class RunRequest:
     allow_unpriced: bool = False  # --allow-unpriced: a money budget although a model has no price
     python: bool = False  # `batchgate.Job`: messages speak Python (`skip_invalid=True`)
     batch_endpoint: str | None = None  # serve's /v1/batches: the batch's endpoint, every line's
+    cache: JobCache | None = field(default=None, compare=False)  # the response cache; dedupe (issue 43)
 
     @property
     def errors_file(self) -> Path:

@@ -14,6 +14,7 @@ from batchgate.errors import BatchgateError, RoutingError
 from batchgate.gateway import Gateway
 from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate
 from batchgate.jobs.io import outcome
+from batchgate.jobs.io.cached import JobCache, answered_outcome
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.io.provider_figures import tally_result
@@ -23,6 +24,7 @@ from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
 from batchgate.models import Result, Usage
 
 _NO_CHECK = OutputCheck()
+MAX_TWINS = 100_000  # answers kept for identical lines of the job still to come (oldest let go)
 
 
 class Abandoned(Exception):
@@ -50,6 +52,8 @@ class LiveTasks:
         self.prices = PriceTable(config.prices)
         self.sending: set[asyncio.Task[Any]] = set()
         self.step_checks: dict[str, OutputCheck] = {}  # a pipeline step's own output check
+        self.cache: JobCache | None = None  # the response cache and in-job dedupe (issue 43)
+        self._twins: dict[str, asyncio.Future[Result | None]] = {}  # a reusable task's key -> its answer
         self._stopping = stopping
 
     def worst_case(self, spec: TaskSpec) -> Amount:
@@ -63,6 +67,49 @@ class LiveTasks:
         return self.prices.worst_case(self.config, spec.body, est.prompt_tokens)
 
     async def run(self, spec: TaskSpec) -> tuple[Result, int, str | None, Amount]:
+        """Run the task, or (in-job dedupe) take the answer of an identical reusable task of the
+        job that is in flight or answered: sent once, its answer written for each (no attempt, no
+        cost). A first that fails does not stand for its twins: each then sends itself."""
+        cache = self.cache
+        key = cache.key_of(spec.body) if cache is not None else None
+        if key is None or cache is None:
+            return await self._run(spec)
+        hit = await cache.lookup(spec, key)  # a task stored without a bulk lookup (a pipeline's step)
+        if hit is not None:
+            return hit, 0, None, (0.0, 0)
+        if not cache.dedupe:
+            return await self._run_kept(spec, cache)
+        twin = self._twins.get(key)
+        if twin is not None:
+            answer = await asyncio.shield(twin)
+            if answer is not None:
+                cache.figures.deduped += 1
+                return answer, 0, None, (0.0, 0)
+            return await self._run(spec)
+        first: asyncio.Future[Result | None] = asyncio.get_running_loop().create_future()
+        self._twins[key] = first
+        answer = None
+        try:
+            done = await self._run_kept(spec, cache)
+            answer = done[0] if done[0].ok and done[2] is None else None
+            return done
+        finally:
+            first.set_result(answer)
+            if answer is None:
+                self._twins.pop(key, None)
+            elif len(self._twins) > MAX_TWINS:
+                self._twins.pop(next(iter(self._twins)))  # the oldest answer is let go
+
+    async def _run_kept(self, spec: TaskSpec, cache: JobCache) -> tuple[Result, int, str | None, Amount]:
+        """Run the task and keep a valid answer in the cache."""
+        done = await self._run(spec)
+        if done[0].ok and done[2] is None:
+            cache.remember(spec, done[0], float(done[3][0]))
+            if cache.full():
+                await cache.flush()
+        return done
+
+    async def _run(self, spec: TaskSpec) -> tuple[Result, int, str | None, Amount]:
         """Run the task; with an output check, re-run an invalid answer up to the job's limit.
 
         Returns the last result, the provider calls made in all, the last problem (None if
@@ -127,7 +174,9 @@ class LiveTasks:
         """The stored outcome: the kept answer's tokens, and every cent the task was billed."""
         cost = float(billed[0])
         latency = round(result.latency_ms, 1)
-        if result.ok and invalid is None:
+        if result.cached:  # from the response cache: marked so, nothing spent
+            done = answered_outcome(spec, result)
+        elif result.ok and invalid is None:
             done = outcome.succeeded(
                 spec,
                 body=result.body or {},

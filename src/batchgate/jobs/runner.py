@@ -32,6 +32,7 @@ from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import render_graph_summary
 from batchgate.jobs.graph.setup import job_graph, restore, step_checks
 from batchgate.jobs.input_stream import end_ingest, feed, open_input, set_up_job, stop_feeding
+from batchgate.jobs.io.cached import close_job_cache, open_job_cache
 from batchgate.jobs.io.live_output import LiveOutput
 from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.io.progress import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
@@ -91,6 +92,7 @@ async def run_job(
     first = None  # a new store: the input's first lines (a graph's: all) validated before creating it
     if not store_exists(req.store_path):
         first = check_input(req, config, err) if req.graph is not None else open_input(req, config, err)
+    req = replace(req, cache=await open_job_cache(config, req.cache))  # the response cache (issue 43)
     store = await open_job_store(req, config)
     try:
         with store.lock_job(job_id):
@@ -122,6 +124,7 @@ async def run_job(
             return code
     finally:
         sink.close()
+        await close_job_cache(req.cache)
         await store.close()
 
 
@@ -162,7 +165,7 @@ async def _run_engine(
         store,
         job_id,
         req.engine,
-        job=JobFacts(graph, checks, deadline, spent_extra_tokens=refused_tokens(segments)),
+        job=JobFacts(graph, checks, deadline, spent_extra_tokens=refused_tokens(segments), cache=req.cache),
         hooks=EngineHooks(on_event, req.on_result, req.on_commit),
         host=EngineHost(clock, req.gateway),
     )
@@ -325,6 +328,7 @@ async def _finish(
         graph=graph,
         appended=appended,
         more_input=more_input is not None,
+        cache=req.cache,
     )
     status, reason, unfinished = done.status, done.reason, done.unfinished
     written, failed = done.written, done.failed

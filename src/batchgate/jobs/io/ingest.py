@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import orjson
 
+from batchgate.jobs.io.cached import JobCache
 from batchgate.jobs.io.input import (
     MAX_REPORTED_PROBLEMS,
     BodyCheck,
@@ -30,7 +31,8 @@ from batchgate.jobs.io.input import (
     ValidationReport,
     read_tasks_hashed,
 )
-from batchgate.jobs.store.protocol import JobStore, TaskSpec
+from batchgate.jobs.io.progress import Progress
+from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec
 
 INGEST_BLOB = "ingest_mark"
 FIRST_CHUNK = 256  # tasks validated before the job is created and its first request leaves
@@ -160,6 +162,8 @@ class InputPass:
 class IngestSink(Protocol):
     """The run that sends the stored tasks (`JobEngine`)."""
 
+    progress: Progress
+
     def tasks_arrived(self, total: int) -> None: ...
 
 
@@ -170,16 +174,26 @@ class Ingest:
     (nothing more stored), for the caller to tell every problem."""
 
     def __init__(
-        self, reading: InputPass, store: JobStore, job_id: str, *, stored: int, marked: int = 0
+        self,
+        reading: InputPass,
+        store: JobStore,
+        job_id: str,
+        *,
+        stored: int,
+        marked: int = 0,
+        cache: JobCache | None = None,
     ) -> None:
         """`stored`: the tasks the job holds (seqs below it are not stored again); `marked`: the
-        offset its mark is at (a re-read does not move it back)."""
+        offset its mark is at (a re-read does not move it back); `cache`: the response cache, whose
+        answers are stored as finished tasks (`JobStore.add_done`), a chunk at a time."""
         self.reading = reading
         self._marked = marked
         self._store = store
         self._job_id = job_id
         self._stored = stored
         self.sink: IngestSink | None = None
+        self.cache = cache
+        self.on_done: Callable[[Sequence[TaskOutcome]], None] | None = None  # hits' outcomes, stored
         self.failed = False
         self._claimed = 0
         self._room = asyncio.Event()
@@ -188,20 +202,37 @@ class Ingest:
     def stored(self) -> int:
         return self._stored
 
-    async def store_chunk(self, specs: list[TaskSpec]) -> None:
-        """Record the mark, then store the chunk's tasks not stored yet (the mark first: a task is
-        never stored past its job's mark)."""
-        mark = self.reading.mark()
+    async def store_chunk(self, specs: list[TaskSpec], mark: IngestMark | None = None) -> None:
+        """Record the mark (where reading was when the chunk was taken), then store the chunk's
+        tasks not stored yet (the mark first: a task is never stored past its job's mark)."""
+        mark = mark or self.reading.mark()
         if mark.offset > self._marked:
             await self._store.put_blob(self._job_id, INGEST_BLOB, mark.dump())
             self._marked = mark.offset
         new = [s for s in specs if s.seq >= self._stored]
         if new:
-            await self._store.add_tasks(self._job_id, new)
+            misses = await self._answered(new)
             self._stored = new[-1].seq + 1
             await self._store.update_job(self._job_id, task_total=self._stored)
+            self.claimed(misses[0].seq if misses else self._stored)  # answered tasks are never claimed
         if self.sink is not None:
             self.sink.tasks_arrived(self._stored)
+
+    async def _answered(self, specs: list[TaskSpec]) -> list[TaskSpec]:
+        """Store the chunk: with a response cache, the tasks it answers as finished (one bulk
+        lookup) and the others pending, in one transaction (a chunk goes in whole, so what a
+        killed run stored is a prefix of the input); returns the pending ones."""
+        if self.cache is None:
+            await self._store.add_tasks(self._job_id, specs)
+            return specs
+        hits, misses = await self.cache.split(specs)
+        await self._store.add_done(self._job_id, hits, misses)
+        if hits:
+            if self.on_done is not None:
+                self.on_done([outcome for _, outcome in hits])  # OUT, after the store has them
+            if self.sink is not None:
+                self.sink.progress.done_before += len(hits)  # finished without this run sending
+        return misses
 
     def claimed(self, upto: int) -> None:
         """The run claimed the tasks before seq `upto`: reading may go on to `AHEAD` past it."""
@@ -215,20 +246,31 @@ class Ingest:
         what the run claimed; True if it all went in (False: a bad line)."""
         reading = self.reading
         specs: list[TaskSpec] = []
-        while not reading.done:
-            while self.sink is not None and reading.tasks - self._claimed > AHEAD:
-                self._room.clear()
-                await self._room.wait()
-            specs += reading.take(SLICE)
-            if reading.failed:  # the chunk holding its bad line is not stored: the mark stays behind it
-                self.failed = True  # the tasks stored are sent, no more; the rest is validated
-                finished = False
-                while not finished:
-                    finished = reading.finish(SLICE)
-                    await asyncio.sleep(0)  # the sending of the stored tasks goes on between slices
-                return False
-            if len(specs) >= CHUNK or reading.done:
-                await self.store_chunk(specs)
-                specs = []
-            await asyncio.sleep(0)
+        writing: asyncio.Future[None] | None = None  # the last chunk's storing, behind the reading
+        try:
+            while not reading.done:
+                while self.sink is not None and reading.tasks - self._claimed > AHEAD:
+                    self._room.clear()
+                    await self._room.wait()
+                specs += reading.take(SLICE)
+                if reading.failed:  # the chunk holding its bad line is not stored: the mark stays behind it
+                    self.failed = True  # the tasks stored are sent, no more; the rest is validated
+                    if writing is not None:
+                        await writing
+                    finished = False
+                    while not finished:
+                        finished = reading.finish(SLICE)
+                        await asyncio.sleep(0)  # the sending of the stored tasks goes on between slices
+                    return False
+                if len(specs) >= CHUNK or reading.done:
+                    if writing is not None:
+                        await writing  # one chunk stored at a time, in order; the next is read meanwhile
+                    writing = asyncio.ensure_future(self.store_chunk(specs, reading.mark()))
+                    specs = []
+                await asyncio.sleep(0)
+            if writing is not None:
+                await writing
+        finally:
+            if writing is not None and not writing.done():
+                writing.cancel()
         return True

@@ -29,6 +29,7 @@ MAX_REPORTED_PROBLEMS = 1000
 _BOM = b"\xef\xbb\xbf"
 _SKIP_CHUNK = 1 << 20
 _SAMPLE_EVERY = 256  # lines between two offsets kept for re-reading a line by its number
+_READ_BUFFER = 1 << 20  # the one pass reads 1 MB at a time: each read is a syscall that drops the GIL
 
 
 class _Hasher(Protocol):
@@ -130,9 +131,9 @@ def file_sha256(path: str | Path) -> str:
     return hasher.hexdigest()
 
 
-def _open(path: Path) -> IO[bytes]:
+def _open(path: Path, buffering: int = -1) -> IO[bytes]:
     try:
-        return path.open("rb")
+        return path.open("rb", buffering=buffering)
     except FileNotFoundError:
         raise InputError(str(path), None, "no such file") from None
     except IsADirectoryError:
@@ -155,7 +156,7 @@ def _read(
     seen = FirstLines(reread.same_id)  # compact: a million ids in ~15 MB, not ~125 MB
     seq = 0
     content = False
-    with _open(path) as f, reread:
+    with _open(path, _READ_BUFFER) as f, reread:
         for line_no, offset, raw in _lines(f, path, max_line_bytes, hasher):
             line_count[0] = line_no
             if line_no % _SAMPLE_EVERY == 1:
@@ -251,15 +252,17 @@ def _lines(
     """`(line_no, offset, bytes)` per line, or `(line_no, offset, None)` for a line longer than
     the limit."""
     line_no = 0
+    position = f.tell()  # counted from here on: a tell() a line is a syscall that drops the GIL
     while True:
         line_no += 1
-        offset = f.tell()
+        offset = position
         try:
             raw = f.readline(max_line_bytes + 1)
         except OSError as exc:
             raise InputError(str(path), line_no, f"cannot read ({exc.strerror})") from None
         if not raw:
             return
+        position += len(raw)
         if hasher is not None:
             hasher.update(raw)
         if raw.endswith(b"\n") or len(raw) <= max_line_bytes:  # a whole line (the last may lack "\n")
@@ -267,6 +270,7 @@ def _lines(
             yield line_no, offset, line[len(_BOM) :] if line_no == 1 and line.startswith(_BOM) else line
         else:
             _skip_rest_of_line(f, path, line_no, hasher)
+            position = f.tell()
             yield line_no, offset, None
 
 

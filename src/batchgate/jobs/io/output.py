@@ -48,7 +48,7 @@ def format_success_line(
     *,
     request_id: str | None,
     status_code: int,
-    body: dict[str, Any],
+    body: dict[str, Any] | orjson.Fragment,
     provider: str | None,
     attempts: int,
     latency_ms: float,

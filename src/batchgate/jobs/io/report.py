@@ -16,6 +16,7 @@ import orjson
 
 from batchgate.config.job_spec import spec_line
 from batchgate.jobs.io.batch_figures import merge_batch_stats
+from batchgate.jobs.io.cached import cache_lines
 from batchgate.jobs.io.progress import MAX_LISTED_INVALID, Progress
 from batchgate.jobs.io.provider_figures import (
     by_kind,
@@ -376,7 +377,7 @@ def _summary_notes(report: dict[str, Any]) -> list[str]:
         lines.append(
             f"  retries by cause: {', '.join(f'{k} {v}' for k, v in report['retries_by_cause'].items())}"
         )
-    lines += [f"  {line}" for line in report.get("unreachable", [])]
+    lines += [f"  {line}" for line in [*report.get("unreachable", []), *cache_lines(report)]]
     by_note: dict[str, list[str]] = {}
     for model, note in sorted((report.get("prices") or {}).items()):
         by_note.setdefault(note, []).append(model)

@@ -135,6 +135,21 @@ class MemoryJobStore:
             added += 1
         return added
 
+    async def add_done(
+        self, job_id: str, done: Sequence[tuple[TaskSpec, TaskOutcome]], pending: Sequence[TaskSpec] = ()
+    ) -> int:
+        job = self._job(job_id)
+        for _, outcome in done:
+            check_outcome(outcome)
+        added = await self.add_tasks(job_id, pending)
+        for spec, outcome in done:
+            order, job.next_order = job.next_order, job.next_order + 1
+            if spec.seq not in job.tasks:
+                body = copy.deepcopy(spec.body)
+                job.tasks[spec.seq] = _Task(replace(spec, body=body), outcome.state, outcome, order)
+                added += 1
+        return added
+
     async def claim_tasks(self, job_id: str, limit: int) -> list[TaskSpec]:
         job = self._job(job_id)
         claimed: list[TaskSpec] = []

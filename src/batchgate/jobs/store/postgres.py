@@ -22,6 +22,7 @@ from batchgate.clock import wall_time
 from batchgate.errors import JobError, StoreError
 from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.postgres_chunks import PgChunks, complete_params
+from batchgate.jobs.store.postgres_done import PgDone
 from batchgate.jobs.store.postgres_locks import PgJobLocks
 from batchgate.jobs.store.postgres_schema import Q, prepare, store_error
 from batchgate.jobs.store.protocol import (
@@ -40,7 +41,7 @@ _READ_CHUNK = 1_000
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
 
-class PgJobStore(PgChunks):
+class PgJobStore(PgChunks, PgDone):
     """Jobs in a Postgres schema. Create with `await PgJobStore.open(url)`."""
 
     def __init__(

@@ -204,6 +204,21 @@ UPDATE tasks SET state = 'running', lease = NULL
 FROM picked WHERE tasks.job = %(job)s AND tasks.seq = picked.seq
 RETURNING tasks.seq, tasks.line_no, tasks.custom_id, tasks.body, tasks.route, tasks.step;
 
+-- task_insert_done --
+INSERT INTO tasks (job, seq, line_no, custom_id, body, route, step, state, attempts, output_line, error,
+                   provider, prompt_tokens, completion_tokens, cost_usd, completed_order)
+SELECT %(job)s, t.seq, t.line_no, t.custom_id, t.body, t.route, t.step, o.state, o.attempts, o.output_line,
+       o.error, o.provider, o.prompt_tokens, o.completion_tokens, o.cost_usd, o.completed_order
+FROM unnest(%(seqs)s::bigint[], %(tlines)s::bigint[], %(ids)s::text[], %(bodies)s::bytea[],
+            %(routes)s::text[], %(steps)s::text[])
+     WITH ORDINALITY AS t (seq, line_no, custom_id, body, route, step, n)
+JOIN unnest(%(states)s::text[], %(attempts)s::integer[], %(lines)s::bytea[], %(errors)s::text[],
+            %(providers)s::text[], %(prompt)s::bigint[], %(completion)s::bigint[],
+            %(cost)s::double precision[], %(orders)s::bigint[])
+     WITH ORDINALITY AS o (state, attempts, output_line, error, provider, prompt_tokens,
+                           completion_tokens, cost_usd, completed_order, n) ON o.n = t.n
+ON CONFLICT (job, seq) DO NOTHING;
+
 -- task_complete --
 UPDATE tasks AS t SET state = o.state, attempts = o.attempts, output_line = o.output_line,
     error = o.error, provider = o.provider, prompt_tokens = o.prompt_tokens,

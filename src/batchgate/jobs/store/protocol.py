@@ -15,6 +15,10 @@ Semantics every store honours (the conformance suite checks each):
   exactly the named tasks that are pending (others are ignored), e.g. those of a persisted batch.
 - `complete_tasks` writes all outcomes in one transaction and gives each a job-wide, increasing
   `completed_order`; a task that already SUCCEEDED is final and never overwritten.
+- `add_done` stores tasks that are already finished (an answer from the response cache), each
+  with its outcome, and the chunk's other tasks (`pending`) in one transaction — a chunk goes in
+  whole or not at all, so the tasks a job holds stay a prefix of its input: like `add_tasks`, a
+  task already present is left untouched; the finished ones get `completed_order`s in list order.
 - `requeue_running` puts running tasks back to pending (at-least-once after a crash or a stop).
 - Chunks (for workers sharing one store): `claim_chunk` first returns the tasks of the job's
   expired leases to pending, then claims pending tasks in `seq` order under a new lease whose
@@ -167,6 +171,13 @@ class JobStore(Protocol):
 
     async def complete_tasks(self, job_id: str, outcomes: Sequence[TaskOutcome]) -> None:
         """Record outcomes in one transaction, assigning `completed_order` in list order."""
+        ...
+
+    async def add_done(
+        self, job_id: str, done: Sequence[tuple[TaskSpec, TaskOutcome]], pending: Sequence[TaskSpec] = ()
+    ) -> int:
+        """Insert finished tasks with their outcomes, and `pending` tasks, in one transaction;
+        returns how many were new."""
         ...
 
     async def requeue_running(self, job_id: str) -> int:

@@ -166,6 +166,12 @@ UPDATE jobs SET next_order = next_order + :count WHERE id = :job RETURNING next_
 INSERT INTO tasks (job, seq, line_no, custom_id, body, route, step) VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (job, seq) DO NOTHING;
 
+-- task_insert_done --
+INSERT INTO tasks (job, seq, line_no, custom_id, body, route, step, state, attempts, output_line, error,
+                   provider, prompt_tokens, completion_tokens, cost_usd, completed_order)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (job, seq) DO NOTHING;
+
 -- task_claim --
 UPDATE tasks SET state = 'running', lease = :token
 WHERE rowid IN (

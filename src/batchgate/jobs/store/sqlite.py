@@ -37,6 +37,7 @@ from batchgate.jobs.store.protocol import (
 from batchgate.jobs.store.schema import connect, store_error
 from batchgate.jobs.store.sqlfile import queries
 from batchgate.jobs.store.sqlite_chunks import SqliteChunks
+from batchgate.jobs.store.sqlite_done import SqliteDone
 
 T = TypeVar("T")
 # Tasks stored per transaction: SQLite holds a transaction's pages in memory, and the process's heap
@@ -49,7 +50,7 @@ _TaskRow = tuple[int, int, int, str, bytes, str | None, str | None]
 Q = queries()
 
 
-class SqliteJobStore(SqliteChunks):
+class SqliteJobStore(SqliteChunks, SqliteDone):
     """Jobs in one SQLite file. Create with `await SqliteJobStore.open(path)`."""
 
     def __init__(

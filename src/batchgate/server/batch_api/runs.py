@@ -21,6 +21,7 @@ import functools
 import logging
 import shutil
 from collections.abc import Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from batchgate.server.batch_api.batch_files import write_batch_files
 from batchgate.server.batch_api.input_problems import problems
 from batchgate.server.batch_api.off_loop import OffLoop
 from batchgate.server.batch_api.priorities import Places, PriorityShares
+from batchgate.server.batch_api.run_cache import ServerCache
 from batchgate.server.batch_api.run_parts import RunParts, RunTerms, Terms, batch_terms
 from batchgate.server.batch_api.watch import RunWatch
 from batchgate.server.tenancy.registry import BatchRecord
@@ -60,6 +62,7 @@ class Runs:
         self._waiting: set[str] = set()  # runs waiting for a place (their job has not started)
         self._engines: dict[str, JobEngine] = {}
         self._closing = False
+        self.cache = ServerCache(parts.config)  # the response cache: one store, each tenant's keys apart
         parts.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     @property
@@ -189,6 +192,7 @@ class Runs:
         tasks = list(self._tasks.values())
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        await self.cache.close()
 
     def _spawn(self, batch_id: str, work: Coroutine[Any, Any, None]) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(work)
@@ -254,7 +258,7 @@ class Runs:
         """Run the job; False if it failed (the record says why) or never started."""
         b = self.parts.registry.get_batch(batch_id)
         terms = self.terms(b) if b is not None else RunTerms()
-        req = self._request(batch_id, terms)
+        req = replace(self._request(batch_id, terms), cache=await self.cache.for_batch(b))  # tenants apart
         say = functools.partial(log.info, "%s: %s", batch_id)
         try:
             await run_job(req, terms.config or self.parts.config, out=say, err=say)
