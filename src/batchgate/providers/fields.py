@@ -23,6 +23,7 @@ from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.endpoints import CHAT, MESSAGES_PARAMS, endpoint_of
 from batchgate.errors import UnsupportedField
 from batchgate.providers import translate
+from batchgate.request_fields import OWN_FIELDS
 
 Translation = tuple[frozenset[str], Mapping[str, str]]  # (CARRIED, REFUSED) of one target kind
 
@@ -49,7 +50,7 @@ PASS_THROUGH = frozenset({"openai", "azure"})  # the body is sent as given: noth
 # A kind's whole translation, when it can refuse more than top-level fields (nested ones: tool
 # shapes, message keys): it raises `UnsupportedField`. Kinds without one are checked by REGISTRY.
 CHECKS: dict[str, Callable[[Mapping[str, Any], int], None]] = {"anthropic": translate.translate_fields}
-_OWN = frozenset({MESSAGES_PARAMS})
+_OWN = frozenset({MESSAGES_PARAMS, *OWN_FIELDS})  # batchgate's own: never sent
 
 
 def refusal(body: Mapping[str, Any], kind: str, default_max_tokens: int = 4096) -> UnsupportedField | None:

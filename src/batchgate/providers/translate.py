@@ -33,6 +33,7 @@ import orjson
 from batchgate.endpoints import CHAT, ENDPOINT_KEY, MESSAGES_PARAMS, PATHS, endpoint_of
 from batchgate.errors import BadRequestError, UnsupportedField
 from batchgate.providers import translate_tools as tt
+from batchgate.request_fields import OWN_FIELDS
 
 FINISH_REASONS: Mapping[str, str] = {
     "end_turn": "stop",
@@ -81,7 +82,7 @@ _NEUTRAL: Mapping[str, tuple[Any, ...]] = {
     "n": (1,), "stream": (False,), "logprobs": (False,), "store": (False,), "service_tier": ("auto",),
     "frequency_penalty": (0,), "presence_penalty": (0,), "modalities": (["text"],),
 }  # fmt: skip
-_OWN = frozenset({ENDPOINT_KEY, MESSAGES_PARAMS})
+_OWN = frozenset({ENDPOINT_KEY, MESSAGES_PARAMS, *OWN_FIELDS})  # batchgate's own: never sent
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id"})
 
 _Refuse = Callable[[str], BadRequestError]
