@@ -105,8 +105,25 @@ def translate_fields(body: Mapping[str, Any], default_max_tokens: int) -> None:
     def refuse(reason: str) -> BadRequestError:
         return BadRequestError(reason)
 
+    if _plain(body):
+        return  # the common line: nothing in it can be refused
     with contextlib.suppress(BadRequestError):
         _to_messages(body, "", default_max_tokens, refuse)
+
+
+_PLAIN_FIELDS = frozenset(
+    {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p"}
+)
+
+
+def _plain(body: Mapping[str, Any]) -> bool:
+    """Only plain fields, and messages of a role and a string each (checked without translating)."""
+    messages = body.get("messages")
+    return (
+        all(name in _PLAIN_FIELDS or name in _OWN for name in body)
+        and isinstance(messages, list)
+        and all(isinstance(m, dict) and len(m) == 2 and isinstance(m.get("content"), str) for m in messages)
+    )
 
 
 def openai_to_anthropic(
