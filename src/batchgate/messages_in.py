@@ -71,8 +71,23 @@ def messages_to_chat(params: Any) -> dict[str, Any]:
 
 def refusal(params: Any, target_kind: str) -> UnsupportedField | None:
     """The first field of `params` a `target_kind` target (OpenAI-shaped wire) cannot carry, or None."""
+    if _plain(params):
+        return None  # the common line: nothing in it can be refused
     refused = _translate(params)[1]
     return None if refused is None else UnsupportedField(refused[0], target_kind, refused[1])
+
+
+_PLAIN_FIELDS = frozenset({"model", "messages", "max_tokens", "temperature", "top_p", "stop_sequences"})
+
+
+def _plain(params: Any) -> bool:
+    """Only plain fields, a string system prompt, messages of a role and a string each."""
+    messages = params.get("messages") if isinstance(params, Mapping) else None
+    if not isinstance(messages, list):
+        return False
+    if not all(n in _PLAIN_FIELDS or (n == "system" and isinstance(v, str)) for n, v in params.items()):
+        return False
+    return all(isinstance(m, Mapping) and len(m) == 2 and isinstance(m.get("content"), str) for m in messages)
 
 
 def _translate(params: Any) -> tuple[dict[str, Any], tuple[str, str] | None]:

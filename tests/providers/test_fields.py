@@ -21,6 +21,7 @@ from batchgate.messages_in import refusal as messages_refusal
 from batchgate.providers import fields
 from batchgate.providers.translate import anthropic_to_openai, openai_to_anthropic
 from batchgate.providers.translate_tools import RESPONSE_TOOL
+from batchgate.request_fields import TASK_METADATA
 from batchgate.server.batch_api.anthropic_api import message_of
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "fields.md"
@@ -66,6 +67,11 @@ def test_a_field_anthropic_cannot_carry_is_refused_by_name(body: dict[str, Any],
     assert isinstance(found, UnsupportedField)
     assert (found.field, found.target_kind) == (field, "anthropic")
     assert fields.refusal({"model": "m", "messages": USER, **body}, "openai") is None  # sent as given
+
+
+def test_batchgates_own_fields_are_never_refused() -> None:
+    body = {"model": "m", "messages": USER, "custom_id": "a", TASK_METADATA: {"k": 1}}
+    assert all(fields.refusal(body, kind) is None for kind in fields.REGISTRY)
 
 
 def test_neutral_values_are_carried() -> None:

@@ -23,6 +23,7 @@ from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.endpoints import CHAT, MESSAGES_PARAMS, endpoint_of
 from batchgate.errors import UnsupportedField
 from batchgate.providers import bedrock_translate, gemini_translate, translate
+from batchgate.request_fields import OWN_FIELDS
 
 Translation = tuple[frozenset[str], Mapping[str, str]]  # (CARRIED, REFUSED) of one target kind
 
@@ -57,7 +58,7 @@ CHECKS: dict[str, Callable[[Mapping[str, Any], int], None]] = {
         bedrock_translate.openai_to_converse(body, default_max_tokens=max_tokens)
     ),
 }
-_OWN = frozenset({MESSAGES_PARAMS})
+_OWN = frozenset({MESSAGES_PARAMS, *OWN_FIELDS})  # batchgate's own: never sent
 
 
 def _translated(_body: Mapping[str, Any]) -> None:

@@ -33,6 +33,7 @@ import orjson
 from batchgate.endpoints import CHAT, ENDPOINT_KEY, MESSAGES_PARAMS, PATHS, endpoint_of
 from batchgate.errors import BadRequestError, UnsupportedField
 from batchgate.providers import translate_tools as tt
+from batchgate.request_fields import OWN_FIELDS
 
 FINISH_REASONS: Mapping[str, str] = {
     "end_turn": "stop",
@@ -81,7 +82,7 @@ _NEUTRAL: Mapping[str, tuple[Any, ...]] = {
     "n": (1,), "stream": (False,), "logprobs": (False,), "store": (False,), "service_tier": ("auto",),
     "frequency_penalty": (0,), "presence_penalty": (0,), "modalities": (["text"],),
 }  # fmt: skip
-_OWN = frozenset({ENDPOINT_KEY, MESSAGES_PARAMS})
+_OWN = frozenset({ENDPOINT_KEY, MESSAGES_PARAMS, *OWN_FIELDS})  # batchgate's own: never sent
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id"})
 
 _Refuse = Callable[[str], BadRequestError]
@@ -104,8 +105,25 @@ def translate_fields(body: Mapping[str, Any], default_max_tokens: int) -> None:
     def refuse(reason: str) -> BadRequestError:
         return BadRequestError(reason)
 
+    if _plain(body):
+        return  # the common line: nothing in it can be refused
     with contextlib.suppress(BadRequestError):
         _to_messages(body, "", default_max_tokens, refuse)
+
+
+_PLAIN_FIELDS = frozenset(
+    {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p"}
+)
+
+
+def _plain(body: Mapping[str, Any]) -> bool:
+    """Only plain fields, and messages of a role and a string each (checked without translating)."""
+    messages = body.get("messages")
+    return (
+        all(name in _PLAIN_FIELDS or name in _OWN for name in body)
+        and isinstance(messages, list)
+        and all(isinstance(m, dict) and len(m) == 2 and isinstance(m.get("content"), str) for m in messages)
+    )
 
 
 def openai_to_anthropic(
