@@ -1,6 +1,6 @@
 """No field is dropped on the way to any target kind (issue 41): one file holding every OpenAI chat
 field and every Anthropic Messages field (a line each), run by `batchgate run --skip-invalid`
-against one target of each kind (openai, azure, anthropic).
+against one target of each kind (openai, azure, anthropic, gemini, bedrock).
 
 Each line is either refused at validation (the errors file names the line, the field and the
 target; nothing of it is sent) or carried. Carried is shown twice: against an emulator refusing
@@ -88,11 +88,32 @@ ON_OPENAI = {
     "system": None, "metadata": "user", "stop_sequences": "stop", "temperature": "temperature",
     "top_p": "top_p", "tools": "tools", "tool_choice": "tool_choice", "thinking": "reasoning_effort",
 }  # fmt: skip
+# Gemini's and Bedrock's wires nest most fields (generationConfig, inferenceConfig, present on
+# every request): the top-level names that appear only when the field was given.
+ON_GEMINI = {("oa", "tools"): "tools", ("oa", "tool_choice"): "toolConfig", ("an", "tools"): "tools",
+             ("an", "tool_choice"): "toolConfig", ("an", "system"): "systemInstruction"}  # fmt: skip
+ON_BEDROCK = {("oa", "tools"): "toolConfig", ("oa", "user"): "requestMetadata",
+              ("oa", "metadata"): "requestMetadata", ("an", "tools"): "toolConfig",
+              ("an", "metadata"): "requestMetadata", ("an", "system"): "system",
+              ("an", "top_k"): "additionalModelRequestFields"}  # fmt: skip
 AZURE_KEY_ENV = "AZURE_OPENAI_API_KEY"
-KINDS = {"openai": "openai", "azure": "azure", "anthropic": "anthropic"}  # kind → emulator family
+AWS_ID, AWS_SECRET = "AKIDFIELDS", "fields-secret-key-0123"
+AWS_ENV = {"AWS_ACCESS_KEY_ID": AWS_ID, "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+           "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-c",
+           "AWS_EC2_METADATA_DISABLED": "true"}  # fmt: skip
+KINDS = {
+    "openai": "openai",
+    "azure": "azure",
+    "anthropic": "anthropic",
+    "gemini": "gemini",
+    "bedrock": "bedrock",
+}
 
 
 def wire_name(kind: str, shape: str, field: str) -> str | None:
+    if kind in ("gemini", "bedrock"):
+        return (ON_GEMINI if kind == "gemini" else ON_BEDROCK).get((shape, field))
     if kind == "anthropic":
         if shape == "an":
             return None if field == "cache_control" else field  # nested: passthrough's unit test
@@ -120,7 +141,7 @@ def lines() -> list[dict[str, Any]]:
 
 @pytest.fixture
 def work(tmp_path: Path) -> Iterator[tuple[Cli, Path]]:
-    cli = Cli(cwd=tmp_path, store=tmp_path / "jobs.db", env={AZURE_KEY_ENV: "azure-test-key-0d9"})
+    cli = Cli(cwd=tmp_path, store=tmp_path / "jobs.db", env={AZURE_KEY_ENV: "azure-test-key-0d9", **AWS_ENV})
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"\n".join(orjson.dumps(line) for line in lines()) + b"\n")
     yield cli, src
@@ -133,12 +154,16 @@ def run(cli: Cli, src: Path, kind: str, emulated: dict[str, Any], tag: str) -> d
     provider = {"name": "p", "family": family, "limits": {"rpm": 10**6, "tpm": 10**9}, **emulated}
     if kind == "azure":
         provider["models"] = ["dep"]
+    if kind == "bedrock":
+        provider["api_key"] = f"{AWS_ID}:{AWS_SECRET}"
     emu = EmulatorThread(emulator_config_from_dict({"seed": 3, "providers": [provider]}))
     emu.start()
     try:
         target: dict[str, Any] = {"name": "p", "kind": kind, "base_url": emu.base_url("p")}
         if kind == "azure":
             target |= {"deployment": "dep", "api_version": "2024-10-21", "api_key_env": AZURE_KEY_ENV}
+        if kind == "gemini":
+            target["api_key"] = "gemini-fields-key"
         cfg = cli.cwd / f"{tag}.yaml"
         data = {"providers": [target], "routes": [{"model": MODEL, "targets": ["p"]}],
                 "settings": {"retry": {"max_attempts": 1}}}  # fmt: skip

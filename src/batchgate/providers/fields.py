@@ -92,7 +92,7 @@ def refusal(body: Mapping[str, Any], kind: str, default_max_tokens: int = 4096) 
 
 
 # An Anthropic-shaped line's field whose OpenAI translation a target refused: named as the file has it.
-_FROM_MESSAGES = {"user": "metadata", "stop": "stop_sequences"}
+_FROM_MESSAGES = {"user": "metadata", "stop": "stop_sequences", "reasoning_effort": "thinking"}
 
 
 def _as_given(exc: UnsupportedField, params: Mapping[str, Any]) -> UnsupportedField:
