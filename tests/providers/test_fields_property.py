@@ -12,11 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchgate.endpoints import MESSAGES_PARAMS, wire_body
-from batchgate.errors import BadRequestError
+from batchgate.errors import BadRequestError, UnsupportedField
 from batchgate.messages_in import CARRIED as MESSAGES_CARRIED
 from batchgate.messages_in import REFUSED as MESSAGES_REFUSED
 from batchgate.messages_in import messages_to_chat
 from batchgate.providers import fields
+from batchgate.providers.bedrock_translate import openai_to_converse
+from batchgate.providers.gemini_translate import openai_to_gemini
 from batchgate.providers.translate import openai_to_anthropic
 from batchgate.providers.translate_tools import RESPONSE_TOOL
 
@@ -150,3 +152,40 @@ def test_an_anthropic_shaped_body_is_whole_on_anthropic_and_carried_or_refused_e
         for name, value in extra.items():
             assert name in MESSAGES_CARRIED, f"{name} went to {kind} unrefused"
             assert ON_OPENAI[name](sent, value), (kind, name, value, sent)
+
+
+# Gemini and Bedrock nest what they are sent (generationConfig, inferenceConfig, toolConfig): a
+# field is carried when the translation with it differs from the translation without it — but a
+# value that asks for the default (n 1, logprobs false, ...) may change nothing.
+TRANSLATORS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
+    "gemini": openai_to_gemini,
+    "bedrock": lambda body: openai_to_converse(body, default_max_tokens=4096),
+}
+NEUTRAL: list[tuple[str, Any]] = [
+    ("n", 1), ("logprobs", False), ("store", False), ("stream", False), ("parallel_tool_calls", True),
+    ("frequency_penalty", 0), ("presence_penalty", 0), ("service_tier", "auto"),
+    ("modalities", ["text"]), ("response_format", {"type": "text"}), ("reasoning_effort", "none"),
+    ("tool_choice", "auto"), ("stream_options", {"include_usage": True}), ("max_tokens", 4096),
+    ("max_completion_tokens", 4096), ("top_p", 1), ("temperature", 0),
+]  # fmt: skip
+
+
+@settings(max_examples=300)
+@given(picks(OPENAI_VALUES))
+@pytest.mark.parametrize("kind", sorted(TRANSLATORS))
+def test_on_gemini_and_bedrock_every_field_not_refused_changes_what_is_sent(
+    kind: str, extra: dict[str, Any]
+) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], **extra}
+    if fields.refusal(body, kind, 4096) is not None:
+        return  # refused at validation, naming a field of the body (the test above)
+    translate = TRANSLATORS[kind]
+    sent = translate(body)
+    for name, value in extra.items():
+        if (name, value) in NEUTRAL:
+            continue
+        try:
+            without = translate({k: v for k, v in body.items() if k != name})
+        except UnsupportedField:
+            continue  # another field needs it (tool_choice without its tools): it was used
+        assert without != sent, f"{name}={value!r} went to {kind} and changed nothing: dropped"
