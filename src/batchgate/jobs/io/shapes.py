@@ -45,8 +45,9 @@ def normalise(obj: dict[str, Any], line_no: int, *, any_model: bool = False) -> 
         custom_id = _custom_id(obj, required=False, line_no=line_no)
         body = _from_plain(obj)
         meta = {PLAIN_METADATA: body.pop(PLAIN_METADATA)} if PLAIN_METADATA in body else {}
-    for key in OWN_FIELDS.intersection(body):  # batchgate's own: never sent to a provider
-        del body[key]
+    if not OWN_FIELDS.isdisjoint(body):  # batchgate's own: never sent to a provider
+        for key in OWN_FIELDS.intersection(body):
+            del body[key]
     if meta:
         body[TASK_METADATA] = meta
     if any_model:
