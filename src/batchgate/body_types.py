@@ -25,7 +25,8 @@ def _integer(minimum: int | None = None) -> Callable[[Any], str | None]:
 
 def _number(low: float, high: float) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        # tuples, not `int | float`: a union is built anew at each call (a million lines, twice each)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             return "a number"
         if not low <= value <= high:
             return f"a number from {low:g} to {high:g}"
@@ -57,7 +58,7 @@ def _stop(value: Any) -> str | None:
 
 
 def _choice(value: Any) -> str | None:
-    return None if isinstance(value, str | dict) else "a string or an object"
+    return None if isinstance(value, (str, dict)) else "a string or an object"
 
 
 FIELD_TYPES: Mapping[str, Callable[[Any], str | None]] = {
@@ -89,7 +90,7 @@ def json_type(value: Any) -> str:
     """What JSON calls `value`'s type, with its article ("a string", "an array", "null")."""
     if isinstance(value, bool):
         return "a boolean"
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         return "a number"
     if isinstance(value, str):
         return "a string"

@@ -22,6 +22,7 @@ from batchgate.cache.location import open_cache
 from batchgate.cache.protocol import CacheStore
 from batchgate.config import GatewayConfig
 from batchgate.gateway_cache import RouteKinds
+from batchgate.jobs.io.cached_line import hit_head, plain_hit_line
 from batchgate.jobs.io.output import format_success_line
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Result, Usage
@@ -84,7 +85,8 @@ class JobCache:
         """`(hits, misses)`: each hit with its outcome from the cache, in one bulk lookup."""
         if self.store is None or not specs:
             return [], list(specs)
-        keys = [self.key_of(s.body) for s in specs]
+        key_of = self.key_of
+        keys = [key_of(s.body) for s in specs]
         found = await self.store.get_many([k for k in keys if k is not None])
         hits: list[tuple[TaskSpec, TaskOutcome]] = []
         misses: list[TaskSpec] = []
@@ -94,9 +96,16 @@ class JobCache:
             if data is None:
                 misses.append(spec)
                 continue
-            entry = CacheEntry.load(data)
-            hits.append((spec, cached_outcome(spec, entry)))
-            saved += entry.cost_usd
+            (prompt, completion, cached, cost, provider), body = hit_head(data)
+            line = None if TASK_METADATA in spec.body else plain_hit_line(
+                spec.custom_id, body, prompt, completion, cached, provider
+            )  # fmt: skip
+            if line is None:
+                outcome = cached_outcome(spec, CacheEntry.load(data))
+            else:  # what `cached_outcome` gives, without the objects between
+                outcome = TaskOutcome(spec.seq, TaskState.SUCCEEDED, 0, line, None, provider)
+            hits.append((spec, outcome))
+            saved += cost
         self.figures.hits += len(hits)
         self.figures.saved_usd += saved
         return hits, misses

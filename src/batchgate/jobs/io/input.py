@@ -191,13 +191,16 @@ def _parse(
     raw: bytes, line_no: int, known: frozenset[str] | None, any_model: bool = False
 ) -> tuple[str, dict[str, object]] | InputProblem:
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return InputProblem(line_no, f"not valid UTF-8 (byte {exc.start + 1} of the line)")
-    try:
-        obj = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        return InputProblem(line_no, f"invalid JSON ({exc.msg} at column {exc.colno})")
+        obj = orjson.loads(raw)  # refuses bad UTF-8 too: a good line is decoded once
+    except orjson.JSONDecodeError:
+        try:
+            text = raw.decode("utf-8")  # which problem, told as before: the UTF-8 one first
+        except UnicodeDecodeError as exc:
+            return InputProblem(line_no, f"not valid UTF-8 (byte {exc.start + 1} of the line)")
+        try:
+            obj = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            return InputProblem(line_no, f"invalid JSON ({exc.msg} at column {exc.colno})")
     if not isinstance(obj, dict):
         return InputProblem(line_no, f"expected a JSON object, got {json_type(obj)}")
     try:
