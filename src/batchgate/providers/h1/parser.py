@@ -9,13 +9,16 @@ none. `keep_alive` says whether the connection can carry another request (HTTP/1
 decompressed when the response is taken (`response`), with a max output length: the bound holds
 after decompression, so a bomb (299 KiB of gzip inflating to 300 MiB) stops at `MAX_BODY` with
 `H1TooLarge` instead of filling memory; any other coding is a protocol error (the transport asks
-for those two only). What no retry can change raises its own type: `H1TooLarge` (a head or body
+for those two only). A streamed answer's parser has a `sink`: its body's bytes (chunks undone) go
+there as they arrive, unbounded in total and never decompressed (a stream asks for `identity`).
+What no retry can change raises its own type: `H1TooLarge` (a head or body
 past the bound), `H1GarbledHead` (a status or header line that is not HTTP/1.x).
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -34,21 +37,33 @@ Response = tuple[int, CIMultiDictProxy[str], bytes]
 class ResponseParser:
     """Reads one response; see the module docstring."""
 
-    __slots__ = ("_body", "_buf", "_headers", "_need", "_state", "_status", "keep_alive", "started")
+    __slots__ = (
+        "_body", "_buf", "_got", "_headers", "_need", "_state", "_status", "keep_alive", "sink", "started",
+    )  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, sink: Callable[[bytes], None] | None = None) -> None:
+        self.sink = sink
         self._buf = bytearray()
         self._body = bytearray()
         self._state = _HEAD
         self._status = 0
         self._headers: CIMultiDict[str] = CIMultiDict()
         self._need = 0
+        self._got = 0  # the body's bytes so far
         self.keep_alive = False
         self.started = False  # some of the answer arrived
 
     @property
     def done(self) -> bool:
         return self._state == _DONE
+
+    @property
+    def head_done(self) -> bool:
+        return self._state != _HEAD
+
+    def head(self) -> tuple[int, CIMultiDictProxy[str]]:
+        """The status and headers (once `head_done`)."""
+        return self._status, CIMultiDictProxy(self._headers)
 
     def feed(self, data: bytes) -> bool:
         """Take bytes that arrived; True once the response is complete."""
@@ -66,9 +81,8 @@ class ResponseParser:
         if state == _LENGTH:
             self._read_length()
         elif state == _TO_EOF:
-            self._body += buf
+            self._take(buf)
             buf.clear()
-            self._check_size()
         elif state != _DONE:
             self._read_chunks()
         if self._state == _DONE and buf:
@@ -146,14 +160,14 @@ class ResponseParser:
         self._state = _LENGTH
 
     def _read_length(self) -> None:
-        buf, want = self._buf, self._need - len(self._body)
+        buf, want = self._buf, self._need - self._got
         if len(buf) <= want:
-            self._body += buf
+            self._take(buf)
             buf.clear()
         else:
-            self._body += buf[:want]
+            self._take(buf[:want])
             del buf[:want]
-        if len(self._body) == self._need:
+        if self._got == self._need:
             self._state = _DONE
 
     def _read_chunks(self) -> None:
@@ -173,9 +187,8 @@ class ResponseParser:
                     return
                 if buf[self._need : self._need + 2] != b"\r\n":
                     raise H1ProtocolError("a chunk does not end with CRLF")
-                self._body += buf[: self._need]
+                self._take(buf[: self._need])
                 del buf[: self._need + 2]
-                self._check_size()
                 self._state = _CHUNK_SIZE
             else:  # trailer fields, skipped, then the empty line
                 end = buf.find(b"\r\n")
@@ -188,8 +201,15 @@ class ResponseParser:
                     self._state = _DONE
                     return
 
-    def _check_size(self) -> None:
-        if len(self._body) > MAX_BODY:
+    def _take(self, data: bytearray) -> None:
+        """Body bytes: to the sink (a stream's, a copy) or kept, within the bound."""
+        self._got += len(data)
+        if self.sink is not None:
+            if data:
+                self.sink(bytes(data))
+            return
+        self._body += data
+        if self._got > MAX_BODY:
             raise H1TooLarge(f"the body is past the bound ({MAX_BODY} bytes)")
 
 
