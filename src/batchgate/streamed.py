@@ -143,8 +143,7 @@ class _Attempt:
         self.release()
 
     def seen(self, ev: StreamEvent) -> None:
-        if ev.piece:
-            self.pieces += 1
+        self.pieces += ev.pieces
         if ev.fmt == "messages" and ev.start:
             usage = (ev.data.get("message") or {}).get("usage") or {}
             prompt = usage.get("input_tokens")

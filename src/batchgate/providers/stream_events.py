@@ -43,7 +43,7 @@ class StreamEvent:
     usage_only: bool = False  # chat's usage chunk (left out for a client that did not ask)
     meta: dict[str, Any] = field(default_factory=dict)  # id, model, created
     more: bool = False  # more events came in the same read (a relay writes them together)
-    piece: bool = False  # it carries a piece of text (counted for what was produced)
+    pieces: int = 0  # the pieces of text it carries (counted for what was produced)
 
 
 # What a light decoder parses (the rest only counted): each format's events that start or end a
@@ -74,10 +74,7 @@ class Decoder:
             out.done = self.ended = True
             return out
         if self.light and self._seen and not self._needed(event):
-            if self.fmt != "chat":
-                out.piece = event.name == _PIECE[self.fmt]
-            else:
-                out.piece = b'"content":"' in event.data or b'"content": "' in event.data
+            out.pieces = self._counted(event)
             return out
         try:
             data = orjson.loads(event.data) if event.data else {}
@@ -97,8 +94,35 @@ class Decoder:
         if not self._seen:
             self._seen = out.start = True
         self.ended = self.ended or out.done
-        out.piece = bool(out.text)
+        out.pieces = 1 if out.text else 0
         return out
+
+    def decode_all(self, events: list[SSEEvent]) -> list[StreamEvent]:
+        """`events` decoded; a light decoder's run of events it need not parse (text pieces
+        passed on as they are) comes as one event: their bytes together, their pieces counted."""
+        if not self.light or not self._seen:
+            return [self.decode(e) for e in events]
+        out: list[StreamEvent] = []
+        run: list[bytes] = []
+        pieces = 0
+        for event in events:
+            if (self.fmt != "chat" or event.data != b"[DONE]") and not self._needed(event):
+                run.append(event.raw)
+                pieces += self._counted(event)
+                continue
+            if run:
+                out.append(StreamEvent(self.fmt, b"".join(run), pieces=pieces))
+                run, pieces = [], 0
+            out.append(self.decode(event))
+        if run:
+            out.append(StreamEvent(self.fmt, b"".join(run), pieces=pieces))
+        return out
+
+    def _counted(self, event: SSEEvent) -> int:
+        """1 if an event left unparsed carries a piece of text."""
+        if self.fmt != "chat":
+            return 1 if event.name == _PIECE[self.fmt] else 0
+        return 1 if b'"content":"' in event.data or b'"content": "' in event.data else 0
 
     def _needed(self, event: SSEEvent) -> bool:
         if self.fmt == "chat":

@@ -66,7 +66,18 @@ class ResponseParser:
         return self._status, CIMultiDictProxy(self._headers)
 
     def feed(self, data: bytes) -> bool:
-        """Take bytes that arrived; True once the response is complete."""
+        """Take bytes that arrived; True once the response is complete (a stream's sink is given
+        the body's bytes they held, in one piece)."""
+        if self.sink is None:
+            return self._feed(data)
+        try:
+            return self._feed(data)
+        finally:
+            if self._body:
+                self.sink(bytes(self._body))
+                self._body.clear()
+
+    def _feed(self, data: bytes) -> bool:
         if data:
             self.started = True
         if self._state == _DONE:
@@ -202,14 +213,10 @@ class ResponseParser:
                     return
 
     def _take(self, data: bytearray) -> None:
-        """Body bytes: to the sink (a stream's, a copy) or kept, within the bound."""
+        """Body bytes: kept, within the bound (a stream's: until `feed` hands them on)."""
         self._got += len(data)
-        if self.sink is not None:
-            if data:
-                self.sink(bytes(data))
-            return
         self._body += data
-        if self._got > MAX_BODY:
+        if self._got > MAX_BODY and self.sink is None:
             raise H1TooLarge(f"the body is past the bound ({MAX_BODY} bytes)")
 
 
