@@ -100,13 +100,13 @@ class Decoder:
     def decode_all(self, events: list[SSEEvent]) -> list[StreamEvent]:
         """`events` decoded; a light decoder's run of events it need not parse (text pieces
         passed on as they are) comes as one event: their bytes together, their pieces counted."""
-        if not self.light or not self._seen:
+        if not self.light:
             return [self.decode(e) for e in events]
         out: list[StreamEvent] = []
         run: list[bytes] = []
         pieces = 0
         for event in events:
-            if (self.fmt != "chat" or event.data != b"[DONE]") and not self._needed(event):
+            if self._seen and (self.fmt != "chat" or event.data != b"[DONE]") and not self._needed(event):
                 run.append(event.raw)
                 pieces += self._counted(event)
                 continue
