@@ -6,7 +6,8 @@ when the route sent it to another kind).
 Nothing is written before the provider's first event, so a failure until then (a 429 after the
 retries, no provider left) is an ordinary HTTP error and the request may still fail over; from
 the first event on, each is written as it arrives (no buffering: aiohttp's sockets have
-TCP_NODELAY; events that came in one read from the provider go out in one write), and a
+TCP_NODELAY; events that came in one read from the provider go out in one write; the last
+ones, once the provider's stream ended and the quota was settled, with the end of the answer), and a
 failure (`timeouts.stream_idle` passed without an event, the stream broken off) ends the stream
 with an error event in the client's format. A client that
 goes away closes the gateway's stream (`contextlib.aclosing`): the provider's call is dropped
@@ -44,14 +45,14 @@ async def relay(
         try:
             while ev is not None:
                 held.append(renderer.render(ev))
-                if not ev.more:
+                if not ev.more and not ev.done:
                     await response.write(b"".join(held))
                     held.clear()
                 ev = await anext(stream, None)
         except BatchgateError as exc:  # after the first event: the stream ends with an error event
             message = (exc.message or exc.kind)[:_MESSAGE_CHARS]
-            await response.write(renderer.error(exc.kind, message))
+            held.append(renderer.error(exc.kind, message))
         except ConnectionResetError:  # the client went away: its stream is closed on the way out
             return response
-        await response.write_eof()
+        await response.write_eof(b"".join(held))  # the last events, with the end (one write)
     return response
