@@ -29,6 +29,13 @@ _SSE = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _MESSAGE_CHARS = 300
 
 
+class _EventStream(web.StreamResponse):
+    """Its head goes out with the first events, in one write (aiohttp's `Response` does so; a
+    `StreamResponse` writes its head alone at `prepare` unless told not to)."""
+
+    _send_headers_immediately = False
+
+
 async def relay(
     request: web.Request,
     events: AsyncGenerator[StreamEvent, None],
@@ -38,7 +45,7 @@ async def relay(
     is raised to the caller (who answers it as an HTTP error)."""
     async with contextlib.aclosing(events) as stream:
         first = await anext(stream)  # raises before anything is written
-        response = web.StreamResponse(headers=_SSE)
+        response = _EventStream(headers=_SSE)
         await response.prepare(request)
         ev: StreamEvent | None = first
         held: list[bytes] = []  # events that came in one read, written together
