@@ -27,6 +27,7 @@ from batchgate.providers.h1.errors import H1BodyBroken, H1GarbledHead, H1Protoco
 MAX_HEAD = 64 * 1024  # a status line and headers; aiohttp's bound is 8 KiB per line
 MAX_BODY = 256 * 1024 * 1024  # what one answer may hold
 MAX_CHUNK_LINE = 1024
+_HEX = b"0123456789abcdefABCDEF"
 
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _TRAILER, _TO_EOF, _DONE = range(7)
 _NO_BODY = frozenset((204, 304))
@@ -182,35 +183,40 @@ class ResponseParser:
             self._state = _DONE
 
     def _read_chunks(self) -> None:
-        buf = self._buf
-        while True:
-            if self._state == _CHUNK_SIZE:
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    if len(buf) > MAX_CHUNK_LINE:
-                        raise H1ProtocolError("a chunk-size line is too long")
-                    return
-                self._need = _chunk_size(bytes(buf[:end]))
-                del buf[: end + 2]
-                self._state = _CHUNK_DATA if self._need else _TRAILER
-            elif self._state == _CHUNK_DATA:
-                if len(buf) < self._need + 2:
-                    return
-                if buf[self._need : self._need + 2] != b"\r\n":
-                    raise H1ProtocolError("a chunk does not end with CRLF")
-                self._take(buf[: self._need])
-                del buf[: self._need + 2]
-                self._state = _CHUNK_SIZE
-            else:  # trailer fields, skipped, then the empty line
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    if len(buf) > MAX_HEAD:
-                        raise H1ProtocolError("the trailer is too large")
-                    return
-                del buf[: end + 2]
-                if end == 0:
-                    self._state = _DONE
-                    return
+        """Chunks read by position; what they used is cut from the buffer once, at the end."""
+        buf, pos = self._buf, 0
+        try:
+            while True:
+                if self._state == _CHUNK_SIZE:
+                    end = buf.find(b"\r\n", pos)
+                    if end < 0:
+                        if len(buf) - pos > MAX_CHUNK_LINE:
+                            raise H1ProtocolError("a chunk-size line is too long")
+                        return
+                    self._need = _chunk_size(buf[pos:end])
+                    pos = end + 2
+                    self._state = _CHUNK_DATA if self._need else _TRAILER
+                elif self._state == _CHUNK_DATA:
+                    stop = pos + self._need
+                    if len(buf) < stop + 2:
+                        return
+                    if buf[stop : stop + 2] != b"\r\n":
+                        raise H1ProtocolError("a chunk does not end with CRLF")
+                    self._take(buf[pos:stop])
+                    pos = stop + 2
+                    self._state = _CHUNK_SIZE
+                else:  # trailer fields, skipped, then the empty line
+                    end = buf.find(b"\r\n", pos)
+                    if end < 0:
+                        if len(buf) - pos > MAX_HEAD:
+                            raise H1ProtocolError("the trailer is too large")
+                        return
+                    blank, pos = end == pos, end + 2
+                    if blank:
+                        self._state = _DONE
+                        return
+        finally:
+            del buf[:pos]
 
     def _take(self, data: bytearray) -> None:
         """Body bytes: kept, within the bound (a stream's: until `feed` hands them on)."""
@@ -230,9 +236,11 @@ def _status_line(line: str) -> tuple[int, bool]:
     return int(code), line[7] == "1"
 
 
-def _chunk_size(line: bytes) -> int:
-    digits = line.split(b";", 1)[0].strip(b" \t")
-    if not digits or digits.strip(b"0123456789abcdefABCDEF"):
+def _chunk_size(line: bytearray) -> int:
+    if 0 < len(line) <= 7 and not line.strip(_HEX):  # the usual: hex digits alone (< MAX_BODY)
+        return int(line, 16)
+    digits = bytes(line).split(b";", 1)[0].strip(b" \t")
+    if not digits or digits.strip(_HEX):
         raise H1ProtocolError(f"an invalid chunk size {digits[:20]!r}")
     size = int(digits, 16)
     if size > MAX_BODY:
