@@ -142,7 +142,7 @@ def test_a_light_decoder_hands_on_a_run_of_pieces_as_one_event_with_its_bytes(
     fmt: Format, raw: bytes
 ) -> None:
     light = Decoder(fmt, light=True)
-    events = light.decode_all(SSEReader().feed(raw))  # the whole stream in one read
+    events = light.decode_all(SSEReader().split(raw))  # the whole stream in one read
     assert b"".join(e.raw for e in events) == raw  # every byte relayed, in order
     assert sum(e.pieces for e in events) == 2
     assert len(events) < raw.count(b"\n\n")  # the pieces came together

@@ -107,7 +107,7 @@ class UpstreamStream:
                     raise MalformedResponse(message, provider=self._provider)
                 return None
             try:
-                self._ready = self._decoder.decode_all(self._reader.feed(chunk))
+                self._ready = self._decoder.decode_all(self._reader.split(chunk))
             except (SSEError, StreamFailed) as exc:
                 raise MalformedResponse(f"{self._provider}: {exc}", provider=self._provider) from None
             self._ready.reverse()

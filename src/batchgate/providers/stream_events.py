@@ -17,7 +17,7 @@ from typing import Any, Literal
 import orjson
 
 from batchgate.models import Usage
-from batchgate.providers.sse import SSEEvent
+from batchgate.providers.sse import SSEEvent, parse
 
 Format = Literal["chat", "responses", "messages"]
 # Anthropic's stop reasons as chat's finish reasons (the translation `providers/translate.py` makes)
@@ -73,8 +73,8 @@ class Decoder:
         if self.fmt == "chat" and event.data == b"[DONE]":
             out.done = self.ended = True
             return out
-        if self.light and self._seen and not self._needed(event):
-            out.pieces = self._counted(event)
+        if self.light and self._seen and (plain := self._plain(event.raw)) is not None:
+            out.pieces = plain
             return out
         try:
             data = orjson.loads(event.data) if event.data else {}
@@ -97,18 +97,20 @@ class Decoder:
         out.pieces = 1 if out.text else 0
         return out
 
-    def decode_all(self, events: list[SSEEvent]) -> list[StreamEvent]:
-        """`events` decoded; a light decoder's run of events it need not parse (text pieces
-        passed on as they are) comes as one event: their bytes together, their pieces counted."""
-        if not self.light:
-            return [self.decode(e) for e in events]
+    def decode_all(self, raws: list[bytes]) -> list[StreamEvent]:
+        """Events' bytes (`SSEReader.split`) decoded, comments left out. A light decoder looks
+        into an event's bytes before parsing it: a run it need not parse (text pieces passed on as
+        they are) comes as one event, their bytes together, their pieces counted."""
         out: list[StreamEvent] = []
         run: list[bytes] = []
         pieces = 0
-        for event in events:
-            if self._seen and (self.fmt != "chat" or event.data != b"[DONE]") and not self._needed(event):
-                run.append(event.raw)
-                pieces += self._counted(event)
+        for raw in raws:
+            if self.light and self._seen and (plain := self._plain(raw)) is not None:
+                run.append(raw)
+                pieces += plain
+                continue
+            event = parse(raw)
+            if event is None:
                 continue
             if run:
                 out.append(StreamEvent(self.fmt, b"".join(run), pieces=pieces))
@@ -118,19 +120,23 @@ class Decoder:
             out.append(StreamEvent(self.fmt, b"".join(run), pieces=pieces))
         return out
 
-    def _counted(self, event: SSEEvent) -> int:
-        """1 if an event left unparsed carries a piece of text."""
-        if self.fmt != "chat":
-            return 1 if event.name == _PIECE[self.fmt] else 0
-        return 1 if b'"content":"' in event.data or b'"content": "' in event.data else 0
-
-    def _needed(self, event: SSEEvent) -> bool:
+    def _plain(self, raw: bytes) -> int | None:
+        """For an event's bytes the gateway need not parse: 1 if it carries a piece of text, else
+        0; None for one it must parse (or cannot tell from its bytes)."""
         if self.fmt == "chat":
-            data = event.data
-            if b'"error"' in data or b'"finish_reason":"' in data or b'"finish_reason": "' in data:
-                return True
-            return b'"usage"' in data and b'"usage":null' not in data and b'"usage": null' not in data
-        return event.name in _NEEDED[self.fmt]
+            if not raw.startswith(b"data: {") or raw.count(b"\n") != 2:
+                return None
+            if b'"error"' in raw or b'"finish_reason":"' in raw or b'"finish_reason": "' in raw:
+                return None
+            if b'"usage"' in raw and b'"usage":null' not in raw and b'"usage": null' not in raw:
+                return None
+            return 1 if b'"content":"' in raw or b'"content": "' in raw else 0
+        if not raw.startswith(b"event: "):
+            return None
+        name = raw[7 : raw.find(b"\n")].decode("utf-8", "replace")
+        if name in _NEEDED[self.fmt]:
+            return None
+        return 1 if name == _PIECE[self.fmt] else 0
 
     @staticmethod
     def _chat(data: dict[str, Any], out: StreamEvent) -> None:
