@@ -28,6 +28,7 @@ from batchgate.clock import Clock
 from batchgate.config import TimeoutConfig
 from batchgate.endpoints import request_problem
 from batchgate.errors import (
+    BadRequestError,
     BatchgateError,
     InvalidRequestError,
     MalformedResponse,
@@ -42,49 +43,40 @@ from batchgate.policy.circuit import counts_as_failure
 from batchgate.policy.hints import parse_retry_hint
 from batchgate.policy.takeout import allowed
 from batchgate.providers.classify import error_fields
+from batchgate.providers.h1 import H1Transport
+from batchgate.providers.stream_call import UpstreamStream, open_stream
 from batchgate.quota.held import Held
 from batchgate.quota.limits import UNSENT, Outcome
 from batchgate.runtime import ProviderRuntime
 from batchgate.scheduler import Scheduler
 
 if TYPE_CHECKING:
-    import aiohttp
-
-    from batchgate.providers.stream_call import UpstreamStream
     from batchgate.providers.stream_events import Format, StreamEvent
 
 
 class Upstreams:
-    """Opens streamed calls to providers over one aiohttp session, made on first use."""
+    """Opens streamed calls to providers over each provider client's lean HTTP/1.1 transport (the
+    connections its calls that are not streamed use: pooled, its network's proxy and TLS)."""
 
     def __init__(self, timeouts: TimeoutConfig) -> None:
         self.timeouts = timeouts
-        self._session: aiohttp.ClientSession | None = None
 
     async def open(
         self, rt: ProviderRuntime, body: ChatBody, model: str, relay: Format | None = None
     ) -> UpstreamStream:
-        from batchgate.providers import http, stream_call  # noqa: PLC0415 — start-up cost (aiohttp)
-
-        if self._session is None:
-            self._session = http.create_session(connect_timeout=self.timeouts.connect)
-        network = None if rt.config.emulated else rt.config.network
+        transport = getattr(rt.client, "_transport", None)
+        if not isinstance(transport, H1Transport):
+            message = (
+                f"{rt.name}: this client's transport does not stream (send the request without stream: true)"
+            )
+            raise BadRequestError(message, provider=rt.name)
         t = self.timeouts
-        return await stream_call.open_stream(
-            self._session,
-            rt.client,
-            dict(body),
-            model,
-            connect=t.connect,
-            idle=t.stream_idle,
-            network=network,
-            relay=relay,
+        return await open_stream(
+            transport, rt.client, dict(body), model, connect=t.connect, idle=t.stream_idle, relay=relay
         )
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Nothing to close: the transports are the gateway's."""
 
 
 class _Attempt:
@@ -151,8 +143,7 @@ class _Attempt:
         self.release()
 
     def seen(self, ev: StreamEvent) -> None:
-        if ev.piece:
-            self.pieces += 1
+        self.pieces += ev.pieces
         if ev.fmt == "messages" and ev.start:
             usage = (ev.data.get("message") or {}).get("usage") or {}
             prompt = usage.get("input_tokens")

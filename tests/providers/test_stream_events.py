@@ -132,6 +132,21 @@ def test_a_light_decoder_counts_pieces_and_still_reads_the_usage(spaced: bool) -
     reader, light = SSEReader(), Decoder("chat", light=True)
     events = [light.decode(e) for e in reader.feed(raw)]
     assert [e.text for e in events] == ["", "", "", "", "", ""]  # relayed as they are: not parsed
-    assert sum(e.piece for e in events) == 2
+    assert sum(e.pieces for e in events) == 2
     assert [e.usage for e in events if e.usage] == [Usage(7, 2)]
+    assert light.ended
+
+
+@pytest.mark.parametrize(("fmt", "raw"), [("chat", CHAT), ("messages", MESSAGES)])
+def test_a_light_decoder_hands_on_a_run_of_pieces_as_one_event_with_its_bytes(
+    fmt: Format, raw: bytes
+) -> None:
+    light = Decoder(fmt, light=True)
+    events = light.decode_all(SSEReader().split(raw))  # the whole stream in one read
+    assert b"".join(e.raw for e in events) == raw  # every byte relayed, in order
+    assert sum(e.pieces for e in events) == 2
+    assert len(events) < raw.count(b"\n\n")  # the pieces came together
+    usage = [e.usage for e in events if e.usage]
+    assert usage == ([Usage(7, 2)] if fmt == "chat" else [Usage(9, 2)])
+    assert events[-1].done
     assert light.ended

@@ -31,23 +31,26 @@ class SSEReader:
         self._buffer = b""
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        return [event for raw in self.split(chunk) if (event := parse(raw)) is not None]
+
+    def split(self, chunk: bytes) -> list[bytes]:
+        """The bytes of each event `chunk` completes, not parsed (its blank line included)."""
         buffer = self._buffer + chunk if self._buffer else chunk
         if b"\r" in buffer:
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        events: list[SSEEvent] = []
+        raws: list[bytes] = []
         start = 0
         while (end := buffer.find(b"\n\n", start)) >= 0:
-            event = _parse(buffer[start : end + 2])
-            if event is not None:
-                events.append(event)
+            raws.append(buffer[start : end + 2])
             start = end + 2
         self._buffer = buffer[start:]
         if len(self._buffer) > MAX_EVENT:
             raise SSEError(f"an event longer than {MAX_EVENT} bytes")
-        return events
+        return raws
 
 
-def _parse(raw: bytes) -> SSEEvent | None:
+def parse(raw: bytes) -> SSEEvent | None:
+    """One event's bytes parsed (None: a comment or keep-alive only)."""
     if raw.startswith(b"data: ") and raw.count(b"\n") == 2:  # the usual shapes, at once
         return SSEEvent(None, raw[6:-2], raw)
     if raw.startswith(b"event: ") and raw.count(b"\n") == 3:

@@ -1,13 +1,15 @@
 """One streamed call to a provider: the request its client would send with `stream: true` (chat
 asks `stream_options.include_usage`, so the quota is settled from the provider's own count
-whatever the client asked), sent over an aiohttp session, its events read as they arrive.
+whatever the client asked), sent over the provider client's lean HTTP/1.1 transport
+(`providers.h1`, `H1Transport.stream`), its events read as they arrive.
 
 `open_stream` returns once the provider answered 2xx with its headers (a non-2xx: the
 `ProviderError` its status means, `classify.error_for_response`; a transport failure: the
 `TransportError` `classify.error_for_exception` makes, never with the key). `UpstreamStream.next`
 gives the next event, or raises `RequestTimeout` when none came within `idle` seconds (a stalled
 stream: an error, not a hang) and `MalformedResponse` when the stream broke off before its end.
-`close` ends the call (the connection is dropped: the provider stops generating).
+`close` ends the call (the connection is dropped: the provider stops generating; one read to its
+end goes back to the pool).
 """
 
 from __future__ import annotations
@@ -15,23 +17,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 import orjson
 
-from batchgate.config import NetworkSettings, Secret
-from batchgate.config.network import proxy_for_url, tls_context
+from batchgate.config import Secret
 from batchgate.endpoints import CHAT, RESPONSES, endpoint_of, wire_body
 from batchgate.errors import BadRequestError, MalformedResponse, RequestTimeout
 from batchgate.providers.anthropic import _TRANSLATE, AnthropicClient
 from batchgate.providers.classify import error_for_exception, error_for_response
-from batchgate.providers.http import proxy_header
+from batchgate.providers.h1 import H1Transport
+from batchgate.providers.h1.errors import H1Error
+from batchgate.providers.h1.stream import H1Stream
 from batchgate.providers.openai import OpenAIClient
 from batchgate.providers.sse import SSEError, SSEReader
 from batchgate.providers.stream_events import Decoder, Format, StreamEvent, StreamFailed
 from batchgate.providers.translate import openai_to_anthropic
 from batchgate.trace_hooks import TRACEPARENT
 
-_STREAM_HEADERS = {"Accept": "text/event-stream"}
+# identity: a stream's bytes are read as they come, never decompressed
+_STREAM_HEADERS = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
+_ERROR_BODY = 1024 * 1024  # what of a refusal's body is read
 _URLS: dict[tuple[str, str, str, str], str] = {}  # (provider, base URL, path, model) -> the URL
 
 
@@ -69,17 +73,12 @@ class UpstreamStream:
     """An answer being streamed; see the module docstring."""
 
     def __init__(
-        self,
-        response: aiohttp.ClientResponse,
-        fmt: Format,
-        idle: float,
-        provider: str,
-        key: Secret | None,
+        self, body: H1Stream, fmt: Format, idle: float, provider: str, key: Secret | None,
         relay: Format | None = None,
-    ) -> None:
-        self.response = response
-        self.headers: Mapping[str, str] = response.headers
-        self.status = response.status
+    ) -> None:  # fmt: skip
+        self._body = body
+        self.headers: Mapping[str, str] = body.headers
+        self.status = body.status
         self.fmt = fmt
         self._idle = idle
         self._provider = provider
@@ -94,12 +93,12 @@ class UpstreamStream:
         while not self._ready:
             if self._ended:
                 return None
-            try:  # the session's `sock_read` timeout is the idle bound: no timer per read here
-                chunk = await self.response.content.readany()
-            except TimeoutError:  # aiohttp's ServerTimeoutError
+            try:  # the stream's one idle timer bounds each wait
+                chunk = await self._body.read()
+            except TimeoutError:
                 message = f"{self._provider}: no event within {self._idle:g} s (stream_idle)"
                 raise RequestTimeout(message, provider=self._provider) from None
-            except (aiohttp.ClientError, OSError) as exc:
+            except (H1Error, OSError) as exc:
                 raise error_for_exception(exc, provider=self._provider, api_key=self._key) from None
             if not chunk:
                 self._ended = True
@@ -108,7 +107,7 @@ class UpstreamStream:
                     raise MalformedResponse(message, provider=self._provider)
                 return None
             try:
-                self._ready = [self._decoder.decode(e) for e in self._reader.feed(chunk)]
+                self._ready = self._decoder.decode_all(self._reader.split(chunk))
             except (SSEError, StreamFailed) as exc:
                 raise MalformedResponse(f"{self._provider}: {exc}", provider=self._provider) from None
             self._ready.reverse()
@@ -119,21 +118,17 @@ class UpstreamStream:
     def close(self) -> None:
         """End the call: a stream read to its end gives its connection back to the pool; one
         left midway drops it (the provider's handler is cancelled: it stops generating)."""
-        if self._ended:
-            self.response.release()
-        else:
-            self.response.close()
+        self._body.close()
 
 
 async def open_stream(
-    session: aiohttp.ClientSession,
+    transport: H1Transport,
     client: Any,
     body: dict[str, Any],
     model: str,
     *,
     connect: float,
     idle: float,
-    network: NetworkSettings | None = None,
     relay: Format | None = None,
 ) -> UpstreamStream:
     """Send `body` streamed; the stream once the provider answered 2xx (see the module docstring).
@@ -142,33 +137,22 @@ async def open_stream(
     if (traceparent := TRACEPARENT.get()) is not None:  # tracing on: the trace goes on upstream
         headers = {**headers, "traceparent": traceparent}
     name, key = client.name, client._api_key
-    tls: Any = True
-    proxy, proxy_headers = None, None
-    if network is not None:
-        tls = tls_context(network) if network.custom_tls else True
-        chosen = proxy_for_url(network, url)
-        if chosen is not None:
-            proxy, proxy_headers = chosen.shown, proxy_header(chosen.authorization)
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=idle)
     try:
-        response = await session.post(
-            url,
-            data=data,
-            headers=headers,
-            timeout=timeout,
-            allow_redirects=False,
-            ssl=tls,
-            proxy=proxy,
-            proxy_headers=proxy_headers,
-        )
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        stream = await transport.stream("POST", url, data, headers, connect=connect, idle=idle)
+    except (H1Error, TimeoutError, OSError) as exc:
         raise error_for_exception(exc, provider=name, api_key=key) from None
-    if not 200 <= response.status < 300:
+    if not 200 <= stream.status < 300:
+        raw = b""
         try:
-            raw = await response.read()
-        except (aiohttp.ClientError, TimeoutError, OSError):
-            raw = b""
+            while len(raw) < _ERROR_BODY and (piece := await stream.read()):
+                raw += piece
+        except (H1Error, TimeoutError, OSError):
+            pass
         finally:
-            response.close()
-        raise error_for_response(response.status, response.headers, raw, provider=name, api_key=key, url=url)
-    return UpstreamStream(response, fmt, idle, name, key, relay)
+            stream.close()
+        raise error_for_response(stream.status, stream.headers, raw, provider=name, api_key=key, url=url)
+    if stream.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
+        stream.close()
+        message = f"{name}: the stream came compressed, though identity was asked"
+        raise MalformedResponse(message, provider=name)
+    return UpstreamStream(stream, fmt, idle, name, key, relay)

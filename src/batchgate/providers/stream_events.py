@@ -17,7 +17,7 @@ from typing import Any, Literal
 import orjson
 
 from batchgate.models import Usage
-from batchgate.providers.sse import SSEEvent
+from batchgate.providers.sse import SSEEvent, parse
 
 Format = Literal["chat", "responses", "messages"]
 # Anthropic's stop reasons as chat's finish reasons (the translation `providers/translate.py` makes)
@@ -43,7 +43,7 @@ class StreamEvent:
     usage_only: bool = False  # chat's usage chunk (left out for a client that did not ask)
     meta: dict[str, Any] = field(default_factory=dict)  # id, model, created
     more: bool = False  # more events came in the same read (a relay writes them together)
-    piece: bool = False  # it carries a piece of text (counted for what was produced)
+    pieces: int = 0  # the pieces of text it carries (counted for what was produced)
 
 
 # What a light decoder parses (the rest only counted): each format's events that start or end a
@@ -73,11 +73,8 @@ class Decoder:
         if self.fmt == "chat" and event.data == b"[DONE]":
             out.done = self.ended = True
             return out
-        if self.light and self._seen and not self._needed(event):
-            if self.fmt != "chat":
-                out.piece = event.name == _PIECE[self.fmt]
-            else:
-                out.piece = b'"content":"' in event.data or b'"content": "' in event.data
+        if self.light and self._seen and (plain := self._plain(event.raw)) is not None:
+            out.pieces = plain
             return out
         try:
             data = orjson.loads(event.data) if event.data else {}
@@ -97,16 +94,49 @@ class Decoder:
         if not self._seen:
             self._seen = out.start = True
         self.ended = self.ended or out.done
-        out.piece = bool(out.text)
+        out.pieces = 1 if out.text else 0
         return out
 
-    def _needed(self, event: SSEEvent) -> bool:
+    def decode_all(self, raws: list[bytes]) -> list[StreamEvent]:
+        """Events' bytes (`SSEReader.split`) decoded, comments left out. A light decoder looks
+        into an event's bytes before parsing it: a run it need not parse (text pieces passed on as
+        they are) comes as one event, their bytes together, their pieces counted."""
+        out: list[StreamEvent] = []
+        run: list[bytes] = []
+        pieces = 0
+        for raw in raws:
+            if self.light and self._seen and (plain := self._plain(raw)) is not None:
+                run.append(raw)
+                pieces += plain
+                continue
+            event = parse(raw)
+            if event is None:
+                continue
+            if run:
+                out.append(StreamEvent(self.fmt, b"".join(run), pieces=pieces))
+                run, pieces = [], 0
+            out.append(self.decode(event))
+        if run:
+            out.append(StreamEvent(self.fmt, b"".join(run), pieces=pieces))
+        return out
+
+    def _plain(self, raw: bytes) -> int | None:
+        """For an event's bytes the gateway need not parse: 1 if it carries a piece of text, else
+        0; None for one it must parse (or cannot tell from its bytes)."""
         if self.fmt == "chat":
-            data = event.data
-            if b'"error"' in data or b'"finish_reason":"' in data or b'"finish_reason": "' in data:
-                return True
-            return b'"usage"' in data and b'"usage":null' not in data and b'"usage": null' not in data
-        return event.name in _NEEDED[self.fmt]
+            if not raw.startswith(b"data: {") or raw.count(b"\n") != 2:
+                return None
+            if b'"error"' in raw or b'"finish_reason":"' in raw or b'"finish_reason": "' in raw:
+                return None
+            if b'"usage"' in raw and b'"usage":null' not in raw and b'"usage": null' not in raw:
+                return None
+            return 1 if b'"content":"' in raw or b'"content": "' in raw else 0
+        if not raw.startswith(b"event: "):
+            return None
+        name = raw[7 : raw.find(b"\n")].decode("utf-8", "replace")
+        if name in _NEEDED[self.fmt]:
+            return None
+        return 1 if name == _PIECE[self.fmt] else 0
 
     @staticmethod
     def _chat(data: dict[str, Any], out: StreamEvent) -> None:

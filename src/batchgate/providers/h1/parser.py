@@ -9,13 +9,16 @@ none. `keep_alive` says whether the connection can carry another request (HTTP/1
 decompressed when the response is taken (`response`), with a max output length: the bound holds
 after decompression, so a bomb (299 KiB of gzip inflating to 300 MiB) stops at `MAX_BODY` with
 `H1TooLarge` instead of filling memory; any other coding is a protocol error (the transport asks
-for those two only). What no retry can change raises its own type: `H1TooLarge` (a head or body
+for those two only). A streamed answer's parser has a `sink`: its body's bytes (chunks undone) go
+there as they arrive, unbounded in total and never decompressed (a stream asks for `identity`).
+What no retry can change raises its own type: `H1TooLarge` (a head or body
 past the bound), `H1GarbledHead` (a status or header line that is not HTTP/1.x).
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -24,6 +27,7 @@ from batchgate.providers.h1.errors import H1BodyBroken, H1GarbledHead, H1Protoco
 MAX_HEAD = 64 * 1024  # a status line and headers; aiohttp's bound is 8 KiB per line
 MAX_BODY = 256 * 1024 * 1024  # what one answer may hold
 MAX_CHUNK_LINE = 1024
+_HEX = b"0123456789abcdefABCDEF"
 
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _TRAILER, _TO_EOF, _DONE = range(7)
 _NO_BODY = frozenset((204, 304))
@@ -34,15 +38,19 @@ Response = tuple[int, CIMultiDictProxy[str], bytes]
 class ResponseParser:
     """Reads one response; see the module docstring."""
 
-    __slots__ = ("_body", "_buf", "_headers", "_need", "_state", "_status", "keep_alive", "started")
+    __slots__ = (
+        "_body", "_buf", "_got", "_headers", "_need", "_state", "_status", "keep_alive", "sink", "started",
+    )  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, sink: Callable[[bytes], None] | None = None) -> None:
+        self.sink = sink
         self._buf = bytearray()
         self._body = bytearray()
         self._state = _HEAD
         self._status = 0
         self._headers: CIMultiDict[str] = CIMultiDict()
         self._need = 0
+        self._got = 0  # the body's bytes so far
         self.keep_alive = False
         self.started = False  # some of the answer arrived
 
@@ -50,8 +58,27 @@ class ResponseParser:
     def done(self) -> bool:
         return self._state == _DONE
 
+    @property
+    def head_done(self) -> bool:
+        return self._state != _HEAD
+
+    def head(self) -> tuple[int, CIMultiDictProxy[str]]:
+        """The status and headers (once `head_done`)."""
+        return self._status, CIMultiDictProxy(self._headers)
+
     def feed(self, data: bytes) -> bool:
-        """Take bytes that arrived; True once the response is complete."""
+        """Take bytes that arrived; True once the response is complete (a stream's sink is given
+        the body's bytes they held, in one piece)."""
+        if self.sink is None:
+            return self._feed(data)
+        try:
+            return self._feed(data)
+        finally:
+            if self._body:
+                self.sink(bytes(self._body))
+                self._body.clear()
+
+    def _feed(self, data: bytes) -> bool:
         if data:
             self.started = True
         if self._state == _DONE:
@@ -66,9 +93,8 @@ class ResponseParser:
         if state == _LENGTH:
             self._read_length()
         elif state == _TO_EOF:
-            self._body += buf
+            self._take(buf)
             buf.clear()
-            self._check_size()
         elif state != _DONE:
             self._read_chunks()
         if self._state == _DONE and buf:
@@ -146,50 +172,57 @@ class ResponseParser:
         self._state = _LENGTH
 
     def _read_length(self) -> None:
-        buf, want = self._buf, self._need - len(self._body)
+        buf, want = self._buf, self._need - self._got
         if len(buf) <= want:
-            self._body += buf
+            self._take(buf)
             buf.clear()
         else:
-            self._body += buf[:want]
+            self._take(buf[:want])
             del buf[:want]
-        if len(self._body) == self._need:
+        if self._got == self._need:
             self._state = _DONE
 
     def _read_chunks(self) -> None:
-        buf = self._buf
-        while True:
-            if self._state == _CHUNK_SIZE:
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    if len(buf) > MAX_CHUNK_LINE:
-                        raise H1ProtocolError("a chunk-size line is too long")
-                    return
-                self._need = _chunk_size(bytes(buf[:end]))
-                del buf[: end + 2]
-                self._state = _CHUNK_DATA if self._need else _TRAILER
-            elif self._state == _CHUNK_DATA:
-                if len(buf) < self._need + 2:
-                    return
-                if buf[self._need : self._need + 2] != b"\r\n":
-                    raise H1ProtocolError("a chunk does not end with CRLF")
-                self._body += buf[: self._need]
-                del buf[: self._need + 2]
-                self._check_size()
-                self._state = _CHUNK_SIZE
-            else:  # trailer fields, skipped, then the empty line
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    if len(buf) > MAX_HEAD:
-                        raise H1ProtocolError("the trailer is too large")
-                    return
-                del buf[: end + 2]
-                if end == 0:
-                    self._state = _DONE
-                    return
+        """Chunks read by position; what they used is cut from the buffer once, at the end."""
+        buf, pos = self._buf, 0
+        try:
+            while True:
+                if self._state == _CHUNK_SIZE:
+                    end = buf.find(b"\r\n", pos)
+                    if end < 0:
+                        if len(buf) - pos > MAX_CHUNK_LINE:
+                            raise H1ProtocolError("a chunk-size line is too long")
+                        return
+                    self._need = _chunk_size(buf[pos:end])
+                    pos = end + 2
+                    self._state = _CHUNK_DATA if self._need else _TRAILER
+                elif self._state == _CHUNK_DATA:
+                    stop = pos + self._need
+                    if len(buf) < stop + 2:
+                        return
+                    if buf[stop : stop + 2] != b"\r\n":
+                        raise H1ProtocolError("a chunk does not end with CRLF")
+                    self._take(buf[pos:stop])
+                    pos = stop + 2
+                    self._state = _CHUNK_SIZE
+                else:  # trailer fields, skipped, then the empty line
+                    end = buf.find(b"\r\n", pos)
+                    if end < 0:
+                        if len(buf) - pos > MAX_HEAD:
+                            raise H1ProtocolError("the trailer is too large")
+                        return
+                    blank, pos = end == pos, end + 2
+                    if blank:
+                        self._state = _DONE
+                        return
+        finally:
+            del buf[:pos]
 
-    def _check_size(self) -> None:
-        if len(self._body) > MAX_BODY:
+    def _take(self, data: bytearray) -> None:
+        """Body bytes: kept, within the bound (a stream's: until `feed` hands them on)."""
+        self._got += len(data)
+        self._body += data
+        if self._got > MAX_BODY and self.sink is None:
             raise H1TooLarge(f"the body is past the bound ({MAX_BODY} bytes)")
 
 
@@ -203,9 +236,11 @@ def _status_line(line: str) -> tuple[int, bool]:
     return int(code), line[7] == "1"
 
 
-def _chunk_size(line: bytes) -> int:
-    digits = line.split(b";", 1)[0].strip(b" \t")
-    if not digits or digits.strip(b"0123456789abcdefABCDEF"):
+def _chunk_size(line: bytearray) -> int:
+    if 0 < len(line) <= 7 and not line.strip(_HEX):  # the usual: hex digits alone (< MAX_BODY)
+        return int(line, 16)
+    digits = bytes(line).split(b";", 1)[0].strip(b" \t")
+    if not digits or digits.strip(_HEX):
         raise H1ProtocolError(f"an invalid chunk size {digits[:20]!r}")
     size = int(digits, 16)
     if size > MAX_BODY:

@@ -16,6 +16,10 @@ goes to the proxy: an https origin through a `CONNECT` tunnel (`proxy.open_tunne
 verified for the origin's host; an http origin's requests in absolute form with
 `Proxy-Authorization`. A failed handshake raises `H1TLSError` (the ssl module's reason and verify
 message, and the host), never a connect error.
+
+`stream` is one exchange whose answer is read as it arrives (`h1.stream.H1Stream`: a provider's
+events), on the same pooled connections; its connection goes back to the pool once its answer was
+read to the end.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import ipaddress
 import socket
 import ssl
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
@@ -32,6 +37,7 @@ from batchgate.providers.h1.connection import Connection
 from batchgate.providers.h1.errors import H1ConnectError, H1DNSError, H1ProtocolError, H1TLSError
 from batchgate.providers.h1.parser import Response
 from batchgate.providers.h1.proxy import Proxy, open_tls_proxy, open_tunnel
+from batchgate.providers.h1.stream import H1Stream
 from batchgate.providers.wire import ON_WIRE
 
 KEEPALIVE_SECONDS = 30.0
@@ -107,9 +113,33 @@ class H1Transport:
             if timer is not None:
                 timer.cancel()
         if conn.reusable:
-            conn.idle_since = loop.time()
-            self._idle.setdefault(target.origin, []).append(conn)
+            self._put_back(target.origin, conn)
         return response
+
+    async def stream(
+        self, method: str, url: str, data: bytes | None, headers: Mapping[str, str], *,
+        connect: float | None, idle: float,
+    ) -> H1Stream:  # fmt: skip
+        """One exchange whose answer is read as it arrives, once its head came (`H1Stream`; each
+        wait for it bounded by `idle`); raises as `request` does."""
+        if self._closed:
+            raise H1ConnectError("the transport is closed")
+        target = self._targets.get(url) or self._target(url)
+        payload = _request_bytes(method, target, data, headers)
+        conn = self._take(target.origin, asyncio.get_running_loop().time())
+        if conn is None:
+            conn = await self._connect(target, connect)
+        on_wire = ON_WIRE.get()
+        if on_wire is not None:
+            on_wire()
+        stream = H1Stream(conn, idle, partial(self._put_back, target.origin))
+        try:
+            conn.stream(payload, stream)
+            await stream.wait_head()
+        except BaseException:
+            stream.close()
+            raise
+        return stream
 
     async def close(self) -> None:
         """Close every connection; calls after this fail at once."""
@@ -121,6 +151,13 @@ class H1Transport:
             await asyncio.sleep(0)  # let the transports tell their protocols they are gone
 
     # -- connections ----------------------------------------------------------------------
+    def _put_back(self, origin: tuple[str, str, int], conn: Connection) -> None:
+        if self._closed:
+            conn.close()
+            return
+        conn.idle_since = asyncio.get_running_loop().time()
+        self._idle.setdefault(origin, []).append(conn)
+
     def _take(self, origin: tuple[str, str, int], now: float) -> Connection | None:
         idle = self._idle.get(origin)
         while idle:

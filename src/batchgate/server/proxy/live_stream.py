@@ -6,7 +6,8 @@ when the route sent it to another kind).
 Nothing is written before the provider's first event, so a failure until then (a 429 after the
 retries, no provider left) is an ordinary HTTP error and the request may still fail over; from
 the first event on, each is written as it arrives (no buffering: aiohttp's sockets have
-TCP_NODELAY; events that came in one read from the provider go out in one write), and a
+TCP_NODELAY; events that came in one read from the provider go out in one write; the last
+ones, once the provider's stream ended and the quota was settled, with the end of the answer), and a
 failure (`timeouts.stream_idle` passed without an event, the stream broken off) ends the stream
 with an error event in the client's format. A client that
 goes away closes the gateway's stream (`contextlib.aclosing`): the provider's call is dropped
@@ -28,6 +29,13 @@ _SSE = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _MESSAGE_CHARS = 300
 
 
+class _EventStream(web.StreamResponse):
+    """Its head goes out with the first events, in one write (aiohttp's `Response` does so; a
+    `StreamResponse` writes its head alone at `prepare` unless told not to)."""
+
+    _send_headers_immediately = False
+
+
 async def relay(
     request: web.Request,
     events: AsyncGenerator[StreamEvent, None],
@@ -37,21 +45,21 @@ async def relay(
     is raised to the caller (who answers it as an HTTP error)."""
     async with contextlib.aclosing(events) as stream:
         first = await anext(stream)  # raises before anything is written
-        response = web.StreamResponse(headers=_SSE)
+        response = _EventStream(headers=_SSE)
         await response.prepare(request)
         ev: StreamEvent | None = first
         held: list[bytes] = []  # events that came in one read, written together
         try:
             while ev is not None:
                 held.append(renderer.render(ev))
-                if not ev.more:
+                if not ev.more and not ev.done:
                     await response.write(b"".join(held))
                     held.clear()
                 ev = await anext(stream, None)
         except BatchgateError as exc:  # after the first event: the stream ends with an error event
             message = (exc.message or exc.kind)[:_MESSAGE_CHARS]
-            await response.write(renderer.error(exc.kind, message))
+            held.append(renderer.error(exc.kind, message))
         except ConnectionResetError:  # the client went away: its stream is closed on the way out
             return response
-        await response.write_eof()
+        await response.write_eof(b"".join(held))  # the last events, with the end (one write)
     return response
