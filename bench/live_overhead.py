@@ -1,7 +1,7 @@
 """Keep the floor: what the live proxy adds, streaming and not, beside a bare aiohttp proxy; and
 how soon a streamed answer's first event reaches the client.
 
-    python bench/live_overhead.py [--sequential 40] [--burst 200] [--rounds 5] [--first 100]
+    python bench/live_overhead.py [--sequential 40] [--burst 200] [--rounds 12] [--first 100]
 
 Three processes besides this client: the emulator (`batchgate emulate`), a bare aiohttp proxy
 (this file with `--bare`: one pooled client session, the bytes forwarded, a stream chunk by chunk
@@ -11,7 +11,8 @@ side by side in one run, the sides interleaved round by round:
 (1) sequential requests (`--sequential` a round, `--rounds` rounds) straight to the emulator,
     through the bare proxy and through `serve`: a chat completion not streamed, and one streamed
     (20 tokens, the client asking `include_usage`) timed to its last byte. A side's overhead is
-    the median over rounds of (its round's median - the direct round's median), in ms.
+    the median over rounds of (its round's median - the direct round's median), in ms; the
+    sides' order turns each round, and the bursts come after every sequential round.
 (2) a burst of `--burst` concurrent requests, each kind: the p50 of each side, and its overhead.
 (3) first-event delay: `--first` streamed requests per endpoint (`/v1/chat/completions`,
     `/v1/responses`, `/v1/messages`) of a 2 s, 200-token answer (10 ms a token), 10 at a time,
@@ -171,7 +172,10 @@ Side = tuple[str, str, dict[str, str], int | None]  # chat URL, model, headers, 
 
 async def _overheads(sides: dict[str, Side], args: argparse.Namespace) -> None:
     """(1) and (2), with each proxy's CPU time per request (from /proc: steadier than latency on
-    a loaded machine)."""
+    a loaded machine). The sequential rounds come first, then the bursts (a burst's aftermath —
+    its garbage, a busy neighbour — never falls on another side's sequential round), and the
+    sides' order turns round by round (no side always follows the same one)."""
+    names = list(sides)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         for stream in (False, True):
             kind = "streamed" if stream else "not streamed"
@@ -182,16 +186,18 @@ async def _overheads(sides: dict[str, Side], args: argparse.Namespace) -> None:
                 await asyncio.gather(
                     *(_timed(http, url, _body(CHAT, model, 20, stream), headers) for _ in range(20))
                 )
-            for _ in range(args.rounds):
-                for name, (url, model, headers, pid) in sides.items():
+            for turn in range(2 * args.rounds):
+                burst = turn >= args.rounds
+                for name in names[turn % len(names) :] + names[: turn % len(names)]:
+                    url, model, headers, pid = sides[name]
                     body = _body(CHAT, model, 20, stream)
                     before = _cpu_s(pid)
-                    times = [await _timed(http, url, body, headers) for _ in range(args.sequential)]
-                    rounds[name].append(_median(times))
-                    burst = await asyncio.gather(
-                        *(_timed(http, url, body, headers) for _ in range(args.burst))
-                    )
-                    bursts[name].extend(burst)
+                    if burst:
+                        many = (_timed(http, url, body, headers) for _ in range(args.burst))
+                        bursts[name].extend(await asyncio.gather(*many))
+                    else:
+                        times = [await _timed(http, url, body, headers) for _ in range(args.sequential)]
+                        rounds[name].append(_median(times))
                     cpu[name] += _cpu_s(pid) - before
             per_request = {
                 name: spent / (args.rounds * (args.sequential + args.burst)) for name, spent in cpu.items()
@@ -273,7 +279,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sequential", type=int, default=40, help="sequential requests a round and side")
     parser.add_argument("--burst", type=int, default=200, help="concurrent requests in a burst")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    parser.add_argument("--rounds", type=int, default=12, help="interleaved rounds")
     parser.add_argument("--first", type=int, default=100, help="streams per endpoint for the first event")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -116,14 +116,19 @@ def test_messages_become_chat_chunks_and_chat_becomes_messages() -> None:
     assert delta["usage"] == {"output_tokens": 2}  # held back until chat's usage chunk came
 
 
-def test_chat_becomes_a_responses_stream_ending_in_the_whole_response() -> None:
-    events = _datas(_rendered("responses", "chat", CHAT))
+@pytest.mark.parametrize(("finish", "ending"), [("stop", "completed"), ("length", "incomplete")])
+def test_chat_becomes_a_responses_stream_ending_in_the_whole_response(finish: str, ending: str) -> None:
+    upstream = CHAT.replace(b'"finish_reason":"length"', f'"finish_reason":"{finish}"'.encode())
+    events = _datas(_rendered("responses", "chat", upstream))
     assert events[0]["type"] == "response.created"
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     done = events[-1]
-    assert done["type"] == "response.completed"
+    assert done["type"] == f"response.{ending}"
+    assert done["response"]["status"] == ending
     assert done["response"]["output"][0]["content"][0]["text"] == "Hi there"
     assert done["response"]["usage"]["output_tokens"] == 2
+    cut = {"reason": "max_output_tokens"} if finish == "length" else None
+    assert done["response"].get("incomplete_details") == cut
 
 
 @pytest.mark.parametrize("spaced", [False, True])
@@ -150,3 +155,71 @@ def test_a_light_decoder_hands_on_a_run_of_pieces_as_one_event_with_its_bytes(
     assert usage == ([Usage(7, 2)] if fmt == "chat" else [Usage(9, 2)])
     assert events[-1].done
     assert light.ended
+
+
+def _groupings(parts: list[bytes]) -> list[list[bytes]]:
+    """Every split of `parts` (whole events, in order) into contiguous reads."""
+    out = []
+    for cuts in range(2 ** (len(parts) - 1)):
+        reads, current = [], parts[0]
+        for i, part in enumerate(parts[1:]):
+            if cuts >> i & 1:
+                reads.append(current)
+                current = part
+            else:
+                current += part
+        out.append([*reads, current])
+    return out
+
+
+@pytest.mark.parametrize(
+    ("fmt", "raw"),
+    [
+        ("chat", CHAT),
+        ("chat", CHAT.replace(b'":', b'": ').replace(b'",', b'", ')),
+        ("messages", MESSAGES),
+        ("responses", None),
+    ],
+)
+def test_a_read_scanned_whole_is_what_its_events_decoded_one_by_one_would_be(
+    fmt: Format, raw: bytes | None
+) -> None:
+    if raw is None:  # a Responses stream: the chat stream rendered as one
+        raw = _rendered("responses", "chat", CHAT)
+    parts = [part + b"\n\n" for part in raw.split(b"\n\n")[:-1]]
+    bulked = 0
+    for reads in _groupings(parts):
+        reader, light = SSEReader(), Decoder(fmt, light=True)
+        events: list[StreamEvent] = []
+        for read in reads:
+            whole = None if reader.holding else light.bulk(read)
+            bulked += whole is not None
+            events += [whole] if whole is not None else light.decode_all(reader.split(read))
+        assert b"".join(e.raw for e in events) == raw
+        assert sum(e.pieces for e in events) == 2
+        assert len([e for e in events if e.usage]) == 1
+        assert [e.finish for e in events if e.finish] == ["length"]
+        assert events[0].start and events[-1].done and light.ended
+    assert bulked > 0  # some reads of pieces were scanned whole
+
+
+@pytest.mark.parametrize(
+    ("fmt", "read"),
+    [
+        ("chat", b'data: {"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}]}\n\n'),
+        ("chat", b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}\n\n'),
+        ("chat", b'data: {"error":{"message":"overloaded"}}\n\n'),
+        ("chat", b"data: [DONE]\n\n"),
+        ("chat", b": keep-alive\n\n"),
+        ("chat", b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices"'),
+        ("messages", b'event: message_delta\ndata: {"type":"message_delta"}\n\n'),
+        ("messages", b'event: error\ndata: {"type":"error"}\n\n'),
+        ("messages", b'event: content_block_delta\r\ndata: {"type":"content_block_delta"}\r\n\r\n'),
+    ],
+)
+def test_a_read_holding_what_must_be_parsed_is_not_scanned_whole(fmt: Format, read: bytes) -> None:
+    light = Decoder(fmt, light=True)
+    first = (CHAT if fmt == "chat" else MESSAGES).split(b"\n\n")[0] + b"\n\n"
+    assert light.decode_all(SSEReader().split(first))[0].start
+    assert light.bulk(read) is None
+    assert Decoder(fmt, light=True).bulk(read) is None  # nor before the first event

@@ -30,6 +30,11 @@ class SSEReader:
     def __init__(self) -> None:
         self._buffer = b""
 
+    @property
+    def holding(self) -> bool:
+        """Whether part of an event not yet ended is held (the next bytes go on from it)."""
+        return bool(self._buffer)
+
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         return [event for raw in self.split(chunk) if (event := parse(raw)) is not None]
 

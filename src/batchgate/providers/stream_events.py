@@ -54,6 +54,8 @@ _NEEDED = {
                             "response.failed", "error"}),
 }  # fmt: skip
 _PIECE = {"messages": "content_block_delta", "responses": "response.output_text.delta"}
+_NEEDED_LINES = {fmt: tuple(f"event: {name}\n".encode() for name in names) for fmt, names in _NEEDED.items()}
+_PIECE_LINE = {fmt: f"event: {name}\n".encode() for fmt, name in _PIECE.items()}
 
 
 class Decoder:
@@ -119,6 +121,35 @@ class Decoder:
         if run:
             out.append(StreamEvent(self.fmt, b"".join(run), pieces=pieces))
         return out
+
+    def bulk(self, chunk: bytes) -> StreamEvent | None:
+        """A read's bytes as one event when a light decoder need parse none of them: whole events
+        (`chunk` ends at a blank line, nothing held before it), each one `_plain` would pass on —
+        told by scanning the whole read at once, not event by event (the pieces of a relayed
+        answer's middle mostly come so). None: split and decode them one by one."""
+        if not (self.light and self._seen) or not chunk.endswith(b"\n\n") or b"\r" in chunk:
+            return None
+        events = chunk.count(b"\n\n")
+        if self.fmt == "chat":
+            if (
+                not chunk.startswith(b"data: {")
+                or chunk.count(b"\n\ndata: {") != events - 1
+                or chunk.count(b"\n") != 2 * events
+                or b'"error"' in chunk
+                or b'"finish_reason":"' in chunk
+                or b'"finish_reason": "' in chunk
+                or chunk.count(b'"usage"') != chunk.count(b'"usage":null') + chunk.count(b'"usage": null')
+            ):
+                return None
+            pieces = chunk.count(b'"content":"') + chunk.count(b'"content": "')
+            return StreamEvent(self.fmt, chunk, pieces=pieces) if pieces <= events else None
+        if (
+            not chunk.startswith(b"event: ")
+            or chunk.count(b"\n\nevent: ") != events - 1
+            or any(line in chunk for line in _NEEDED_LINES[self.fmt])
+        ):
+            return None
+        return StreamEvent(self.fmt, chunk, pieces=chunk.count(_PIECE_LINE[self.fmt]))
 
     def _plain(self, raw: bytes) -> int | None:
         """For an event's bytes the gateway need not parse: 1 if it carries a piece of text, else

@@ -24,6 +24,10 @@ def _sse(name: str | None, data: dict[str, Any]) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + body + b"\n\n"
 
 
+# chat's finish reasons that end a Responses answer `incomplete`, and the reason it names
+_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
 class Renderer:
     """Writes one stream for a client of format `fmt`; see the module docstring."""
 
@@ -106,6 +110,15 @@ class Renderer:
             else None,
         }
 
+    def _ended_response(self, finish: str) -> bytes:
+        """`response.completed`, or `response.incomplete` with its reason where the answer was cut
+        (https://platform.openai.com/docs/api-reference/responses-streaming/response/incomplete)."""
+        reason = _INCOMPLETE.get(finish)
+        if reason is None:
+            return self._event("response.completed", response=self._response("completed"))
+        response = {**self._response("incomplete"), "incomplete_details": {"reason": reason}}
+        return self._event("response.incomplete", response=response)
+
     def _item(self, done: bool) -> dict[str, Any]:
         part = {"type": "output_text", "text": "".join(self._text), "annotations": []}
         return {
@@ -176,7 +189,7 @@ class Renderer:
                     self._event("response.output_text.done", **self._where(), text=text, logprobs=[]),
                     self._event("response.content_part.done", **self._where(), part=item["content"][0]),
                     self._event("response.output_item.done", output_index=0, item=item),
-                    self._event("response.completed", response=self._response("completed")),
+                    self._ended_response(finish),
                 )
             )
         made = usage.completion_tokens if usage is not None else 0

@@ -10,8 +10,9 @@ client with no key took the server's file descriptors), so every connection pass
   while the server has paused reading, nor while an answer is still being written).
 
 `deadline` is the pure decision; `Door` applies it with one timer per connection on the
-service's clock, armed again only when it fires (a byte moves the last-seen time, never a timer),
-and learns where each request starts and ends from the app's outermost middleware
+service's clock, armed again only when it fires or when the deadline moved before it (a byte,
+a request's start or end moves a time, never a timer: a kept-alive connection's requests arm
+nothing), and learns where each request starts and ends from the app's outermost middleware
 (`Door.middleware`). Closing is quiet: one DEBUG event per connection closed.
 """
 
@@ -77,6 +78,7 @@ class _Watch(asyncio.Protocol):
         self.request: web.BaseRequest | None = None
         self.since = self.last_byte = door.clock.now()
         self.timer: TimerHandle | None = None
+        self.armed_at = 0.0  # when `timer` fires
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport = cast("asyncio.Transport", transport)  # uvloop's is no subclass
@@ -109,11 +111,11 @@ class _Watch(asyncio.Protocol):
 
     def started(self, request: web.BaseRequest) -> None:
         self.request, self.last_byte = request, self.door.clock.now()
-        self._arm()
+        self._arm(lazy=True)
 
     def ended(self) -> None:
         self.request, self.since = None, self.door.clock.now()
-        self._arm()
+        self._arm(lazy=True)
 
     def _deadline(self) -> float | None:
         return deadline(
@@ -124,11 +126,15 @@ class _Watch(asyncio.Protocol):
             body_pending=self.request is not None and not self.request.content.is_eof(),
         )
 
-    def _arm(self) -> None:
-        self._disarm()
+    def _arm(self, *, lazy: bool = False) -> None:
+        """The timer set for the deadline; `lazy`: a timer already set no later than the deadline
+        is kept (when it fires, `_fire` looks again and arms for the rest)."""
         when = self._deadline()
+        if lazy and self.timer is not None and (when is None or self.armed_at <= when):
+            return
+        self._disarm()
         if when is not None:
-            self.timer = self.door.clock.call_at(when, self._fire)
+            self.timer, self.armed_at = self.door.clock.call_at(when, self._fire), when
 
     def _disarm(self) -> None:
         if self.timer is not None:
@@ -147,7 +153,7 @@ class _Watch(asyncio.Protocol):
         if when is None:
             return
         if when > now:  # bytes came (or the body ended) since the timer was armed
-            self.timer = self.door.clock.call_at(when, self._fire)
+            self.timer, self.armed_at = self.door.clock.call_at(when, self._fire), when
             return
         logs.event(log, logging.DEBUG, "connection_timed_out", in_request=self.request is not None)
         transport.abort()
