@@ -199,7 +199,9 @@ def test_a_read_scanned_whole_is_what_its_events_decoded_one_by_one_would_be(
         assert sum(e.pieces for e in events) == 2
         assert len([e for e in events if e.usage]) == 1
         assert [e.finish for e in events if e.finish] == ["length"]
-        assert events[0].start and events[-1].done and light.ended
+        assert events[0].start
+        assert events[-1].done
+        assert light.ended
     assert bulked > 0  # some reads of pieces were scanned whole
 
 
