@@ -3,6 +3,8 @@ written in another format (the translation a failover across kinds makes) or pas
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -172,6 +174,23 @@ def _groupings(parts: list[bytes]) -> list[list[bytes]]:
     return out
 
 
+def _summary(decoder: Decoder, read: Callable[[], list[StreamEvent]]) -> tuple[object, ...]:
+    try:
+        events = read()
+    except StreamFailed as exc:
+        return ("failed", str(exc))
+    usage = [e.usage for e in events if e.usage]
+    finish = [e.finish for e in events if e.finish]
+    return b"".join(e.raw for e in events), sum(e.pieces for e in events), usage, finish, decoder.ended
+
+
+def _one_by_one(fmt: Format, reads: list[bytes], first: bytes = b"") -> tuple[object, ...]:
+    """What a light decoder makes of `reads` event by event (after `first`, decoded apart)."""
+    reference, by_one = SSEReader(), Decoder(fmt, light=True)
+    by_one.decode_all(reference.split(first))
+    return _summary(by_one, lambda: [by_one.decode(e) for r in reads for e in reference.feed(r)])
+
+
 @pytest.mark.parametrize(
     ("fmt", "raw"),
     [
@@ -181,28 +200,29 @@ def _groupings(parts: list[bytes]) -> list[list[bytes]]:
         ("responses", None),
     ],
 )
+@pytest.mark.parametrize("shift", [0, 1, 9])
 def test_a_read_scanned_whole_is_what_its_events_decoded_one_by_one_would_be(
-    fmt: Format, raw: bytes | None
+    fmt: Format, raw: bytes | None, shift: int
 ) -> None:
+    """Every split of a stream into reads (at event ends, or `shift` bytes into the next event):
+    the same bytes, pieces, usage and finish as event by event."""
     if raw is None:  # a Responses stream: the chat stream rendered as one
         raw = _rendered("responses", "chat", CHAT)
     parts = [part + b"\n\n" for part in raw.split(b"\n\n")[:-1]]
-    bulked = 0
-    for reads in _groupings(parts):
+    for grouping in _groupings(parts):
+        ends = list(itertools.accumulate(len(r) for r in grouping))
+        cuts = [0, *(min(e + shift, len(raw)) for e in ends[:-1]), len(raw)]
+        reads = [raw[a:b] for a, b in itertools.pairwise(cuts) if b > a]
         reader, light = SSEReader(), Decoder(fmt, light=True)
         events: list[StreamEvent] = []
         for read in reads:
-            whole = None if reader.holding else light.bulk(read)
-            bulked += whole is not None
-            events += [whole] if whole is not None else light.decode_all(reader.split(read))
-        assert b"".join(e.raw for e in events) == raw
-        assert sum(e.pieces for e in events) == 2
-        assert len([e for e in events if e.usage]) == 1
-        assert [e.finish for e in events if e.finish] == ["length"]
+            events += light.decode_read(reader, read)
+        expected = _one_by_one(fmt, reads)
+        assert _summary(light, lambda: events) == expected  # noqa: B023 — called at once
+        assert expected[0] == raw
         assert events[0].start
-        assert events[-1].done
-        assert light.ended
-    assert bulked > 0  # some reads of pieces were scanned whole
+    whole = Decoder(fmt, light=True).decode_read(SSEReader(), raw)  # the answer in one read
+    assert [e.pieces for e in whole][1] == 2  # its middle passed on as one event
 
 
 @pytest.mark.parametrize(
@@ -213,15 +233,17 @@ def test_a_read_scanned_whole_is_what_its_events_decoded_one_by_one_would_be(
         ("chat", b'data: {"error":{"message":"overloaded"}}\n\n'),
         ("chat", b"data: [DONE]\n\n"),
         ("chat", b": keep-alive\n\n"),
-        ("chat", b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices"'),
-        ("messages", b'event: message_delta\ndata: {"type":"message_delta"}\n\n'),
-        ("messages", b'event: error\ndata: {"type":"error"}\n\n'),
-        ("messages", b'event: content_block_delta\r\ndata: {"type":"content_block_delta"}\r\n\r\n'),
+        ("chat", b'data: {"choices":[{"delta":{"content":"a"}}]}\ndata: {"choices":[]}\n\n'),
+        ("messages", b'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":3}}\n\n'),
+        ("messages", b'event: error\ndata: {"type":"error","error":{"message":"overloaded"}}\n\n'),
+        ("messages", b'event: message_stop\r\ndata: {"type":"message_stop"}\r\n\r\n'),
     ],
 )
-def test_a_read_holding_what_must_be_parsed_is_not_scanned_whole(fmt: Format, read: bytes) -> None:
-    light = Decoder(fmt, light=True)
+def test_what_must_be_parsed_is_parsed_after_a_run_passed_on(fmt: Format, read: bytes) -> None:
+    """A read of pieces then an event the gateway must see: the same as event by event."""
     first = (CHAT if fmt == "chat" else MESSAGES).split(b"\n\n")[0] + b"\n\n"
-    assert light.decode_all(SSEReader().split(first))[0].start
-    assert light.bulk(read) is None
-    assert Decoder(fmt, light=True).bulk(read) is None  # nor before the first event
+    piece = (CHAT.split(b"\n\n")[1] if fmt == "chat" else MESSAGES.split(b"\n\n")[3]) + b"\n\n"
+    light = Decoder(fmt, light=True)
+    light.decode_all([first])
+    expected = _one_by_one(fmt, [piece * 3 + read], first)
+    assert _summary(light, lambda: light.decode_read(SSEReader(), piece * 3 + read)) == expected

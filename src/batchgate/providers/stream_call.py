@@ -106,10 +106,8 @@ class UpstreamStream:
                     message = f"{self._provider}: the stream broke off"
                     raise MalformedResponse(message, provider=self._provider)
                 return None
-            if not self._reader.holding and (whole := self._decoder.bulk(chunk)) is not None:
-                return whole  # a run of pieces relayed as they are: nothing to parse
             try:
-                self._ready = self._decoder.decode_all(self._reader.split(chunk))
+                self._ready = self._decoder.decode_read(self._reader, chunk)
             except (SSEError, StreamFailed) as exc:
                 raise MalformedResponse(f"{self._provider}: {exc}", provider=self._provider) from None
             self._ready.reverse()

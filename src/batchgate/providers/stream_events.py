@@ -17,7 +17,7 @@ from typing import Any, Literal
 import orjson
 
 from batchgate.models import Usage
-from batchgate.providers.sse import SSEEvent, parse
+from batchgate.providers.sse import SSEEvent, SSEReader, parse
 
 Format = Literal["chat", "responses", "messages"]
 # Anthropic's stop reasons as chat's finish reasons (the translation `providers/translate.py` makes)
@@ -54,7 +54,11 @@ _NEEDED = {
                             "response.failed", "error"}),
 }  # fmt: skip
 _PIECE = {"messages": "content_block_delta", "responses": "response.output_text.delta"}
-_NEEDED_LINES = {fmt: tuple(f"event: {name}\n".encode() for name in names) for fmt, names in _NEEDED.items()}
+# where an event the gateway must parse may start, by format (chat's by what its data holds)
+_MUST_PARSE = {
+    "chat": (b'"error"', b'"finish_reason":"', b'"finish_reason": "', b"data: [DONE]"),
+    **{fmt: tuple(f"event: {name}\n".encode() for name in names) for fmt, names in _NEEDED.items()},
+}
 _PIECE_LINE = {fmt: f"event: {name}\n".encode() for fmt, name in _PIECE.items()}
 
 
@@ -122,34 +126,48 @@ class Decoder:
             out.append(StreamEvent(self.fmt, b"".join(run), pieces=pieces))
         return out
 
-    def bulk(self, chunk: bytes) -> StreamEvent | None:
-        """A read's bytes as one event when a light decoder need parse none of them: whole events
-        (`chunk` ends at a blank line, nothing held before it), each one `_plain` would pass on —
-        told by scanning the whole read at once, not event by event (the pieces of a relayed
-        answer's middle mostly come so). None: split and decode them one by one."""
-        if not (self.light and self._seen) or not chunk.endswith(b"\n\n") or b"\r" in chunk:
-            return None
-        events = chunk.count(b"\n\n")
-        if self.fmt == "chat":
-            if (
-                not chunk.startswith(b"data: {")
-                or chunk.count(b"\n\ndata: {") != events - 1
-                or chunk.count(b"\n") != 2 * events
-                or b'"error"' in chunk
-                or b'"finish_reason":"' in chunk
-                or b'"finish_reason": "' in chunk
-                or chunk.count(b'"usage"') != chunk.count(b'"usage":null') + chunk.count(b'"usage": null')
-            ):
-                return None
-            pieces = chunk.count(b'"content":"') + chunk.count(b'"content": "')
-            return StreamEvent(self.fmt, chunk, pieces=pieces) if pieces <= events else None
+    def decode_read(self, reader: SSEReader, chunk: bytes) -> list[StreamEvent]:
+        """One read's events (`reader` holds the part of an event the last read did not end). A
+        light decoder passes on the run of events it need not parse as one event, found by
+        scanning the read's bytes at once up to the first event it must parse (the stream's
+        first, a finish, the usage, the end, an error), not event by event: a relayed answer's
+        middle mostly comes so."""
+        if reader.holding or not self.light or b"\r" in chunk:
+            return self.decode_all(reader.split(chunk))
+        out: list[StreamEvent] = []
+        if not self._seen:  # the first event is parsed
+            end = chunk.find(b"\n\n") + 2
+            if end < 2:
+                return self.decode_all(reader.split(chunk))
+            out, chunk = self.decode_all([chunk[:end]]), chunk[end:]
+        n, pieces = self._plain_prefix(chunk)
+        if n:
+            out.append(StreamEvent(self.fmt, chunk[:n], pieces=pieces))
+        return out + self.decode_all(reader.split(chunk[n:])) if n < len(chunk) else out
+
+    def _plain_prefix(self, chunk: bytes) -> tuple[int, int]:
+        """(the length of the run of whole events `chunk` starts with that `_plain` would pass
+        on, the pieces of text in it); (0, 0) where there is none or the scan cannot tell."""
+        stop = min(
+            (i for marker in _MUST_PARSE[self.fmt] if (i := chunk.find(marker)) >= 0), default=len(chunk)
+        )
+        n = chunk.rfind(b"\n\n", 0, stop + 1) + 2  # the end of the last whole event before it
+        if n < 2:
+            return 0, 0
+        run, events = chunk[:n], chunk.count(b"\n\n", 0, n)
+        if self.fmt != "chat":
+            if not run.startswith(b"event: ") or run.count(b"\n\nevent: ") != events - 1:
+                return 0, 0
+            return n, run.count(_PIECE_LINE[self.fmt])
         if (
-            not chunk.startswith(b"event: ")
-            or chunk.count(b"\n\nevent: ") != events - 1
-            or any(line in chunk for line in _NEEDED_LINES[self.fmt])
+            not run.startswith(b"data: {")
+            or run.count(b"\n\ndata: {") != events - 1
+            or run.count(b"\n") != 2 * events
+            or run.count(b'"usage"') != run.count(b'"usage":null') + run.count(b'"usage": null')
         ):
-            return None
-        return StreamEvent(self.fmt, chunk, pieces=chunk.count(_PIECE_LINE[self.fmt]))
+            return 0, 0
+        pieces = run.count(b'"content":"') + run.count(b'"content": "')
+        return (n, pieces) if pieces <= events else (0, 0)
 
     def _plain(self, raw: bytes) -> int | None:
         """For an event's bytes the gateway need not parse: 1 if it carries a piece of text, else
