@@ -135,6 +135,7 @@ class OpenAIClient:
         self._headers = openai_headers(
             config, {"Content-Type": "application/json", "Accept": "application/json"}
         )
+        self._urls: dict[tuple[str, str, str], str] = {}  # (base URL, path, model) -> `url`'s answer
 
     async def send(self, body: dict[str, Any], *, model: str) -> ProviderResponse:
         """Send one chat request for `model`; the response, or a `ProviderError`."""
@@ -146,7 +147,8 @@ class OpenAIClient:
         endpoint = endpoint_of(body)
         path, payload = wire_body(body)
         payload["model"] = self.wire_model(model)
-        url = self.url(path, model)
+        where = (self.base_url, path, model)  # `url` parses the base URL: once per model and path
+        url = self._urls.get(where) or self._urls.setdefault(where, self.url(path, model))
         status, headers, raw = await call(
             self._transport,
             "POST",
