@@ -43,6 +43,7 @@ from batchgate.quota.pool import Reservation
 from batchgate.racing import Leg, RaceTimeout, race
 from batchgate.runtime import ProviderRuntime
 from batchgate.slots import FairSlots
+from batchgate.trace_hooks import RequestTrace
 
 # Rate-limit headers calibrate the pool on every answer at first, then on every 8th: enough to
 # follow a provider within a fraction of a second at any useful rate, at an eighth of the parsing.
@@ -67,6 +68,7 @@ class Send:
     task: str | None = None  # the request's custom_id (for the logs; never sent)
     urgent: bool = False  # a live request: ahead of the others for in-flight places and slots
     hedge: Held | None = None  # the hedge's reservation, once one is taken (closed by `run`)
+    trace: RequestTrace | None = None  # the request's span, when tracing is on
 
 
 @dataclass(slots=True)
@@ -206,6 +208,8 @@ class Attempts:
         if won:
             rt.pool.settle(tag.reservation, ABANDONED)  # the provider admitted and charged it
             rt.recorder.duplicate_tokens += s.cost.input_tokens
+            if s.trace is not None:
+                s.trace.leg_lost(rt.name, tag.sent, self._clock.now())
             return
         exc = RequestTimeout(f"{rt.name}: no answer within the adaptive timeout", provider=rt.name)
         failure.append(self._failed(s, leg, exc, result))

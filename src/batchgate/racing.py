@@ -84,7 +84,8 @@ async def race(
     won = False
     try:
         while True:
-            running = [leg for leg in legs if not leg.task.done()]
+            # every leg not seen to fail: a hedge may have ended before the race first looks at it
+            running = [leg for leg in legs if leg.index not in errors]
             if not running and starting is None:
                 raise errors.get(primary.index) or next(iter(errors.values()))
             waits: set[asyncio.Future[Any]] = {leg.task for leg in running} | {due}

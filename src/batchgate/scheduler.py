@@ -183,6 +183,7 @@ class Scheduler:
                 )
             held = Held(rt.pool, reservation)
             send = Send(rt, target.model, body, reservation.cost, count, timeouts, attempt_no, task, urgent)
+            send.trace = trace
             try:  # settled once whatever ends the attempt (`batchgate.quota.held`); a probe that
                 # ends here in any way hands its turn on (`_after_attempt`)
                 if rt.pool.shared is not None:

@@ -32,6 +32,10 @@ class RequestTrace(Protocol):
     def quota_waited(self, seconds: float) -> None:
         """An attempt waited `seconds` for quota before it could be sent."""
 
+    def leg_lost(self, provider: str, sent: float, now: float) -> None:
+        """A leg of a hedged attempt, sent at `sent`, was cancelled at `now` because the other leg
+        answered first (its `Result` keeps the winner's attempt only; the trace shows both)."""
+
     def end(self, result: Result, now: float) -> None:
         """The request ended (`now` on its gateway's clock): its attempts become the span's."""
 

@@ -175,3 +175,51 @@ async def test_a_leg_that_fails_as_the_race_is_cancelled_is_reported_and_its_err
     gc.collect()
     loop.set_exception_handler(None)
     assert unretrieved == []
+
+
+@pytest.mark.parametrize("ending", ["answered", "failed"])
+async def test_a_hedge_that_ended_before_the_race_looked_at_it_is_seen(ending: str) -> None:
+    """A hedge leg already ended when its start returns (it answered, or failed, without waiting
+    on anything): the race takes its answer at once, or reports its failure and waits for the
+    primary, instead of missing it and waiting out the deadline."""
+    clock = FakeClock(start=0.0)
+    loop = asyncio.get_running_loop()
+    primary: asyncio.Future[str] = loop.create_future()
+    hedge: asyncio.Future[str] = loop.create_future()
+    if ending == "answered":
+        hedge.set_result("hedge")
+    else:
+        hedge.set_exception(ValueError("refused at once"))
+
+    async def start_hedge() -> Leg[str] | None:
+        return Leg(1, hedge, None)
+
+    failed: list[int] = []
+    cancelled: list[tuple[int, bool]] = []
+    task = asyncio.ensure_future(
+        race(
+            clock,
+            Leg(0, primary, None),
+            deadline=600.0,
+            hedge_at=5.0,
+            hedge_deadline=lambda: clock.now() + 60.0,
+            start_hedge=start_hedge,
+            on_failed=lambda leg, exc: failed.append(leg.index),
+            on_cancelled=lambda leg, won: cancelled.append((leg.index, won)),
+        )
+    )
+    while clock.now() < 8.0 and not task.done():
+        await _settle()
+        clock.advance(0.5)
+    if ending == "answered":
+        assert task.done()
+        leg, answer = task.result()
+        assert (leg.index, answer) == (1, "hedge")
+        assert clock.now() <= 6.0  # at the hedge, not at a deadline
+        assert cancelled == [(0, True)]  # the primary abandoned: the hedge won
+    else:
+        assert failed == [1]  # reported (its error retrieved) ...
+        assert not task.done()  # ... and the primary still awaited
+        primary.set_result("primary")
+        await _settle()
+        assert task.result()[1] == "primary"

@@ -5,6 +5,8 @@ the provider receives the request span's `traceparent`; with tracing off nothing
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,9 +18,18 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from batchgate import trace_hooks
-from batchgate.config import GatewayConfig, config_from_dict
+from batchgate.clock import FakeClock
+from batchgate.config import GatewayConfig, ProviderConfig, config_from_dict
 from batchgate.gateway import Gateway
+from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.observe.tracing.setup import tracing_on
+from batchgate.policy.circuit import CircuitSettings
+from batchgate.policy.retry import RetryPolicy, RetrySettings
+from batchgate.quota.limits import QuotaLimits
+from batchgate.runtime import build_runtime
+from batchgate.scheduler import Scheduler, Target
+from batchgate.slots import FairSlots
+from batchgate.tokens import EstimatingTokenCounter
 from loopback import serving
 
 from .conftest import EmulatorFactory, chat, emu_provider, gateway_config
@@ -144,3 +155,55 @@ async def test_tracing_off_sends_no_traceparent() -> None:
     async with serving(_upstream(seen)) as url, Gateway(_upstream_config(url)) as gw:
         assert (await gw.arun(chat("note"))).ok
     assert seen == [None]
+
+
+class _HangsFirst:
+    """A provider client whose first call never answers and whose next ones answer at once: the
+    first attempt's cold hedge (10 s on the fake clock) wins — answering before the race first
+    looks at it (racing.py once let such a hedge go unseen and waited out the primary)."""
+
+    name, kind = "p", "openai"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def send(self, body: dict[str, Any], *, model: str) -> ProviderResponse:
+        self.calls += 1
+        if self.calls == 1:
+            await asyncio.get_running_loop().create_future()  # never answered
+        return ProviderResponse(200, {"choices": [{"message": {"content": "ok"}}]}, Usage(7, 2), {})
+
+    def rate_limits(self, headers: Any, wall_now: float) -> RateLimitSnapshot:
+        return RateLimitSnapshot()
+
+
+async def test_a_hedged_request_shows_the_leg_that_lost_the_race(spans: InMemorySpanExporter) -> None:
+    clock = FakeClock()
+    config = ProviderConfig(name="p", kind="openai", base_url="http://x", limits=QuotaLimits(rpm=600))
+    client = _HangsFirst()
+    runtime = build_runtime(config, client, EstimatingTokenCounter(), clock, CircuitSettings(), timeout=60.0)
+    sched = Scheduler(
+        {"m": [Target(runtime, "m")]},
+        clock=clock,
+        retry=RetryPolicy(RetrySettings(4, 0.1, 1.0, 2.0), random.Random(1)),
+        global_slots=FairSlots(3, ["p"], clock),
+    )
+    task = asyncio.ensure_future(sched.run(0, chat("hello"), "r0"))
+    while not task.done():
+        for _ in range(5):
+            await asyncio.sleep(0)
+        clock.advance(0.25)
+    result = task.result()
+    assert result.ok
+    assert client.calls == 2  # the primary, then its hedge
+    assert len(result.attempts) == 1  # the result keeps the winner
+    finished = spans.get_finished_spans()
+    (request,) = [s for s in finished if s.name == "chat m"]
+    assert (request.attributes or {}).get("batchgate.hedged") is True
+    legs = _children(finished, request)
+    # by start: the primary that hung until the hedge (sent 10 s later) won, then the hedge
+    assert [(a.attributes or {}).get("batchgate.lost_race") for a in legs] == [True, None]
+    lost, won = legs
+    assert (lost.attributes or {})["batchgate.target"] == "p"
+    assert (won.start_time or 0) - (lost.start_time or 0) == 10_000_000_000  # the cold hedge
+    assert lost.end_time == won.end_time  # cancelled as the hedge answered

@@ -51,6 +51,7 @@ class RequestSpan:
 
     __slots__ = (
         "_context",
+        "_lost",
         "_parent",
         "_started",
         "_started_ns",
@@ -65,6 +66,7 @@ class RequestSpan:
         self.sink, self.name, self.custom_id = sink, name, custom_id
         self._started, self._started_ns = now, now_ns
         self.quota_wait_s = 0.0
+        self._lost: list[tuple[str, float, float]] = []  # hedged legs that lost the race
         parent = trace.get_current_span().get_span_context()
         if parent.is_valid:
             trace_id, flags = parent.trace_id, parent.trace_flags
@@ -78,13 +80,18 @@ class RequestSpan:
     def quota_waited(self, seconds: float) -> None:
         self.quota_wait_s += seconds
 
+    def leg_lost(self, provider: str, sent: float, now: float) -> None:
+        self._lost.append((provider, sent, now))
+
     def end(self, result: Result, now: float) -> None:
         TRACEPARENT.reset(self._token)
         if not self._context.trace_flags.sampled:
             return
-        if len(result.attempts) > 1:
+        if len(result.attempts) > 1 or self._lost:
             for number, attempt in enumerate(result.attempts, 1):
                 self._emit_attempt(number, attempt)
+            for provider, sent, ended in self._lost:
+                self._emit_lost(provider, sent, ended)
         status = _OK
         if not result.ok:
             kind = result.error.kind if result.error is not None else "cancelled"
@@ -96,6 +103,8 @@ class RequestSpan:
         a: dict[str, Any] = {"batchgate.quota_wait_ms": round(self.quota_wait_s * 1000.0, 3)}
         if len(result.attempts) != 1:
             a["batchgate.attempts"] = len(result.attempts)
+        if self._lost:
+            a["batchgate.hedged"] = True
         if self.custom_id is not None:
             a["batchgate.custom_id"] = self.custom_id
         if result.provider is not None:
@@ -130,6 +139,14 @@ class RequestSpan:
         )
         ended = attempt.started + attempt.latency_ms / 1000.0
         self._emit("attempt", context, self._context, a, status, attempt.started, ended)
+
+    def _emit_lost(self, provider: str, sent: float, ended: float) -> None:
+        """A hedged attempt's leg that the other leg beat: cancelled, its charge kept."""
+        a: dict[str, Any] = {"batchgate.target": provider, "batchgate.lost_race": True}
+        context = SpanContext(
+            self._context.trace_id, random.getrandbits(64) or 1, False, self._context.trace_flags
+        )
+        self._emit("attempt", context, self._context, a, _OK, sent, ended)
 
     def _emit(
         self,
