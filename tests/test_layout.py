@@ -1,6 +1,10 @@
 """The layout rules CONTRIBUTING and docs/architecture.md state, checked on the source itself:
-small functions and modules, no import cycle (imports inside functions included), a short top
-level in `jobs/`, and every package saying what it owns and what it may import."""
+small functions, no import cycle (imports inside functions included), and every package saying
+what it owns and what it may import.
+
+The module line cap is a review prompt, not a design rule: a module past it asks its reviewer
+where the concept divides (split it there, by concept, never at the line where it passed). There
+is no cap on how many modules a package holds: packages follow concepts, not counts."""
 
 from __future__ import annotations
 
@@ -12,8 +16,7 @@ import grimp
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "batchgate"
 MAX_FUNCTION_LINES = 60
-MAX_MODULE_LINES = 400
-MAX_JOBS_TOP_LEVEL = 15
+MAX_MODULE_LINES = 400  # a review prompt: past it, find where the concept divides
 
 
 def _modules() -> Iterator[Path]:
@@ -37,6 +40,7 @@ def test_no_function_is_longer_than_the_limit() -> None:
 
 
 def test_no_module_is_longer_than_the_limit() -> None:
+    """The review prompt: a module past the cap is split where its concept divides."""
     too_long = [
         f"{path.relative_to(SRC)} ({n} lines)"
         for path in _modules()
@@ -100,11 +104,6 @@ def test_there_is_no_import_cycle() -> None:
     g = grimp.build_graph("batchgate", cache_dir=None)
     graph = {m: set(g.find_modules_directly_imported_by(m)) for m in g.modules}
     assert _strongly_connected(graph) == []
-
-
-def test_jobs_keeps_a_short_top_level() -> None:
-    top = sorted(p.name for p in (SRC / "jobs").glob("*.py") if p.name != "__init__.py")
-    assert len(top) <= MAX_JOBS_TOP_LEVEL, top
 
 
 def test_every_package_says_what_it_owns_and_may_import() -> None:

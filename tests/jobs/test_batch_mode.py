@@ -22,7 +22,7 @@ from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.batch.events import NoEvents
 from batchgate.jobs.batch.ledger import BatchLedger
 from batchgate.jobs.batch.mode import BatchModeRunner
-from batchgate.jobs.io.output import format_success_line
+from batchgate.jobs.output.files import format_success_line
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState

@@ -26,13 +26,13 @@ from batchgate.gateway import Gateway
 from batchgate.inflight import InflightLimit
 from batchgate.jobs.batch.driver import BatchDriver
 from batchgate.jobs.budget_gate import BudgetGate
+from batchgate.jobs.checks.output_check import OutputCheck
 from batchgate.jobs.commit import GroupCommitter
 from batchgate.jobs.engine_types import EngineHooks, EngineHost, EngineOptions, EngineOutcome, JobFacts
 from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
-from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.progress import Before, Progress
 from batchgate.jobs.live_task import Abandoned, LiveTasks
 from batchgate.jobs.pack.packer import Packer
+from batchgate.jobs.progress.counters import Before, Progress
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.logs import WARNING, bind, event, get_logger
 from batchgate.stats import GatewayStatistics

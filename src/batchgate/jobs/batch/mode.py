@@ -52,9 +52,9 @@ from batchgate.jobs.batch.outcomes import (
 )
 from batchgate.jobs.batch.policy import TasksEstimate, batch_target, deadline_near, hours_until, resolve_mode
 from batchgate.jobs.batch.stats import OpenBatches
-from batchgate.jobs.io.batch_figures import BatchModeStats
-from batchgate.jobs.io.output_check import OutputCheck
+from batchgate.jobs.checks.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.report.batch_figures import BatchModeStats
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Usage
 from batchgate.providers.batch.common import (

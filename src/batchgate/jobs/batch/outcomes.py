@@ -1,4 +1,4 @@
-"""Batch results as task outcomes, pure: built as live ones are (`jobs.io.outcome`), priced at the
+"""Batch results as task outcomes, pure: built as live ones are (`jobs.output.outcome`), priced at the
 Batch API rate, and the tasks worth another try (expired, cancelled, transiently failed).
 
 With an output check, an answer it refuses is not kept: the task fails as `invalid_output` (billed,
@@ -17,10 +17,10 @@ from batchgate.jobs.batch.policy import (
     failed_batch_retryable,
     item_retryable,
 )
-from batchgate.jobs.io import outcome
-from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.report import INVALID_CODE
+from batchgate.jobs.checks.output_check import OutputCheck
+from batchgate.jobs.output import outcome
 from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.report.build import INVALID_CODE
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
 from batchgate.logs import WARNING, event, get_logger
 from batchgate.models import Usage, answer_text

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchgate.jobs.io.output import format_error_line, format_success_line
+from batchgate.jobs.output.files import format_error_line, format_success_line
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Usage
 from batchgate.request_fields import task_metadata
