@@ -5,8 +5,8 @@ types (`classify`), reads rate-limit headers (`ratelimit_headers`) and, for Anth
 requests and responses (`translate`). `make_client` builds the right one for a provider config.
 The Batch API clients are in `providers.batch`.
 
-May import: `config`, `policy`, `tokens` and the core (`models`, `clock`, `errors`). Nothing of
-jobs, the scheduler or the quota pool.
+May import: `config`, `policy`, `tokens`, `trace_hooks` (the traceparent header) and the core
+(`models`, `clock`, `errors`). Not `jobs`, `scheduler`, `quota.pool`.
 """
 
 from batchgate.providers.anthropic import AnthropicClient
