@@ -2,7 +2,7 @@
 
 `BatchModeRunner` groups claimed tasks by the provider and model of their route's batch target and
 by endpoint (chat, embeddings, responses, completions: the OpenAI Batch API takes one endpoint per
-batch, /work/shared/PROTOCOLS.md), cuts them into batches within the provider's count and size
+batch, shared/PROTOCOLS.md), cuts them into batches within the provider's count and size
 limits, submits each (waiting out a 429 on the enqueued-token quota), records every handle in the
 job store (`batch_ledger`) before anything else, polls all batches at once, and turns their
 results into the same OUT lines as live calls (`batch_outcomes`). Expired, cancelled or
