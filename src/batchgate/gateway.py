@@ -88,6 +88,7 @@ class Gateway:
         self._urls: dict[str, str] = {}  # the base URLs in use: given, then the embedded emulator's
         self._runtimes: dict[str, ProviderRuntime] = {}
         self._scheduler: Scheduler | None = None
+        self._batch_statistics: GatewayStatistics | None = None  # the last synchronous `batch`'s
         self._holds_gc = False
         self._quota_choice = quota_store
         self._quota: QuotaStore | None = None
@@ -246,7 +247,7 @@ class Gateway:
                 self.config, base_urls=self._base_urls, quota_store=self._quota_choice, cache=store
             ) as gw:
                 results = await gw.abatch(requests)
-                self._last_stats = gw.statistics()
+                self._batch_statistics = gw.statistics()
                 return results
 
         try:
@@ -332,9 +333,10 @@ class Gateway:
         return None if pause is None else self._clock.wall() - (self._clock.now() - pause.since)
 
     def statistics(self) -> GatewayStatistics:
-        if self._scheduler is None and getattr(self, "_last_stats", None) is not None:
-            stats: GatewayStatistics = self._last_stats
-            return stats
+        """The running gateway's figures; a stopped one's after a synchronous `batch` (which ran
+        on a gateway of its own): that batch's."""
+        if self._scheduler is None and self._batch_statistics is not None:
+            return self._batch_statistics
         sched = self._sched()
         now = self._clock.now()
         return GatewayStatistics(
