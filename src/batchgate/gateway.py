@@ -31,7 +31,7 @@ from batchgate.endpoints import with_endpoint
 from batchgate.gateway_cache import GatewayCache
 from batchgate.models import ChatBody, Result
 from batchgate.policy.retry import RetryPolicy
-from batchgate.providers.base import make_client, make_token_counter
+from batchgate.providers.base import make_chat_client, make_token_counter
 from batchgate.providers.h1 import H1Transport
 from batchgate.providers.network import DIRECT, h1_transport
 from batchgate.quota.shared import SharedQuota
@@ -113,7 +113,8 @@ class Gateway:
         for p in cfg.providers:
             net = DIRECT if p.emulated else p.network  # the embedded emulator is ours, in-process
             transport = self._transports.get(net) or self._transports.setdefault(net, h1_transport(net))
-            client = make_client(p, transport, timeouts, base_url=self._urls.get(p.name), clock=self._clock)
+            url = self._urls.get(p.name)
+            client = make_chat_client(p, transport, timeouts, base_url=url, clock=self._clock)
             self._runtimes[p.name] = build_runtime(
                 p,
                 client,
