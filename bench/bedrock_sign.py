@@ -24,7 +24,7 @@ import orjson
 from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.config.bedrock import BedrockSettings
 from batchgate.emulator import Emulator, emulator_config_from_dict
-from batchgate.providers import make_client
+from batchgate.providers import make_chat_client
 from batchgate.providers.bedrock_auth import SigV4Signer
 from batchgate.providers.bedrock_translate import openai_to_converse
 from batchgate.providers.h1 import H1Transport
@@ -54,7 +54,7 @@ async def exchange_rate(items: list[dict[str, Any]], stream: bool) -> float:
         settings = BedrockSettings(region="us-east-1", stream=stream)
         provider = ProviderConfig(name="br", kind="bedrock", base_url=emu.base_url("br"), bedrock=settings)
         transport = H1Transport()
-        client = make_client(provider, transport, TimeoutConfig(connect=2.0, total=30.0))
+        client = make_chat_client(provider, transport, TimeoutConfig(connect=2.0, total=30.0))
         start = time.perf_counter()
         for body in items:
             await client.send(body, model=MODEL)

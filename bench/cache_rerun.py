@@ -34,8 +34,8 @@ from batchgate.cache.entry import CacheEntry
 from batchgate.cache.sqlite_store import SqliteCacheStore
 from batchgate.config import load_config
 from batchgate.emulator import EmulatorProcess
-from batchgate.jobs.io.cached import JobCache
-from batchgate.jobs.io.ingest import InputPass
+from batchgate.jobs.cache.cached import JobCache
+from batchgate.jobs.ingest import InputPass
 from batchgate.jobs.store.protocol import TaskSpec
 
 EMULATOR = """seed: 1

@@ -7,7 +7,7 @@ Generates an input of `--lines` plain JSONL lines in a temp dir, starts an emula
 no quota and no latency, runs `batchgate run` on it for `--run-seconds` after its first request,
 kills it with SIGKILL, then re-runs the same command and measures the time from launch until the
 emulator sees the resumed process's first request. The input is stored behind the sending
-(`jobs/io/ingest.py`), so the first request does not wait for the whole file. Prints the four
+(`jobs/ingest.py`), so the first request does not wait for the whole file. Prints the four
 figures, one a line: peak RSS (of both processes, from /proc/PID/status VmHWM, sampled), first
 request after launch, completions/s while running, and the resume's first request after launch.
 A figures script, not a test; the input file is removed at the end.

@@ -9,7 +9,7 @@ The real LiteLLM proxy (`litellm --config`, a subprocess on loopback, no databas
 deployment with `rpm: --rpm` under its router's `usage-based-routing-v2`, which counts per
 calendar minute and answers the excess with its own 429 (`throttling_error`, only
 `llm_provider-retry-after: 60`; `num_retries: 0`, so the router does not hold the request and
-retry it itself); on a 200 it reports `x-ratelimit-limit-requests` (/work/shared/PROTOCOLS.md,
+retry it itself); on a 200 it reports `x-ratelimit-limit-requests` (shared/PROTOCOLS.md,
 "Servers in front of providers"). Behind it, the emulator (`EmulatorThread`) with no limit and
 no rate-limit headers of its own, so LiteLLM's limit is the only one. Each case starts on a fresh
 calendar minute and sends `--lines` requests through a `Gateway` at once; it prints done/failed,

@@ -1,6 +1,6 @@
 """A loopback server answering like the LiteLLM proxy in front of a provider, on a FakeClock.
 
-Its shapes are LiteLLM 1.108's (/work/shared/PROTOCOLS.md, "Servers in front of providers"): on a
+Its shapes are LiteLLM 1.108's (shared/PROTOCOLS.md, "Servers in front of providers"): on a
 200 `x-ratelimit-{limit,remaining}-{requests,tokens}` (no reset); its own 429 a
 `throttling_error` body with only `llm_provider-retry-after` (no plain `retry-after`), its router
 counting per calendar minute; an upstream's 429 relayed with its headers prefixed

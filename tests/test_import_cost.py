@@ -102,8 +102,8 @@ def test_an_exact_counter_loads_its_encoding_on_the_first_count_without_the_wrap
 
 def test_a_quiet_job_with_a_regex_check_imports_neither_rich_nor_jsonschema() -> None:
     code = (
-        "from batchgate.jobs.io.output_check import OutputCheck\n"
-        "from batchgate.jobs.io.progress import make_sink\n"
+        "from batchgate.jobs.checks.output_check import OutputCheck\n"
+        "from batchgate.jobs.progress.counters import make_sink\n"
         "OutputCheck('yes|no', None, source='x')\n"
         "make_sink('quiet')"
     )
@@ -111,7 +111,7 @@ def test_a_quiet_job_with_a_regex_check_imports_neither_rich_nor_jsonschema() ->
 
 
 def test_the_live_display_imports_rich_at_its_first_update_not_before_the_first_request() -> None:
-    made = "from batchgate.jobs.io.progress import make_sink\nsink = make_sink('rich')"
+    made = "from batchgate.jobs.progress.counters import make_sink\nsink = make_sink('rich')"
     told = f"{made}\nsink.event('started', job='j', pending=3, done=0)"
     assert loaded_after(told, ("rich",)) == []
     # a run that ends before the display's first update still prints its `started` line

@@ -1,10 +1,15 @@
 """The layout rules CONTRIBUTING and docs/architecture.md state, checked on the source itself:
-small functions and modules, no import cycle (imports inside functions included), a short top
-level in `jobs/`, and every package saying what it owns and what it may import."""
+small functions, no import cycle (imports inside functions included), and every package saying
+what it owns and what it may import.
+
+The module line cap is a review prompt, not a design rule: a module past it asks its reviewer
+where the concept divides (split it there, by concept, never at the line where it passed). There
+is no cap on how many modules a package holds: packages follow concepts, not counts."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,8 +17,7 @@ import grimp
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "batchgate"
 MAX_FUNCTION_LINES = 60
-MAX_MODULE_LINES = 400
-MAX_JOBS_TOP_LEVEL = 15
+MAX_MODULE_LINES = 400  # a review prompt: past it, find where the concept divides
 
 
 def _modules() -> Iterator[Path]:
@@ -37,6 +41,7 @@ def test_no_function_is_longer_than_the_limit() -> None:
 
 
 def test_no_module_is_longer_than_the_limit() -> None:
+    """The review prompt: a module past the cap is split where its concept divides."""
     too_long = [
         f"{path.relative_to(SRC)} ({n} lines)"
         for path in _modules()
@@ -102,11 +107,6 @@ def test_there_is_no_import_cycle() -> None:
     assert _strongly_connected(graph) == []
 
 
-def test_jobs_keeps_a_short_top_level() -> None:
-    top = sorted(p.name for p in (SRC / "jobs").glob("*.py") if p.name != "__init__.py")
-    assert len(top) <= MAX_JOBS_TOP_LEVEL, top
-
-
 def test_every_package_says_what_it_owns_and_may_import() -> None:
     silent = []
     for init in sorted(SRC.rglob("__init__.py")):
@@ -151,3 +151,30 @@ def test_only_the_clock_reads_the_wall_clock() -> None:
 
 def test_a_wall_clock_read_is_found() -> None:
     assert _wall_clock_reads(ast.parse("import time\nx = time.time()\n")) == [2]
+
+
+_MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|home|root|Users|tmp)/\w")
+# Left to the branch that owns quota/ this evening (issue 44); remove when it is mended there.
+_MACHINE_PATH_PENDING = {"quota/charge.py"}
+
+
+def _machine_paths(text: str) -> list[int]:
+    """Lines citing a file by one machine's absolute path (a spec at /work/..., a home folder)."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if _MACHINE_PATH.search(line)]
+
+
+def test_no_module_cites_a_machine_path() -> None:
+    """A reader has the repository, not the maintainer's disk: a spec is cited by its name and
+    section (shared/PROTOCOLS.md, "Gemini"), never by an absolute path."""
+    found = [
+        f"{path.relative_to(SRC)}:{n}"
+        for path in _modules()
+        if str(path.relative_to(SRC)) not in _MACHINE_PATH_PENDING
+        for n in _machine_paths(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def test_a_machine_path_is_found() -> None:
+    text = '"""Rules from /work/shared/PROTOCOLS.md "Gemini"."""\nURL = "https://x.test/v1/work/a"\n'
+    assert _machine_paths(text) == [1]

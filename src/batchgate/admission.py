@@ -142,5 +142,4 @@ def _soonest(live: list[Candidate]) -> Candidate | None:
         [c for c in live if not c[0].runtime.pool.busy()],
         wait_of=lambda c: c[0].runtime.pool.wait_estimate(c[1]),
         headroom_of=lambda c: c[0].runtime.pool.headroom(),
-        allowed=lambda c: True,
     )

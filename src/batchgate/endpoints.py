@@ -5,7 +5,7 @@ A batch line's `url` picks the endpoint; a body for any endpoint but chat carrie
 `ENDPOINT_KEY` (batchgate's own key, stored with the task and taken off before sending), so every
 layer that sees the body — counting, pricing, the client — knows where it goes. A request given to
 the Python API (`Gateway.arun`, …) names its endpoint the same way, with a `url` key. Shapes as
-/work/shared/PROTOCOLS.md gives them: embeddings `input` is a string, ≤ 2,048 strings or token
+shared/PROTOCOLS.md gives them: embeddings `input` is a string, ≤ 2,048 strings or token
 arrays; Responses `input` is a string or a list of items; completions `prompt` is a string or a
 list of strings.
 """

@@ -31,7 +31,7 @@ from batchgate.endpoints import with_endpoint
 from batchgate.gateway_cache import GatewayCache
 from batchgate.models import ChatBody, Result
 from batchgate.policy.retry import RetryPolicy
-from batchgate.providers.base import make_client, make_token_counter
+from batchgate.providers.base import make_chat_client, make_token_counter
 from batchgate.providers.h1 import H1Transport
 from batchgate.providers.network import DIRECT, h1_transport
 from batchgate.quota.shared import SharedQuota
@@ -88,6 +88,7 @@ class Gateway:
         self._urls: dict[str, str] = {}  # the base URLs in use: given, then the embedded emulator's
         self._runtimes: dict[str, ProviderRuntime] = {}
         self._scheduler: Scheduler | None = None
+        self._batch_statistics: GatewayStatistics | None = None  # the last synchronous `batch`'s
         self._holds_gc = False
         self._quota_choice = quota_store
         self._quota: QuotaStore | None = None
@@ -112,7 +113,8 @@ class Gateway:
         for p in cfg.providers:
             net = DIRECT if p.emulated else p.network  # the embedded emulator is ours, in-process
             transport = self._transports.get(net) or self._transports.setdefault(net, h1_transport(net))
-            client = make_client(p, transport, timeouts, base_url=self._urls.get(p.name), clock=self._clock)
+            url = self._urls.get(p.name)
+            client = make_chat_client(p, transport, timeouts, base_url=url, clock=self._clock)
             self._runtimes[p.name] = build_runtime(
                 p,
                 client,
@@ -246,7 +248,7 @@ class Gateway:
                 self.config, base_urls=self._base_urls, quota_store=self._quota_choice, cache=store
             ) as gw:
                 results = await gw.abatch(requests)
-                self._last_stats = gw.statistics()
+                self._batch_statistics = gw.statistics()
                 return results
 
         try:
@@ -332,9 +334,10 @@ class Gateway:
         return None if pause is None else self._clock.wall() - (self._clock.now() - pause.since)
 
     def statistics(self) -> GatewayStatistics:
-        if self._scheduler is None and getattr(self, "_last_stats", None) is not None:
-            stats: GatewayStatistics = self._last_stats
-            return stats
+        """The running gateway's figures; a stopped one's after a synchronous `batch` (which ran
+        on a gateway of its own): that batch's."""
+        if self._scheduler is None and self._batch_statistics is not None:
+            return self._batch_statistics
         sched = self._sched()
         now = self._clock.now()
         return GatewayStatistics(

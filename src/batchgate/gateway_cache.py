@@ -2,7 +2,7 @@
 0, a seed, or any n=1 request under `cache.mode: always`) is looked up first, and a hit comes back
 as a `Result` with `cached=True`, no attempt made; a succeeded answer is kept; errors never are.
 `RouteKinds` names who answers a model (its route's first target: provider kind and model), the
-part of a key that tells two providers' answers apart (jobs use it too, `jobs/io/cached.py`)."""
+part of a key that tells two providers' answers apart (jobs use it too, `jobs/cache/cached.py`)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from typing import Any
 
 TASK_METADATA = "batchgate_metadata"  # a task's metadata: {field: value}, written back on its OUT line
 OWN_FIELDS: frozenset[str] = frozenset({"custom_id", TASK_METADATA})
-# An OUT line's own keys (jobs/io/output.py); its other keys are the task's metadata.
+# An OUT line's own keys (jobs/output/files.py); its other keys are the task's metadata.
 OUT_LINE_KEYS = frozenset(
     {"id", "custom_id", "response", "error", "provider", "attempts", "latency_ms", "usage", "cached"}
 )

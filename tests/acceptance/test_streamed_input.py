@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from batchgate.emulator import EmulatorThread
-from batchgate.jobs.io.ingest import FIRST_CHUNK
+from batchgate.jobs.ingest import FIRST_CHUNK
 
 from .harness import (
     Cli,

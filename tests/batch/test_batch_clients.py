@@ -14,7 +14,7 @@ from batchgate.config import ProviderConfig
 from batchgate.endpoints import ENDPOINT_KEY
 from batchgate.errors import BadRequestError, BatchgateError, RateLimitError
 from batchgate.policy.poll import PollPolicy
-from batchgate.providers import make_client
+from batchgate.providers import make_chat_client
 from batchgate.providers.batch.common import KINDS, BatchClient, BatchHandle, BatchRequest, BatchStatus
 from batchgate.providers.http import SessionTransport
 from clocks import SteppingClock
@@ -50,7 +50,7 @@ async def test_completed_on_real_time_with_live_identical_answers(kind: Kind) ->
         assert seen[0].state == "in_progress"
         results = await client.results(handle)
         assert sorted(r.custom_id for r in results) == sorted(r.custom_id for r in requests)
-        live_client = make_client(
+        live_client = make_chat_client(
             emulated("p", kind),
             SessionTransport(http),
             TIMEOUTS,
@@ -256,7 +256,7 @@ async def test_the_openai_client_batches_each_endpoint_and_reads_its_usage() -> 
             handle = await client.submit([BatchRequest("x", {**body, ENDPOINT_KEY: endpoint})])
             assert (await client.poll_until_done(handle)).state == "completed"
             (result,) = await client.results(handle)
-            live = await make_client(
+            live = await make_chat_client(
                 ProviderConfig(name="p", kind="openai", base_url="emulator"),
                 SessionTransport(http),
                 TIMEOUTS,

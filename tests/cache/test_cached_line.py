@@ -11,9 +11,9 @@ import pytest
 from batchgate.cache.entry import CacheEntry
 from batchgate.cache.memory import MemoryCacheStore
 from batchgate.config import config_from_dict
+from batchgate.jobs.cache.cached import JobCache, cached_outcome
+from batchgate.jobs.cache.cached_line import hit_head, plain_hit_line
 from batchgate.jobs.fits import prompt_upper_bound
-from batchgate.jobs.io.cached import JobCache, cached_outcome
-from batchgate.jobs.io.cached_line import hit_head, plain_hit_line
 from batchgate.jobs.store.protocol import TaskSpec
 from batchgate.request_fields import TASK_METADATA
 from batchgate.tokens import chat_framing, iter_prompt_text, token_array_tokens

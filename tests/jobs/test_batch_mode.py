@@ -22,12 +22,12 @@ from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.batch.events import NoEvents
 from batchgate.jobs.batch.ledger import BatchLedger
 from batchgate.jobs.batch.mode import BatchModeRunner
-from batchgate.jobs.io.output import format_success_line
+from batchgate.jobs.output.files import format_success_line
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.jobs.store.sqlite import SqliteJobStore
-from batchgate.providers import make_client
+from batchgate.providers import make_chat_client
 from batchgate.providers.http import SessionTransport, create_session
 from clocks import SteppingClock
 
@@ -151,7 +151,7 @@ async def test_completed_batch_gives_live_shaped_lines_at_the_batch_price(kind: 
         assert await runner.submit(specs) == []
         done = await lines(r.store)
         assert sorted(done) == list(range(6))
-        live_client = make_client(
+        live_client = make_chat_client(
             ProviderConfig(name="p", kind=kind, base_url=r.emu.base_url("p")),
             SessionTransport(r.http),
             TimeoutConfig(),

@@ -24,7 +24,7 @@ from batchgate.jobs.batch.policy import (
     job_deadline,
     resolve_mode,
 )
-from batchgate.jobs.io.output_check import OutputCheck
+from batchgate.jobs.checks.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskSpec, TaskState

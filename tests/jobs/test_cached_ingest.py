@@ -12,9 +12,9 @@ from batchgate.cache.entry import CacheEntry
 from batchgate.cache.memory import MemoryCacheStore
 from batchgate.clock import LoopClock
 from batchgate.config import GatewayConfig, config_from_dict
+from batchgate.jobs.cache.cached import JobCache
+from batchgate.jobs.ingest import FIRST_CHUNK
 from batchgate.jobs.input_stream import end_ingest, set_up_job
-from batchgate.jobs.io.cached import JobCache
-from batchgate.jobs.io.ingest import FIRST_CHUNK
 from batchgate.jobs.job_setup import RunRequest
 from batchgate.jobs.store.protocol import TaskState
 from batchgate.jobs.store.sqlite import SqliteJobStore

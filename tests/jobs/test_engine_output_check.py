@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from batchgate.errors import ConfigError
-from batchgate.jobs.io.output_check import OutputCheck
+from batchgate.jobs.checks.output_check import OutputCheck
 
 
 def test_no_check_is_inactive() -> None:

@@ -11,9 +11,15 @@ import pytest
 from batchgate.body_types import field_type_problem
 from batchgate.config import config_from_dict
 from batchgate.jobs.fits import RouteFit, prompt_upper_bound
-from batchgate.jobs.io.live_display import budget_text, fmt_duration, head_lines, provider_row, quota_text
-from batchgate.jobs.io.progress_lines import LineSink
-from batchgate.jobs.io.shapes import ShapeError, normalise
+from batchgate.jobs.input.shapes import ShapeError, normalise
+from batchgate.jobs.progress.live_display import (
+    budget_text,
+    fmt_duration,
+    head_lines,
+    provider_row,
+    quota_text,
+)
+from batchgate.jobs.progress.progress_lines import LineSink
 from batchgate.providers.base import make_token_counter
 from batchgate.request_fields import split_request
 from batchgate.stats import ProviderRecorder

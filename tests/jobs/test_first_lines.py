@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from batchgate.jobs.io.first_lines import FirstLines
+from batchgate.jobs.input.first_lines import FirstLines
 
 
 def table(ids_by_line: dict[int, str], hash_id: Callable[[str], int] = hash) -> tuple[FirstLines, list[int]]:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from batchgate.endpoints import MESSAGES_PARAMS
 from batchgate.errors import InputError
-from batchgate.jobs.io.input import InputProblem, file_sha256, read_tasks, validate_input
+from batchgate.jobs.input.read import InputProblem, file_sha256, read_tasks, validate_input
 from batchgate.jobs.store.protocol import TaskSpec
 
 MESSAGES = [{"role": "user", "content": "hi"}]

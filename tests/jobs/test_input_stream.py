@@ -13,8 +13,8 @@ import pytest
 from batchgate.clock import LoopClock
 from batchgate.config import GatewayConfig, config_from_dict
 from batchgate.errors import InputChangedError
+from batchgate.jobs.ingest import FIRST_CHUNK, INGEST_BLOB, IngestMark
 from batchgate.jobs.input_stream import end_ingest, set_up_job
-from batchgate.jobs.io.ingest import FIRST_CHUNK, INGEST_BLOB, IngestMark
 from batchgate.jobs.job_setup import RunRequest
 from batchgate.jobs.store.sqlite import SqliteJobStore
 

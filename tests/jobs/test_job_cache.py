@@ -9,7 +9,7 @@ import orjson
 from batchgate.cache.memory import MemoryCacheStore
 from batchgate.config import config_from_dict
 from batchgate.errors import ServerError
-from batchgate.jobs.io.cached import JobCache
+from batchgate.jobs.cache.cached import JobCache
 from batchgate.jobs.store.protocol import TaskSpec, TaskState
 from batchgate.models import Result, Usage
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from batchgate.jobs.io.live_display import PROVIDER_COLUMNS, fit_columns, fit_line, render
+from batchgate.jobs.progress.live_display import PROVIDER_COLUMNS, fit_columns, fit_line, render
 
 KEY_COLUMNS = ("provider", "state", "requests", "ok", "errors")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from batchgate.jobs.finish import OutputFiles, finish_job
-from batchgate.jobs.io.live_output import LiveOutput, whole_lines
+from batchgate.jobs.output.live import LiveOutput, whole_lines
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import JobStore, TaskState
 

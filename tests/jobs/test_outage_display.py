@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
-from batchgate.jobs.io.live_display import head_lines, provider_row
-from batchgate.jobs.io.progress import Progress, snapshot
-from batchgate.jobs.io.progress_lines import progress_line
+from batchgate.jobs.progress.counters import Progress, snapshot
+from batchgate.jobs.progress.live_display import head_lines, provider_row
+from batchgate.jobs.progress.progress_lines import progress_line
 from batchgate.stats import GatewayStatistics, ProviderRecorder
 
 AT_12_03 = time.mktime((2026, 12, 4, 12, 3, 30, 0, 0, -1))  # local time, as the display prints it

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from batchgate.errors import JobError
-from batchgate.jobs.io.input import read_tasks
-from batchgate.jobs.io.output import (
+from batchgate.jobs.input.read import read_tasks
+from batchgate.jobs.output.files import (
     format_error_line,
     format_errors_file_line,
     format_success_line,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from batchgate.errors import ConfigError
-from batchgate.jobs.io.output_check import TIMED_OUT, OutputCheck
+from batchgate.jobs.checks.output_check import TIMED_OUT, OutputCheck
 
 
 @pytest.mark.parametrize(

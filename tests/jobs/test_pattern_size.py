@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from batchgate.jobs.io import safe_regex
-from batchgate.jobs.io.pattern_size import MAX_REPEAT, MAX_SIZE, PatternTooLarge, check_size
+from batchgate.jobs.checks import safe_regex
+from batchgate.jobs.checks.pattern_size import MAX_REPEAT, MAX_SIZE, PatternTooLarge, check_size
 
 
 @pytest.mark.parametrize(

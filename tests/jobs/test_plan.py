@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from batchgate.config import config_from_dict
-from batchgate.jobs.io.plan_limits import DEFAULT_P50_S
 from batchgate.jobs.plan import make_plan, render_plan
+from batchgate.jobs.plan_limits import DEFAULT_P50_S
 from batchgate.jobs.pricing import PriceTable
 from batchgate.models import Usage
 from batchgate.providers.base import make_token_counter

@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from batchgate.config import config_from_dict
-from batchgate.jobs.io.plan_limits import DEFAULT_P50_S
 from batchgate.jobs.plan import make_plan, render_plan
+from batchgate.jobs.plan_limits import DEFAULT_P50_S
 
 LIMITS = {"rpm": 4000, "itpm": 120_000, "otpm": 60_000}  # the key
 

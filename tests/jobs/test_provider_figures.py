@@ -5,9 +5,9 @@ answered; a shared gateway's job reports these and keeps the gateway's state apa
 from __future__ import annotations
 
 from batchgate.errors import UnreachableError
-from batchgate.jobs.io.progress import Progress
-from batchgate.jobs.io.provider_figures import own_providers, tally_result
-from batchgate.jobs.io.report import merge_segments
+from batchgate.jobs.progress.counters import Progress
+from batchgate.jobs.report.build import merge_segments
+from batchgate.jobs.report.provider_figures import own_providers, tally_result
 from batchgate.models import Attempt, Result, Usage
 
 

@@ -8,9 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
-from batchgate.jobs.io.output import format_error_line
-from batchgate.jobs.io.provider_figures import hist_add, hist_percentiles
-from batchgate.jobs.io.report import (
+from batchgate.jobs.output.files import format_error_line
+from batchgate.jobs.report.build import (
     build_report,
     dump_segments,
     fold_open_segment,
@@ -19,6 +18,7 @@ from batchgate.jobs.io.report import (
     merge_segments,
     render_summary,
 )
+from batchgate.jobs.report.provider_figures import hist_add, hist_percentiles
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskOutcome, TaskState
 

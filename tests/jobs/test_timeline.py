@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from batchgate.jobs.io import timeline as tl
-from batchgate.jobs.io.progress import Progress
-from batchgate.jobs.io.timeline import Timeline, empty_timeline, load_timeline
+from batchgate.jobs.progress import timeline as tl
+from batchgate.jobs.progress.counters import Progress
+from batchgate.jobs.progress.timeline import Timeline, empty_timeline, load_timeline
 
 
 def _progress(done: int = 0, failed: int = 0) -> Progress:

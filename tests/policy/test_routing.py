@@ -1,4 +1,5 @@
-"""Routing: smallest expected wait, then most headroom, then route order; skips disallowed targets."""
+"""Routing: smallest expected wait, then most headroom, then route order; none from no candidate.
+Which targets are candidates (the fail-over past an open circuit) is admission's choice."""
 
 from __future__ import annotations
 
@@ -13,13 +14,10 @@ class T:
     name: str
     wait: float
     headroom: float
-    up: bool = True
 
 
 def pick(*targets: T) -> str | None:
-    chosen = choose_target(
-        targets, wait_of=lambda t: t.wait, headroom_of=lambda t: t.headroom, allowed=lambda t: t.up
-    )
+    chosen = choose_target(targets, wait_of=lambda t: t.wait, headroom_of=lambda t: t.headroom)
     return None if chosen is None else chosen.name
 
 
@@ -32,9 +30,7 @@ def test_ties_broken_by_headroom_then_order() -> None:
     assert pick(T("a", 0.0, 0.5), T("b", 0.0, 0.5)) == "a"
 
 
-def test_fails_over_past_disallowed_targets() -> None:
-    assert pick(T("a", 0.0, 1.0, up=False), T("b", 3.0, 0.0)) == "b"
-    assert pick(T("a", 0.0, 1.0, up=False)) is None
+def test_no_candidate_no_choice() -> None:
     assert pick() is None
 
 

@@ -17,7 +17,7 @@ from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.endpoints import ENDPOINT_KEY
 from batchgate.errors import AuthenticationError, ModelRefusedError, RateLimitError
-from batchgate.providers import make_client
+from batchgate.providers import make_chat_client
 from batchgate.providers.http import SessionTransport, create_session
 
 pytestmark = pytest.mark.integration
@@ -44,7 +44,7 @@ def _emulator(**extra: Any) -> Emulator:
 
 async def _send(emu: Emulator, http: aiohttp.ClientSession, base_url: str, **config: Any) -> dict[str, Any]:
     provider = ProviderConfig(name="az", kind="azure", base_url=base_url, api_key=Secret(KEY), **config)
-    client = make_client(provider, SessionTransport(http), TIMEOUTS)
+    client = make_chat_client(provider, SessionTransport(http), TIMEOUTS)
     answer = await client.send(dict(BODY), model="dep")
     return answer.body
 
@@ -72,7 +72,7 @@ async def test_a_base_url_query_stays_after_the_path() -> None:
     config = emulator_config_from_dict({"providers": [{"name": "oa", "family": "openai"}]})
     async with Emulator(config) as emu, create_session(connect_timeout=2.0) as http:
         provider = ProviderConfig(name="oa", kind="openai", base_url=emu.base_url("oa") + "?tenant=t")
-        client = make_client(provider, SessionTransport(http), TIMEOUTS)
+        client = make_chat_client(provider, SessionTransport(http), TIMEOUTS)
         answer = await client.send({**BODY, "model": "gpt-x"}, model="gpt-x")
         assert answer.body["object"] == "chat.completion"
         assert emu.stats()["unrouted"] == 0
@@ -108,7 +108,7 @@ async def test_the_emulator_answers_as_azure_does() -> None:
         async with http.post(f"{chat}?api-version={VERSION}", data=data, headers={"api-key": KEY}) as r:
             assert r.status == 200
             provider = ProviderConfig(name="az", kind="azure", base_url=emu.url)
-            client = make_client(provider, SessionTransport(http), TIMEOUTS)
+            client = make_chat_client(provider, SessionTransport(http), TIMEOUTS)
             seen = client.rate_limits(r.headers, 0.0)  # what batchgate reads of Azure's headers
             assert seen.remaining_requests == int(r.headers["x-ratelimit-remaining-requests"])
             assert seen.remaining_tokens == int(r.headers["x-ratelimit-remaining-tokens"])
@@ -133,7 +133,7 @@ async def test_a_refused_key_is_an_authentication_error() -> None:
         provider = ProviderConfig(
             name="az", kind="azure", base_url=f"{emu.url}/az/openai/v1", api_key=Secret("wrong-key")
         )
-        client = make_client(provider, SessionTransport(http), TIMEOUTS)
+        client = make_chat_client(provider, SessionTransport(http), TIMEOUTS)
         with pytest.raises(AuthenticationError):
             await client.send(dict(BODY), model="dep")
 
@@ -215,7 +215,7 @@ async def test_other_endpoints_reach_azure_as_published(
         provider = ProviderConfig(
             name="az", kind="azure", base_url=f"{emu.url}/az{path}", api_key=Secret(KEY), **config
         )
-        client = make_client(provider, SessionTransport(http), TIMEOUTS)
+        client = make_chat_client(provider, SessionTransport(http), TIMEOUTS)
         answer = await client.send({**body, ENDPOINT_KEY: endpoint}, model="dep")
         assert answer.body["object"] == kind
         assert emu.stats()["unrouted"] == 0
@@ -224,7 +224,7 @@ async def test_other_endpoints_reach_azure_as_published(
 async def test_an_emulated_azure_provider_without_api_version_uses_the_v1_surface() -> None:
     async with _emulator() as emu, create_session(connect_timeout=2.0) as http:
         provider = ProviderConfig(name="az", kind="azure", base_url="emulator", api_key=Secret(KEY))
-        client = make_client(provider, SessionTransport(http), TIMEOUTS, base_url=emu.base_url("az"))
+        client = make_chat_client(provider, SessionTransport(http), TIMEOUTS, base_url=emu.base_url("az"))
         answer = await client.send(dict(BODY), model="dep")
         assert answer.body["model"] == "dep"
         assert emu.stats()["unrouted"] == 0
@@ -235,7 +235,7 @@ async def test_an_openai_http_error_names_the_url_it_went_to() -> None:
     config = emulator_config_from_dict({"providers": [{"name": "oa", "family": "openai", "models": ["m"]}]})
     async with Emulator(config) as emu, create_session(connect_timeout=2.0) as http:
         provider = ProviderConfig(name="oa", kind="openai", base_url=emu.base_url("oa") + "?sig=abc123")
-        client = make_client(provider, SessionTransport(http), TIMEOUTS)
+        client = make_chat_client(provider, SessionTransport(http), TIMEOUTS)
         with pytest.raises(ModelRefusedError) as info:
             await client.send({**BODY, "model": "other"}, model="other")
         assert f"({emu.url}/oa/v1/chat/completions?sig=***)" in str(info.value)

@@ -31,7 +31,7 @@ from batchgate.errors import (
     ProviderError,
     RateLimitError,
 )
-from batchgate.providers import make_client
+from batchgate.providers import make_chat_client
 from batchgate.providers.bedrock_auth import url_region
 from batchgate.providers.http import SessionTransport, create_session
 
@@ -68,7 +68,7 @@ def _config(**provider: Any) -> Any:
 def _client(emu: Emulator, http: aiohttp.ClientSession, *, stream: bool = False) -> Any:
     settings = BedrockSettings(region="us-east-1", stream=stream)
     provider = ProviderConfig(name="br", kind="bedrock", base_url="https://unused", bedrock=settings)
-    return make_client(provider, SessionTransport(http), TIMEOUTS, base_url=emu.base_url("br"))
+    return make_chat_client(provider, SessionTransport(http), TIMEOUTS, base_url=emu.base_url("br"))
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["converse", "converse-stream"])
@@ -185,7 +185,7 @@ def test_the_region_comes_from_the_entry_then_the_url_then_the_chain(monkeypatch
 
     def region(base_url: str, settings: BedrockSettings | None = None) -> str:
         provider = ProviderConfig(name="br", kind="bedrock", base_url=base_url, bedrock=settings)
-        return str(make_client(provider, SessionTransport(None), TIMEOUTS)._signer.region)  # type: ignore[attr-defined, arg-type]
+        return str(make_chat_client(provider, SessionTransport(None), TIMEOUTS)._signer.region)  # type: ignore[attr-defined, arg-type]
 
     url = "https://bedrock-runtime.eu-west-3.amazonaws.com"
     assert region(url, BedrockSettings(region="us-west-2")) == "us-west-2"

@@ -19,7 +19,7 @@ from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.endpoints import ENDPOINT_KEY
 from batchgate.errors import AuthenticationError, BadRequestError, QuotaExhaustedError, RateLimitError
 from batchgate.policy.hints import parse_retry_hint
-from batchgate.providers import make_client
+from batchgate.providers import make_chat_client
 from batchgate.providers.gemini import GeminiClient
 from batchgate.providers.gemini_auth import VertexToken
 from batchgate.providers.gemini_translate import CARRIED
@@ -59,7 +59,7 @@ async def gemini(api_key: str | None = KEY, **provider: Any) -> AsyncIterator[tu
             base_url=emu.base_url("gem"),
             api_key=Secret(api_key) if api_key else None,
         )
-        client = make_client(config, transport, TIMEOUTS)
+        client = make_chat_client(config, transport, TIMEOUTS)
         assert isinstance(client, GeminiClient)
         yield emu, client
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 
 import batchgate.providers
@@ -10,9 +11,10 @@ from batchgate.errors import ConfigError
 from batchgate.providers import (
     AnthropicClient,
     OpenAIClient,
-    make_client,
+    make_chat_client,
     make_token_counter,
 )
+from batchgate.providers.batch.factory import make_batch_client
 from batchgate.providers.h1 import H1Transport
 from batchgate.tokens import CharCounter, EstimatingTokenCounter, ExactTokenCounter
 
@@ -34,7 +36,7 @@ def test_exported_names() -> None:
         "anthropic_to_openai",
         "error_for_exception",
         "error_for_response",
-        "make_client",
+        "make_chat_client",
         "make_token_counter",
         "openai_to_anthropic",
         "parse_anthropic_rate_limits",
@@ -42,10 +44,10 @@ def test_exported_names() -> None:
     }
 
 
-def test_make_client_picks_by_kind_and_honours_base_url_override() -> None:
+def test_make_chat_client_picks_by_kind_and_honours_base_url_override() -> None:
     session = H1Transport()  # nothing is sent
-    oa = make_client(provider("openai", api_key=Secret(KEY)), session, TimeoutConfig())
-    an = make_client(
+    oa = make_chat_client(provider("openai", api_key=Secret(KEY)), session, TimeoutConfig())
+    an = make_chat_client(
         provider("anthropic", api_key=Secret(KEY)),
         session,
         TimeoutConfig(),
@@ -64,8 +66,23 @@ def test_emulated_provider_needs_a_base_url() -> None:
     cfg = ProviderConfig(name="alpha", kind="openai", base_url="emulator")
     session = H1Transport()
     with pytest.raises(ConfigError, match=r"providers\.alpha\.base_url"):
-        make_client(cfg, session, TimeoutConfig())
-    assert isinstance(make_client(cfg, session, TimeoutConfig(), base_url="http://x/v1"), OpenAIClient)
+        make_chat_client(cfg, session, TimeoutConfig())
+    assert isinstance(make_chat_client(cfg, session, TimeoutConfig(), base_url="http://x/v1"), OpenAIClient)
+
+
+async def test_the_chat_and_batch_factories_refuse_alike() -> None:
+    """Two seams, two factories (a chat client over a transport, a Batch API client over a
+    session), one way of refusing a provider neither can address or whose kind neither knows."""
+    emulated = ProviderConfig(name="alpha", kind="openai", base_url="emulator")
+    unknown = provider("carrier-pigeon")
+    async with aiohttp.ClientSession() as session:  # nothing is sent
+        for cfg, where in ((emulated, "base_url"), (unknown, "kind")):
+            with pytest.raises(ConfigError) as chat:
+                make_chat_client(cfg, H1Transport(), TimeoutConfig())
+            with pytest.raises(ConfigError) as batch:
+                make_batch_client(cfg, session, TimeoutConfig())
+            assert str(chat.value) == str(batch.value)
+            assert f"providers.alpha.{where}" in str(chat.value)
 
 
 @legacy_resources

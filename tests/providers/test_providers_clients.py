@@ -15,7 +15,7 @@ from aiohttp import web
 
 from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.errors import BadRequestError, MalformedResponse
-from batchgate.providers import ProviderClient, make_client
+from batchgate.providers import ProviderClient, make_chat_client
 from loopback import serving
 from transports import chat_transport, each_transport  # noqa: F401 (the fixture)
 
@@ -79,7 +79,7 @@ async def call(url: str, kind: str, body: dict[str, Any] = BODY) -> Any:
         default_max_tokens=77,
     )  # fmt: skip
     async with chat_transport() as session:
-        client: ProviderClient = make_client(cfg, session, TimeoutConfig(connect=2.0, total=5.0))
+        client: ProviderClient = make_chat_client(cfg, session, TimeoutConfig(connect=2.0, total=5.0))
         return await client.send(body, model="target")
 
 

@@ -25,7 +25,7 @@ from batchgate.errors import (
     ServerError,
     UnreachableError,
 )
-from batchgate.providers import ProviderClient, make_client
+from batchgate.providers import ProviderClient, make_chat_client
 from transports import chat_transport, each_transport  # noqa: F401 (the fixture)
 
 pytestmark = [
@@ -83,7 +83,7 @@ async def serve(
                 default_max_tokens=64,
             )  # fmt: skip
             timeouts = TimeoutConfig(connect=2.0, total=total)
-            clients[name] = make_client(cfg, session, timeouts, base_url=emu.base_url(name))
+            clients[name] = make_chat_client(cfg, session, timeouts, base_url=emu.base_url(name))
         yield clients
 
 
@@ -225,7 +225,7 @@ def closed_port() -> int:
 async def test_connection_refused_is_unreachable(kind: str) -> None:
     cfg = ProviderConfig(name="gone", kind=kind, base_url=f"http://127.0.0.1:{closed_port()}/v1")  # type: ignore[arg-type]
     async with chat_transport() as session:
-        client = make_client(cfg, session, TimeoutConfig(connect=2.0, total=5.0))
+        client = make_chat_client(cfg, session, TimeoutConfig(connect=2.0, total=5.0))
         with pytest.raises(UnreachableError, match="gone: unreachable"):
             await client.send(BODY, model="m")
 

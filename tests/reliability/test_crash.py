@@ -19,7 +19,7 @@ import pytest
 from acceptance.harness import Cli, one_error_line, read_jsonl, wait_for
 from batchgate.config import load_config
 from batchgate.emulator import EmulatorThread
-from batchgate.jobs.io.input import validate_input
+from batchgate.jobs.input.read import validate_input
 from batchgate.jobs.job_setup import RunRequest, job_id_for
 from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.protocol import JobRecord

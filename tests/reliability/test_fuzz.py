@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from batchgate.config import config_from_dict, load_config
 from batchgate.errors import ConfigError, InputError
-from batchgate.jobs.io.input import InputProblem, read_tasks, validate_input
+from batchgate.jobs.input.read import InputProblem, read_tasks, validate_input
 from batchgate.jobs.store.protocol import TaskSpec
 
 FUZZ_SETTINGS = settings(

@@ -1,5 +1,5 @@
 """The callback guard classifies an IPv6 address that embeds an IPv4 address by what it reaches
-(/work/shared/PROTOCOLS.md, Webhooks): IPv4-mapped, SIIT, IPv4-compatible, NAT64 (well-known and
+(shared/PROTOCOLS.md, Webhooks): IPv4-mapped, SIIT, IPv4-compatible, NAT64 (well-known and
 local-use), 6to4, Teredo, and the deprecated site-local range; the default refuses every one that
 reaches a refused address, and the transition forms whatever they embed. Through the API, a job
 asking for such a callback is a 400 naming `callback_url`, and nothing is stored."""

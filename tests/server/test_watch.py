@@ -4,7 +4,7 @@ never goes down when a run ends or runs again."""
 
 from __future__ import annotations
 
-from batchgate.jobs.io.progress import Progress
+from batchgate.jobs.progress.counters import Progress
 from batchgate.server.batch_api.watch import RunWatch
 
 

@@ -7,5 +7,6 @@ SQLite (`sqlite_store`: one file, WAL, bounded, LRU) and Redis (`redis_store`) i
 conformance suite for all three (`tests/cache/test_cache_store_conformance.py`); `location` opens a
 store from a path or a `redis://` URL.
 
-May import: batchgate.clock, batchgate.errors, batchgate.endpoints, batchgate.request_fields, batchgate.urls.
+May import: `batchgate.clock`, `batchgate.errors`, `batchgate.endpoints`, `batchgate.request_fields`,
+`batchgate.urls`.
 """

@@ -120,7 +120,7 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from batchgate.jobs.io.progress import LIVE_BLOB  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.progress.counters import LIVE_BLOB  # noqa: PLC0415 — start-up: not for `--help`
 
     async def go() -> dict[str, Any]:
         store = await _open(args)
@@ -190,8 +190,8 @@ def _print_live(live: dict[str, Any]) -> None:
 
 def _report(args: argparse.Namespace) -> int:
     from batchgate.jobs.finish import stored_report, write_report  # noqa: PLC0415 — start-up: not for `--help`
-    from batchgate.jobs.io.report import render_summary  # noqa: PLC0415 — start-up: not for `--help`
-    from batchgate.jobs.io.same_file import check_output_writable  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.output.same_file import check_output_writable  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.report.build import render_summary  # noqa: PLC0415 — start-up: not for `--help`
 
     if args.html is not None:
         return _report_html(args)
@@ -229,7 +229,7 @@ def _report(args: argparse.Namespace) -> int:
 def guard_report(path: Path, what: str, job: JobRecord, store: StoreLocation) -> None:
     """Refuse a report path that is a file of the job: its input, config, output, errors file,
     the store, or (for a page) its JSON report — the same inode, whatever the path says."""
-    from batchgate.jobs.io.same_file import refuse_overwrite  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.output.same_file import refuse_overwrite  # noqa: PLC0415 — start-up: not for `--help`
 
     output = Path(job.output_path)
     errors = job.options.errors_path

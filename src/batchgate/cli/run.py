@@ -236,8 +236,8 @@ def _progress_mode(args: argparse.Namespace) -> str:
 
 
 def _go(req: RunRequest, config: GatewayConfig, args: argparse.Namespace) -> int:
-    from batchgate.jobs.io.progress import make_sink  # noqa: PLC0415 — start-up: only to run
     from batchgate.jobs.job_setup import guard_paths  # noqa: PLC0415 — start-up: only to run
+    from batchgate.jobs.progress.counters import make_sink  # noqa: PLC0415 — start-up: only to run
     from batchgate.jobs.runner import run_job  # noqa: PLC0415 — start-up: the engine and HTTP stack only to run
 
     guard_paths(req)  # before the log file is opened: it must not be a file the run reads

@@ -3,8 +3,9 @@ the edge (`load_config`, `config_from_dict`). Import it from here: `from batchga
 A job's own options are read here too (`job_spec`: `JobSpec`, `parse_job_spec`), by the one parser
 every front door uses.
 
-May import: `batchgate.errors`, `batchgate.models` (the route modes) and the policy value objects
-it holds (`batchgate.policy`, `batchgate.quota.limits`, `batchgate.quota.store.location`). Nothing
+May import: `batchgate.errors`, `batchgate.models` (the route modes), `batchgate.endpoints` (the
+most inputs an embeddings body may carry) and the policy value objects it holds
+(`batchgate.policy`, `batchgate.quota.limits`, `batchgate.quota.store.location`). Nothing
 else of batchgate; everything else may import this.
 """
 

@@ -1,5 +1,5 @@
 """Azure OpenAI's wire: OpenAI's bodies at Azure's addresses, with Azure's key header, error bodies
-and rate-limit headers (/work/shared/PROTOCOLS.md "Azure OpenAI"; Microsoft's Azure OpenAI REST
+and rate-limit headers (shared/PROTOCOLS.md "Azure OpenAI"; Microsoft's Azure OpenAI REST
 reference and "Getting started with Azure OpenAI batch deployments").
 
 Addresses (served by `emulator.server` and `emulator.batch.service` under `/<name>`):

@@ -1,5 +1,5 @@
 """AWS Bedrock Runtime's Converse wire: request validation, answers, and errors by type
-(/work/shared/PROTOCOLS.md "AWS Bedrock";
+(shared/PROTOCOLS.md "AWS Bedrock";
 https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html).
 
 - The model is the path's `{modelId}` (`/model/{modelId}/converse`, `bedrock_routes.py`); the

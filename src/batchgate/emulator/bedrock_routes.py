@@ -1,5 +1,5 @@
 """A Bedrock provider's addresses in the emulator: `POST /<name>/model/{modelId}/converse` and
-`/converse-stream` (/work/shared/PROTOCOLS.md "AWS Bedrock"), each request's SigV4 signature
+`/converse-stream` (shared/PROTOCOLS.md "AWS Bedrock"), each request's SigV4 signature
 checked first (`sigv4.verify`, which needs the body), then served by the emulator's one request
 path (quota, faults, statistics) in the Converse shape (`bedrock_api`).
 

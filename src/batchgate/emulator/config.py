@@ -140,11 +140,6 @@ class ProviderConfig:
     neighbours: tuple[Neighbour, ...] = ()  # other traffic on the key, seen only in remaining and 429s
     refused_models: tuple[str, ...] = ()  # models the key may not use: a 403 (model_access.py)
 
-    @property
-    def headers_honest(self) -> bool:
-        """True when the rate-limit headers report the limits really enforced."""
-        return self.enforced is None
-
 
 @dataclass(frozen=True, slots=True)
 class EmulatorConfig:

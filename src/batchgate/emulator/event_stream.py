@@ -1,5 +1,5 @@
 """The AWS event-stream binary framing (`application/vnd.amazon.eventstream`), and a Converse
-answer told as ConverseStream's events in it (/work/shared/PROTOCOLS.md "AWS Bedrock";
+answer told as ConverseStream's events in it (shared/PROTOCOLS.md "AWS Bedrock";
 https://docs.aws.amazon.com/transcribe/latest/dg/streaming-setting-up.html#streaming-event-stream
 gives the frame; https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html
 the events).

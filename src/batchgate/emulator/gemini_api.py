@@ -2,7 +2,7 @@
 `batchEmbedContents` at Google's addresses, the `x-goog-api-key` header, Google's error body and
 its 429 `RESOURCE_EXHAUSTED` with the wait in `RetryInfo.retryDelay`.
 
-Rules, each from /work/shared/PROTOCOLS.md "Gemini" and Google's references
+Rules, each from shared/PROTOCOLS.md "Gemini" and Google's references
 (https://ai.google.dev/api/generate-content, https://ai.google.dev/api/embeddings,
 https://ai.google.dev/gemini-api/docs/rate-limits, https://cloud.google.com/apis/design/errors):
 

@@ -1,5 +1,5 @@
 """The OpenAI family's other endpoints: `/v1/embeddings`, `/v1/responses` and the legacy
-`/v1/completions` — validation, charge and answer shapes as /work/shared/PROTOCOLS.md gives them.
+`/v1/completions` — validation, charge and answer shapes as shared/PROTOCOLS.md gives them.
 
 - Embeddings: `input` a string, an array of ≤ 2,048 strings, or token arrays; each input ≤ 8,192
   tokens and ≤ 300,000 together; `dimensions` at most the model's own (1,536; 3,072 for

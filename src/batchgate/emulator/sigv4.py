@@ -3,7 +3,7 @@ and shaped as SigV4, its access key the configured one, its signature the one bo
 computes from the request as received with the configured secret key.
 
 Shape (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html,
-/work/shared/PROTOCOLS.md "AWS Bedrock"): `AWS4-HMAC-SHA256 Credential=AKID/DATE/REGION/bedrock/
+shared/PROTOCOLS.md "AWS Bedrock"): `AWS4-HMAC-SHA256 Credential=AKID/DATE/REGION/bedrock/
 aws4_request, SignedHeaders=a;b;c, Signature=HEX`, with `X-Amz-Date`. The answers, as AWS gives
 them (403s; https://docs.aws.amazon.com/bedrock/latest/APIReference/CommonErrors.html):
 no header `MissingAuthenticationTokenException`, a malformed one `IncompleteSignatureException`,

@@ -26,15 +26,16 @@ from batchgate.gateway import Gateway
 from batchgate.inflight import InflightLimit
 from batchgate.jobs.batch.driver import BatchDriver
 from batchgate.jobs.budget_gate import BudgetGate
+from batchgate.jobs.checks.output_check import OutputCheck
 from batchgate.jobs.commit import GroupCommitter
 from batchgate.jobs.engine_types import EngineHooks, EngineHost, EngineOptions, EngineOutcome, JobFacts
 from batchgate.jobs.guards import BudgetGuard, ErrorRateWindow
-from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.progress import Before, Progress
 from batchgate.jobs.live_task import Abandoned, LiveTasks
+from batchgate.jobs.output import outcome
 from batchgate.jobs.pack.packer import Packer
+from batchgate.jobs.progress.counters import Before, Progress
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
-from batchgate.logs import WARNING, bind, event, get_logger
+from batchgate.logs import bind
 from batchgate.stats import GatewayStatistics
 
 __all__ = ["CANCEL_BLOB", "CANCEL_REASON", "JobEngine"]
@@ -43,8 +44,6 @@ CLAIM_CHUNK, START_SLICE = 512, 32  # tasks claimed at once; started in one turn
 CANCEL_BLOB = "cancel_requested"  # written by `batchgate cancel` for the run that holds the job
 CANCEL_REASON = "cancelled"
 CANCEL_WAIT_S = 120.0  # at most this long cancelling batches at the providers before stopping
-
-_log = get_logger("task")
 
 
 class JobEngine:
@@ -368,17 +367,9 @@ class JobEngine:
         done = live.outcome(spec, result, attempts, invalid, billed)
         committer.add(done)
         if done.state is TaskState.FAILED:
-            event(
-                _log,
-                WARNING,
-                "task_failed",
-                task=spec.custom_id,
-                seq=spec.seq,
-                error=(done.error or "").split(":", 1)[0],
-                status=result.status_code,
-                provider=result.provider,
-                attempts=attempts,
-            )
+            code = (done.error or "").split(":", 1)[0]
+            status, provider = result.status_code, result.provider
+            outcome.log_failed(spec, code=code, status=status, provider=provider, attempts=attempts)
         if not route_only and self.errors.record(not result.ok or invalid is not None):
             self.request_stop(self.errors.reason())
         if self.job.follow is not None:

@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from batchgate.jobs.io.cached import JobCache
-from batchgate.jobs.io.progress import Progress
+from batchgate.jobs.cache.cached import JobCache
+from batchgate.jobs.progress.counters import Progress
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
 from batchgate.quota.store.location import StoreSpec
 from batchgate.stats import GatewayStatistics
@@ -18,7 +18,7 @@ from batchgate.stats import GatewayStatistics
 if TYPE_CHECKING:
     from batchgate.clock import Clock
     from batchgate.gateway import Gateway
-    from batchgate.jobs.io.output_check import OutputCheck
+    from batchgate.jobs.checks.output_check import OutputCheck
 
 
 @dataclass(frozen=True, slots=True)

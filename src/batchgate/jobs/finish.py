@@ -15,11 +15,11 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
+from batchgate.jobs.cache.cached import JobCache, cache_section
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import write_joined
-from batchgate.jobs.io.cached import JobCache, cache_section
-from batchgate.jobs.io.output import write_outputs
-from batchgate.jobs.io.report import (
+from batchgate.jobs.output.files import write_outputs
+from batchgate.jobs.report.build import (
     OPEN_SEGMENT_BLOB,
     REPORT_BLOB,
     RETRY_ROUND,

@@ -19,7 +19,7 @@ from batchgate.clock import Clock
 from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_config, may_batch
 from batchgate.jobs.engine import JobEngine
-from batchgate.jobs.io.ingest import (
+from batchgate.jobs.ingest import (
     FIRST_CHUNK,
     INGEST_BLOB,
     Ingest,
@@ -28,7 +28,7 @@ from batchgate.jobs.io.ingest import (
     input_stat,
     prefix_sha256,
 )
-from batchgate.jobs.io.input import ValidationReport, file_sha256
+from batchgate.jobs.input.read import ValidationReport, file_sha256
 from batchgate.jobs.job_setup import (
     RunRequest,
     changed_input,

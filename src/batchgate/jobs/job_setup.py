@@ -16,6 +16,7 @@ from batchgate.config import GatewayConfig, JobSpec
 from batchgate.embedded import check_embedded, load_embedded
 from batchgate.errors import InputChangedError, InputError
 from batchgate.gateway import Gateway
+from batchgate.jobs.cache.cached import JobCache
 from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.engine_types import Committed, EngineOptions, ResultHook
 from batchgate.jobs.finish import OutputFiles
@@ -24,20 +25,19 @@ from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.inputs import read_items, validate_items
 from batchgate.jobs.graph.setup import input_items
 from batchgate.jobs.graph.spec import Graph
-from batchgate.jobs.io.cached import JobCache
-from batchgate.jobs.io.ingest import INGEST_BLOB, IngestMark, input_stat
-from batchgate.jobs.io.input import (
+from batchgate.jobs.ingest import INGEST_BLOB, IngestMark, input_stat
+from batchgate.jobs.input.problems import invalid_input, show_problems
+from batchgate.jobs.input.read import (
     InputProblem,
     ValidationReport,
     file_sha256,
     read_tasks,
     validate_input,
 )
-from batchgate.jobs.io.problems import invalid_input, show_problems
-from batchgate.jobs.io.same_file import refuse_overwrite
-from batchgate.jobs.io.skipped import SKIPPED_BLOB, listed, skipped_lines
-from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
+from batchgate.jobs.input.skipped import SKIPPED_BLOB, listed, skipped_lines
+from batchgate.jobs.output.same_file import refuse_overwrite
 from batchgate.jobs.pricing import check_prices, price_notes, unpriced_warning
+from batchgate.jobs.progress.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.store.location import DEFAULT_STORE, StoreLocation, open_store
 from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskSpec

@@ -13,13 +13,13 @@ from batchgate.endpoints import EMBEDDINGS, endpoint_of
 from batchgate.errors import BatchgateError, RoutingError
 from batchgate.gateway import Gateway
 from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate
-from batchgate.jobs.io import outcome
-from batchgate.jobs.io.cached import JobCache, answered_outcome
-from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.progress import Progress
-from batchgate.jobs.io.provider_figures import tally_result
-from batchgate.jobs.io.report import INVALID_CODE
+from batchgate.jobs.cache.cached import JobCache, answered_outcome
+from batchgate.jobs.checks.output_check import OutputCheck
+from batchgate.jobs.output import outcome
 from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.progress.counters import Progress
+from batchgate.jobs.report.build import INVALID_CODE
+from batchgate.jobs.report.provider_figures import tally_result
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
 from batchgate.models import Result, Usage
 

@@ -18,9 +18,9 @@ from typing import Any
 from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.jobs.batch.policy import TasksEstimate, batch_target, resolve_mode
 from batchgate.jobs.fits import RouteFit
-from batchgate.jobs.io.input import read_tasks
-from batchgate.jobs.io.plan_limits import limits_entry, render_limits
+from batchgate.jobs.input.read import read_tasks
 from batchgate.jobs.pack.group import lines_per_request
+from batchgate.jobs.plan_limits import limits_entry, render_limits
 from batchgate.jobs.pricing import BUILTIN_NOTE, PriceTable
 from batchgate.jobs.store.protocol import TaskSpec
 from batchgate.models import Usage

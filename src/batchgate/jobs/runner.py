@@ -25,6 +25,8 @@ from batchgate import trace_hooks
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.jobs.batch.policy import job_config, job_deadline
+from batchgate.jobs.cache.cached import close_job_cache, open_job_cache
+from batchgate.jobs.checks.output_check import OutputCheck
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON, JobEngine
 from batchgate.jobs.engine_types import EngineHooks, EngineHost, EngineOutcome, JobFacts
 from batchgate.jobs.finish import Finished, earlier_segments, finish_job, refused_tokens, run_in_rounds
@@ -32,17 +34,6 @@ from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.output import render_graph_summary
 from batchgate.jobs.graph.setup import job_graph, restore, step_checks
 from batchgate.jobs.input_stream import end_ingest, feed, open_input, set_up_job, stop_feeding
-from batchgate.jobs.io.cached import close_job_cache, open_job_cache
-from batchgate.jobs.io.live_output import LiveOutput
-from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.progress import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
-from batchgate.jobs.io.report import (
-    OPEN_SEGMENT_BLOB,
-    render_summary,
-    run_segment,
-)
-from batchgate.jobs.io.same_file import check_output_writable
-from batchgate.jobs.io.timeline import TIMELINE_BLOB, Timeline, load_timeline
 from batchgate.jobs.job_setup import (
     RunRequest,
     appends,
@@ -53,6 +44,15 @@ from batchgate.jobs.job_setup import (
 )
 from batchgate.jobs.lifecycle.callback import announce_end
 from batchgate.jobs.lifecycle.start import before_start
+from batchgate.jobs.output.live import LiveOutput
+from batchgate.jobs.output.same_file import check_output_writable
+from batchgate.jobs.progress.counters import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
+from batchgate.jobs.progress.timeline import TIMELINE_BLOB, Timeline, load_timeline
+from batchgate.jobs.report.build import (
+    OPEN_SEGMENT_BLOB,
+    render_summary,
+    run_segment,
+)
 from batchgate.jobs.store.location import resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger

@@ -9,6 +9,6 @@ families from its shared gateway: `metrics.server_registry(source)` over a `serv
 spans (the optional `otel` extra), installed in `batchgate.trace_hooks` by a run or server that
 traces.
 
-May import: batchgate.jobs, batchgate.gateway, batchgate.stats, batchgate.logs and what lies below
-them; cli (and a server) import it.
+May import: `batchgate.jobs`, `batchgate.gateway`, `batchgate.stats`, `batchgate.logs` and what lies
+below them; cli (and a server) import it.
 """

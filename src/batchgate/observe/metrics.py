@@ -57,7 +57,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from batchgate.jobs.engine import JobEngine
-from batchgate.jobs.io.progress import Progress
+from batchgate.jobs.progress.counters import Progress
 from batchgate.observe.server_view import ServerView
 from batchgate.stats import LATENCY_BOUNDS_MS, GatewayStatistics, ProviderStatistics
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from batchgate.jobs.io.progress import Progress
+from batchgate.jobs.progress.counters import Progress
 from batchgate.stats import GatewayStatistics
 
 

@@ -50,7 +50,7 @@ def parse_retry_hint(headers: Mapping[str, str], wall_now: float, *, max_hint: f
     `retry-after-ms` wins, then `retry-after` as seconds, then `retry-after` as an HTTP date
     (relative to `wall_now`, Unix seconds); then the same relayed by a proxy in front
     (`llm_provider-retry-after`: LiteLLM's own 429 sends only that, its upstream's come back so
-    prefixed, /work/shared/PROTOCOLS.md "Servers in front of providers"); then, where a limit's
+    prefixed, shared/PROTOCOLS.md "Servers in front of providers"); then, where a limit's
     `x-ratelimit-remaining-*` (or its `llm_provider-` relay) is 0, its `x-ratelimit-reset-*` in
     seconds or a duration (`1m30s`, `6ms`). Values above `max_hint` are capped to it; a
     `max_hint` of 0 means the user takes no hint at all (None: the own backoff applies, never

@@ -1,12 +1,12 @@
-"""Choosing among a route's targets: the allowed one that can serve soonest.
+"""Choosing among a route's targets: the one that can serve soonest.
 
 Spreading each request to the target with the smallest expected wait makes every target's queue
 drain at its own quota rate, so a route's throughput approaches the sum of its targets' quotas.
 Ties (typically several idle targets, all waiting 0) go to the target with the most headroom,
-then to the earlier one in the route's order. Targets that are not allowed (open circuit) are
-skipped, which is the fail-over. Pure: the caller supplies the measurements. With circuit
-breakers, pass `CircuitBreaker.available` as `allowed` (it claims no half-open probe) and call
-`allow` on the chosen target only.
+then to the earlier one in the route's order. Pure: the caller supplies the candidates and the
+measurements. The fail-over is the caller's: it passes only the targets it may use (admission
+leaves out those whose circuit is not `available`, which claims no half-open probe, and calls
+`allow` on the chosen target only).
 """
 
 from __future__ import annotations
@@ -23,17 +23,14 @@ def choose_target(
     *,
     wait_of: Callable[[T], float],
     headroom_of: Callable[[T], float],
-    allowed: Callable[[T], bool],
 ) -> T | None:
-    """The allowed candidate with the smallest wait, then the largest headroom, then first in order.
+    """The candidate with the smallest wait, then the largest headroom, then first in order.
 
-    None when no candidate is allowed or every allowed one would wait forever.
+    None when there is none or every one would wait forever.
     """
     best: T | None = None
     best_key = (math.inf, 0.0)
     for candidate in candidates:
-        if not allowed(candidate):
-            continue
         wait = wait_of(candidate)
         if math.isnan(wait) or wait == math.inf:
             continue

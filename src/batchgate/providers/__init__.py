@@ -2,15 +2,15 @@
 
 Each client sends one OpenAI-shaped chat request, classifies every failure into batchgate's error
 types (`classify`), reads rate-limit headers (`ratelimit_headers`) and, for Anthropic, translates
-requests and responses (`translate`). `make_client` builds the right one for a provider config.
-The Batch API clients are in `providers.batch`.
+requests and responses (`translate`). `make_chat_client` builds the right one for a provider config.
+The Batch API clients are in `providers.batch` (`providers.batch.factory.make_batch_client`).
 
-May import: `config`, `policy`, `tokens` and the core (`models`, `clock`, `errors`). Nothing of
-jobs, the scheduler or the quota pool.
+May import: `config`, `policy`, `tokens`, `trace_hooks` (the traceparent header) and the core
+(`models`, `clock`, `errors`). Not `jobs`, `scheduler`, `quota.pool`.
 """
 
 from batchgate.providers.anthropic import AnthropicClient
-from batchgate.providers.base import ProviderClient, make_client, make_token_counter
+from batchgate.providers.base import ProviderClient, make_chat_client, make_token_counter
 from batchgate.providers.classify import error_for_exception, error_for_response
 from batchgate.providers.openai import OpenAIClient
 from batchgate.providers.ratelimit_headers import parse_anthropic_rate_limits, parse_openai_rate_limits
@@ -23,7 +23,7 @@ __all__ = [
     "anthropic_to_openai",
     "error_for_exception",
     "error_for_response",
-    "make_client",
+    "make_chat_client",
     "make_token_counter",
     "openai_to_anthropic",
     "parse_anthropic_rate_limits",

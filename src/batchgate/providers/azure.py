@@ -1,6 +1,6 @@
 """Azure OpenAI: where a `kind: azure` provider's requests go (`AzureURLs`), and its chat client.
 
-Azure speaks OpenAI's wire with its own addresses (/work/shared/PROTOCOLS.md "Azure OpenAI";
+Azure speaks OpenAI's wire with its own addresses (shared/PROTOCOLS.md "Azure OpenAI";
 Microsoft's REST reference and "Getting started with Azure OpenAI batch deployments"):
 
     chat      {resource}/openai/deployments/{deployment}/chat/completions?api-version=V

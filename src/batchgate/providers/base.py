@@ -1,9 +1,14 @@
 """The seam between the scheduler and the providers: the `ProviderClient` protocol and factories.
 
 A client sends one OpenAI-shaped chat request to its provider and returns an OpenAI-shaped
-`ProviderResponse`, or raises a `ProviderError` subclass saying what went wrong. `make_client`
+`ProviderResponse`, or raises a `ProviderError` subclass saying what went wrong. `make_chat_client`
 picks the implementation from the provider's `kind`; `make_token_counter` picks how its prompt
 tokens are counted before sending.
+
+Two seams, two factories: a chat client (live requests, over a `ChatTransport`) comes from
+`make_chat_client`; a Batch API client (files, batches, polling, over an aiohttp session) from
+`providers.batch.factory.make_batch_client`. Both refuse the same way a provider they cannot
+address (`require_base_url`) or a kind they do not know (`unknown_kind`).
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ class ProviderClient(Protocol):
         ...
 
 
-def make_client(
+def make_chat_client(
     config: ProviderConfig,
     transport: ChatTransport,
     timeouts: TimeoutConfig,
@@ -47,12 +52,9 @@ def make_client(
     base_url: str | None = None,
     clock: Clock | None = None,
 ) -> ProviderClient:
-    """The client for `config.kind`; `base_url` overrides `config.base_url` (e.g. the emulator's).
-    (An aiohttp session serves as the transport through `providers.http.SessionTransport`.)"""
-    if base_url is None and config.emulated:
-        raise ConfigError(
-            "<config>", f"providers.{config.name}.base_url", "is 'emulator' but no emulator URL was given"
-        )
+    """The chat client for `config.kind`; `base_url` overrides `config.base_url` (e.g. the
+    emulator's). (An aiohttp session serves as the transport through `providers.http.SessionTransport`.)"""
+    require_base_url(config, base_url)
     if config.kind == "openai":
         return OpenAIClient(config, transport, timeouts, base_url=base_url)
     if config.kind == "azure":
@@ -63,7 +65,19 @@ def make_client(
         return GeminiClient(config, transport, timeouts, base_url=base_url, clock=clock)
     if config.kind == "bedrock":
         return BedrockClient(config, transport, timeouts, base_url=base_url, clock=clock)
-    raise ConfigError("<config>", f"providers.{config.name}.kind", f"unknown provider kind {config.kind!r}")
+    raise unknown_kind(config)
+
+
+def require_base_url(config: ProviderConfig, base_url: str | None) -> None:
+    """Refuse a provider whose `base_url` is `emulator` when no emulator URL was given."""
+    if base_url is None and config.emulated:
+        raise ConfigError(
+            "<config>", f"providers.{config.name}.base_url", "is 'emulator' but no emulator URL was given"
+        )
+
+
+def unknown_kind(config: ProviderConfig) -> ConfigError:
+    return ConfigError("<config>", f"providers.{config.name}.kind", f"unknown provider kind {config.kind!r}")
 
 
 def make_token_counter(config: ProviderConfig, *, source: str = "<config>") -> TokenCounter:

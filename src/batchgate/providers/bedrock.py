@@ -3,7 +3,7 @@
 `POST {base_url}/model/{modelId}/converse` (or `/converse-stream` with the entry's `stream: true`),
 signed with SigV4 (`providers.bedrock_auth`), the body translated by
 `providers.bedrock_translate` (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html,
-/work/shared/PROTOCOLS.md "AWS Bedrock"). Errors are named by the `x-amzn-ErrorType` header
+shared/PROTOCOLS.md "AWS Bedrock"). Errors are named by the `x-amzn-ErrorType` header
 (https://docs.aws.amazon.com/bedrock/latest/APIReference/CommonErrors.html and each action's
 Errors section), read before the status:
 

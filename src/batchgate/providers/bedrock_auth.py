@@ -2,7 +2,7 @@
 and the signed headers of one request — all through `botocore` (the `bedrock` extra), imported
 when the first Bedrock client is made, never by a gateway without one.
 
-The signing name is `bedrock` for the Runtime endpoint (/work/shared/PROTOCOLS.md "AWS Bedrock";
+The signing name is `bedrock` for the Runtime endpoint (shared/PROTOCOLS.md "AWS Bedrock";
 https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv.html). The region comes from the
 entry's `region:`, else the host `bedrock-runtime.{region}.amazonaws.com`, else the chain's
 (`AWS_DEFAULT_REGION`, the profile's `region`). Credentials: botocore's chain (environment,

@@ -1,7 +1,7 @@
 """OpenAI Chat Completions ⇄ Bedrock Runtime Converse, both ways (pure functions, no I/O).
 
 The Converse body (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html,
-/work/shared/PROTOCOLS.md "AWS Bedrock"): `messages[{role, content[ContentBlock]}]` alternating
+shared/PROTOCOLS.md "AWS Bedrock"): `messages[{role, content[ContentBlock]}]` alternating
 user/assistant, `system[{text}]`, `inferenceConfig{maxTokens, temperature, topP, stopSequences}`,
 `toolConfig{tools[{toolSpec{name, description, inputSchema{json}}}], toolChoice{auto|any|tool}}`,
 `additionalModelRequestFields` (the model's own fields), `requestMetadata` (a string map).

@@ -2,7 +2,7 @@
 bodies (pure functions, no I/O): every top-level field is carried or refused, never dropped.
 
 The request shapes are Gemini's REST reference (https://ai.google.dev/api/generate-content,
-https://ai.google.dev/api/embeddings; /work/shared/PROTOCOLS.md "Gemini"):
+https://ai.google.dev/api/embeddings; shared/PROTOCOLS.md "Gemini"):
 
 - `system`/`developer` messages become `systemInstruction`; `user` stays `user`, `assistant`
   becomes `model` (its `tool_calls` as `functionCall` parts); a `tool` message becomes a `user`

@@ -6,7 +6,7 @@ and a refused API key (`google.rpc.ErrorInfo` reason `API_KEY_INVALID`, which AI
 with a 400).
 
 https://ai.google.dev/gemini-api/docs/rate-limits, https://ai.google.dev/api (errors),
-https://cloud.google.com/apis/design/errors#error_details; /work/shared/PROTOCOLS.md "Gemini".
+https://cloud.google.com/apis/design/errors#error_details; shared/PROTOCOLS.md "Gemini".
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def parse_openai_rate_limits(headers: Mapping[str, str]) -> RateLimitSnapshot:
     """The snapshot from OpenAI-style `x-ratelimit-*` headers (all None when none were sent).
 
     A proxy in front relays its upstream's as `llm_provider-x-ratelimit-*` (LiteLLM, which sends
-    its own limits unprefixed: /work/shared/PROTOCOLS.md, "Servers in front of providers"): per
+    its own limits unprefixed: shared/PROTOCOLS.md, "Servers in front of providers"): per
     kind, the unprefixed group where any of it was sent (the limit nearest us), else the relayed
     one — never a mix of the two."""
     h = _lookup(headers)

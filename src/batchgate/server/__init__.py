@@ -11,6 +11,6 @@ batch as a job); `callbacks/` (signed webhooks when a batch or job ends, from a 
 behind an SSRF guard); `tenancy/` (keys, the records in `server.db`) and `door/` (body bounds,
 request bodies and query values checked).
 
-May import: jobs, the gateway and everything below them; nothing imports it but the CLI. It never
-imports the emulator (which must stay independent of the client side).
+May import: `observe`, `web`, `jobs`, `gateway` and everything below them; nothing imports it but
+the CLI. Never `emulator` (which must stay independent of the client side).
 """

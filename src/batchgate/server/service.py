@@ -28,7 +28,7 @@ from batchgate import logs
 from batchgate.clock import LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.gateway import Gateway
-from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
+from batchgate.jobs.progress.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.store.location import StoreLocation, open_store
 from batchgate.observe.tracing.middleware import middlewares as tracing_middlewares
 from batchgate.quota.store.location import StoreSpec

@@ -4,5 +4,5 @@
 (`job_page.page_data`: figures, report, timeline, failures — read from the job store) and
 `batchgate report --html`'s self-contained page (`report_page`).
 
-May import: batchgate.jobs and what lies below it; server and cli import it.
+May import: `batchgate.jobs` and what lies below it; server and cli import it.
 """

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from batchgate.jobs.finish import stored_report
-from batchgate.jobs.io.timeline import TIMELINE_BLOB, load_timeline
+from batchgate.jobs.progress.timeline import TIMELINE_BLOB, load_timeline
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.request_fields import out_line_metadata
 

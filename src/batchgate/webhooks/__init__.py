@@ -5,6 +5,6 @@ IPv4 forms included), `sender` (one delivery attempt over HTTP, through the netw
 proxy and CAs; only a 307/308 the guard passes again is followed). The server's durable outbox
 (`server/callbacks`) and a local run's end (`jobs/lifecycle/callback`) both deliver through them.
 
-May import: `batchgate.config` (the `Secret`, the network settings), errors and aiohttp; nothing
+May import: `batchgate.config` (its Secret, the network settings), `errors` and aiohttp; nothing
 else of batchgate.
 """

@@ -2,7 +2,7 @@
 
 IPv4 addresses are refused by the networks of `_REFUSED` (loopback, private, link-local, CGNAT,
 ...) and anything else not globally routable. An IPv6 address that embeds an IPv4 address reaches
-that IPv4 address, so it is classified by it (/work/shared/PROTOCOLS.md, Webhooks: "classify by the
+that IPv4 address, so it is classified by it (shared/PROTOCOLS.md, Webhooks: "classify by the
 embedded IPv4 address"): IPv4-mapped `::ffff:0:0/96`, SIIT `::ffff:0:0:0/96`, IPv4-compatible
 `::/96`, NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`, 6to4 `2002::/16` and Teredo `2001::/32` (its
 server and its de-obfuscated client). An embedded address the guard refuses refuses the IPv6 one.

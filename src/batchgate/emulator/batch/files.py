@@ -5,7 +5,7 @@ output files a batch writes, and the structural validation of a batch input file
 An upload over the provider's batch limits (requests or bytes) is refused with a 400. Validation
 (`parse_input`) names every bad line the way `errors.data` does: invalid JSON, a missing or
 duplicate custom_id, a method other than POST, a url other than the batch's endpoint (one endpoint
-per batch, /work/shared/PROTOCOLS.md "Other endpoints"), a body that is not an object, a model that
+per batch, shared/PROTOCOLS.md "Other endpoints"), a body that is not an object, a model that
 differs from the batch's; an `/v1/embeddings` batch holding more than 50,000 embedding inputs across
 its requests fails whole. A line that passes becomes a `BatchItem`, validated by the live rules of
 the batch's endpoint (chat, embeddings, responses or completions).

@@ -1,4 +1,4 @@
-"""The emulated Gemini batch mode and the Files API it reads (/work/shared/PROTOCOLS.md "Gemini";
+"""The emulated Gemini batch mode and the Files API it reads (shared/PROTOCOLS.md "Gemini";
 https://ai.google.dev/gemini-api/docs/batch-mode, https://ai.google.dev/api/batch-mode,
 https://ai.google.dev/api/files):
 

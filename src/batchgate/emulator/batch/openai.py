@@ -5,7 +5,7 @@ Lifecycle: a created batch is `validating` until the next clock tick, then `in_p
 `failed`, with `errors.data` from `batch_files.parse_input`); then `completed`, `expired` (the
 window ended: done lines are returned, the rest get `batch_expired`), or `cancelling` → `cancelled`
 (done lines are kept, the rest get `batch_cancelled`). A batch names one `endpoint` (chat,
-embeddings, responses or completions: /work/shared/PROTOCOLS.md, "one endpoint per batch"); every
+embeddings, responses or completions: shared/PROTOCOLS.md, "one endpoint per batch"); every
 line's url must be it, and each line is answered in that endpoint's body shape with its usage. A
 line whose body fails the endpoint's validation is answered in the error file with the status and
 body the live endpoint gives. Creation is refused

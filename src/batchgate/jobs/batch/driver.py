@@ -29,11 +29,11 @@ from batchgate.jobs.batch.mode import BatchModeRunner
 from batchgate.jobs.batch.outcomes import Rejected
 from batchgate.jobs.batch.policy import batch_target, may_batch
 from batchgate.jobs.budget_gate import FREE, Amount, BudgetGate
+from batchgate.jobs.checks.output_check import OutputCheck
 from batchgate.jobs.engine_types import Committed, EventSink
 from batchgate.jobs.guards import ErrorRateWindow
-from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.progress.counters import Progress
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.models import requested_output_tokens
 from batchgate.providers.http import create_session

@@ -2,7 +2,7 @@
 
 `BatchModeRunner` groups claimed tasks by the provider and model of their route's batch target and
 by endpoint (chat, embeddings, responses, completions: the OpenAI Batch API takes one endpoint per
-batch, /work/shared/PROTOCOLS.md), cuts them into batches within the provider's count and size
+batch, shared/PROTOCOLS.md), cuts them into batches within the provider's count and size
 limits, submits each (waiting out a 429 on the enqueued-token quota), records every handle in the
 job store (`batch_ledger`) before anything else, polls all batches at once, and turns their
 results into the same OUT lines as live calls (`batch_outcomes`). Expired, cancelled or
@@ -52,9 +52,9 @@ from batchgate.jobs.batch.outcomes import (
 )
 from batchgate.jobs.batch.policy import TasksEstimate, batch_target, deadline_near, hours_until, resolve_mode
 from batchgate.jobs.batch.stats import OpenBatches
-from batchgate.jobs.io.batch_figures import BatchModeStats
-from batchgate.jobs.io.output_check import OutputCheck
+from batchgate.jobs.checks.output_check import OutputCheck
 from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.report.batch_figures import BatchModeStats
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Usage
 from batchgate.providers.batch.common import (

@@ -1,4 +1,4 @@
-"""Batch results as task outcomes, pure: built as live ones are (`jobs.io.outcome`), priced at the
+"""Batch results as task outcomes, pure: built as live ones are (`jobs.output.outcome`), priced at the
 Batch API rate, and the tasks worth another try (expired, cancelled, transiently failed).
 
 With an output check, an answer it refuses is not kept: the task fails as `invalid_output` (billed,
@@ -17,16 +17,13 @@ from batchgate.jobs.batch.policy import (
     failed_batch_retryable,
     item_retryable,
 )
-from batchgate.jobs.io import outcome
-from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.report import INVALID_CODE
+from batchgate.jobs.checks.output_check import OutputCheck
+from batchgate.jobs.output import outcome
 from batchgate.jobs.pricing import PriceTable
+from batchgate.jobs.report.build import INVALID_CODE
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
-from batchgate.logs import WARNING, event, get_logger
 from batchgate.models import Usage, answer_text
 from batchgate.providers.batch.common import BatchItemResult
-
-_log = get_logger("task")
 
 
 def custom_id_for(seq: int) -> str:
@@ -94,19 +91,8 @@ def failure_outcome(
     attempts: int,
     cost: float = 0.0,
 ) -> TaskOutcome:
-    """A batch task failed for good (logged as `task_failed`, its custom_id and error kind only)."""
-    event(
-        _log,
-        WARNING,
-        "task_failed",
-        task=spec.custom_id,
-        seq=spec.seq,
-        error=code,
-        status=status,
-        provider=provider,
-        attempts=attempts,
-        mode="batch",
-    )
+    """A batch task failed for good (logged as `task_failed`: `outcome.log_failed`)."""
+    outcome.log_failed(spec, code=code, status=status, provider=provider, attempts=attempts, mode="batch")
     return outcome.failed(
         spec, code=code, message=message, status_code=status, provider=provider, attempts=attempts, cost=cost
     )

@@ -1,5 +1,5 @@
 """What batch mode is doing, pure (no I/O): the open batches' latest states for the live display and
-`batchgate status` (`OpenBatches`). The run's counters for the report are `jobs.io.batch_figures`."""
+`batchgate status` (`OpenBatches`). The run's counters for the report are `jobs.report.batch_figures`."""
 
 from __future__ import annotations
 

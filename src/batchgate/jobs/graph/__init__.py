@@ -3,6 +3,7 @@ items (`inputs`), which tasks are ready when (`expand`), the joined output and s
 (`join`, `output`), and the set-up a run needs (`setup`). The engine runs the tasks like any
 others; only their creation and their output differ.
 
-May import: the core, `config`, `stats`, `jobs.io` and `jobs.store`. Not the engine, batch mode or
-the gateway.
+May import: the core, `config`, `stats`, `jobs.input`, `jobs.output`, `jobs.checks` (a step's
+output check) and `jobs.store`.
+Not the engine, batch mode or the gateway.
 """

@@ -17,7 +17,7 @@ import orjson
 
 from batchgate.jobs.graph.spec import FANOUT, Graph
 from batchgate.jobs.graph.template import MissingField, lookup
-from batchgate.jobs.io.input import (
+from batchgate.jobs.input.read import (
     MAX_REPORTED_PROBLEMS,
     InputProblem,
     ValidationReport,

@@ -17,8 +17,8 @@ from batchgate.errors import JobError
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.join import Joiner, StepFigures
 from batchgate.jobs.graph.spec import FANOUT
-from batchgate.jobs.io.output import _commit, _open_temp
-from batchgate.jobs.io.skipped import SKIPPED_BLOB
+from batchgate.jobs.input.skipped import SKIPPED_BLOB
+from batchgate.jobs.output.files import _commit, _open_temp
 from batchgate.jobs.store.protocol import JobStore, TaskRecord
 from batchgate.stats import percentile
 

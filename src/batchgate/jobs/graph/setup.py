@@ -8,10 +8,10 @@ from pathlib import Path
 
 from batchgate.config import GatewayConfig
 from batchgate.errors import ConfigError, JobError
+from batchgate.jobs.checks.output_check import OutputCheck
 from batchgate.jobs.graph.expand import GraphTasks
 from batchgate.jobs.graph.inputs import InputItem, read_items
 from batchgate.jobs.graph.spec import FANOUT, Graph, fanout_graph, load_pipeline
-from batchgate.jobs.io.output_check import OutputCheck
 from batchgate.jobs.store.protocol import JobRecord, JobStore
 
 

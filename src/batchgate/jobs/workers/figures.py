@@ -16,8 +16,8 @@ from typing import Any
 
 from batchgate.clock import Clock
 from batchgate.errors import JobLockedError
-from batchgate.jobs.io.progress import Progress
-from batchgate.jobs.io.report import REPORT_BLOB, dump_segments, load_segments, run_segment
+from batchgate.jobs.progress.counters import Progress
+from batchgate.jobs.report.build import REPORT_BLOB, dump_segments, load_segments, run_segment
 from batchgate.jobs.store.protocol import JobStore
 from batchgate.stats import GatewayStatistics
 

@@ -41,13 +41,13 @@ from batchgate.errors import (
 )
 from batchgate.gateway import Gateway
 from batchgate.jobs.budget_gate import BudgetGate
+from batchgate.jobs.checks.output_check import OutputCheck
 from batchgate.jobs.commit import GroupCommitter
 from batchgate.jobs.finish import OutputFiles, finish_job
 from batchgate.jobs.guards import BudgetGuard
-from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.report import REPORT_BLOB, load_segments
 from batchgate.jobs.lifecycle.callback import announce_end
 from batchgate.jobs.live_task import Abandoned, LiveTasks
+from batchgate.jobs.report.build import REPORT_BLOB, load_segments
 from batchgate.jobs.store.protocol import Chunk, JobRecord, JobStore, TaskSpec, TaskState
 from batchgate.jobs.workers.figures import WorkerFigures
 from batchgate.jobs.workers.lease import LeaseKeeper

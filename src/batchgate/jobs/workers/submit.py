@@ -10,8 +10,7 @@ from dataclasses import replace
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
 from batchgate.errors import JobError
-from batchgate.jobs.io.output_check import OutputCheck
-from batchgate.jobs.io.same_file import check_output_writable
+from batchgate.jobs.checks.output_check import OutputCheck
 from batchgate.jobs.job_setup import (
     RunRequest,
     check_input,
@@ -20,6 +19,7 @@ from batchgate.jobs.job_setup import (
     prepare_job,
     unchanged_job_input,
 )
+from batchgate.jobs.output.same_file import check_output_writable
 from batchgate.jobs.store.location import open_store, store_exists
 from batchgate.jobs.store.protocol import TaskState
 from batchgate.text import plural

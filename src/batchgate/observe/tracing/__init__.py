@@ -8,6 +8,6 @@ status and retry cause when there were several), a job's and a batch's; `middlew
 `batchgate serve` client's `traceparent`. Only `setup` and `spans` import `opentelemetry`, and
 only a run or a server that asks for tracing imports them (`--trace`, `tracing:`).
 
-May import: batchgate.trace_hooks, batchgate.jobs (its price table), batchgate.config and what
+May import: `batchgate.trace_hooks`, `batchgate.jobs` (its price table), `batchgate.config` and what
 lies below them; cli and the server import it.
 """

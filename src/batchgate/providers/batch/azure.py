@@ -3,7 +3,7 @@
 Files at `{resource}/openai/files` (purpose `batch`) and batches at `{resource}/openai/batches`,
 both with `?api-version=V` (the v1 surface: `/openai/v1/files`, `/openai/v1/batches`, no
 api-version); each input line's `url` and the batch's `endpoint` are `/chat/completions` (no `/v1`)
-and its `body.model` names the deployment (a "global batch" deployment): /work/shared/PROTOCOLS.md
+and its `body.model` names the deployment (a "global batch" deployment): shared/PROTOCOLS.md
 "Azure OpenAI" and Microsoft's "Getting started with Azure OpenAI batch deployments".
 """
 

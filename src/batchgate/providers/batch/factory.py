@@ -1,5 +1,6 @@
-"""The Batch API client factory: the client for a provider's kind (as `providers.base.make_client`
-does for chat)."""
+"""The Batch API client factory: the client for a provider's kind, over an aiohttp session (a chat
+client, over a `ChatTransport`, is `providers.base.make_chat_client`'s: two seams, two factories,
+one way of refusing)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from batchgate.clock import Clock
 from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.errors import ConfigError
 from batchgate.policy.poll import PollPolicy
+from batchgate.providers.base import require_base_url, unknown_kind
 from batchgate.providers.batch.anthropic import AnthropicBatchClient
 from batchgate.providers.batch.azure import AzureBatchClient
 from batchgate.providers.batch.common import BatchClient
@@ -25,11 +27,8 @@ def make_batch_client(
     clock: Clock | None = None,
     poll: PollPolicy | None = None,
 ) -> BatchClient:
-    """The batch client for `config.kind` (as `batchgate.providers.make_client` does for chat)."""
-    if base_url is None and config.emulated:
-        raise ConfigError(
-            "<config>", f"providers.{config.name}.base_url", "is 'emulator' but no emulator URL was given"
-        )
+    """The batch client for `config.kind` (as `batchgate.providers.make_chat_client` does for chat)."""
+    require_base_url(config, base_url)
     if config.kind == "openai":
         return OpenAIBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
     if config.kind == "azure":
@@ -40,4 +39,4 @@ def make_batch_client(
         return GeminiBatchClient(config, session, timeouts, base_url=base_url, clock=clock, poll=poll)
     if config.kind == "bedrock":  # its batch inference reads S3: not supported (live Converse only)
         raise ConfigError("<config>", f"providers.{config.name}.batch_api", "bedrock has no Batch API here")
-    raise ConfigError("<config>", f"providers.{config.name}.kind", f"unknown provider kind {config.kind!r}")
+    raise unknown_kind(config)

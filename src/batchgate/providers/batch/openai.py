@@ -1,7 +1,7 @@
 """The client for the OpenAI Batch API: upload a JSONL file (`purpose=batch`), create the batch on
 its requests' endpoint (`/v1/chat/completions`, `/v1/embeddings`, `/v1/responses` or
 `/v1/completions`, as each body names it: `batchgate.endpoints`; one endpoint per batch,
-/work/shared/PROTOCOLS.md) with a 24 h window, poll it with growing intervals, download the output
+shared/PROTOCOLS.md) with a 24 h window, poll it with growing intervals, download the output
 and error files, cancel. A result's usage is read in its endpoint's shape.
 
 A failed batch creation deletes the file it uploaded (best effort). Output and error lines are

@@ -11,8 +11,8 @@ per origin, times calls out and tells the quota pool when a request's bytes leav
 as it arrives. `errors` holds what it raises; `batchgate.providers.classify` turns those into the
 one error hierarchy, as it does aiohttp's.
 
-May import: `providers.wire` (the `ON_WIRE` hook) and the standard library, `multidict` for the
-headers; nothing else of batchgate.
+May import: `providers.wire` (the on-wire hook), the standard library and multidict (for the
+headers); nothing else of batchgate.
 """
 
 from batchgate.providers.h1.transport import H1Transport

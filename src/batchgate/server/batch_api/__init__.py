@@ -5,5 +5,5 @@ of every batch and native job (`runs`: run, cancel, expire, finalize, resume; wh
 how each runs in `run_parts`; the weighted shares of the gateway in `priorities`; the runs
 `/metrics` shows in `watch`).
 
-May import: `tenancy`, `door`, `callbacks`, jobs, the gateway and everything below them.
+May import: `tenancy`, `door`, `callbacks`, `jobs`, `gateway` and everything below them.
 """

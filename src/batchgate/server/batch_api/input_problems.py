@@ -9,7 +9,7 @@ from typing import Any
 from batchgate.config import GatewayConfig
 from batchgate.errors import InputError
 from batchgate.jobs.fits import RouteFit
-from batchgate.jobs.io.input import validate_input
+from batchgate.jobs.input.read import validate_input
 
 SHOWN_PROBLEMS = 100  # a failed validation lists at most this many lines in `errors`
 

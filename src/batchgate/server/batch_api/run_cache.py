@@ -11,7 +11,7 @@ import asyncio
 from batchgate.cache.location import open_cache
 from batchgate.cache.protocol import CacheStore
 from batchgate.config import GatewayConfig
-from batchgate.jobs.io.cached import JobCache
+from batchgate.jobs.cache.cached import JobCache
 from batchgate.server.tenancy.registry import BatchRecord
 
 

@@ -12,7 +12,7 @@ from batchgate.clock import Clock
 from batchgate.config import GatewayConfig, JobSpec
 from batchgate.endpoints import endpoint_for_url
 from batchgate.gateway import Gateway
-from batchgate.jobs.io.timeline import DEFAULT_EVERY_S
+from batchgate.jobs.progress.timeline import DEFAULT_EVERY_S
 from batchgate.jobs.store.location import StoreLocation
 from batchgate.jobs.store.protocol import JobStore
 from batchgate.server.batch_api.files import Files

@@ -29,8 +29,8 @@ from batchgate.clock import TimerHandle
 from batchgate.errors import BatchgateError, InputError, ServiceRequestError
 from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.engine_types import EngineOptions
-from batchgate.jobs.io.progress import Progress
 from batchgate.jobs.job_setup import RunRequest
+from batchgate.jobs.progress.counters import Progress
 from batchgate.jobs.runner import run_job
 from batchgate.jobs.store.protocol import TaskState
 from batchgate.logs import INFO, event

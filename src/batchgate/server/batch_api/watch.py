@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from batchgate.jobs.io.progress import Progress
+from batchgate.jobs.progress.counters import Progress
 
 FINISHED_KEPT = 20
 

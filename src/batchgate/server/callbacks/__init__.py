@@ -6,6 +6,6 @@ Modules: `outbox` (the outbox and the secrets tables), `delivery` (`Callbacks`: 
 retry schedule on clock timers, the outcome counters). Signing, the SSRF guard and one attempt
 over HTTP are `batchgate.webhooks`' (a local `run` sends its callback with them too).
 
-May import: the server's `tenancy` (its registry), `batchgate.webhooks`, clock, errors and what
+May import: the server's `tenancy` (its registry), `batchgate.webhooks`, `clock`, `errors` and what
 lies below them; the server (service, batches, the job API) imports it.
 """

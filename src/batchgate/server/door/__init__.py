@@ -4,6 +4,6 @@ body bound (`body_limits`: 413 before the body is read), a create route's JSON o
 limits (`job_fields`, from the one job-spec parser in `config.job_spec`); what one client's
 connections may hold (`connections`: read timeouts, a cap per address).
 
-May import: errors, config (the job spec), clock, logs and aiohttp; never another server package (every route
-imports it).
+May import: `errors`, `config` (the job spec), `clock`, `logs` and aiohttp; never another server
+package (every route imports it).
 """

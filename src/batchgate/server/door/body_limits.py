@@ -13,7 +13,7 @@ A declared `Content-Length` over the bound is a 413 before a byte of the body is
 body is read at most to the bound (`read`, through which every JSON body is read; an upload is
 streamed to disk and cut off by `files.Files`) and then refused the same way, so the server holds
 at most one bound per request, never the whole body
-(/work/shared/PROTOCOLS.md, "Untrusted values inside the server"). The 413 names the bound and the
+(shared/PROTOCOLS.md, "Untrusted values inside the server"). The 413 names the bound and the
 option that sets it. A client that sends `Expect: 100-continue` gets `100 Continue` only for a body
 its route will take (`expecting`); over the bound it gets its answer at once, before sending it.
 """

@@ -3,5 +3,5 @@
 options parsed and checked (`job_spec`) and kept in `server.db` (`job_table`), and what a job
 answers (`job_view`).
 
-May import: `batch_api`, `tenancy`, `door`, jobs, the gateway and everything below them.
+May import: `batch_api`, `tenancy`, `door`, `jobs`, `gateway` and everything below them.
 """

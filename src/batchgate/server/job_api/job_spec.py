@@ -10,7 +10,7 @@ from typing import Any
 
 from batchgate.config.job_spec import JobSpec, parse_job_spec
 from batchgate.errors import JobSpecError
-from batchgate.jobs.io.output_check import check_compiles
+from batchgate.jobs.checks.output_check import check_compiles
 from batchgate.server.door.job_fields import refused
 
 MAX_INLINE = 10_000

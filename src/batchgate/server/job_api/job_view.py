@@ -11,7 +11,7 @@ import orjson
 
 from batchgate.config.job_spec import JobSpec
 from batchgate.jobs.engine import JobEngine
-from batchgate.jobs.io.progress import Progress
+from batchgate.jobs.progress.counters import Progress
 from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
 from batchgate.server.job_api.job_table import state
 from batchgate.server.tenancy.registry import BatchRecord

@@ -2,5 +2,6 @@
 shared gateway as urgent requests (`live`), their answers as server-sent events when asked
 (`live_stream`).
 
-May import: `batch_api` (Anthropic's message shape), `door`, the gateway and everything below it.
+May import: `batch_api` (Anthropic's message shape), `door`, `jobs.input` (a line's shapes, for an
+Anthropic body), `gateway` and everything below it.
 """

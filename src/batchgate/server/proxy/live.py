@@ -45,7 +45,7 @@ from batchgate.errors import (
     ServiceRequestError,
 )
 from batchgate.gateway import Gateway
-from batchgate.jobs.io.shapes import ShapeError, live_body
+from batchgate.jobs.input.shapes import ShapeError, live_body
 from batchgate.models import Result
 from batchgate.providers.fields import route_refusal
 from batchgate.providers.stream_events import Format

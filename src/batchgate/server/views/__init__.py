@@ -2,6 +2,6 @@
 providers page's quota samples (`quota_ring`), `GET /metrics` (`metrics_route`) and the OpenAPI
 document at `/openapi.json` (`openapi`, `openapi_schemas`).
 
-May import: `job_api`, `batch_api`, `tenancy`, `door`, observe, web, jobs, the gateway and
+May import: `job_api`, `batch_api`, `tenancy`, `door`, `observe`, `web`, `jobs`, `gateway` and
 everything below them.
 """

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from batchgate.jobs.io.output import request_id_for
+from batchgate.jobs.output.files import request_id_for
 
 _OPEN = b'{"id":"'
 _RESPONSE = b',"response":{"status_code":200,"request_id":null,"body":'

@@ -20,8 +20,8 @@ import orjson
 
 from batchgate.body_types import json_type
 from batchgate.errors import InputError
-from batchgate.jobs.io.first_lines import FirstLines
-from batchgate.jobs.io.shapes import ShapeError, normalise
+from batchgate.jobs.input.first_lines import FirstLines
+from batchgate.jobs.input.shapes import ShapeError, normalise
 from batchgate.jobs.store.protocol import TaskSpec
 
 DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024

@@ -15,10 +15,10 @@ from typing import Any
 import orjson
 
 from batchgate.config.job_spec import spec_line
-from batchgate.jobs.io.batch_figures import merge_batch_stats
-from batchgate.jobs.io.cached import cache_lines
-from batchgate.jobs.io.progress import MAX_LISTED_INVALID, Progress
-from batchgate.jobs.io.provider_figures import (
+from batchgate.jobs.cache.cached import cache_lines
+from batchgate.jobs.progress.counters import MAX_LISTED_INVALID, Progress
+from batchgate.jobs.report.batch_figures import merge_batch_stats
+from batchgate.jobs.report.provider_figures import (
     by_kind,
     gateway_providers,
     hist_percentiles,

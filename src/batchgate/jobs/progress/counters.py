@@ -15,7 +15,7 @@ from typing import IO, Any, Protocol
 import orjson
 
 from batchgate.errors import JobError
-from batchgate.jobs.io.eta import Eta, EtaView
+from batchgate.jobs.progress.eta import Eta, EtaView
 from batchgate.jobs.store.protocol import TaskOutcome, TaskState
 from batchgate.stats import GatewayStatistics, ProviderStatistics
 from batchgate.text import clock_text, plural
@@ -379,16 +379,16 @@ def make_sink(mode: str, every_s: float = 10.0) -> ProgressSink:
     if mode == "quiet":
         return QuietSink()
     if mode == "lines" or (mode == "auto" and not sys.stderr.isatty()):
-        from batchgate.jobs.io.progress_lines import LineSink  # noqa: PLC0415 — only when asked for
+        from batchgate.jobs.progress.progress_lines import LineSink  # noqa: PLC0415 — only when asked for
 
         return LineSink(every_s)
     if importlib.util.find_spec("rich") is None:  # the live display needs the optional `cli` extra
         if mode == "rich":
             raise JobError("the live display needs rich: pip install 'batchgate[cli]'")
         print("batchgate: no live display (pip install 'batchgate[cli]' for one)", file=sys.stderr)
-        from batchgate.jobs.io.progress_lines import LineSink  # noqa: PLC0415 — only when asked for
+        from batchgate.jobs.progress.progress_lines import LineSink  # noqa: PLC0415 — only when asked for
 
         return LineSink(every_s)
-    from batchgate.jobs.io.live_display import RichSink  # noqa: PLC0415 — rich is the optional `cli` extra
+    from batchgate.jobs.progress.live_display import RichSink  # noqa: PLC0415 — rich is the optional `cli` extra
 
     return RichSink()

@@ -44,7 +44,7 @@ class OutputCheck:
         self._validator: Any = None
         self.pattern = regex
         if regex:
-            from batchgate.jobs.io import safe_regex  # noqa: PLC0415 — start-up: only for a job with a regex
+            from batchgate.jobs.checks import safe_regex  # noqa: PLC0415 — start-up: only for a job with a regex
 
             try:
                 self._regex = safe_regex.compile_pattern(regex)
@@ -53,7 +53,7 @@ class OutputCheck:
                     source, "job.validate_regex", f"invalid regular expression: {exc}"
                 ) from None
         if schema is not None:
-            from batchgate.jobs.io import schema_check  # noqa: PLC0415 — start-up: only for a job with a schema
+            from batchgate.jobs.checks import schema_check  # noqa: PLC0415 — start-up: only for a job with a schema
 
             try:
                 self._validator = schema_check.compile_schema(schema)
@@ -91,7 +91,7 @@ class OutputCheck:
             return "the answer has no text"
         if not self.active:
             return None
-        from batchgate.jobs.io import safe_regex  # noqa: PLC0415 — start-up: only for a job with a check
+        from batchgate.jobs.checks import safe_regex  # noqa: PLC0415 — start-up: only for a job with a check
 
         token = safe_regex.stopping(stop)
         try:
@@ -104,7 +104,7 @@ class OutputCheck:
             safe_regex.reset(token)
 
     def _problem(self, text: str) -> str | None:
-        from batchgate.jobs.io import safe_regex  # noqa: PLC0415 — start-up: only for a job with a check
+        from batchgate.jobs.checks import safe_regex  # noqa: PLC0415 — start-up: only for a job with a check
 
         if self._regex is not None and not safe_regex.fullmatch(self._regex, text.strip()):
             return f"the answer does not match {self.pattern!r}"
@@ -125,7 +125,7 @@ def check_compiles(regex: str | None, schema: Mapping[str, Any] | None) -> None:
     `validate.regex` / `validate.schema`: a 400, as a check the engine cannot take is refused at
     creation); the `check_output` of `config.job_spec.parse_job_spec` for a tenant's job."""
     if regex is not None:
-        from batchgate.jobs.io import safe_regex  # noqa: PLC0415 — start-up: only for a job with a regex
+        from batchgate.jobs.checks import safe_regex  # noqa: PLC0415 — start-up: only for a job with a regex
 
         try:
             safe_regex.compile_pattern(regex)
@@ -134,7 +134,7 @@ def check_compiles(regex: str | None, schema: Mapping[str, Any] | None) -> None:
         except (ValueError, TypeError) as exc:
             raise JobSpecError("validate.regex", f"not a regular expression ({exc})") from None
     if schema is not None:
-        from batchgate.jobs.io import schema_check  # noqa: PLC0415 — start-up: only for a job with a schema
+        from batchgate.jobs.checks import schema_check  # noqa: PLC0415 — start-up: only for a job with a schema
 
         try:
             schema_check.compile_schema(schema)

@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 from batchgate.errors import UnreachableError
-from batchgate.jobs.io.progress import Progress
+from batchgate.jobs.progress.counters import Progress
 from batchgate.models import Result
 from batchgate.stats import GatewayStatistics
 

@@ -1,16 +1,19 @@
 """Task outcomes, built one way for live and batch results: the OUT line (`output`) and the stored
 `TaskOutcome` of a task that succeeded or failed, and the message of an answer the output check
-refused. Pure: counting them into progress is `Progress.record`."""
+refused; and the one `task_failed` log event of a task failed for good, live or batch
+(`log_failed`). Counting them into progress is `Progress.record`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from batchgate.jobs.io.output import format_error_line, format_success_line
+from batchgate.jobs.output.files import format_error_line, format_success_line
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
+from batchgate.logs import WARNING, event, get_logger
 from batchgate.models import Usage
 from batchgate.request_fields import task_metadata
 
+_log = get_logger("task")
 ERROR_CHARS = 500  # the stored error text is cut here
 ANSWER_CHARS = 200  # of a refused answer, quoted in its error message
 
@@ -89,4 +92,23 @@ def failed(
         prompt_tokens=0,
         completion_tokens=0,
         cost_usd=cost,
+    )
+
+
+def log_failed(
+    spec: TaskSpec, *, code: str, status: int | None, provider: str | None, attempts: int, mode: str = "live"
+) -> None:
+    """A task failed for good: one `task_failed` event, its custom_id and error kind only (never the
+    message, which may quote the prompt). `mode`: "live" or "batch"."""
+    event(
+        _log,
+        WARNING,
+        "task_failed",
+        task=spec.custom_id,
+        seq=spec.seq,
+        error=code,
+        status=status,
+        provider=provider,
+        attempts=attempts,
+        mode=mode,
     )

@@ -22,8 +22,8 @@ from batchgate.cache.location import open_cache
 from batchgate.cache.protocol import CacheStore
 from batchgate.config import GatewayConfig
 from batchgate.gateway_cache import RouteKinds
-from batchgate.jobs.io.cached_line import hit_head, plain_hit_line
-from batchgate.jobs.io.output import format_success_line
+from batchgate.jobs.cache.cached_line import hit_head, plain_hit_line
+from batchgate.jobs.output.files import format_success_line
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.models import Result, Usage
 from batchgate.request_fields import TASK_METADATA, task_metadata

@@ -19,7 +19,7 @@ from typing import IO, Any
 import orjson
 
 from batchgate.errors import JobError
-from batchgate.jobs.io.skipped import SKIPPED_BLOB
+from batchgate.jobs.input.skipped import SKIPPED_BLOB
 from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
 from batchgate.models import Usage
 from batchgate.request_fields import TASK_METADATA, task_metadata

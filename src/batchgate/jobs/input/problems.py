@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from batchgate.errors import InputError
-from batchgate.jobs.io.input import ValidationReport
+from batchgate.jobs.input.read import ValidationReport
 from batchgate.text import plural
 
 SHOWN_PROBLEMS = 20

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import orjson
 
-from batchgate.jobs.io.input import DEFAULT_MAX_LINE_BYTES, InputProblem
+from batchgate.jobs.input.read import DEFAULT_MAX_LINE_BYTES, InputProblem
 
 SKIPPED_BLOB = "skipped_lines"
 SKIPPED_CODE = "invalid_input"

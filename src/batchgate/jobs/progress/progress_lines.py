@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
-from batchgate.jobs.io.live_display import budget_text, eta_text, fmt_duration, kinds_text, total_text
+from batchgate.jobs.progress.live_display import budget_text, eta_text, fmt_duration, kinds_text, total_text
 from batchgate.text import plural
 
 

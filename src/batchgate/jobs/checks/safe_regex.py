@@ -19,7 +19,7 @@ from typing import Any
 
 import regex
 
-from batchgate.jobs.io.pattern_size import PatternTooLarge, check_size
+from batchgate.jobs.checks.pattern_size import PatternTooLarge, check_size
 
 MATCH_SECONDS = 2.0  # the most one match may take; an answer's whole check has the same limit
 

@@ -23,15 +23,15 @@ from typing import Protocol
 
 import orjson
 
-from batchgate.jobs.io.cached import JobCache
-from batchgate.jobs.io.input import (
+from batchgate.jobs.cache.cached import JobCache
+from batchgate.jobs.input.read import (
     MAX_REPORTED_PROBLEMS,
     BodyCheck,
     InputProblem,
     ValidationReport,
     read_tasks_hashed,
 )
-from batchgate.jobs.io.progress import Progress
+from batchgate.jobs.progress.counters import Progress
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec
 
 INGEST_BLOB = "ingest_mark"

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from batchgate.jobs.io.progress import Progress, ProviderTally
+from batchgate.jobs.progress.counters import Progress, ProviderTally
 
 TIMELINE_BLOB = "timeline"
 MAX_SAMPLES = 720

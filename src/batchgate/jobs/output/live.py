@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from batchgate.jobs.io.output import write_outputs
+from batchgate.jobs.output.files import write_outputs
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskState
 
 _CHUNK = 1 << 20

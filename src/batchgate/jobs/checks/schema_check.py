@@ -23,7 +23,7 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema import ValidationError
 
-from batchgate.jobs.io import safe_regex
+from batchgate.jobs.checks import safe_regex
 
 _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 _DATA = frozenset({"const", "enum", "default", "examples"})  # values that are data, not schemas
