@@ -10,14 +10,17 @@ checkout's), so two commits are measured side by side, alternated, `--runs` time
 
 `--walk` instead lists the batchgate files one request passes through: the same run traced
 (`sys.setprofile`) at two sizes; a file holding a function entered at least once more per extra
-request (0.9, for rounding) is on the per-request path (`--functions`: list those functions). A
-figures script, not a test.
+request (0.9, for rounding) is on the per-request path (`--functions`: list those functions;
+`--json`: each file's most-entered function's entries per request, as JSON; `--docs FILE`: write
+the list into FILE between its `<!-- walk` and `<!-- /walk -->` lines — docs/architecture.md's
+"The walk, counted", which `tests/test_walk_doc.py` holds to the code). A figures script.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -25,6 +28,8 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+import orjson
 
 from batchgate.emulator import EmulatorProcess
 
@@ -107,8 +112,6 @@ def cpu_run(tmp: Path, src: Path, lines: int) -> tuple[float, float]:
 
 def traced(tmp: Path, src: Path, lines: int) -> Counter[str]:
     """Entries into each batchgate function ("file::qualname") in one traced run of `lines` lines."""
-    import orjson  # noqa: PLC0415
-
     env = dict(os.environ, PYTHONPATH=str(src))
     done = subprocess.run(
         [sys.executable, "-c", _TRACE, *run_args(lines)], cwd=tmp, env=env, capture_output=True, check=False
@@ -137,6 +140,41 @@ def walk(tmp: Path, src: Path, small: int, big: int, functions: bool = False) ->
     return sorted(hot.items(), key=lambda x: -x[1])
 
 
+def file_rates(tmp: Path, src: Path, small: int, big: int) -> dict[str, float]:
+    """Each file's most-entered function's entries per extra request (files entered at all)."""
+    a, b = traced(tmp, src, small), traced(tmp, src, big)
+    rates: dict[str, float] = {}
+    for f, n in b.items():
+        file, rate = f.split("::")[0], (n - a.get(f, 0)) / (big - small)
+        rates[file] = max(rates.get(file, 0.0), rate)
+    return {f: round(r, 3) for f, r in sorted(rates.items()) if r > 0}
+
+
+_BLOCK = re.compile(r"(<!-- walk[^\n]*-->\n)(.*?)(<!-- /walk -->)", re.S)
+
+
+def docs_block(files: list[str]) -> str:
+    """The Markdown list of the walk's files, by package."""
+    groups: dict[str, list[str]] = {}
+    for f in sorted(files):
+        package = f.split("/")[0] + "/" if "/" in f else ""
+        groups.setdefault(package, []).append(f)
+    lines = [f"{len(files)} files hold a function entered at least once per request:", ""]
+    for package, members in sorted(groups.items()):
+        names = ", ".join(f"`{m}`" for m in members)
+        lines.append(f"- {f'`{package}`' if package else 'the top level'} ({len(members)}): {names}")
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(path: Path, files: list[str]) -> None:
+    text = path.read_text(encoding="utf-8")
+    if not _BLOCK.search(text):
+        raise SystemExit(f"{path}: no <!-- walk ... --> ... <!-- /walk --> block to write the list into")
+    new = _BLOCK.sub(lambda m: m.group(1) + docs_block(files) + m.group(3), text, count=1)
+    path.write_text(new, encoding="utf-8")
+    print(f"{path}: the walk's {len(files)} files written")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=4000)
@@ -144,6 +182,8 @@ def main() -> None:
     ap.add_argument("--trees", type=Path, nargs="+", default=[HERE])
     ap.add_argument("--walk", action="store_true")
     ap.add_argument("--functions", action="store_true", help="with --walk: per function, not per file")
+    ap.add_argument("--json", action="store_true", help="with --walk: each file's rate per request, JSON")
+    ap.add_argument("--docs", type=Path, help="with --walk: write the file list into this document")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bg-hot-") as tmp_s:
         tmp = Path(tmp_s)
@@ -159,8 +199,13 @@ def main() -> None:
                 small, big = 50, 250
                 for n in (small, big):
                     write_input(tmp / f"in{n}.jsonl", n)
+                if args.json:
+                    print(orjson.dumps(file_rates(tmp, args.trees[0], small, big)).decode())
+                    return
                 for src in args.trees:
                     files = walk(tmp, src, small, big, args.functions)
+                    if args.docs is not None:
+                        write_docs(args.docs, [f for f, _ in files])
                     what = "functions" if args.functions else "files"
                     print(f"{src}: {len(files)} {what} entered at least once per request")
                     for f, entries in files:
