@@ -134,14 +134,14 @@ async def test_the_openai_sdk_reads_chat_streams_passed_through_and_translated(r
         assert chunks[-1].usage is not None
         assert chunks[-1].usage.completion_tokens > 0
         assert [ch.choices[0].finish_reason for ch in chunks if ch.choices][-1] == "stop"
-    assert rig.open_reservations() == 0
+    await until(lambda: rig.open_reservations() == 0, "every stream's reservation settled")
     assert rig.settled_twice() == 0
 
 
 async def test_without_include_usage_no_usage_chunk_reaches_the_client(rig: Rig) -> None:
     for chunks in await asyncio.to_thread(_chat_streams, rig, False):
         assert all(ch.choices for ch in chunks)  # no chunk of usage alone
-    assert rig.open_reservations() == 0
+    await until(lambda: rig.open_reservations() == 0, "every stream's reservation settled")
 
 
 def _responses_streams(rig: Rig) -> list[list[ResponseStreamEvent]]:
@@ -180,7 +180,7 @@ async def test_the_anthropic_sdk_reads_message_streams_passed_through_and_transl
         assert final.content[0].text == "".join(streamed)
         assert final.usage.output_tokens > 0
         assert final.stop_reason == "end_turn"
-    assert rig.open_reservations() == 0
+    await until(lambda: rig.open_reservations() == 0, "every stream's reservation settled")
     assert rig.settled_twice() == 0
 
 
@@ -232,7 +232,7 @@ async def test_a_route_fails_over_before_the_first_byte_and_errs_plainly_with_no
     text, status = await asyncio.to_thread(_failover, rig)
     assert len(text.split()) == 30  # from oa, after the dead target refused the connection
     assert status == 502
-    assert rig.open_reservations() == 0
+    await until(lambda: rig.open_reservations() == 0, "every stream's reservation settled")
 
 
 async def test_a_kind_that_does_not_stream_is_a_clear_400_not_a_server_error(rig: Rig) -> None:
@@ -246,7 +246,7 @@ async def test_a_kind_that_does_not_stream_is_a_clear_400_not_a_server_error(rig
     assert status == 400, answer
     assert "gemini target does not stream" in answer["error"]["message"]
     assert plain_status == 200  # the same request not streamed is answered
-    assert rig.open_reservations() == 0
+    await until(lambda: rig.open_reservations() == 0, "every stream's reservation settled")
 
 
 async def test_the_library_streams_the_same_events(rig: Rig) -> None:

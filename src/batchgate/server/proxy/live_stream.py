@@ -4,14 +4,14 @@
 when the route sent it to another kind).
 
 Nothing is written before the provider's first event, so a failure until then (a 429 after the
-retries, no provider left) is an ordinary HTTP error and the request may still fail over; from
-the first event on, each is written as it arrives (no buffering: aiohttp's sockets have
-TCP_NODELAY; events that came in one read from the provider go out in one write; the last
-ones, once the provider's stream ended and the quota was settled, with the end of the answer), and a
-failure (`timeouts.stream_idle` passed without an event, the stream broken off) ends the stream
-with an error event in the client's format. A client that
-goes away closes the gateway's stream (`contextlib.aclosing`): the provider's call is dropped
-and the quota settled with what was produced.
+retries, no provider left) is an ordinary HTTP error and the request may still fail over; from the
+first event on, each is written as it arrives (no buffering: aiohttp's sockets have TCP_NODELAY;
+events that came in one read from the provider go out in one write; the answer's last event with the
+end of the response, before the gateway reads the provider's stream to its end and settles the
+quota: the client does not wait for that bookkeeping), and a failure (`timeouts.stream_idle` passed
+without an event, the stream broken off) ends the stream with an error event in the client's format.
+A client that goes away closes the gateway's stream (`contextlib.aclosing`): the provider's call is
+dropped and the quota settled with what was produced.
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ async def relay(
         try:
             while ev is not None:
                 held.append(renderer.render(ev))
-                if not ev.more and not ev.done:
+                if ev.done:  # the answer's last event: the client has it before the settling
+                    break
+                if not ev.more:
                     await response.write(b"".join(held))
                     held.clear()
                 ev = await anext(stream, None)
@@ -61,5 +63,10 @@ async def relay(
             held.append(renderer.error(exc.kind, message))
         except ConnectionResetError:  # the client went away: its stream is closed on the way out
             return response
-        await response.write_eof(b"".join(held))  # the last events, with the end (one write)
+        try:
+            await response.write_eof(b"".join(held))  # the last events, with the end (one write)
+        except ConnectionResetError:
+            return response
+        with contextlib.suppress(BatchgateError):  # the upstream read to its end, then settled
+            await anext(stream, None)
     return response
