@@ -102,7 +102,8 @@ class Reservations:
         )
         now = self._clock.now() if now is None else now
         for name, delta in deltas.items():
-            self._charge(res, name, delta, now)
+            if delta:  # (nothing to correct, here or in a shared store)
+                self._charge(res, name, delta, now)
         self.keep(res)
         if self.shared is not None:  # a deeper output bucket learned from the last answer's report
             self.shared.credit("output_tokens", learning.output_hold.take_credit())
@@ -199,18 +200,29 @@ def reconcile_deltas(
     its answer's `usage`: `estimate` is the prompt it was reserved at (its repricing included),
     `count` our own count of that prompt, `known` whether the enforcement is configured."""
     target = reconcile_targets(res, usage, charges, estimate, count, output_adjusted=output_adjusted)
-    credit = None if known else estimate_credit(charges, usage, count)
-    if credit is not None and output_adjusted:  # the provider gave the unused output back: so do we
-        unused = float(max(0, res.cost.output_tokens - usage.completion_tokens))
-        credit["output_tokens"] = unused
-        credit["tokens"] = credit.get("tokens", 0.0) + unused
+    credit: dict[str, float] | None = None  # worked out at the first delta that gives back
     deltas: dict[str, float] = {}
     for name, amount in target.items():
         delta = max(0.0, amount) - res.charged[name]
-        if delta < 0 and credit is not None:
+        if delta < 0 and not known:
+            if credit is None:
+                credit = _credit(res, usage, charges, count, output_adjusted=output_adjusted)
             delta = -min(-delta, credit.get(name, 0.0))
         deltas[name] = delta
     return deltas
+
+
+def _credit(
+    res: Reservation, usage: Usage, charges: ChargeModel, count: int | None, *, output_adjusted: bool
+) -> dict[str, float]:
+    """What `res` may give back on each dimension (`estimate_credit`; with `output_adjusted`, the
+    provider gave the unused output back: so do we)."""
+    credit = estimate_credit(charges, usage, count)
+    if output_adjusted:
+        unused = float(max(0, res.cost.output_tokens - usage.completion_tokens))
+        credit["output_tokens"] = unused
+        credit["tokens"] = credit.get("tokens", 0.0) + unused
+    return credit
 
 
 def reconcile_targets(
