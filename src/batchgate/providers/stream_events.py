@@ -132,7 +132,7 @@ class Decoder:
         scanning the read's bytes at once up to the first event it must parse (the stream's
         first, a finish, the usage, the end, an error), not event by event: a relayed answer's
         middle mostly comes so."""
-        if reader.holding or not self.light or b"\r" in chunk:
+        if reader.holding or not self.light or self.fmt not in _MUST_PARSE or b"\r" in chunk:
             return self.decode_all(reader.split(chunk))
         out: list[StreamEvent] = []
         if not self._seen:  # the first event is parsed
