@@ -1,6 +1,7 @@
 """The pooled aiohttp session: the Batch API clients, uploads and downloads (`send`), and chat
-calls where a session is given (`SessionTransport`, a `batchgate.providers.transport.ChatTransport`
-whose aiohttp failures come out as the lean client's types, `batchgate.providers.h1.errors`).
+calls over aiohttp (`SessionTransport`, a `batchgate.providers.transport.ChatTransport` whose
+aiohttp failures come out as the lean client's types, `batchgate.providers.h1.errors`; a config's
+`transport: aiohttp` builds one from its `NetworkSettings`, `session_transport`).
 
 One `ClientSession` per gateway: a `TCPConnector` with no per-host cap (the quota pool and the
 scheduler decide concurrency, not the pool), keep-alive, a DNS cache, no cookie jar (API calls are
@@ -52,10 +53,16 @@ MAX_DOWNLOAD = 4 * 1024 * 1024 * 1024  # a Batch API results file, decompressed
 
 
 class SessionTransport:
-    """An aiohttp session as a `ChatTransport` (its creator closes the session)."""
+    """An aiohttp session as a `ChatTransport`: each call through `network`'s proxy and TLS
+    context (None: directly, the system's CAs); `owns`: `close` closes the session (else its
+    creator does)."""
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, network: NetworkSettings | None = None, *, owns: bool = False
+    ) -> None:
         self.session = session
+        self.network = network
+        self._owns = owns
         self._timeouts: dict[tuple[float | None, float | None], aiohttp.ClientTimeout] = {}
 
     async def request(
@@ -74,12 +81,20 @@ class SessionTransport:
                 total=total, sock_connect=connect
             )
         try:
-            return await _exchange(self.session, method, url, data, headers, timeout)
+            return await _exchange(self.session, method, url, data, headers, timeout, network=self.network)
         except aiohttp.ClientError as exc:
             raise ForeignHTTPError(exc) from exc
 
     async def close(self) -> None:
-        return None
+        if self._owns:
+            await self.session.close()
+
+
+def session_transport(net: NetworkSettings) -> SessionTransport:
+    """A chat transport of its own aiohttp session that reaches targets as `net` says (its proxy
+    per URL, `NO_PROXY` applied; its CA bundle or directory and client certificate); call it from
+    a running event loop."""
+    return SessionTransport(create_session(connect_timeout=TimeoutConfig().connect), net, owns=True)
 
 
 class WireConnector(aiohttp.TCPConnector):
