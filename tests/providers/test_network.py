@@ -154,12 +154,13 @@ async def test_a_private_ca_given_each_way_is_trusted(emu: EmulatorThread, ca: A
     assert result.ok, result.error
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_private_ca_not_given_is_a_tls_error_naming_the_certificate_problem(
-    emu: EmulatorThread, ca: Any
+    emu: EmulatorThread, ca: Any, transport: str
 ) -> None:
     _, leaf, _ = ca
     with TLSFront(leaf, _upstream(emu), only_from=None) as front:
-        async with Gateway(_config(front.url, {})) as gw:
+        async with Gateway(_config(front.url, {}, transport=transport)) as gw:
             result = await gw.arun(CHAT)
             figures = gw.statistics().providers["alpha"]
     assert result.error is not None
