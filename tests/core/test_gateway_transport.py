@@ -55,6 +55,12 @@ async def test_h1_is_the_default_and_an_entry_overrides_the_settings() -> None:
         assert isinstance(_transport(gw), SessionTransport)
 
 
+def test_settings_transport_holds_for_an_entry_that_ignores_the_environment() -> None:
+    net = _config({"transport": "aiohttp"}, trust_env=False, proxy="http://p:3128").providers[0].network
+    assert (net.transport, net.trust_env) == ("aiohttp", False)
+    assert net.https_proxy is not None
+
+
 @pytest.mark.parametrize(
     ("settings", "entry", "key"),
     [
