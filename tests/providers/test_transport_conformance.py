@@ -125,8 +125,12 @@ async def test_headers_are_read_case_insensitively_and_sent_as_given(name: Trans
     seen: list[str] = []
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        line, body = await _read_request(reader)
-        seen.extend([line, body.decode()])
+        head = await reader.readuntil(b"\r\n\r\n")
+        fields = dict(line.lower().split(": ", 1) for line in head.decode().split("\r\n")[1:] if line)
+        body = await reader.readexactly(int(fields["content-length"]))
+        seen.extend(
+            [head.decode().split("\r\n")[0], body.decode(), fields["user-agent"], fields["authorization"]]
+        )
         writer.write(_answer("200 OK", {"X-RateLimit-Remaining-Requests": "7", "content-TYPE": "text/plain"}))
         await writer.drain()
 
@@ -135,7 +139,12 @@ async def test_headers_are_read_case_insensitively_and_sent_as_given(name: Trans
     assert (status, body) == (200, b"")
     assert headers["x-ratelimit-remaining-requests"] == headers["X-RATELIMIT-REMAINING-REQUESTS"] == "7"
     assert headers["Content-Type"] == "text/plain"
-    assert seen == ["POST /v1/chat?x=1 HTTP/1.1", CHAT.decode()]
+    assert seen == [
+        "POST /v1/chat?x=1 HTTP/1.1",
+        CHAT.decode(),
+        "batchgate",
+        "bearer sk-x",
+    ]  # lower-cased here
 
 
 async def test_a_refused_connection_is_unreachable(name: TransportName) -> None:

@@ -42,6 +42,7 @@ from batchgate.config.network import proxy_for_url, tls_context
 from batchgate.providers.classify import error_for_exception
 from batchgate.providers.h1.errors import ForeignHTTPError, H1TooLarge
 from batchgate.providers.h1.parser import MAX_BODY
+from batchgate.providers.h1.transport import USER_AGENT
 from batchgate.providers.redirects import follow
 from batchgate.providers.transport import Answer
 from batchgate.providers.wire import ON_WIRE
@@ -94,7 +95,8 @@ def session_transport(net: NetworkSettings) -> SessionTransport:
     """A chat transport of its own aiohttp session that reaches targets as `net` says (its proxy
     per URL, `NO_PROXY` applied; its CA bundle or directory and client certificate); call it from
     a running event loop."""
-    return SessionTransport(create_session(connect_timeout=TimeoutConfig().connect), net, owns=True)
+    session = create_session(connect_timeout=TimeoutConfig().connect, headers={"User-Agent": USER_AGENT})
+    return SessionTransport(session, net, owns=True)  # named as the lean client names itself
 
 
 class WireConnector(aiohttp.TCPConnector):
@@ -117,8 +119,11 @@ def _json_serialize(obj: Any) -> str:
     return orjson.dumps(obj).decode()
 
 
-def create_session(*, connect_timeout: float, limit: int = 0) -> aiohttp.ClientSession:
-    """A pooled session; `limit` caps open connections in total (0: no cap).
+def create_session(
+    *, connect_timeout: float, limit: int = 0, headers: Mapping[str, str] | None = None
+) -> aiohttp.ClientSession:
+    """A pooled session; `limit` caps open connections in total (0: no cap); `headers`: sent
+    with every request unless it gives its own.
 
     Call it from a running event loop (aiohttp binds the connector to it); close it with
     `await session.close()` or `async with`.
@@ -138,6 +143,7 @@ def create_session(*, connect_timeout: float, limit: int = 0) -> aiohttp.ClientS
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
         auto_decompress=True,
         trust_env=False,
+        headers=headers,
     )
 
 
