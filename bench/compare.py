@@ -63,8 +63,9 @@ def run_cli(
 ) -> tuple[Any, Any]:
     """`batchgate run` on the scenario's workload (with `extra` arguments), as a user runs it."""
     config = tmp / "batchgate.yaml"
-    width = spec.extra.get("batchgate_concurrency")
-    config.write_text(yaml.safe_dump(gateway_config(spec.providers, spec.timeout, width), sort_keys=False))
+    width, transport = spec.extra.get("batchgate_concurrency"), spec.extra.get("batchgate_transport")
+    mapping = gateway_config(spec.providers, spec.timeout, width, transport)
+    config.write_text(yaml.safe_dump(mapping, sort_keys=False))
     inp = tmp / "input.jsonl"
     with inp.open("wb") as f:
         if sc.cli_input_lines:

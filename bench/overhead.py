@@ -1,6 +1,7 @@
 """batchgate's own CPU per request against the raw aiohttp floor, side by side in one run.
 
-    python bench/overhead.py [--requests 4000] [--rounds 2] [--systems floor default memory library]
+    python bench/overhead.py [--requests 4000] [--rounds 2]
+                             [--systems floor default memory library memory-aiohttp]
                              [--concurrency N]
 
 An overhead-bound load: short requests to one emulated provider (its own process,
@@ -13,6 +14,8 @@ alternated round by round so a noisy machine weighs on all of them alike:
     default   `batchgate run` as a user runs it (`--quota local`: the machine's shared ledger)
     memory    `batchgate run --quota memory` (this process's quota alone)
     library   `Gateway.abatch` (bench/systems/batchgate_lib.py)
+    memory-aiohttp  `batchgate run --quota memory` with `settings.transport: aiohttp` (its chat
+              calls over an aiohttp session instead of the lean h1 client: what that choice costs)
 
 By default the floor keeps 64 requests in flight and batchgate its own default (512);
 `--concurrency N` puts every system at one width (more connections open to a server that
@@ -33,7 +36,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +58,9 @@ LABELS = {
     "default": "`batchgate run` (default: `--quota local`)",
     "memory": "`batchgate run --quota memory`",
     "library": "`Gateway.abatch` (the library)",
+    "memory-aiohttp": "`batchgate run --quota memory`, `transport: aiohttp`",
 }
+DEFAULT_SYSTEMS = ["floor", "default", "memory", "library"]
 
 
 @dataclass(slots=True)
@@ -74,14 +79,20 @@ def _runners() -> dict[str, Runner]:
     def library(name: str) -> Runner:
         return lambda spec, tmp: run_library_system(name, tmp / "spec.json", tmp / f"{name}.json", TIMEOUT)
 
-    def cli(*extra: str) -> Runner:
-        return lambda spec, tmp: run_cli(scenario, spec, tmp, TIMEOUT, extra)
+    def cli(*extra: str, transport: str | None = None) -> Runner:
+        def run(spec: Spec, tmp: Path) -> tuple[ChildRun, Any]:
+            if transport is not None:
+                spec = replace(spec, extra={**spec.extra, "batchgate_transport": transport})
+            return run_cli(scenario, spec, tmp, TIMEOUT, extra)
+
+        return run
 
     return {
         "floor": library("aiohttp-floor"),
         "default": cli(),
         "memory": cli("--quota", "memory"),
         "library": library("batchgate"),
+        "memory-aiohttp": cli("--quota", "memory", transport="aiohttp"),
     }
 
 
@@ -154,6 +165,8 @@ def table(figures: dict[str, Figures]) -> str:
         ratio = f"{mean / base:.2f}×" if base else "–"
         if name == "default" and memory is not None and memory.cpu_ms:
             ratio += f" ({mean / statistics.fmean(memory.cpu_ms) - 1:+.0%} over `--quota memory`)"
+        if name == "memory-aiohttp" and memory is not None and memory.cpu_ms:
+            ratio += f" ({mean / statistics.fmean(memory.cpu_ms) - 1:+.0%} over the same on h1)"
         failed = f" ({fig.failed} failed)" if fig.failed else ""
         lines.append(
             f"| {LABELS[name]}{failed} | {_span(fig.cpu_ms, '.2f')} | {ratio} | {_span(fig.per_s, ',.0f')} |"
@@ -165,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--requests", type=int, default=4000)
     parser.add_argument("--rounds", type=int, default=2, help="alternated runs of each system")
-    parser.add_argument("--systems", nargs="+", choices=list(LABELS), default=list(LABELS))
+    parser.add_argument("--systems", nargs="+", choices=list(LABELS), default=DEFAULT_SYSTEMS)
     parser.add_argument(
         "--bytecode",
         choices=("cached", "none"),

@@ -126,3 +126,20 @@ def test_the_library_s_gateway_loads_no_aiohttp() -> None:
         "import batchgate.providers.base, batchgate.providers.classify, batchgate.providers.transport"
     )
     assert loaded_after(code, ("aiohttp",)) == []
+
+
+def test_a_gateway_on_h1_starts_without_aiohttp_and_one_on_aiohttp_loads_it() -> None:
+    # `transport: aiohttp` (providers.network.chat_transport) imports it lazily, when chosen
+    def started(transport: str) -> str:
+        return (
+            "import asyncio\nfrom batchgate import Gateway, config_from_dict\n"
+            "p = {'name': 'a', 'base_url': 'http://127.0.0.1:9/v1', 'api_key': 'k'}\n"
+            f"s = {{'transport': {transport!r}}}\n"
+            "c = config_from_dict({'providers': [p], 'routes': [{'model': 'm', 'targets': ['a']}],"
+            " 'settings': s}, environ={})\n"
+            "async def main() -> None:\n    async with Gateway(c): pass\n"
+            "asyncio.run(main())"
+        )
+
+    assert loaded_after(started("h1"), ("aiohttp",)) == []
+    assert loaded_after(started("aiohttp"), ("aiohttp",)) == ["aiohttp"]

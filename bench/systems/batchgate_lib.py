@@ -21,13 +21,19 @@ DEFAULT_TIMEOUT = 60.0
 
 
 def gateway_config(
-    providers: Mapping[str, ProviderSpec], timeout: float | None, concurrency: int | None = None
+    providers: Mapping[str, ProviderSpec],
+    timeout: float | None,
+    concurrency: int | None = None,
+    transport: str | None = None,
 ) -> dict[str, Any]:
     """`concurrency`: batchgate's `settings.concurrency` (None: its own default), for a bench that
-    compares systems at one width (`spec.extra["batchgate_concurrency"]`, bench/overhead.py)."""
+    compares systems at one width (`spec.extra["batchgate_concurrency"]`, bench/overhead.py);
+    `transport`: `settings.transport` (None: the default, h1; `spec.extra["batchgate_transport"]`)."""
     settings: dict[str, Any] = {"seed": 1, "timeouts": {"connect": 5, "total": timeout or DEFAULT_TIMEOUT}}
     if concurrency is not None:
         settings["concurrency"] = concurrency
+    if transport is not None:
+        settings["transport"] = transport
     return {
         "providers": [
             {"name": n, "kind": p.family, "base_url": p.base_url, "limits": dict(p.limits)}
@@ -40,7 +46,8 @@ def gateway_config(
 
 async def _main(spec: Spec, rec: Recorder) -> None:
     width = spec.extra.get("batchgate_concurrency")
-    config = config_from_dict(gateway_config(spec.providers, spec.timeout, width), source="bench")
+    transport = spec.extra.get("batchgate_transport")
+    config = config_from_dict(gateway_config(spec.providers, spec.timeout, width, transport), source="bench")
     bodies: list[dict[str, Any]] = [r.openai_body(route_model(r.provider)) for r in spec.requests]
     base_urls = {n: p.base_url for n, p in spec.providers.items()}
     async with Gateway(config, base_urls=base_urls) as gw:

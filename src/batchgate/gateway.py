@@ -32,8 +32,8 @@ from batchgate.gateway_cache import GatewayCache
 from batchgate.models import ChatBody, Result
 from batchgate.policy.retry import RetryPolicy
 from batchgate.providers.base import make_chat_client, make_token_counter
-from batchgate.providers.h1 import H1Transport
-from batchgate.providers.network import DIRECT, h1_transport
+from batchgate.providers.network import DIRECT, chat_transport
+from batchgate.providers.transport import ChatTransport
 from batchgate.quota.shared import SharedQuota
 from batchgate.quota.store.location import StoreSpec, open_store
 from batchgate.quota.store.protocol import QuotaStore, quota_id
@@ -83,7 +83,7 @@ class Gateway:
         self._concurrency = concurrency or config.settings.concurrency
         self._max_attempts = max_attempts or config.settings.retry.max_attempts
         self._timeout = timeout
-        self._transports: dict[NetworkSettings, H1Transport] = {}  # one per distinct network
+        self._transports: dict[NetworkSettings, ChatTransport] = {}  # one per distinct network
         self._emulator: Emulator | None = None
         self._urls: dict[str, str] = {}  # the base URLs in use: given, then the embedded emulator's
         self._runtimes: dict[str, ProviderRuntime] = {}
@@ -111,8 +111,9 @@ class Gateway:
             timeouts = replace(timeouts, connect=min(timeouts.connect, self._timeout), total=self._timeout)
         seed = cfg.settings.seed if cfg.settings.seed is not None else random.randrange(2**32)
         for p in cfg.providers:
-            net = DIRECT if p.emulated else p.network  # the embedded emulator is ours, in-process
-            transport = self._transports.get(net) or self._transports.setdefault(net, h1_transport(net))
+            # the embedded emulator is ours, in-process: reached directly, over the transport chosen
+            net = replace(DIRECT, transport=p.network.transport) if p.emulated else p.network
+            transport = self._transports.get(net) or self._transports.setdefault(net, chat_transport(net))
             url = self._urls.get(p.name)
             client = make_chat_client(p, transport, timeouts, base_url=url, clock=self._clock)
             self._runtimes[p.name] = build_runtime(

@@ -66,8 +66,9 @@ class Upstreams:
     ) -> UpstreamStream:
         transport = getattr(rt.client, "_transport", None)
         if not isinstance(transport, H1Transport):
-            message = (
-                f"{rt.name}: this client's transport does not stream (send the request without stream: true)"
+            message = (  # `transport: aiohttp`: its answers are read whole
+                f"{rt.name}: streamed calls need transport: h1 (this provider's transport does not"
+                " stream; send the request without stream: true)"
             )
             raise BadRequestError(message, provider=rt.name)
         t = self.timeouts

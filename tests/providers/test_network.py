@@ -6,6 +6,7 @@ What they prove: the emulator is served only through `tests/netutil.py`'s TLS fr
 closes at once every connection not dialled from the proxy's source address — so a request that
 succeeds went through the proxy (the front also counts what it served and refused), and one made
 without the proxy is refused as a corporate network drops it (here at once, not after a timeout).
+The gateway's proxy and mTLS tests run over each transport a config can choose (`transport:`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import trustme
 
 from batchgate import Gateway
 from batchgate.config import NetworkSettings, ProxyURL, TimeoutConfig, config_from_dict
+from batchgate.config.network import TRANSPORTS
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 from batchgate.errors import ConfigError, ConnectError, TLSError, UnreachableError
 from batchgate.providers.h1 import H1Transport
@@ -79,19 +81,20 @@ async def _one(url: str, environ: dict[str, str], **entry: Any) -> Any:
         return await gw.arun(CHAT)
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_https_proxy_from_the_environment_carries_every_call(
-    emu: EmulatorThread, ca: Any, proxy_port: int
+    emu: EmulatorThread, ca: Any, proxy_port: int, transport: str
 ) -> None:
     _, leaf, pem = ca
     port = proxy_port
     with TLSFront(leaf, _upstream(emu)) as front:
-        direct = await _one(front.url, {"REQUESTS_CA_BUNDLE": str(pem)})
+        direct = await _one(front.url, {"REQUESTS_CA_BUNDLE": str(pem)}, transport=transport)
         assert not direct.ok
         assert front.refused >= 1
         assert front.served == 0
         refused = front.refused
         env = {"HTTPS_PROXY": f"http://127.0.0.1:{port}", "REQUESTS_CA_BUNDLE": str(pem)}
-        async with Gateway(_config(front.url, env)) as gw:
+        async with Gateway(_config(front.url, env, transport=transport)) as gw:
             results = await gw.abatch([CHAT] * 5)
     assert [r.ok for r in results] == [True] * 5, [r.error for r in results]
     assert front.served >= 1
@@ -151,12 +154,13 @@ async def test_a_private_ca_given_each_way_is_trusted(emu: EmulatorThread, ca: A
     assert result.ok, result.error
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_private_ca_not_given_is_a_tls_error_naming_the_certificate_problem(
-    emu: EmulatorThread, ca: Any
+    emu: EmulatorThread, ca: Any, transport: str
 ) -> None:
     _, leaf, _ = ca
     with TLSFront(leaf, _upstream(emu), only_from=None) as front:
-        async with Gateway(_config(front.url, {})) as gw:
+        async with Gateway(_config(front.url, {}, transport=transport)) as gw:
             result = await gw.arun(CHAT)
             figures = gw.statistics().providers["alpha"]
     assert result.error is not None
@@ -172,15 +176,17 @@ async def test_a_private_ca_not_given_is_a_tls_error_naming_the_certificate_prob
     assert figures.wasted_tokens == 0  # nothing was sent: nothing charged
 
 
-async def test_mtls_client_certificate(emu: EmulatorThread, ca: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_mtls_client_certificate(emu: EmulatorThread, ca: Any, tmp_path: Path, transport: str) -> None:
     authority, leaf, pem = ca
     client = authority.issue_cert("batchgate-client@example.com")
     cert, key = tmp_path / "client.pem", tmp_path / "client.key"
     client.cert_chain_pems[0].write_to_path(str(cert))
     client.private_key_pem.write_to_path(str(key))
     with TLSFront(leaf, _upstream(emu), only_from=None, client_ca=authority) as front:
-        with_cert = await _one(front.url, {}, ca_bundle=str(pem), client_cert=str(cert), client_key=str(key))
-        without = await _one(front.url, {}, ca_bundle=str(pem))
+        mtls = {"ca_bundle": str(pem), "client_cert": str(cert), "client_key": str(key)}
+        with_cert = await _one(front.url, {}, transport=transport, **mtls)
+        without = await _one(front.url, {}, ca_bundle=str(pem), transport=transport)
     assert with_cert.ok, with_cert.error
     assert not without.ok
 

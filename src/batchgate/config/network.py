@@ -6,7 +6,10 @@ The environment is read here and nowhere deeper: `HTTPS_PROXY` / `HTTP_PROXY` / 
 `REQUESTS_CA_BUNDLE`, then `SSL_CERT_FILE` / `SSL_CERT_DIR`. A provider entry may override:
 `proxy: URL` (every target of that provider through it; `NO_PROXY` not applied) or `proxy: none`
 (never a proxy), `ca_bundle: PATH` (the CAs trusted instead of the system's), `client_cert: PATH`
-and `client_key: PATH` (mTLS), `trust_env: false` (the environment ignored). Every path is
+and `client_key: PATH` (mTLS), `trust_env: false` (the environment ignored), `transport: h1 | aiohttp`
+(the HTTP client its chat calls go through; `settings.transport` is every entry's default, h1
+unless it says otherwise; `providers.network.chat_transport` builds either from these settings).
+Every path is
 checked at load; a bad value is one `ConfigError` naming the key (or the variable). A proxy's
 password is kept in the value object, never in its `repr` or in what `ProxyURL.shown` prints.
 
@@ -25,7 +28,7 @@ import os
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 from urllib.parse import unquote, urlsplit
 
 from batchgate.errors import ConfigError
@@ -36,7 +39,9 @@ ALL_PROXY_VARS = ("all_proxy", "ALL_PROXY")
 NO_PROXY_VARS = ("no_proxy", "NO_PROXY")
 CA_FILE_VARS = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 CA_DIR_VAR = "SSL_CERT_DIR"
-NETWORK_KEYS = ("proxy", "ca_bundle", "client_cert", "client_key", "trust_env")  # a provider entry's
+NETWORK_KEYS = ("proxy", "ca_bundle", "client_cert", "client_key", "trust_env", "transport")  # an entry's
+TransportName = Literal["h1", "aiohttp"]
+TRANSPORTS: tuple[TransportName, ...] = ("h1", "aiohttp")  # the chat transports a config may choose
 
 
 class ProxyURL(NamedTuple):
@@ -79,6 +84,7 @@ class NetworkSettings:
     client_cert: str | None = None
     client_key: str | None = None
     trust_env: bool = True
+    transport: TransportName = "h1"  # the chat calls' HTTP client: the lean HTTP/1.1 one, or aiohttp
 
     def proxy_for(self, scheme: str, host: str, port: int) -> ProxyURL | None:
         """The proxy a request to `scheme://host:port` goes through (None: directly)."""
@@ -196,11 +202,15 @@ def environment_network(environ: Mapping[str, str], source: str) -> NetworkSetti
 
 
 def provider_network(raw: Mapping[str, Any], path: str, source: str, env: NetworkSettings) -> NetworkSettings:
-    """A provider entry's `proxy`, `ca_bundle`, `client_cert`, `client_key`, `trust_env` over `env`."""
+    """A provider entry's `proxy`, `ca_bundle`, `client_cert`, `client_key`, `trust_env` and
+    `transport` over `env` (whose `transport` is `settings.transport`)."""
     trust = raw.get("trust_env", True)
     if not isinstance(trust, bool):
         raise ConfigError(source, f"{path}.trust_env", "must be true or false")
-    base = env if trust else NetworkSettings(trust_env=False)
+    transport = env.transport
+    if raw.get("transport") is not None:
+        transport = read_transport(raw["transport"], f"{path}.transport", source)
+    base = replace(env if trust else NetworkSettings(trust_env=False), transport=transport)
     strings: dict[str, str | None] = {}
     for name in ("proxy", "ca_bundle", "client_cert", "client_key"):
         value = raw.get(name)
@@ -225,6 +235,13 @@ def provider_network(raw: Mapping[str, Any], path: str, source: str, env: Networ
         _check_pair(cert_file, key_file, f"{path}.client_cert", source)
         net = replace(net, client_cert=cert_file, client_key=key_file)
     return net
+
+
+def read_transport(value: Any, where: str, source: str) -> TransportName:
+    """`h1` or `aiohttp`, or a `ConfigError` naming `where`."""
+    if value not in TRANSPORTS:
+        raise ConfigError(source, where, f"must be one of {', '.join(TRANSPORTS)}, got {value!r}")
+    return cast("TransportName", value)
 
 
 def _first(environ: Mapping[str, str], names: tuple[str, ...]) -> tuple[str, str] | None:

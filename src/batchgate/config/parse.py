@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, cast
 
 from batchgate.config.cache_section import read_cache
 from batchgate.config.job_spec import FIELDS, parse_job_spec
 from batchgate.config.model_limits import cut_per_model
-from batchgate.config.network import environment_network
+from batchgate.config.network import environment_network, read_transport
 from batchgate.config.provider import read_provider
 from batchgate.config.schema import (
     Budget,
@@ -51,7 +52,7 @@ _TOP = frozenset(
 )
 _QUOTA = frozenset({"store", "namespace"})
 _ROUTE = frozenset({"model", "targets", "mode"})
-_SETTINGS = frozenset({"concurrency", "retry", "timeouts", "circuit", "seed", "gc_threshold"})
+_SETTINGS = frozenset({"concurrency", "retry", "timeouts", "circuit", "seed", "gc_threshold", "transport"})
 _RETRY = frozenset({"max_attempts", "base_delay", "max_delay", "max_hint"})
 _TIMEOUTS = frozenset({"connect", "total", "hedge", "stream_idle"})
 _CIRCUIT = frozenset(
@@ -81,6 +82,9 @@ _BATCH_POLL = frozenset({"initial", "factor", "maximum"})
 def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> GatewayConfig:
     top = Section(data, source, "", _TOP)
     network = environment_network(environ, source)  # the environment, read once
+    transport = top.section("settings", _SETTINGS).raw("transport")  # every provider's default
+    if transport is not None:
+        network = replace(network, transport=read_transport(transport, "settings.transport", source))
     providers = tuple(
         read_provider(top, i, raw, environ, network)
         for i, raw in enumerate(top.items("providers", required=True))

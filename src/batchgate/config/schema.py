@@ -26,7 +26,8 @@ here and nowhere else; keys are wrapped in `Secret`, whose repr never shows them
       - model: gpt-4o-mini        # the model name requests carry
         targets: [alpha]          # provider, or provider:model to rename the model
         mode: online              # online | batch-api | auto (by deadline and price)
-    settings: {concurrency: 512, retry: {...}, timeouts: {...}, circuit: {...}}
+    settings: {concurrency: 512, retry: {...}, timeouts: {...}, circuit: {...}, transport: h1}
+                                  # transport: the chat calls' client, h1 | aiohttp (config/network.py)
     prices: {gpt-4o-mini: {input: 0.15, output: 0.60, cached_input: 0.075, batch_discount: 0.5}}
     budget: {max_cost_usd: 5.0, max_tokens: 2000000}
     job:

@@ -53,7 +53,7 @@ def make_chat_client(
     clock: Clock | None = None,
 ) -> ProviderClient:
     """The chat client for `config.kind`; `base_url` overrides `config.base_url` (e.g. the
-    emulator's). (An aiohttp session serves as the transport through `providers.http.SessionTransport`.)"""
+    emulator's); `transport`: the one its network settings name (`providers.network.chat_transport`)."""
     require_base_url(config, base_url)
     if config.kind == "openai":
         return OpenAIClient(config, transport, timeouts, base_url=base_url)

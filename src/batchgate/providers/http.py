@@ -1,6 +1,7 @@
 """The pooled aiohttp session: the Batch API clients, uploads and downloads (`send`), and chat
-calls where a session is given (`SessionTransport`, a `batchgate.providers.transport.ChatTransport`
-whose aiohttp failures come out as the lean client's types, `batchgate.providers.h1.errors`).
+calls over aiohttp (`SessionTransport`, a `batchgate.providers.transport.ChatTransport` whose
+aiohttp failures come out as the lean client's types, `batchgate.providers.h1.errors`; a config's
+`transport: aiohttp` builds one from its `NetworkSettings`, `session_transport`).
 
 One `ClientSession` per gateway: a `TCPConnector` with no per-host cap (the quota pool and the
 scheduler decide concurrency, not the pool), keep-alive, a DNS cache, no cookie jar (API calls are
@@ -41,6 +42,7 @@ from batchgate.config.network import proxy_for_url, tls_context
 from batchgate.providers.classify import error_for_exception
 from batchgate.providers.h1.errors import ForeignHTTPError, H1TooLarge
 from batchgate.providers.h1.parser import MAX_BODY
+from batchgate.providers.h1.transport import USER_AGENT
 from batchgate.providers.redirects import follow
 from batchgate.providers.transport import Answer
 from batchgate.providers.wire import ON_WIRE
@@ -52,10 +54,16 @@ MAX_DOWNLOAD = 4 * 1024 * 1024 * 1024  # a Batch API results file, decompressed
 
 
 class SessionTransport:
-    """An aiohttp session as a `ChatTransport` (its creator closes the session)."""
+    """An aiohttp session as a `ChatTransport`: each call through `network`'s proxy and TLS
+    context (None: directly, the system's CAs); `owns`: `close` closes the session (else its
+    creator does)."""
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, network: NetworkSettings | None = None, *, owns: bool = False
+    ) -> None:
         self.session = session
+        self.network = network
+        self._owns = owns
         self._timeouts: dict[tuple[float | None, float | None], aiohttp.ClientTimeout] = {}
 
     async def request(
@@ -74,12 +82,21 @@ class SessionTransport:
                 total=total, sock_connect=connect
             )
         try:
-            return await _exchange(self.session, method, url, data, headers, timeout)
+            return await _exchange(self.session, method, url, data, headers, timeout, network=self.network)
         except aiohttp.ClientError as exc:
             raise ForeignHTTPError(exc) from exc
 
     async def close(self) -> None:
-        return None
+        if self._owns:
+            await self.session.close()
+
+
+def session_transport(net: NetworkSettings) -> SessionTransport:
+    """A chat transport of its own aiohttp session that reaches targets as `net` says (its proxy
+    per URL, `NO_PROXY` applied; its CA bundle or directory and client certificate); call it from
+    a running event loop."""
+    session = create_session(connect_timeout=TimeoutConfig().connect, headers={"User-Agent": USER_AGENT})
+    return SessionTransport(session, net, owns=True)  # named as the lean client names itself
 
 
 class WireConnector(aiohttp.TCPConnector):
@@ -102,8 +119,11 @@ def _json_serialize(obj: Any) -> str:
     return orjson.dumps(obj).decode()
 
 
-def create_session(*, connect_timeout: float, limit: int = 0) -> aiohttp.ClientSession:
-    """A pooled session; `limit` caps open connections in total (0: no cap).
+def create_session(
+    *, connect_timeout: float, limit: int = 0, headers: Mapping[str, str] | None = None
+) -> aiohttp.ClientSession:
+    """A pooled session; `limit` caps open connections in total (0: no cap); `headers`: sent
+    with every request unless it gives its own.
 
     Call it from a running event loop (aiohttp binds the connector to it); close it with
     `await session.close()` or `async with`.
@@ -123,6 +143,7 @@ def create_session(*, connect_timeout: float, limit: int = 0) -> aiohttp.ClientS
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
         auto_decompress=True,
         trust_env=False,
+        headers=headers,
     )
 
 

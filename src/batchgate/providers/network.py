@@ -1,7 +1,10 @@
-"""One `NetworkSettings` (`batchgate.config.network`) made into the lean chat client: its proxy
-route (`proxy_route`, `Proxy-Authorization: Basic` from the URL's credentials) and TLS context
-(`config.network.tls_context`, the same one aiohttp's sessions and callbacks use), in one
-`H1Transport` per distinct settings (`h1_transport`).
+"""One `NetworkSettings` (`batchgate.config.network`) made into the chat transport its `transport`
+names (`chat_transport`): the lean HTTP/1.1 client by default, its proxy route (`proxy_route`,
+`Proxy-Authorization: Basic` from the URL's credentials) and TLS context
+(`config.network.tls_context`, the same one aiohttp's sessions and callbacks use) in one
+`H1Transport` (`h1_transport`); or, for `transport: aiohttp`, an aiohttp session of its own
+(`providers.http.session_transport`: the same proxy choice per URL, `NO_PROXY` and TLS context).
+aiohttp is imported only then: a gateway on h1 never loads it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from batchgate.config import NetworkSettings, ProxyURL
 from batchgate.config.network import tls_context
 from batchgate.providers.h1.proxy import Proxy
 from batchgate.providers.h1.transport import H1Transport, ProxyRoute
+from batchgate.providers.transport import ChatTransport
 
 DIRECT = NetworkSettings(trust_env=False)
 
@@ -42,3 +46,13 @@ def proxy_route(net: NetworkSettings) -> ProxyRoute | None:
 def h1_transport(net: NetworkSettings) -> H1Transport:
     """A lean HTTP/1.1 transport that reaches targets as `net` says."""
     return H1Transport(tls=tls_context(net) if net.custom_tls else None, proxy=proxy_route(net))
+
+
+def chat_transport(net: NetworkSettings) -> ChatTransport:
+    """The transport `net.transport` names, reaching targets as `net` says; call it from a running
+    event loop (an aiohttp session binds to it)."""
+    if net.transport == "aiohttp":
+        from batchgate.providers.http import session_transport  # noqa: PLC0415 — optional: ~0.2 s
+
+        return session_transport(net)
+    return h1_transport(net)

@@ -1,11 +1,14 @@
 """The seam between a provider client and the wire: `ChatTransport`, and `call`, which sends one
 request through one and turns every failure of the transport into a `TransportError`.
 
-The gateway's transport is the lean HTTP/1.1 client (`batchgate.providers.h1.H1Transport`); an
-aiohttp session serves as one too (`batchgate.providers.http.SessionTransport`, whose failures
-come out as the lean client's types). Nothing here imports aiohttp: a library user's gateway
-never loads it (~0.2 s of start-up) unless something else needs it. With tracing on, `call` adds
-the request's `traceparent` (`batchgate.trace_hooks.TRACEPARENT`) to its headers.
+Which one a provider's calls go through is its config's `transport:` (`settings.transport`, or
+the entry's), built from its `NetworkSettings` by `batchgate.providers.network.chat_transport`:
+the lean HTTP/1.1 client (`batchgate.providers.h1.H1Transport`) by default, or an aiohttp session
+(`batchgate.providers.http.SessionTransport`, whose failures come out as the lean client's types).
+Every one passes the same suite (`tests/providers/test_transport_conformance.py`). Nothing here
+imports aiohttp: a gateway on h1 never loads it (~0.2 s of start-up) unless something else needs
+it. With tracing on, `call` adds the request's `traceparent` (`batchgate.trace_hooks.TRACEPARENT`)
+to its headers.
 """
 
 from __future__ import annotations
