@@ -73,12 +73,12 @@ def converse_events(answer: Mapping[str, Any], words: int = 1) -> Iterator[tuple
             yield False, event("contentBlockDelta", {"delta": delta, "contentBlockIndex": index})
         else:
             for piece in _pieces(block.get("text", ""), words):
-                delta = {"delta": {"text": piece}, "contentBlockIndex": index}
-                yield True, event("contentBlockDelta", delta)
+                text = {"delta": {"text": piece}, "contentBlockIndex": index}
+                yield True, event("contentBlockDelta", text)
         yield False, event("contentBlockStop", {"contentBlockIndex": index})
     yield False, event("messageStop", {"stopReason": answer["stopReason"]})
-    metrics = answer.get("metrics", {"latencyMs": 0})
-    yield False, event("metadata", {"usage": answer["usage"], "metrics": metrics})
+    metadata = {"usage": answer["usage"], "metrics": answer.get("metrics", {"latencyMs": 0})}
+    yield False, event("metadata", metadata)
 
 
 def _pieces(text: str, size: int) -> Iterator[str]:

@@ -92,7 +92,8 @@ def responses_as_chat(body: Mapping[str, Any], *, provider: str) -> dict[str, An
     try:
         chat, schema = _as_chat({k: v for k, v in body.items() if k != "stream"})
     except Untranslatable as exc:
-        raise BadRequestError(f"{provider}: cannot stream this Responses body: {exc}", provider=provider) from None
+        message = f"{provider}: cannot stream this Responses body: {exc}"
+        raise BadRequestError(message, provider=provider) from None
     if schema is not None:
         message = f"{provider}: cannot stream this Responses body: text.format is not carried"
         raise BadRequestError(message, provider=provider)

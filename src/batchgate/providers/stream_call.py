@@ -18,6 +18,7 @@ end goes back to the pool).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -81,10 +82,10 @@ def stream_request(
         return url, {**client._headers, **_STREAM_HEADERS}, orjson.dumps(request), "gemini"
     if isinstance(client, BedrockClient):
         payload = _chat_payload(client.name, body)
-        default = client._default_max_tokens
-        request = _translated(client.name, lambda p: openai_to_converse(p, default_max_tokens=default), payload)
+        to_converse = partial(openai_to_converse, default_max_tokens=client._default_max_tokens)
+        converse = _translated(client.name, to_converse, payload)
         url = joined(client.base_url, f"model/{quote(model, safe=':')}/converse-stream")
-        data = orjson.dumps(request)
+        data = orjson.dumps(converse)
         headers = client._signer.sign("POST", url, data, {**client._headers, **_EVENT_STREAM})
         return url, headers, data, "bedrock"
     kind = getattr(client, "kind", type(client).__name__)
