@@ -84,7 +84,7 @@ def test_an_error_chunk_in_a_gemini_stream_fails_it() -> None:
 
 
 def _bedrock_events(raw: bytes, size: int) -> list[StreamEvent]:
-    decoder = FrameDecoder()
+    decoder = FrameDecoder("rid-1")
     out: list[StreamEvent] = []
     for i in range(0, len(raw), size):
         out.extend(decoder.feed(raw[i : i + size]))
@@ -97,6 +97,7 @@ def test_bedrock_frames_decode_as_their_bytes_arrive(size: int) -> None:
     events = _bedrock_events(_bedrock(), size)
     assert len(events) == 6
     assert events[0].start
+    assert events[0].meta == {"id": "rid-1"}  # the request's id, as a Converse answer's
     assert not events[0].text
     assert "".join(ev.text for ev in events) == "Hi there"
     assert [ev.pieces for ev in events] == [0, 1, 1, 0, 0, 0]

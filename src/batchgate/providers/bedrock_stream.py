@@ -100,12 +100,14 @@ class FrameDecoder:
     """Decodes one ConverseStream's events as its bytes arrive (a frame split over reads is kept
     until whole): `messageStart` starts it, a `contentBlockDelta`'s text is a piece, `messageStop`
     gives the finish reason, `metadata` the usage and the end. An exception frame, a frame that
-    does not parse (its CRC checked) or a payload that is not JSON: `StreamFailed`."""
+    does not parse (its CRC checked) or a payload that is not JSON: `StreamFailed`. `request_id`
+    (the answer's `x-amzn-RequestId`) is the stream's id, as it is a Converse answer's."""
 
-    def __init__(self) -> None:
+    def __init__(self, request_id: str | None = None) -> None:
         from botocore.eventstream import EventStreamBuffer  # noqa: PLC0415 — optional extra
 
         self._buffer = EventStreamBuffer()
+        self._id = request_id
         self._seen = False
         self.ended = False  # the stream's last event (metadata) was seen
 
@@ -151,5 +153,6 @@ class FrameDecoder:
             out.done = self.ended = True
         if not self._seen:
             self._seen = out.start = True
+            out.meta = {"id": self._id}
         out.pieces = 1 if out.text else 0
         return out

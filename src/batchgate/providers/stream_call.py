@@ -28,7 +28,7 @@ from batchgate.config import Secret
 from batchgate.endpoints import CHAT, RESPONSES, endpoint_of, wire_body
 from batchgate.errors import BadRequestError, MalformedResponse, RequestTimeout, UnsupportedField
 from batchgate.providers.anthropic import _TRANSLATE, AnthropicClient
-from batchgate.providers.bedrock import BedrockClient, bedrock_error
+from batchgate.providers.bedrock import REQUEST_ID, BedrockClient, bedrock_error
 from batchgate.providers.bedrock_stream import FrameDecoder
 from batchgate.providers.bedrock_translate import openai_to_converse
 from batchgate.providers.classify import error_for_exception, error_for_response
@@ -133,7 +133,8 @@ class UpstreamStream:
         self._key = key
         self._reader = SSEReader()
         self._decoder = Decoder(fmt, light=fmt == relay)  # relayed as they are: parsed as needed
-        self._frames = FrameDecoder() if fmt == "bedrock" else None  # binary frames, not SSE
+        # Bedrock's binary frames, not SSE; the stream's id its request id, as Converse's answer's
+        self._frames = FrameDecoder(body.headers.get(REQUEST_ID)) if fmt == "bedrock" else None
         self._ready: list[StreamEvent] = []
         self._ended = False
 
