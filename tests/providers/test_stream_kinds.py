@@ -10,8 +10,10 @@ import orjson
 import pytest
 
 from batchgate.emulator.event_stream import event, exception, frame
+from batchgate.errors import RateLimitError
 from batchgate.models import Usage
-from batchgate.providers.bedrock_stream import FrameDecoder
+from batchgate.providers.bedrock import stream_exception
+from batchgate.providers.bedrock_stream import FrameDecoder, StreamFailure
 from batchgate.providers.sse import SSEReader
 from batchgate.providers.stream_events import Decoder, Format, StreamEvent, StreamFailed
 from batchgate.providers.stream_render import Renderer
@@ -115,15 +117,25 @@ def test_a_frame_is_handed_on_only_once_whole() -> None:
 @pytest.mark.parametrize(
     ("raw", "words"),
     [
-        (exception("throttlingException", "Too many tokens"), "throttlingException in the stream"),
         (event("messageStart", {"role": "assistant"})[:-1] + b"\x00", "not an AWS event stream"),
         (frame({":event-type": "metadata", ":message-type": "event"}, b"{not json"), "not JSON"),
     ],
-    ids=["exception", "bad-crc", "not-json"],
+    ids=["bad-crc", "not-json"],
 )
 def test_a_broken_bedrock_stream_fails(raw: bytes, words: str) -> None:
     with pytest.raises(StreamFailed, match=words):
         FrameDecoder().feed(event("messageStart", {"role": "assistant"}) + raw)
+
+
+def test_an_exception_frame_is_named_by_its_type() -> None:
+    with pytest.raises(StreamFailure) as caught:
+        FrameDecoder().feed(
+            event("messageStart", {"role": "assistant"}) + exception("throttlingException", "Slow")
+        )
+    assert caught.value.error_type == "throttlingException"
+    error = stream_exception("br", 200, {}, caught.value, "http://x/converse-stream")
+    assert isinstance(error, RateLimitError)  # the quota learns from it, as from a 429
+    assert "ThrottlingException in the stream: Slow" in str(error)
 
 
 def _rendered(events: list[StreamEvent], fmt: Format) -> bytes:

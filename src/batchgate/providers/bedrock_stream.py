@@ -99,8 +99,9 @@ def _finished(block: dict[str, Any]) -> dict[str, Any]:
 class FrameDecoder:
     """Decodes one ConverseStream's events as its bytes arrive (a frame split over reads is kept
     until whole): `messageStart` starts it, a `contentBlockDelta`'s text is a piece, `messageStop`
-    gives the finish reason, `metadata` the usage and the end. An exception frame, a frame that
-    does not parse (its CRC checked) or a payload that is not JSON: `StreamFailed`. `request_id`
+    gives the finish reason, `metadata` the usage and the end. An exception frame: `StreamFailure`
+    (its type: the caller names the error by it); a frame that does not parse (its CRC checked) or
+    a payload that is not JSON: `StreamFailed`. `request_id`
     (the answer's `x-amzn-RequestId`) is the stream's id, as it is a Converse answer's."""
 
     def __init__(self, request_id: str | None = None) -> None:
@@ -132,8 +133,8 @@ class FrameDecoder:
         if not isinstance(payload, dict):
             raise StreamFailed("an event that is not a JSON object")
         if headers.get(":message-type") != "event":
-            kind = str(headers.get(":exception-type") or headers.get(":error-code") or "an exception")
-            raise StreamFailed(f"{kind} in the stream: {str(payload.get('message', ''))[:300]}")
+            kind = str(headers.get(":exception-type") or headers.get(":error-code") or "")
+            raise StreamFailure(kind, str(payload.get("message", "")))
         out = StreamEvent("bedrock", raw, payload)
         name = headers.get(":event-type")
         if name == "contentBlockDelta":

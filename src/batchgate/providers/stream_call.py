@@ -28,8 +28,8 @@ from batchgate.config import Secret
 from batchgate.endpoints import CHAT, RESPONSES, endpoint_of, wire_body
 from batchgate.errors import BadRequestError, MalformedResponse, RequestTimeout, UnsupportedField
 from batchgate.providers.anthropic import _TRANSLATE, AnthropicClient
-from batchgate.providers.bedrock import REQUEST_ID, BedrockClient, bedrock_error
-from batchgate.providers.bedrock_stream import FrameDecoder
+from batchgate.providers.bedrock import REQUEST_ID, BedrockClient, bedrock_error, stream_exception
+from batchgate.providers.bedrock_stream import FrameDecoder, StreamFailure
 from batchgate.providers.bedrock_translate import openai_to_converse
 from batchgate.providers.classify import error_for_exception, error_for_response
 from batchgate.providers.gemini import GeminiClient, model_path
@@ -122,7 +122,7 @@ class UpstreamStream:
 
     def __init__(
         self, body: H1Stream, fmt: Format, idle: float, provider: str, key: Secret | None,
-        relay: Format | None = None,
+        relay: Format | None = None, url: str = "",
     ) -> None:  # fmt: skip
         self._body = body
         self.headers: Mapping[str, str] = body.headers
@@ -137,6 +137,7 @@ class UpstreamStream:
         self._frames = FrameDecoder(body.headers.get(REQUEST_ID)) if fmt == "bedrock" else None
         self._ready: list[StreamEvent] = []
         self._ended = False
+        self._url = url
 
     async def next(self) -> StreamEvent | None:
         """The next event (None: the stream ended after its last event)."""
@@ -163,6 +164,8 @@ class UpstreamStream:
                     self._ready = self._decoder.decode_all(self._reader.split(chunk))
             except (SSEError, StreamFailed) as exc:
                 raise MalformedResponse(f"{self._provider}: {exc}", provider=self._provider) from None
+            except StreamFailure as exc:  # Bedrock's exception frame: the error its type names
+                raise stream_exception(self._provider, self.status, self.headers, exc, self._url) from None
             self._ready.reverse()
         event = self._ready.pop()
         event.more = bool(self._ready)
@@ -212,4 +215,4 @@ async def open_stream(
         stream.close()
         message = f"{name}: the stream came compressed, though identity was asked"
         raise MalformedResponse(message, provider=name)
-    return UpstreamStream(stream, fmt, idle, name, key, relay)
+    return UpstreamStream(stream, fmt, idle, name, key, relay, url)
