@@ -193,8 +193,8 @@ def _gemini(body: dict[str, Any]) -> Iterator[tuple[bool, Event]]:
     candidate = (body.get("candidates") or [{}])[0]
     parts = (candidate.get("content") or {}).get("parts") or []
     usage = body.get("usageMetadata") or {}
-    prompt = {k: usage.get(k, 0) for k in ("promptTokenCount", "totalTokenCount")}
-    prompt["totalTokenCount"] = prompt["promptTokenCount"]
+    counted = usage.get("promptTokenCount", 0)
+    prompt = {"promptTokenCount": counted, "totalTokenCount": counted}  # before any output
     ids = {"modelVersion": body.get("modelVersion"), "responseId": body.get("responseId")}
 
     def chunk(some: list[Any], last: bool) -> bytes:

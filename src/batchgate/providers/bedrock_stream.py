@@ -101,8 +101,8 @@ class FrameDecoder:
     until whole): `messageStart` starts it, a `contentBlockDelta`'s text is a piece, `messageStop`
     gives the finish reason, `metadata` the usage and the end. An exception frame: `StreamFailure`
     (its type: the caller names the error by it); a frame that does not parse (its CRC checked) or
-    a payload that is not JSON: `StreamFailed`. `request_id`
-    (the answer's `x-amzn-RequestId`) is the stream's id, as it is a Converse answer's."""
+    a payload that is not JSON: `StreamFailed`. `request_id` (the answer's `x-amzn-RequestId`) is
+    the stream's id, as it is a Converse answer's."""
 
     def __init__(self, request_id: str | None = None) -> None:
         from botocore.eventstream import EventStreamBuffer  # noqa: PLC0415 — optional extra
