@@ -18,7 +18,10 @@ side by side in one run, the sides interleaved round by round:
     `/v1/responses`, `/v1/messages`) of a 2 s, 200-token answer (10 ms a token), 10 at a time,
     through `serve` (and straight, for reference): the time from the emulator writing the first
     event (its `/_emulator/streams`, by the answer's id, on the machine's monotonic clock) to
-    this client reading it; p50 and p90 in ms.
+    this client reading it; p50 and p90 in ms. Then the same through `serve` for chat routed to
+    a `kind: gemini` target (`:streamGenerateContent?alt=sse`) and a `kind: bedrock` one
+    (ConverseStream, signed with throwaway keys the emulator does not check), their events
+    translated into chat chunks.
 
 Prints the tables; asserts nothing (the targets: `serve` within 1.2x the bare proxy's overhead,
 the first event within 20 ms).
@@ -59,6 +62,8 @@ def _emulator_config(path: Path) -> Path:
         {"name": "fast", "family": "openai", "limits": openai, "latency": FAST},
         {"name": "paced", "family": "openai", "limits": openai, "latency": PACED},
         {"name": "pacedan", "family": "anthropic", "limits": anthropic, "latency": PACED},
+        {"name": "pacedgem", "family": "gemini", "limits": openai, "latency": PACED},
+        {"name": "pacedbr", "family": "bedrock", "limits": openai, "latency": PACED},
     ]
     path.write_text(yaml.safe_dump({"seed": 1, "providers": providers}), encoding="utf-8")
     return path
@@ -70,11 +75,15 @@ def _gateway_config(path: Path, emu_url: str) -> Path:
             {"name": "fast", "kind": "openai", "base_url": f"{emu_url}/fast/v1"},
             {"name": "paced", "kind": "openai", "base_url": f"{emu_url}/paced/v1"},
             {"name": "pacedan", "kind": "anthropic", "base_url": f"{emu_url}/pacedan"},
+            {"name": "pacedgem", "kind": "gemini", "base_url": f"{emu_url}/pacedgem", "api_key": "k"},
+            {"name": "pacedbr", "kind": "bedrock", "base_url": f"{emu_url}/pacedbr", "region": "us-east-1"},
         ],
         "routes": [
             {"model": "fast", "targets": ["fast:gpt-4o-mini"]},
             {"model": "paced", "targets": ["paced:gpt-4o-mini"]},
             {"model": "pacedan", "targets": ["pacedan:claude-3-5-haiku-latest"]},
+            {"model": "pacedgem", "targets": ["pacedgem:gemini-2.5-flash"]},
+            {"model": "pacedbr", "targets": ["pacedbr:anthropic.claude-3-haiku-20240307-v1:0"]},
         ],
         "settings": {"concurrency": 2048, "seed": 1},
     }
@@ -248,24 +257,44 @@ async def _first_events(
     print(
         f"\nfirst event, emulator send -> client read (ms): {args.first} streams of 200 tokens over 2 s each"
     )
-    print(f"    {'endpoint':<22} {'side':<8} {'p50':>7} {'p90':>7}")
+    print(f"    {'endpoint':<30} {'side':<8} {'p50':>7} {'p90':>7}")
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         for path, (model, prefix) in routes.items():
             for side, url, hdrs in (("direct", f"{emu_url}{prefix}{path}", _direct_headers()),
                                     ("serve", f"{serve_url}{path}", headers)):  # fmt: skip
-                got: list[tuple[str, float]] = []
                 body = _body(path, model if side == "serve" else "gpt-4o-mini", 200, True)
                 if path == MESSAGES and side == "direct":
                     body["model"] = "claude-3-5-haiku-latest"
-                for _ in range(0, args.first, 10):
-                    got += await asyncio.gather(
-                        *(_first_event(http, url, path, body, hdrs) for _ in range(10))
-                    )
-                async with http.get(f"{emu_url}/_emulator/streams") as r:
-                    sent: dict[str, float] = (await r.json())["first_event_at"]
-                delays = sorted((at - sent[i]) * 1000.0 for i, at in got if i in sent)
-                p90 = delays[int(len(delays) * 0.9)] if delays else float("nan")
-                print(f"    {path:<22} {side:<8} {_median(delays):7.2f} {p90:7.2f}")
+                await _first_row(http, emu_url, (url, path, body, hdrs), path, side, args.first)
+        for kind in ("gemini", "bedrock"):  # chat translated from the kind's own stream
+            body = _body(CHAT, "pacedgem" if kind == "gemini" else "pacedbr", 200, True)
+            await _first_row(
+                http,
+                emu_url,
+                (f"{serve_url}{CHAT}", CHAT, body, headers),
+                f"{CHAT} ({kind})",
+                "serve",
+                args.first,
+            )
+
+
+async def _first_row(
+    http: aiohttp.ClientSession,
+    emu_url: str,
+    call: tuple[str, str, dict[str, Any], dict[str, str]],
+    label: str,
+    side: str,
+    count: int,
+) -> None:
+    """One row of (3): `count` streams of `call` (url, path, body, headers), 10 at a time."""
+    got: list[tuple[str, float]] = []
+    for _ in range(0, count, 10):
+        got += await asyncio.gather(*(_first_event(http, *call) for _ in range(10)))
+    async with http.get(f"{emu_url}/_emulator/streams") as r:
+        sent: dict[str, float] = (await r.json())["first_event_at"]
+    delays = sorted((at - sent[i]) * 1000.0 for i, at in got if i in sent)
+    p90 = delays[int(len(delays) * 0.9)] if delays else float("nan")
+    print(f"    {label:<30} {side:<8} {_median(delays):7.2f} {p90:7.2f}  ({len(delays)} matched)")
 
 
 def _direct_headers() -> dict[str, str]:
@@ -282,6 +311,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12, help="interleaved rounds")
     parser.add_argument("--first", type=int, default=100, help="streams per endpoint for the first event")
     args = parser.parse_args()
+    # `serve` signs its Bedrock calls from the credential chain: throwaway keys (the emulator's
+    # Bedrock provider has no key: it checks no signature)
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="AKIDBENCH", AWS_SECRET_ACCESS_KEY="bench", AWS_EC2_METADATA_DISABLED="true"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         emu = EmulatorProcess(_emulator_config(root / "emu.yaml"))

@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 import anthropic
 import openai
+import orjson
 import pytest
 from aiohttp import web
 from anthropic.types import Message, MessageParam
@@ -235,18 +236,22 @@ async def test_a_route_fails_over_before_the_first_byte_and_errs_plainly_with_no
     await until(lambda: rig.open_reservations() == 0, "every stream's reservation settled")
 
 
-async def test_a_kind_that_does_not_stream_is_a_clear_400_not_a_server_error(rig: Rig) -> None:
+async def test_a_gemini_target_streams_what_it_answers_whole(rig: Rig) -> None:
+    """Once a 400 ("a gemini target does not stream"): now its stream, the same answer's text
+    (the kinds' whole matrix is `test_live_streaming_kinds.py`)."""
+    body = {"model": GEM, "messages": ASK, "max_tokens": 20, "stream": True}
     async with aiohttp.ClientSession() as http:
-        body = {"model": GEM, "messages": ASK, "max_tokens": 20, "stream": True}
         async with http.post(rig.url + "/v1/chat/completions", json=body) as r:
-            status, answer = r.status, await r.json()
-        plain = {**body, "stream": False}
-        async with http.post(rig.url + "/v1/chat/completions", json=plain) as r:
-            plain_status = r.status
-    assert status == 400, answer
-    assert "gemini target does not stream" in answer["error"]["message"]
-    assert plain_status == 200  # the same request not streamed is answered
+            status, kind, raw = r.status, r.headers["Content-Type"], await r.read()
+        async with http.post(rig.url + "/v1/chat/completions", json={**body, "stream": False}) as r:
+            whole = await r.json()
+    assert status == 200, raw
+    assert kind.startswith("text/event-stream")
+    events = [line.removeprefix(b"data: ") for line in raw.split(b"\n\n") if line.startswith(b"data: {")]
+    text = "".join(ch["choices"][0]["delta"].get("content") or "" for ch in map(orjson.loads, events))
+    assert text == whole["choices"][0]["message"]["content"]
     await until(lambda: rig.open_reservations() == 0, "every stream's reservation settled")
+    assert rig.settled_twice() == 0
 
 
 async def test_the_library_streams_the_same_events(rig: Rig) -> None:

@@ -56,29 +56,33 @@ def exception(exception_type: str, message: str) -> bytes:
 
 def converse_stream(answer: Mapping[str, Any]) -> bytes:
     """A Converse answer as the ConverseStream body telling it."""
-    return b"".join(_events(answer))
+    return b"".join(frame for _, frame in converse_events(answer, DELTA_WORDS))
 
 
-def _events(answer: Mapping[str, Any]) -> Iterator[bytes]:
+def converse_events(answer: Mapping[str, Any], words: int = 1) -> Iterator[tuple[bool, bytes]]:
+    """(is a piece of text, frame) of each ConverseStream event telling a Converse answer, its text
+    `words` words a `contentBlockDelta` (`emulator.streaming` paces them, a token each)."""
     message = answer["output"]["message"]
-    yield event("messageStart", {"role": message["role"]})
+    yield False, event("messageStart", {"role": message["role"]})
     for index, block in enumerate(message["content"]):
         if "toolUse" in block:
             use = block["toolUse"]
             start = {"toolUse": {"toolUseId": use["toolUseId"], "name": use["name"]}}
-            yield event("contentBlockStart", {"start": start, "contentBlockIndex": index})
+            yield False, event("contentBlockStart", {"start": start, "contentBlockIndex": index})
             delta = {"toolUse": {"input": orjson.dumps(use["input"]).decode()}}
-            yield event("contentBlockDelta", {"delta": delta, "contentBlockIndex": index})
+            yield False, event("contentBlockDelta", {"delta": delta, "contentBlockIndex": index})
         else:
-            for piece in _pieces(block.get("text", "")):
-                yield event("contentBlockDelta", {"delta": {"text": piece}, "contentBlockIndex": index})
-        yield event("contentBlockStop", {"contentBlockIndex": index})
-    yield event("messageStop", {"stopReason": answer["stopReason"]})
-    yield event("metadata", {"usage": answer["usage"], "metrics": answer.get("metrics", {"latencyMs": 0})})
+            for piece in _pieces(block.get("text", ""), words):
+                text = {"delta": {"text": piece}, "contentBlockIndex": index}
+                yield True, event("contentBlockDelta", text)
+        yield False, event("contentBlockStop", {"contentBlockIndex": index})
+    yield False, event("messageStop", {"stopReason": answer["stopReason"]})
+    metadata = {"usage": answer["usage"], "metrics": answer.get("metrics", {"latencyMs": 0})}
+    yield False, event("metadata", metadata)
 
 
-def _pieces(text: str) -> Iterator[str]:
+def _pieces(text: str, size: int) -> Iterator[str]:
     words = text.split(" ")
-    for i in range(0, len(words), DELTA_WORDS):
-        piece = " ".join(words[i : i + DELTA_WORDS])
-        yield piece if i + DELTA_WORDS >= len(words) else piece + " "
+    for i in range(0, len(words), size):
+        piece = " ".join(words[i : i + size])
+        yield piece if i + size >= len(words) else piece + " "

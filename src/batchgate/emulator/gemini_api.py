@@ -1,5 +1,6 @@
-"""Gemini's wire (AI Studio and Vertex AI): `generateContent`, `embedContent` and
-`batchEmbedContents` at Google's addresses, the `x-goog-api-key` header, Google's error body and
+"""Gemini's wire (AI Studio and Vertex AI): `generateContent`, `streamGenerateContent` (its
+`alt=sse` events, played by `emulator.streaming`), `embedContent` and `batchEmbedContents` at
+Google's addresses, the `x-goog-api-key` header, Google's error body and
 its 429 `RESOURCE_EXHAUSTED` with the wait in `RetryInfo.retryDelay`.
 
 Rules, each from shared/PROTOCOLS.md "Gemini" and Google's references
@@ -8,7 +9,7 @@ https://ai.google.dev/gemini-api/docs/rate-limits, https://cloud.google.com/apis
 
 - Addresses under `/<name>`: `/v1beta/models/{model}:{action}` and `/v1/...` (AI Studio) and
   `/v1/projects/{p}/locations/{l}/publishers/google/models/{model}:{action}` (Vertex AI); the
-  model is the path's, an action other than the three is a 404 `NOT_FOUND`.
+  model is the path's, an action not in `ACTIONS` is a 404 `NOT_FOUND`.
 - The key: `x-goog-api-key`; none is a 403 `PERMISSION_DENIED` ("unregistered
   callers"), a wrong one a 400 `INVALID_ARGUMENT` whose `ErrorInfo.reason` is `API_KEY_INVALID`;
   an `Authorization: Bearer` token (Vertex AI's OAuth token) is accepted by its presence.
@@ -68,7 +69,12 @@ ACCEPTED_FIELDS: frozenset[str] = frozenset(
 EMBED_FIELDS: frozenset[str] = frozenset(
     {"model", "content", "taskType", "title", "outputDimensionality", "requests"}
 )
-ACTIONS = {"generateContent": "chat", "embedContent": "embed", "batchEmbedContents": "embeddings"}
+ACTIONS = {
+    "generateContent": "chat",
+    "streamGenerateContent": "chat",  # answered as SSE chunks (`emulator.streaming`: alt=sse's wire)
+    "embedContent": "embed",
+    "batchEmbedContents": "embeddings",
+}
 STUDIO_PATHS = ("/v1beta/models/{target}", "/v1/models/{target}")  # google-genai 3.x sends v1
 VERTEX_PATH = "/v1/projects/{project}/locations/{location}/publishers/google/models/{target}"
 _STATUS = {

@@ -283,7 +283,7 @@ class Emulator:
                 body["model"] = named
             refuse_fields(body, rt.config.reject_fields)
             req = self._parse(rt, endpoint, body)
-            streaming.mark(req, body)
+            streaming.mark(req, body, request.path)
             if self.config.record_prompts:
                 self.received[rt.name].append(req.prompt)
             rt.charge_for(req, body)
@@ -350,9 +350,10 @@ class Emulator:
         """The answer as events (`emulator.streaming`), counted as answered as it starts."""
         rt.stats.complete(req.fingerprint, plan.admitted_at)
         rt.answered(req, plan, self._clock.now())
-        headers = dict(self._respond(rt, 200, b"", f"req_{seq:024x}", model=req.model).headers)
+        rid = f"req_{seq:024x}"
+        headers = dict(self._respond(rt, 200, b"", rid, model=req.model).headers)
         answer = self._answer(rt, req, plan, seq)
-        return await self.streams.respond(request, rt.name, req, plan, answer, headers, self._hang)
+        return await self.streams.respond(request, rt.name, req, plan, answer, headers, self._hang, rid)
 
     async def _hang(self, name: str) -> None:
         """Until the client gives up (the handler is cancelled) or the server stops."""

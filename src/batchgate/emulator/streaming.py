@@ -14,7 +14,13 @@ gets):
   (https://platform.openai.com/docs/api-reference/responses-streaming);
 - Messages: `message_start`, `content_block_start`, `ping`, `content_block_delta`s,
   `content_block_stop`, `message_delta` (the output usage), `message_stop`
-  (https://docs.anthropic.com/en/docs/build-with-claude/streaming).
+  (https://docs.anthropic.com/en/docs/build-with-claude/streaming);
+- Gemini (`:streamGenerateContent?alt=sse`): `data:` events (CRLF-ended, as Google sends them) of
+  `GenerateContentResponse` chunks, a piece of the text each, every one with the prompt's counts
+  and the last with the `finishReason` and the whole `usageMetadata`
+  (https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent);
+- Bedrock (`/converse-stream`): ConverseStream's events in the AWS event-stream binary frames
+  (`event_stream.converse_events`, a `contentBlockDelta` a token).
 `Streams` keeps when each stream sent its first event, by the answer's id (the loop's monotonic
 clock: a benchmark compares it with its own receive times), served at `GET /_emulator/streams`.
 """
@@ -29,12 +35,15 @@ import orjson
 from aiohttp import web
 
 from batchgate.clock import Clock
+from batchgate.emulator.event_stream import CONTENT_TYPE, converse_events
 from batchgate.emulator.provider import Plan
 from batchgate.emulator.wire import ParsedRequest
 
 _PIECE = re.compile(r"\s*\S+")  # about a token each: a word with the space before it
 _SSE = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-Event = tuple[str | None, bytes]  # the SSE event name (None: data only) and its data
+_FRAMES = {"Content-Type": CONTENT_TYPE}  # Bedrock's
+Event = tuple[str | None, bytes] | bytes  # the SSE event name (None: data only) and its data; framed
+STREAMING_ACTIONS = (":streamGenerateContent", "/converse-stream")  # addresses that always stream
 
 
 class Streams:
@@ -60,21 +69,25 @@ class Streams:
         answer: bytes,
         headers: dict[str, str],
         hang: Callable[[str], Awaitable[None]],
+        rid: str = "",
     ) -> web.StreamResponse:
         """Stream `answer` (the body a request not streamed gets) as its family's events: the
         headers at once, the first event after the time to first token, the text's pieces
         `plan.per_token` seconds apart (by deadline, so the pace does not drift); the `stall`
-        fault hangs halfway through the pieces instead of ending."""
+        fault hangs halfway through the pieces instead of ending. `rid`: the request's id (the
+        stream's name in `first_sent` when its answer has no id)."""
         clock = self._clock
         ttft = max(0.0, plan.delay - plan.per_token * plan.tokens * req.n)
         stall_after = plan.tokens // 2 if plan.fault == "stall" else None
-        response = web.StreamResponse(headers={**headers, **_SSE})
+        body = orjson.loads(answer)
+        kind = _FRAMES if "stopReason" in body else _SSE
+        response = web.StreamResponse(headers={**headers, **kind})
         await response.prepare(request)
         if ttft > 0:
             await clock.sleep(ttft)
         first, pieces = True, 0
         started = clock.now()
-        body = orjson.loads(answer)
+        name = str(body.get("id") or body.get("responseId") or rid)
         for is_piece, event in _events(req, body):
             if is_piece:
                 pieces += 1
@@ -86,21 +99,26 @@ class Streams:
                     await clock.sleep(due - clock.now())
             if first:  # when it is handed to the socket
                 first = False
-                self.first_sent[str(body.get("id"))] = clock.now()
+                self.first_sent[name] = clock.now()
             await response.write(_frame(event))
         await response.write_eof()
         return response
 
 
-def mark(req: ParsedRequest, body: Any) -> None:
-    """Note on `req` whether `body` asks to stream (and chat's usage chunk)."""
-    if isinstance(body, dict) and body.get("stream") is True:
+def mark(req: ParsedRequest, body: Any, path: str = "") -> None:
+    """Note on `req` whether `body` asks to stream (and chat's usage chunk), or its address does
+    (Gemini's `:streamGenerateContent`, Bedrock's `/converse-stream`)."""
+    if path.endswith(STREAMING_ACTIONS):
+        req.stream = True
+    elif isinstance(body, dict) and body.get("stream") is True:
         req.stream = True
         options = body.get("stream_options")
         req.include_usage = isinstance(options, dict) and options.get("include_usage") is True
 
 
 def _frame(event: Event) -> bytes:
+    if isinstance(event, bytes):
+        return event
     name, data = event
     if name is None:
         return b"data: " + data + b"\n\n"
@@ -113,6 +131,10 @@ def _events(req: ParsedRequest, body: dict[str, Any]) -> Iterator[tuple[bool, Ev
         return _messages(body)
     if body.get("object") == "response":
         return _responses(body)
+    if "candidates" in body:
+        return _gemini(body)
+    if "stopReason" in body:
+        return converse_events(body)
     return _chat(body, req.include_usage)
 
 
@@ -165,6 +187,29 @@ def _responses(body: dict[str, Any]) -> Iterator[tuple[bool, Event]]:
     yield False, ev("response.content_part.done", **where, part=part)
     yield False, ev("response.output_item.done", output_index=0, item=output)
     yield False, ev("response.completed", response=body)
+
+
+def _gemini(body: dict[str, Any]) -> Iterator[tuple[bool, Event]]:
+    candidate = (body.get("candidates") or [{}])[0]
+    parts = (candidate.get("content") or {}).get("parts") or []
+    usage = body.get("usageMetadata") or {}
+    counted = usage.get("promptTokenCount", 0)
+    prompt = {"promptTokenCount": counted, "totalTokenCount": counted}  # before any output
+    ids = {"modelVersion": body.get("modelVersion"), "responseId": body.get("responseId")}
+
+    def chunk(some: list[Any], last: bool) -> bytes:
+        piece: dict[str, Any] = {"content": {"parts": some, "role": "model"}, "index": 0}
+        if last:
+            piece["finishReason"] = candidate.get("finishReason")
+        data = {"candidates": [piece], "usageMetadata": usage if last else prompt, **ids}
+        return b"data: " + orjson.dumps(data) + b"\r\n\r\n"
+
+    texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    words = _PIECE.findall("".join(texts)) if len(texts) == len(parts) else []
+    if not words:  # a function call (or nothing): one chunk
+        yield False, chunk(parts, True)
+    for i, word in enumerate(words):
+        yield True, chunk([{"text": word}], i == len(words) - 1)
 
 
 def _messages(body: dict[str, Any]) -> Iterator[tuple[bool, Event]]:

@@ -98,6 +98,17 @@ def bedrock_error(
     return cls(message, provider=provider, status=status, headers=base.headers, body=base.body)
 
 
+def stream_exception(
+    provider: str, status: int, headers: Mapping[str, str], exc: StreamFailure, url: str
+) -> HTTPStatusError:
+    """The error an exception frame inside a 2xx ConverseStream means, by its type
+    (`throttlingException`: a `RateLimitError`, as its status would say)."""
+    etype = exc.error_type[:1].upper() + exc.error_type[1:]
+    cls = ERROR_CLASSES.get(etype, ServerError)
+    text = f"{provider}: {etype or 'an exception'} in the stream: {shorten(str(exc))} ({url})"
+    return cls(text, provider=provider, status=status, headers=headers)
+
+
 class BedrockClient:
     """Sends chat requests to one Bedrock Runtime provider (Converse or ConverseStream)."""
 
@@ -169,10 +180,7 @@ class BedrockClient:
             try:
                 return read_stream(raw)
             except StreamFailure as exc:
-                etype = exc.error_type[:1].upper() + exc.error_type[1:]
-                cls = ERROR_CLASSES.get(etype, ServerError)
-                text = f"{self.name}: {etype or 'an exception'} in the stream: {shorten(str(exc))} ({url})"
-                raise cls(text, provider=self.name, status=status, headers=headers) from None
+                raise stream_exception(self.name, status, headers, exc, url) from None
             except ValueError as exc:
                 raise malformed(self.name, status, headers, raw, str(exc)) from None
         try:

@@ -1,5 +1,7 @@
-"""A ConverseStream answer (the AWS event-stream binary framing) read whole and put together as
-the Converse answer it streams, so one translation serves both.
+"""A ConverseStream answer (the AWS event-stream binary framing): read whole and put together as
+the Converse answer it streams, so one translation serves both (`read_stream`, the client's
+`stream: true`); or decoded frame by frame as its bytes arrive (`FrameDecoder`, the gateway's
+streamed calls: each event a `stream_events.StreamEvent`).
 
 Frames are decoded by botocore's `EventStreamBuffer` (prelude and message CRCs checked). The
 events (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html):
@@ -15,6 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+
+from batchgate.models import Usage
+from batchgate.providers.bedrock_answer import STOP_REASONS, converse_usage
+from batchgate.providers.stream_events import StreamEvent, StreamFailed
 
 
 class StreamFailure(Exception):
@@ -88,3 +94,66 @@ def _finished(block: dict[str, Any]) -> dict[str, Any]:
     if "reasoning" in block:
         return {"reasoningContent": {"reasoningText": {"text": block["reasoning"]}}}
     return {"text": block.get("text", "")}
+
+
+class FrameDecoder:
+    """Decodes one ConverseStream's events as its bytes arrive (a frame split over reads is kept
+    until whole): `messageStart` starts it, a `contentBlockDelta`'s text is a piece, `messageStop`
+    gives the finish reason, `metadata` the usage and the end. An exception frame: `StreamFailure`
+    (its type: the caller names the error by it); a frame that does not parse (its CRC checked) or
+    a payload that is not JSON: `StreamFailed`. `request_id` (the answer's `x-amzn-RequestId`) is
+    the stream's id, as it is a Converse answer's."""
+
+    def __init__(self, request_id: str | None = None) -> None:
+        from botocore.eventstream import EventStreamBuffer  # noqa: PLC0415 — optional extra
+
+        self._buffer = EventStreamBuffer()
+        self._id = request_id
+        self._seen = False
+        self.ended = False  # the stream's last event (metadata) was seen
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]:
+        """The events of the frames `chunk` completed, in order."""
+        from botocore.eventstream import ParserError  # noqa: PLC0415 — optional extra
+
+        self._buffer.add_data(chunk)
+        out: list[StreamEvent] = []
+        try:
+            for message in self._buffer:
+                out.append(self._event(message.headers, message.payload))
+        except ParserError as exc:
+            raise StreamFailed(f"not an AWS event stream ({type(exc).__name__})") from None
+        return out
+
+    def _event(self, headers: dict[str, Any], raw: bytes) -> StreamEvent:
+        try:
+            payload = orjson.loads(raw) if raw else {}
+        except orjson.JSONDecodeError:
+            raise StreamFailed("an event that is not JSON") from None
+        if not isinstance(payload, dict):
+            raise StreamFailed("an event that is not a JSON object")
+        if headers.get(":message-type") != "event":
+            kind = str(headers.get(":exception-type") or headers.get(":error-code") or "")
+            raise StreamFailure(kind, str(payload.get("message", "")))
+        out = StreamEvent("bedrock", raw, payload)
+        name = headers.get(":event-type")
+        if name == "contentBlockDelta":
+            delta = payload.get("delta")
+            text = delta.get("text") if isinstance(delta, dict) else None
+            out.text = text if isinstance(text, str) else ""
+        elif name == "messageStop":
+            reason = payload.get("stopReason")
+            out.finish = STOP_REASONS.get(reason, "stop") if isinstance(reason, str) else "stop"
+        elif name == "metadata":
+            try:
+                counts = converse_usage(payload.get("usage"))
+            except ValueError:
+                counts = None  # no usage: settled from what was produced
+            if counts is not None:
+                out.usage = Usage(counts["prompt_tokens"], counts["completion_tokens"])
+            out.done = self.ended = True
+        if not self._seen:
+            self._seen = out.start = True
+            out.meta = {"id": self._id}
+        out.pieces = 1 if out.text else 0
+        return out

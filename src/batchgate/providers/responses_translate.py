@@ -85,6 +85,21 @@ def responses_to_anthropic(
     return out
 
 
+def responses_as_chat(body: Mapping[str, Any], *, provider: str) -> dict[str, Any]:
+    """The chat body a Responses body means, for a streamed call to a kind that speaks chat's
+    terms (Gemini, Bedrock: their events rendered back as Responses events); `BadRequestError` for
+    what it cannot carry (a `text.format` schema among them), before anything is sent."""
+    try:
+        chat, schema = _as_chat({k: v for k, v in body.items() if k != "stream"})
+    except Untranslatable as exc:
+        message = f"{provider}: cannot stream this Responses body: {exc}"
+        raise BadRequestError(message, provider=provider) from None
+    if schema is not None:
+        message = f"{provider}: cannot stream this Responses body: text.format is not carried"
+        raise BadRequestError(message, provider=provider)
+    return chat
+
+
 def anthropic_to_response(resp: Mapping[str, Any], *, model: str, created: int) -> dict[str, Any]:
     """The Responses `response` body for an Anthropic Messages answer (`ValueError` when it is not one)."""
     chat = anthropic_to_openai(resp, model=model, created=created)

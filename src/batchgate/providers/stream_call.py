@@ -1,7 +1,10 @@
 """One streamed call to a provider: the request its client would send with `stream: true` (chat
 asks `stream_options.include_usage`, so the quota is settled from the provider's own count
-whatever the client asked), sent over the provider client's lean HTTP/1.1 transport
-(`providers.h1`, `H1Transport.stream`), its events read as they arrive.
+whatever the client asked; Gemini's is `:streamGenerateContent?alt=sse`, Bedrock's ConverseStream
+signed as Converse is, each with the chat body a chat or Responses request means), sent over the
+provider client's lean HTTP/1.1 transport (`providers.h1`, `H1Transport.stream`), its events read
+as they arrive (Bedrock's binary frames by `bedrock_stream.FrameDecoder`, the others' SSE by
+`stream_events.Decoder`).
 
 `open_stream` returns once the provider answered 2xx with its headers (a non-2xx: the
 `ProviderError` its status means, `classify.error_for_response`; a transport failure: the
@@ -14,27 +17,37 @@ end goes back to the pool).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
 from batchgate.config import Secret
 from batchgate.endpoints import CHAT, RESPONSES, endpoint_of, wire_body
-from batchgate.errors import BadRequestError, MalformedResponse, RequestTimeout
+from batchgate.errors import BadRequestError, MalformedResponse, RequestTimeout, UnsupportedField
 from batchgate.providers.anthropic import _TRANSLATE, AnthropicClient
+from batchgate.providers.bedrock import REQUEST_ID, BedrockClient, bedrock_error, stream_exception
+from batchgate.providers.bedrock_stream import FrameDecoder, StreamFailure
+from batchgate.providers.bedrock_translate import openai_to_converse
 from batchgate.providers.classify import error_for_exception, error_for_response
+from batchgate.providers.gemini import GeminiClient, model_path
+from batchgate.providers.gemini_translate import openai_to_gemini
 from batchgate.providers.h1 import H1Transport
 from batchgate.providers.h1.errors import H1Error
 from batchgate.providers.h1.stream import H1Stream
 from batchgate.providers.openai import OpenAIClient
+from batchgate.providers.responses_translate import responses_as_chat
 from batchgate.providers.sse import SSEError, SSEReader
 from batchgate.providers.stream_events import Decoder, Format, StreamEvent, StreamFailed
 from batchgate.providers.translate import openai_to_anthropic
 from batchgate.trace_hooks import TRACEPARENT
+from batchgate.urls import joined
 
 # identity: a stream's bytes are read as they come, never decompressed
 _STREAM_HEADERS = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
+_EVENT_STREAM = {"Accept": "application/vnd.amazon.eventstream", "Accept-Encoding": "identity"}
 _ERROR_BODY = 1024 * 1024  # what of a refusal's body is read
 _URLS: dict[tuple[str, str, str, str], str] = {}  # (provider, base URL, path, model) -> the URL
 
@@ -62,6 +75,19 @@ def stream_request(
         where = (client.name, client.base_url, path, model)  # made once: `urls.joined` parses
         url = _URLS.get(where) or _URLS.setdefault(where, client.url(path, model))
         return url, {**client._headers, **_STREAM_HEADERS}, orjson.dumps(payload), fmt
+    if isinstance(client, GeminiClient):  # the Vertex AI token is added by `open_stream`
+        request = _translated(client.name, openai_to_gemini, _chat_payload(client.name, body))
+        path = f"{model_path(client._config, model)}:streamGenerateContent?alt=sse"
+        url = joined(client.base_url, path)
+        return url, {**client._headers, **_STREAM_HEADERS}, orjson.dumps(request), "gemini"
+    if isinstance(client, BedrockClient):
+        payload = _chat_payload(client.name, body)
+        to_converse = partial(openai_to_converse, default_max_tokens=client._default_max_tokens)
+        converse = _translated(client.name, to_converse, payload)
+        url = joined(client.base_url, f"model/{quote(model, safe=':')}/converse-stream")
+        data = orjson.dumps(converse)
+        headers = client._signer.sign("POST", url, data, {**client._headers, **_EVENT_STREAM})
+        return url, headers, data, "bedrock"
     kind = getattr(client, "kind", type(client).__name__)
     raise BadRequestError(
         f"{client.name}: a {kind} target does not stream here (send the request without stream: true)",
@@ -69,12 +95,34 @@ def stream_request(
     )
 
 
+def _chat_payload(provider: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The chat body (without `stream`: the address streams) a chat or Responses body means."""
+    endpoint = endpoint_of(body)
+    if endpoint not in (CHAT, RESPONSES):
+        raise BadRequestError(f"{provider}: {endpoint} does not stream", provider=provider)
+    payload = wire_body(body)[1]
+    if endpoint == RESPONSES:
+        return responses_as_chat(payload, provider=provider)
+    payload.pop("stream", None)
+    payload.pop("stream_options", None)
+    return payload
+
+
+def _translated(
+    provider: str, translate: Callable[[dict[str, Any]], dict[str, Any]], payload: dict[str, Any]
+) -> dict[str, Any]:
+    try:
+        return translate(payload)
+    except UnsupportedField as exc:
+        raise BadRequestError(f"{provider}: {exc}", provider=provider) from None
+
+
 class UpstreamStream:
     """An answer being streamed; see the module docstring."""
 
     def __init__(
         self, body: H1Stream, fmt: Format, idle: float, provider: str, key: Secret | None,
-        relay: Format | None = None,
+        relay: Format | None = None, url: str = "",
     ) -> None:  # fmt: skip
         self._body = body
         self.headers: Mapping[str, str] = body.headers
@@ -85,8 +133,11 @@ class UpstreamStream:
         self._key = key
         self._reader = SSEReader()
         self._decoder = Decoder(fmt, light=fmt == relay)  # relayed as they are: parsed as needed
+        # Bedrock's binary frames, not SSE; the stream's id its request id, as Converse's answer's
+        self._frames = FrameDecoder(body.headers.get(REQUEST_ID)) if fmt == "bedrock" else None
         self._ready: list[StreamEvent] = []
         self._ended = False
+        self._url = url
 
     async def next(self) -> StreamEvent | None:
         """The next event (None: the stream ended after its last event)."""
@@ -102,14 +153,19 @@ class UpstreamStream:
                 raise error_for_exception(exc, provider=self._provider, api_key=self._key) from None
             if not chunk:
                 self._ended = True
-                if not self._decoder.ended:
+                if not (self._decoder.ended or (self._frames is not None and self._frames.ended)):
                     message = f"{self._provider}: the stream broke off"
                     raise MalformedResponse(message, provider=self._provider)
                 return None
             try:
-                self._ready = self._decoder.decode_read(self._reader, chunk)
+                if self._frames is not None:
+                    self._ready = self._frames.feed(chunk)
+                else:
+                    self._ready = self._decoder.decode_read(self._reader, chunk)
             except (SSEError, StreamFailed) as exc:
                 raise MalformedResponse(f"{self._provider}: {exc}", provider=self._provider) from None
+            except StreamFailure as exc:  # Bedrock's exception frame: the error its type names
+                raise stream_exception(self._provider, self.status, self.headers, exc, self._url) from None
             self._ready.reverse()
         event = self._ready.pop()
         event.more = bool(self._ready)
@@ -134,9 +190,11 @@ async def open_stream(
     """Send `body` streamed; the stream once the provider answered 2xx (see the module docstring).
     `relay`: the format the caller passes on as it is (its events decoded lightly)."""
     url, headers, data, fmt = stream_request(client, body, model)
+    if isinstance(client, GeminiClient) and client._token is not None:  # Vertex AI's bearer token
+        headers = {**headers, "Authorization": await client._token.header()}
     if (traceparent := TRACEPARENT.get()) is not None:  # tracing on: the trace goes on upstream
         headers = {**headers, "traceparent": traceparent}
-    name, key = client.name, client._api_key
+    name, key = client.name, getattr(client, "_api_key", None)
     try:
         stream = await transport.stream("POST", url, data, headers, connect=connect, idle=idle)
     except (H1Error, TimeoutError, OSError) as exc:
@@ -150,9 +208,11 @@ async def open_stream(
             pass
         finally:
             stream.close()
+        if fmt == "bedrock":  # named by its `x-amzn-ErrorType`
+            raise bedrock_error(stream.status, stream.headers, raw, provider=name, url=url)
         raise error_for_response(stream.status, stream.headers, raw, provider=name, api_key=key, url=url)
     if stream.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
         stream.close()
         message = f"{name}: the stream came compressed, though identity was asked"
         raise MalformedResponse(message, provider=name)
-    return UpstreamStream(stream, fmt, idle, name, key, relay)
+    return UpstreamStream(stream, fmt, idle, name, key, relay, url)

@@ -4,7 +4,13 @@
   (https://platform.openai.com/docs/api-reference/chat-streaming),
 - `responses`: the Responses API's events
   (https://platform.openai.com/docs/api-reference/responses-streaming),
-- `messages`: Anthropic's Messages events (https://docs.anthropic.com/en/docs/build-with-claude/streaming).
+- `messages`: Anthropic's Messages events (https://docs.anthropic.com/en/docs/build-with-claude/streaming),
+- `gemini`: `:streamGenerateContent?alt=sse`'s `GenerateContentResponse` chunks, each a piece of
+  the candidate's text, the last with its `finishReason` and `usageMetadata`
+  (https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent; no end event:
+  the chunk with a finish reason ends it, an error comes as a chunk with `error`),
+- `bedrock`: ConverseStream's events, decoded from the AWS event-stream frames by
+  `bedrock_stream.FrameDecoder` (its own reader: the frames are binary, not SSE).
 The event keeps its wire bytes and format, so a proxy forwards it unchanged to a client of the
 same format and translates it (`stream_render`) for another.
 """
@@ -17,9 +23,10 @@ from typing import Any, Literal
 import orjson
 
 from batchgate.models import Usage
+from batchgate.providers.gemini_answer import FINISH_REASONS, usage_of
 from batchgate.providers.sse import SSEEvent, SSEReader, parse
 
-Format = Literal["chat", "responses", "messages"]
+Format = Literal["chat", "responses", "messages", "gemini", "bedrock"]
 # Anthropic's stop reasons as chat's finish reasons (the translation `providers/translate.py` makes)
 FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
 
@@ -95,6 +102,8 @@ class Decoder:
             self._chat(data, out)
         elif self.fmt == "responses":
             self._responses(data, out)
+        elif self.fmt == "gemini":
+            self._gemini(data, out)
         else:
             self._messages(data, out)
         if not self._seen:
@@ -242,6 +251,31 @@ class Decoder:
             out.usage = _usage(self._prompt, made)
         elif kind == "message_stop":
             out.done = True
+
+    @staticmethod
+    def _gemini(data: dict[str, Any], out: StreamEvent) -> None:
+        if "error" in data:  # an error after the stream began (Google's error body as a chunk)
+            raise StreamFailed(_message(data))
+        out.meta = {"id": data.get("responseId"), "model": data.get("modelVersion")}
+        candidates = data.get("candidates")
+        candidate = candidates[0] if isinstance(candidates, list) and candidates else None
+        if not isinstance(candidate, dict):
+            return
+        parts = (candidate.get("content") or {}).get("parts")
+        if isinstance(parts, list):  # text parts (thoughts left out, as `gemini_answer` leaves them)
+            texts = [p.get("text") for p in parts if isinstance(p, dict) and not p.get("thought")]
+            out.text = "".join(t for t in texts if isinstance(t, str))
+        reason = candidate.get("finishReason")
+        if isinstance(reason, str):  # the last chunk: its usage is the whole answer's
+            out.finish, out.done = FINISH_REASONS.get(reason, "stop"), True
+            meta = data.get("usageMetadata")
+            try:
+                counts = usage_of(meta) if isinstance(meta, dict) else None
+            except ValueError:
+                counts = None
+            if counts is None:  # no usage: settled from what was produced
+                return
+            out.usage = Usage(counts["prompt_tokens"], counts["completion_tokens"])
 
 
 def _usage(prompt: Any, completion: Any) -> Usage | None:
