@@ -1,10 +1,13 @@
 """The pace of `batchgate run` (the CLI, as a user runs it) on the token-bound scenario, per quota
 store (issue 39: "tpm-bound run, 200 long prompts, one provider"; "the local ledger costs no pace").
 
-    python bench/cli_pace.py [--items 200] [--quota local memory] [--seeds 7 8 9] [--src PATH ...]
+    python bench/cli_pace.py [--items 200] [--quota local memory] [--seeds 7 8 9] [--scale 1.0]
+                             [--src PATH ...]
 
 One OpenAI-style provider (bench/scenarios.py `token_bound`: ~1,200-token prompts, max_tokens 100,
-tpm binding long before rpm, 0.4 s latency), enforced in one-second windows. Each run starts a fresh
+tpm binding long before rpm, 0.4 s latency; `--scale` multiplies its limits: 0.2 is ~6 requests a
+second, where a ledger that held each request in its window longer showed), enforced in one-second
+windows (a token bucket of one second). Each run starts a fresh
 emulator (this checkout's) and `python -m batchgate run` with the given `--quota`; `--src` runs the
 CLI of another checkout's `src` (a worktree of an older commit) against the same emulator, for a
 side-by-side figure. Pace, from the provider's side as in the quota matrix: the tokens it charged
@@ -44,8 +47,12 @@ def pace(stats: dict[str, Any], tpm: float) -> tuple[float | None, int]:
     return p["tokens_charged"]["total"] / (tpm / 60.0) / (last - first), r429
 
 
-def run_once(src: Path, quota: str, items: int, seed: int, tmp: Path) -> tuple[float | None, int, float]:
+def run_once(
+    src: Path, quota: str, items: int, seed: int, scale: float, tmp: Path
+) -> tuple[float | None, int, float]:
     sc = token_bound(False)
+    for p in sc.emulator["providers"]:
+        p["limits"] = {k: int(v * scale) for k, v in p["limits"].items()}
     emulator = dict(sc.emulator, seed=seed)
     emu_yaml = tmp / "emulator.yaml"
     emu_yaml.write_text(yaml.safe_dump(emulator, sort_keys=False))
@@ -75,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", type=int, default=200)
     parser.add_argument("--quota", nargs="+", default=["local"], help="--quota values to compare")
     parser.add_argument("--seeds", nargs="+", type=int, default=[7, 8, 9])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the provider's limits")
     parser.add_argument("--src", nargs="+", type=Path, default=[BENCH.parent / "src"])
     args = parser.parse_args(argv)
     results: dict[tuple[str, str], list[float]] = {}
@@ -82,9 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         for seed in args.seeds:
             for src in args.src:
                 for quota in args.quota:
-                    p, r429, wall = run_once(src.resolve(), quota, args.items, seed, Path(tmpdir))
+                    p, r429, wall = run_once(src.resolve(), quota, args.items, seed, args.scale, Path(tmpdir))
                     shown = "—" if p is None else f"{p:.3f}"
-                    print(f"  {src} --quota {quota} seed {seed}: pace {shown}, {r429} 429s, {wall:.1f} s")
+                    line = f"  {src} --quota {quota} seed {seed}: pace {shown}, {r429} 429s, {wall:.1f} s"
+                    print(line, flush=True)
                     if p is not None:
                         results.setdefault((str(src), quota), []).append(p)
     for (src, quota), paces in results.items():
