@@ -45,6 +45,30 @@ def test_a_tier_that_comes_back_is_no_bucket_drained_by_others() -> None:
     assert pool.statistics().effective_per_second["tokens"] == pytest.approx(TPM / 60)
 
 
+def test_anthropics_tightest_bucket_flipping_is_no_change_of_tier() -> None:
+    """Anthropic's `tokens` headers report whichever bucket is tightest, so their limit flips
+    between ITPM's and OTPM's from one answer to the next: not a limit of the pool's own
+    dimensions, it leaves the level's trend alone (others draining the input bucket still cut)."""
+    itpm, otpm = 120_000, 60_000
+    clock = FakeClock()
+    pool = QuotaPool("p", QuotaLimits(itpm=itpm, otpm=otpm, safety=1.0), clock)
+    aimd, now, fill = pool.learning.aimd, 0.0, 0.9
+    for i in range(40):  # room while requests wait, then a neighbour drains 0.3 of a bucket a second
+        now += 0.1
+        clock.advance(0.1)
+        fill -= 0.03 if i >= 15 else 0.0
+        tightest = (itpm, int(itpm * fill)) if i % 2 else (otpm, int(otpm * 0.95))
+        snapshot = RateLimitSnapshot(
+            limit_input_tokens=itpm,
+            remaining_input_tokens=int(itpm * fill),
+            limit_tokens=tightest[0],
+            remaining_tokens=tightest[1],
+        )
+        pool.learning.calibrate(snapshot, now, busy=True)
+    assert aimd.bucket_seen
+    assert aimd.factor < 0.9  # was 1.0: every flip started the trend again
+
+
 async def _shift_run(n: int) -> tuple[float, int, int]:
     """(pace over what the tier left, answered, the provider's 429s) for `n` requests."""
     clock = FakeClock()

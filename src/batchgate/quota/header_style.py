@@ -44,11 +44,12 @@ class HeaderStyle:
         self.style: Style = "unknown"
         self._limits: dict[str, float] = {}  # the limits last reported, per dimension
 
-    def rescaled(self, snapshot: RateLimitSnapshot) -> bool:
-        """Whether `snapshot` reports a limit other than the one last reported for its dimension
-        (the tier moved: a share of `remaining` now measures against another whole)."""
+    def rescaled(self, dims: Mapping[str, Dimension], snapshot: RateLimitSnapshot) -> bool:
+        """Whether `snapshot` reports a limit of one of `dims` other than the one last reported
+        (the tier moved: a share of `remaining` now measures against another whole). Only our
+        dimensions: Anthropic's `tokens` reports whichever of its buckets is tightest, and flips."""
         moved = False
-        for name in _NAMES:
+        for name in dims:
             limit = getattr(snapshot, f"limit_{name}")
             if limit is not None and math.isfinite(limit):
                 moved = moved or self._limits.get(name, limit) != limit

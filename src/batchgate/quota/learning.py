@@ -153,7 +153,7 @@ class Learning:
             limits = {n: round(d.limit, 3) for n, d in self._dims.items()}
             event(_log, INFO, "limit_learned", provider=self.name, source="headers", limits_per_minute=limits)
         changed = self.headers.follow(self._dims, raw, now)
-        if self.headers.rescaled(raw):
+        if self.headers.rescaled(self._dims, raw):
             self.aimd.new_scale()
         if room := self._follow_room(snapshot, now, busy):
             self.pace(now)
