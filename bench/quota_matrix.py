@@ -265,7 +265,7 @@ per-second admission trace of batchgate is printed).
 *Neighbour*: another service takes 30% of the key all along; target pace ≥ 0.93 of what is
 left, ≤ 1% 429s. Pace there is over the quota left to the client, not the whole key's.
 
-Three rows from issue 39 follow (`bench/quota_rows.py`). *Anthropic OTPM at 0.5 s latency*:
+Four rows from issue 39 follow (`bench/quota_rows.py`). *Anthropic OTPM at 0.5 s latency*:
 the issue's Anthropic key scaled to a cell (`gamma`: 500 requests, ~88 input tokens each, answers
 of 20–60 tokens echoed back, `max_tokens` 300, i.e. 5–15× the answer; latency 0.5 s p50, σ 0.4, +
 4 ms per output token), the provider adjusting the output charge to the real output when the
@@ -276,6 +276,8 @@ flight (~5 s of OTPM) fits either bucket; a client that keeps `max_tokens` charg
 a second of output be held in flight, runs at about a fifth of the key. Target: pace ≥ 0.9, ≤ 0.5%
 429s. *Shift*: one provider (alpha) whose tier halves from 5 s to 15 s (emulator time), its
 headers reporting the new limits at once; pace over what the tier left; target ≥ 0.93, ≤ 1.5% 429s.
+*Colleague at 0.5 s latency*: the colleague row against a provider answering in 0.5 s p50 (not
+0.3 s), its headers' word on the level older by as much; the colleague row's targets.
 
 Each system cell reads **pace · 429s per request · makespan ÷ bound · failed**:
 - *pace*: the share of the quota used, usefully, while sending — what the requests that

@@ -1,6 +1,6 @@
-"""The quota matrix's rows from issue 39: Anthropic's OTPM at real latency (two bucket depths) and
-the tier that halves for 10 s (`shift`). The cells are built here and listed by
-`quota_cells.Builder.matrix`.
+"""The quota matrix's rows from issue 39: Anthropic's OTPM at real latency (two bucket depths), the
+tier that halves for 10 s (`shift`) and the colleague row at 0.5 s latency. The cells are built
+here and listed by `quota_cells.Builder.matrix`.
 
 *Anthropic at latency*: the issue's key scaled to the matrix's size. Answers of 20-60 tokens
 (echoed words of random length), `max_tokens` 300 (5-15× the answer), latency 0.5 s p50 (σ 0.4)
@@ -14,6 +14,11 @@ in flight, runs at a fifth of the key.
 
 *Shift*: one OpenAI-style provider whose tier halves from 5 s to 15 s (emulator time), its
 headers reporting the new limits at once (`limit_changes`); pace over what the tier left.
+
+*Colleague at 0.5 s latency*: the matrix's colleague row (half the key taken silently from 5 s to
+15 s, the headers' limits unchanged) against a provider answering in 0.5 s p50 instead of 0.3 s,
+so what its headers report of the level is older by the time it arrives (issue 39: back to ≥ 95%
+of the key within 3 s of the capacity returning, ≤ 1.5% 429s, "under a 0.5 s-latency provider").
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import random
 import statistics
 
-from quota_cells import Builder, Cell, _bound, _limits, _nice, _provider, _totals
+from quota_cells import LATENCY, Builder, Cell, _bound, _limits, _nice, _provider, _totals
 from workload import Request
 
 ANSWER_WORDS = 11  # echoed words of 4-16 letters: 20-60 tokens with "echo" and the index
@@ -29,6 +34,7 @@ PROMPT_BYTES = 270  # ~80 input tokens at 3.5 bytes a token
 HELD_MAX_TOKENS = 300
 ANTHROPIC_LATENCY = {"ttft_p50_ms": 500, "ttft_sigma": 0.4, "per_token_ms": 4}
 SHIFT = {"from": 5.0, "until": 15.0, "share": 0.5}  # half the tier, from 5 s to 15 s
+COLLEAGUE_TTFT_MS = 500  # the colleague row at 0.5 s latency (the matrix's alpha answers in 0.3 s)
 
 
 def echo_requests(n: int, seed: int = 39) -> list[Request]:
@@ -83,6 +89,15 @@ def shift(b: Builder) -> Cell:
     return cell
 
 
+def colleague_at_latency(b: Builder) -> Cell:
+    """The colleague row against a provider that answers in 0.5 s p50 (see the module docstring)."""
+    colleague = {"share": 0.5, "from": 5.0, "until": 15.0}
+    cell = b.neighbour("colleague: half the key, 5-15 s · 0.5 s latency", colleague, 20.0)
+    cell.providers[0]["latency"] = {**LATENCY["alpha"], "ttft_p50_ms": COLLEAGUE_TTFT_MS}
+    cell.bound_s += (COLLEAGUE_TTFT_MS - LATENCY["alpha"]["ttft_p50_ms"]) / 1000.0
+    return cell
+
+
 def rows(b: Builder) -> list[Cell]:
     """The issue-39 rows, in the matrix's order."""
-    return [otpm_at_latency(b, 8.0), otpm_at_latency(b, 60.0), shift(b)]
+    return [otpm_at_latency(b, 8.0), otpm_at_latency(b, 60.0), shift(b), colleague_at_latency(b)]

@@ -230,6 +230,13 @@ class AimdController:
             return 0.0
         return max(-s.room_move, min(s.room_move, (fill - ref[0]) / (now - ref[1])))
 
+    def new_scale(self) -> None:
+        """The provider's reported limits changed (its tier moved): a share of the new limit is no
+        measure against one of the old (half the bucket left of a limit that doubled is as much
+        room as a whole bucket before), so the level's trend and jump start again from the next
+        report instead of reading the change of scale as others draining or giving back."""
+        self._ref = self._last = None
+
     def rescale(self, ratio: float) -> None:
         """Multiply the factor by `ratio` (capped to [min_factor, 1]).
 

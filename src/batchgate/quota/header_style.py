@@ -38,10 +38,23 @@ _NAMES = ("requests", "tokens", "input_tokens", "output_tokens")
 class HeaderStyle:
     """One provider's header style, learned from what it reports; see the module docstring."""
 
-    __slots__ = ("style",)
+    __slots__ = ("_limits", "style")
 
     def __init__(self) -> None:
         self.style: Style = "unknown"
+        self._limits: dict[str, float] = {}  # the limits last reported, per dimension
+
+    def rescaled(self, dims: Mapping[str, Dimension], snapshot: RateLimitSnapshot) -> bool:
+        """Whether `snapshot` reports a limit of one of `dims` other than the one last reported
+        (the tier moved: a share of `remaining` now measures against another whole). Only our
+        dimensions: Anthropic's `tokens` reports whichever of its buckets is tightest, and flips."""
+        moved = False
+        for name in dims:
+            limit = getattr(snapshot, f"limit_{name}")
+            if limit is not None and math.isfinite(limit):
+                moved = moved or self._limits.get(name, limit) != limit
+                self._limits[name] = limit
+        return moved
 
     def observe(self, snapshot: RateLimitSnapshot) -> Style:
         seen = False

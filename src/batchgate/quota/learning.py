@@ -137,13 +137,13 @@ class Learning:
     def calibrate(
         self, snapshot: RateLimitSnapshot, now: float, *, busy: bool = False
     ) -> tuple[float | None, bool]:
-        """Follow a provider's rate-limit headers (`busy`: requests wait to be sent, so room is
-        what our pace leaves unused): (the largest factor by which a reported limit
-        fell — 1.0 if they only rose, None if none changed —, whether a level or the rate moved).
-        A reported limit below the declared one (but above a tenth of it) is adopted × safety,
-        undoing the AIMD cuts it explains; a later higher one restores up to the declared limit.
-        What `remaining` means depends on the header style (`header_style`); minute-style room
-        moves the AIMD factor (`AimdController.on_room`)."""
+        """Follow a provider's rate-limit headers (`busy`: requests wait to be sent, so room is what
+        our pace leaves unused): (the largest factor by which a reported limit fell — 1.0 if they
+        only rose, None if none changed —, whether a level or the rate moved). A reported limit
+        below the declared one (above a tenth of it) is adopted × safety, undoing the AIMD cuts
+        it explains; a later higher one restores up to the declared limit. What `remaining` means
+        depends on the header style (`header_style`); minute-style room moves the AIMD factor
+        (`AimdController.on_room`), its trend read anew when the reported limits change."""
         raw, snapshot = snapshot, self._output_held(snapshot, now)  # its remaining counts our holds
         self._output_emptied(snapshot, now)
         ratio = self._adopt_reported_limits(snapshot)
@@ -153,6 +153,8 @@ class Learning:
             limits = {n: round(d.limit, 3) for n, d in self._dims.items()}
             event(_log, INFO, "limit_learned", provider=self.name, source="headers", limits_per_minute=limits)
         changed = self.headers.follow(self._dims, raw, now)
+        if self.headers.rescaled(self._dims, raw):
+            self.aimd.new_scale()
         if room := self._follow_room(snapshot, now, busy):
             self.pace(now)
         return ratio, changed or room
@@ -220,16 +222,8 @@ class Learning:
         for d in self._dims.values():
             d.bucket.set_level(min(-d.avg_cost, d.bucket.level(now)), now)
         if cut:
-            aimd = self.aimd
-            event(
-                _log,
-                WARNING,
-                "aimd_cut",
-                provider=self.name,
-                dimension=dim,
-                factor=round(aimd.factor, 4),
-                cuts=aimd.cuts,
-            )
+            factor, cuts = round(self.aimd.factor, 4), self.aimd.cuts
+            event(_log, WARNING, "aimd_cut", provider=self.name, dimension=dim, factor=factor, cuts=cuts)
         return cut
 
     # -- the output charge ---------------------------------------------------------------------
