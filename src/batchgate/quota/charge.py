@@ -244,7 +244,7 @@ class ChargeModel:
 
 
 # A 429 body naming a rate without naming which: LiteLLM's own (`throttling_error`,
-# /work/shared/PROTOCOLS.md "Servers in front of providers"), Anthropic's, OpenAI-compatible servers'.
+# shared/PROTOCOLS.md "Servers in front of providers"), Anthropic's, OpenAI-compatible servers'.
 RATE_ERRORS = frozenset({"throttling_error", "rate_limit_error", "rate_limit_exceeded", "too_many_requests"})
 # ... and one naming a concurrency cap: whatever else it carries, no rate is at fault.
 CONCURRENCY_ERRORS = frozenset({"concurrency_limit_exceeded", "too_many_concurrent_requests", "concurrency"})
