@@ -77,7 +77,6 @@ _MUST_PARSE = {
 _RESPONSES_TOOLS = frozenset(
     {"response.output_item.added", "response.function_call_arguments.delta", "response.output_item.done"}
 )
-_CHAT_PIECES = (b'"content":"', b'"content": "', b'"arguments":"', b'"arguments": "')
 _PIECE_LINE = {fmt: tuple(f"event: {name}\n".encode() for name in names) for fmt, names in _PIECE.items()}
 
 
@@ -192,7 +191,7 @@ class Decoder:
             or run.count(b'"usage"') != run.count(b'"usage":null') + run.count(b'"usage": null')
         ):
             return 0, 0
-        pieces = sum(run.count(piece) for piece in _CHAT_PIECES)
+        pieces = run.count(b'"content":"') + run.count(b'"content": "') + run.count(b'"arguments":')
         return (n, pieces) if pieces <= events else (0, 0)
 
     def _plain(self, raw: bytes) -> int | None:
@@ -205,7 +204,8 @@ class Decoder:
                 return None
             if b'"usage"' in raw and b'"usage":null' not in raw and b'"usage": null' not in raw:
                 return None
-            return 1 if any(piece in raw for piece in _CHAT_PIECES) else 0
+            text = b'"content":"' in raw or b'"content": "' in raw
+            return 1 if text or b'"arguments":' in raw else 0  # a piece of text or of a call's arguments
         if not raw.startswith(b"event: "):
             return None
         name = raw[7 : raw.find(b"\n")].decode("utf-8", "replace")
