@@ -17,9 +17,15 @@ from openai.types.chat import ChatCompletionChunk
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
+from batchgate.config import ProviderConfig, Secret, TimeoutConfig
 from batchgate.emulator.event_stream import event
+from batchgate.endpoints import ENDPOINT_KEY, RESPONSES
+from batchgate.providers import make_chat_client
 from batchgate.providers.bedrock_stream import FrameDecoder
+from batchgate.providers.h1 import H1Transport
+from batchgate.providers.responses_translate import SCHEMA_TOOL
 from batchgate.providers.sse import SSEReader
+from batchgate.providers.stream_call import stream_request
 from batchgate.providers.stream_events import Decoder, Format, StreamEvent
 from batchgate.providers.stream_render import Renderer
 from batchgate.providers.translate_tools import RESPONSE_TOOL
@@ -318,3 +324,40 @@ def test_a_full_decoder_parses_every_tool_call_event_of_a_read(upstream: Format)
     assert len(events) == raw.count(b"\n\n")
     starts = [(t.id, t.name) for ev in events for t in ev.tools if t.start]
     assert starts == [(i, n) for i, n, _ in calls]
+
+
+OBJECT = {"type": "object", "properties": {"city": {"type": "string"}}}
+NAMED = {
+    "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": OBJECT}}],
+    "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+}
+SCHEMA = {"type": "json_schema", "name": "reply", "schema": OBJECT}
+FORCED: dict[str, tuple[dict[str, Any], str | None]] = {
+    "json_object": ({"response_format": {"type": "json_object"}}, RESPONSE_TOOL),
+    "json_schema": ({"response_format": {"type": "json_schema", "json_schema": SCHEMA}}, RESPONSE_TOOL),
+    "responses-schema": ({ENDPOINT_KEY: RESPONSES, "text": {"format": SCHEMA}}, "reply"),
+    "responses-object": ({ENDPOINT_KEY: RESPONSES, "text": {"format": {"type": "json_object"}}}, SCHEMA_TOOL),
+    "responses-text": ({ENDPOINT_KEY: RESPONSES}, None),
+    "named-tool": (NAMED, None),  # a tool the user forced: a call
+    "plain": ({}, None),
+}
+
+
+@pytest.mark.parametrize("case", list(FORCED))
+def test_the_forced_tool_of_a_json_answer_is_known_to_the_streamed_call(case: str) -> None:
+    """A JSON answer asked of Anthropic is a forced tool whose input is the answer (read as text);
+    a tool the user forced is a tool call."""
+    body, forced = FORCED[case]
+    client = make_chat_client(
+        ProviderConfig(name="an", kind="anthropic", base_url="https://example.invalid", api_key=Secret("k")),
+        H1Transport(),  # nothing is sent
+        TimeoutConfig(),
+    )
+    ask = (
+        {"input": "hi"}
+        if body.get(ENDPOINT_KEY) == RESPONSES
+        else {"messages": [{"role": "user", "content": "hi"}]}
+    )
+    *_, fmt, answer_tool = stream_request(client, {"model": "m", **ask, **body}, "claude")
+    assert fmt == "messages"
+    assert answer_tool == forced
