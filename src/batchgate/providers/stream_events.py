@@ -77,7 +77,8 @@ _MUST_PARSE = {
 _RESPONSES_TOOLS = frozenset(
     {"response.output_item.added", "response.function_call_arguments.delta", "response.output_item.done"}
 )
-_PIECE_LINE = {fmt: tuple(f"event: {name}\n".encode() for name in names) for fmt, names in _PIECE.items()}
+_PIECE_LINE = {fmt: f"event: {names[0]}\n".encode() for fmt, names in _PIECE.items()}  # text's
+_ARGUMENTS_LINE = b"event: response.function_call_arguments.delta\n"
 
 
 class Decoder:
@@ -183,7 +184,8 @@ class Decoder:
         if self.fmt != "chat":
             if not run.startswith(b"event: ") or run.count(b"\n\nevent: ") != events - 1:
                 return 0, 0
-            return n, sum(run.count(line) for line in _PIECE_LINE[self.fmt])
+            pieces = run.count(_PIECE_LINE[self.fmt])
+            return n, pieces + run.count(_ARGUMENTS_LINE) if self.fmt == "responses" else pieces
         if (
             not run.startswith(b"data: {")
             or run.count(b"\n\ndata: {") != events - 1
