@@ -307,7 +307,8 @@ class Gateway:
         """Run one chat or Responses request streamed: its provider's events as they arrive
         (`batchgate.streamed`: retries and failover only before the first event; the quota held
         at `max_tokens` until the stream ends, settled once from its usage). `relay` (a proxy's):
-        events of that format are passed on as they are, so only counted (`.text` empty)."""
+        events of that format are passed on as they are, so only counted (`.text` and `.tools`
+        empty; `.tools`: tool-call pieces, `providers.stream_tools.ToolDelta`)."""
         _, body = split_request(body)
         if self._upstreams is None:
             self._upstreams = Upstreams(self.config.settings.timeouts)

@@ -19,8 +19,9 @@ from typing import Any
 import orjson
 
 from batchgate.models import Usage
+from batchgate.providers import stream_tools
 from batchgate.providers.bedrock_answer import STOP_REASONS, converse_usage
-from batchgate.providers.stream_events import StreamEvent, StreamFailed
+from batchgate.providers.stream_events import StreamEvent, StreamFailed, tools_on
 
 
 class StreamFailure(Exception):
@@ -98,17 +99,20 @@ def _finished(block: dict[str, Any]) -> dict[str, Any]:
 
 class FrameDecoder:
     """Decodes one ConverseStream's events as its bytes arrive (a frame split over reads is kept
-    until whole): `messageStart` starts it, a `contentBlockDelta`'s text is a piece, `messageStop`
-    gives the finish reason, `metadata` the usage and the end. An exception frame: `StreamFailure`
+    until whole): `messageStart` starts it, a `contentBlockDelta`'s text is a piece, a `toolUse`
+    block's start, input pieces and stop a tool call's (`stream_tools`), `messageStop` gives the
+    finish reason, `metadata` the usage and the end. An exception frame: `StreamFailure`
     (its type: the caller names the error by it); a frame that does not parse (its CRC checked) or
     a payload that is not JSON: `StreamFailed`. `request_id` (the answer's `x-amzn-RequestId`) is
-    the stream's id, as it is a Converse answer's."""
+    the stream's id, as it is a Converse answer's; `answer_tool`: the forced tool of a JSON
+    `response_format` (`bedrock_translate.output_tool`), its input read as the answer's text."""
 
-    def __init__(self, request_id: str | None = None) -> None:
+    def __init__(self, request_id: str | None = None, answer_tool: str | None = None) -> None:
         from botocore.eventstream import EventStreamBuffer  # noqa: PLC0415 — optional extra
 
         self._buffer = EventStreamBuffer()
         self._id = request_id
+        self.calls = stream_tools.Calls(answer_tool)
         self._seen = False
         self.ended = False  # the stream's last event (metadata) was seen
 
@@ -141,9 +145,12 @@ class FrameDecoder:
             delta = payload.get("delta")
             text = delta.get("text") if isinstance(delta, dict) else None
             out.text = text if isinstance(text, str) else ""
+        if name in ("contentBlockStart", "contentBlockDelta", "contentBlockStop"):
+            tools_on(out, stream_tools.bedrock(name, payload, self.calls))
         elif name == "messageStop":
             reason = payload.get("stopReason")
-            out.finish = STOP_REASONS.get(reason, "stop") if isinstance(reason, str) else "stop"
+            finish = STOP_REASONS.get(reason, "stop") if isinstance(reason, str) else "stop"
+            out.finish = self.calls.finish(finish)
         elif name == "metadata":
             try:
                 counts = converse_usage(payload.get("usage"))
@@ -155,5 +162,5 @@ class FrameDecoder:
         if not self._seen:
             self._seen = out.start = True
             out.meta = {"id": self._id}
-        out.pieces = 1 if out.text else 0
+        out.pieces = 1 if out.text or out.tools else 0
         return out

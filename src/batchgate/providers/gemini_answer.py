@@ -73,7 +73,7 @@ def _choice(i: int, candidate: Any) -> dict[str, Any]:
         if not isinstance(part, Mapping):
             raise ValueError("a part is not an object")
         if isinstance(part.get("functionCall"), Mapping):
-            calls.append(_tool_call(i, len(calls), part["functionCall"]))
+            calls.append(tool_call(i, len(calls), part["functionCall"]))
         elif isinstance(part.get("text"), str) and not part.get("thought"):
             texts.append(part["text"])
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
@@ -114,7 +114,8 @@ def _token(entry: Any) -> dict[str, Any]:
     return {"token": text, "logprob": float(entry.get("logProbability", 0.0)), "bytes": list(text.encode())}
 
 
-def _tool_call(choice: int, n: int, call: Mapping[str, Any]) -> dict[str, Any]:
+def tool_call(choice: int, n: int, call: Mapping[str, Any]) -> dict[str, Any]:
+    """A `functionCall` part as OpenAI's tool call (its id, or `call_{choice}_{n}`; a stream's too)."""
     call_id = call.get("id")
     return {
         "id": call_id if isinstance(call_id, str) and call_id else f"call_{choice}_{n}",

@@ -4,7 +4,9 @@ whatever the client asked; Gemini's is `:streamGenerateContent?alt=sse`, Bedrock
 signed as Converse is, each with the chat body a chat or Responses request means), sent over the
 provider client's lean HTTP/1.1 transport (`providers.h1`, `H1Transport.stream`), its events read
 as they arrive (Bedrock's binary frames by `bedrock_stream.FrameDecoder`, the others' SSE by
-`stream_events.Decoder`).
+`stream_events.Decoder`), tool calls among them (`stream_tools`; the forced tool through which a
+JSON `response_format` was asked of Anthropic or Bedrock read as the answer's text, as an answer
+read whole is).
 
 `open_stream` returns once the provider answered 2xx with its headers (a non-2xx: the
 `ProviderError` its status means, `classify.error_for_response`; a transport failure: the
@@ -30,7 +32,7 @@ from batchgate.errors import BadRequestError, MalformedResponse, RequestTimeout,
 from batchgate.providers.anthropic import _TRANSLATE, AnthropicClient
 from batchgate.providers.bedrock import REQUEST_ID, BedrockClient, bedrock_error, stream_exception
 from batchgate.providers.bedrock_stream import FrameDecoder, StreamFailure
-from batchgate.providers.bedrock_translate import openai_to_converse
+from batchgate.providers.bedrock_translate import openai_to_converse, output_tool
 from batchgate.providers.classify import error_for_exception, error_for_response
 from batchgate.providers.gemini import GeminiClient, model_path
 from batchgate.providers.gemini_translate import openai_to_gemini
@@ -42,6 +44,7 @@ from batchgate.providers.responses_translate import responses_as_chat
 from batchgate.providers.sse import SSEError, SSEReader
 from batchgate.providers.stream_events import Decoder, Format, StreamEvent, StreamFailed
 from batchgate.providers.translate import openai_to_anthropic
+from batchgate.providers.translate_tools import RESPONSE_TOOL
 from batchgate.trace_hooks import TRACEPARENT
 from batchgate.urls import joined
 
@@ -52,16 +55,20 @@ _ERROR_BODY = 1024 * 1024  # what of a refusal's body is read
 _URLS: dict[tuple[str, str, str, str], str] = {}  # (provider, base URL, path, model) -> the URL
 
 
-def stream_request(
-    client: Any, body: dict[str, Any], model: str
-) -> tuple[str, dict[str, str], bytes, Format]:
-    """(url, headers, body bytes, event format) of `body` streamed by `client` for `model`."""
+Request = tuple[str, dict[str, str], bytes, Format, str | None]
+
+
+def stream_request(client: Any, body: dict[str, Any], model: str) -> Request:
+    """(url, headers, body bytes, event format, the forced tool of a JSON answer or None) of
+    `body` streamed by `client` for `model`."""
     if isinstance(client, AnthropicClient):
-        to_messages, _ = _TRANSLATE.get(endpoint_of(body), (openai_to_anthropic, None))
+        endpoint = endpoint_of(body)
+        to_messages, _ = _TRANSLATE.get(endpoint, (openai_to_anthropic, None))
         default = client._default_max_tokens
         request = to_messages(body, model=model, default_max_tokens=default, provider=client.name)
         request["stream"] = True
-        return client._url, {**client._headers, **_STREAM_HEADERS}, orjson.dumps(request), "messages"
+        headers = {**client._headers, **_STREAM_HEADERS}
+        return client._url, headers, orjson.dumps(request), "messages", _forced(endpoint, request)
     if isinstance(client, OpenAIClient):
         endpoint = endpoint_of(body)
         if endpoint not in (CHAT, RESPONSES):
@@ -74,12 +81,12 @@ def stream_request(
         fmt: Format = "chat" if endpoint == CHAT else "responses"
         where = (client.name, client.base_url, path, model)  # made once: `urls.joined` parses
         url = _URLS.get(where) or _URLS.setdefault(where, client.url(path, model))
-        return url, {**client._headers, **_STREAM_HEADERS}, orjson.dumps(payload), fmt
+        return url, {**client._headers, **_STREAM_HEADERS}, orjson.dumps(payload), fmt, None
     if isinstance(client, GeminiClient):  # the Vertex AI token is added by `open_stream`
         request = _translated(client.name, openai_to_gemini, _chat_payload(client.name, body))
         path = f"{model_path(client._config, model)}:streamGenerateContent?alt=sse"
         url = joined(client.base_url, path)
-        return url, {**client._headers, **_STREAM_HEADERS}, orjson.dumps(request), "gemini"
+        return url, {**client._headers, **_STREAM_HEADERS}, orjson.dumps(request), "gemini", None
     if isinstance(client, BedrockClient):
         payload = _chat_payload(client.name, body)
         to_converse = partial(openai_to_converse, default_max_tokens=client._default_max_tokens)
@@ -87,12 +94,22 @@ def stream_request(
         url = joined(client.base_url, f"model/{quote(model, safe=':')}/converse-stream")
         data = orjson.dumps(converse)
         headers = client._signer.sign("POST", url, data, {**client._headers, **_EVENT_STREAM})
-        return url, headers, data, "bedrock"
+        return url, headers, data, "bedrock", output_tool(payload)
     kind = getattr(client, "kind", type(client).__name__)
     raise BadRequestError(
         f"{client.name}: a {kind} target does not stream here (send the request without stream: true)",
         provider=client.name,
     )
+
+
+def _forced(endpoint: str, request: dict[str, Any]) -> str | None:
+    """The tool a Messages request was forced through for a JSON answer: chat's `response_format`
+    (`translate_tools.RESPONSE_TOOL`) or a Responses body's `text.format` (its only tool)."""
+    choice = request.get("tool_choice")
+    name = choice.get("name") if isinstance(choice, dict) and choice.get("type") == "tool" else None
+    if endpoint == RESPONSES or (endpoint == CHAT and name == RESPONSE_TOOL):
+        return name if isinstance(name, str) else None
+    return None
 
 
 def _chat_payload(provider: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -122,7 +139,7 @@ class UpstreamStream:
 
     def __init__(
         self, body: H1Stream, fmt: Format, idle: float, provider: str, key: Secret | None,
-        relay: Format | None = None, url: str = "",
+        relay: Format | None = None, url: str = "", answer_tool: str | None = None,
     ) -> None:  # fmt: skip
         self._body = body
         self.headers: Mapping[str, str] = body.headers
@@ -132,9 +149,11 @@ class UpstreamStream:
         self._provider = provider
         self._key = key
         self._reader = SSEReader()
-        self._decoder = Decoder(fmt, light=fmt == relay)  # relayed as they are: parsed as needed
+        # relayed as they are: parsed as needed
+        self._decoder = Decoder(fmt, light=fmt == relay, answer_tool=answer_tool)
         # Bedrock's binary frames, not SSE; the stream's id its request id, as Converse's answer's
-        self._frames = FrameDecoder(body.headers.get(REQUEST_ID)) if fmt == "bedrock" else None
+        rid = body.headers.get(REQUEST_ID)
+        self._frames = FrameDecoder(rid, answer_tool) if fmt == "bedrock" else None
         self._ready: list[StreamEvent] = []
         self._ended = False
         self._url = url
@@ -189,7 +208,7 @@ async def open_stream(
 ) -> UpstreamStream:
     """Send `body` streamed; the stream once the provider answered 2xx (see the module docstring).
     `relay`: the format the caller passes on as it is (its events decoded lightly)."""
-    url, headers, data, fmt = stream_request(client, body, model)
+    url, headers, data, fmt, answer_tool = stream_request(client, body, model)
     if isinstance(client, GeminiClient) and client._token is not None:  # Vertex AI's bearer token
         headers = {**headers, "Authorization": await client._token.header()}
     if (traceparent := TRACEPARENT.get()) is not None:  # tracing on: the trace goes on upstream
@@ -215,4 +234,4 @@ async def open_stream(
         stream.close()
         message = f"{name}: the stream came compressed, though identity was asked"
         raise MalformedResponse(message, provider=name)
-    return UpstreamStream(stream, fmt, idle, name, key, relay, url)
+    return UpstreamStream(stream, fmt, idle, name, key, relay, url, answer_tool)

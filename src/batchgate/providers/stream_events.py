@@ -1,5 +1,6 @@
 """A streamed answer's events, whatever their wire: each provider event decoded into one
-`StreamEvent` (a start, a text piece, a finish reason, the usage, the end), from
+`StreamEvent` (a start, a text piece, tool-call pieces (`stream_tools`), a finish reason, the
+usage, the end), from
 - `chat`: OpenAI's `chat.completion.chunk`s and `[DONE]`
   (https://platform.openai.com/docs/api-reference/chat-streaming),
 - `responses`: the Responses API's events
@@ -23,8 +24,10 @@ from typing import Any, Literal
 import orjson
 
 from batchgate.models import Usage
+from batchgate.providers import stream_tools
 from batchgate.providers.gemini_answer import FINISH_REASONS, usage_of
 from batchgate.providers.sse import SSEEvent, SSEReader, parse
+from batchgate.providers.stream_tools import Calls, ToolDelta
 
 Format = Literal["chat", "responses", "messages", "gemini", "bedrock"]
 # Anthropic's stop reasons as chat's finish reasons (the translation `providers/translate.py` makes)
@@ -51,6 +54,7 @@ class StreamEvent:
     meta: dict[str, Any] = field(default_factory=dict)  # id, model, created
     more: bool = False  # more events came in the same read (a relay writes them together)
     pieces: int = 0  # the pieces of text it carries (counted for what was produced)
+    tools: tuple[ToolDelta, ...] = ()  # pieces of tool calls (`stream_tools`)
 
 
 # What a light decoder parses (the rest only counted): each format's events that start or end a
@@ -60,23 +64,34 @@ _NEEDED = {
     "responses": frozenset({"response.created", "response.completed", "response.incomplete",
                             "response.failed", "error"}),
 }  # fmt: skip
-_PIECE = {"messages": "content_block_delta", "responses": "response.output_text.delta"}
+# the events that carry a piece of the answer (text, or a tool call's arguments)
+_PIECE = {
+    "messages": ("content_block_delta",),
+    "responses": ("response.output_text.delta", "response.function_call_arguments.delta"),
+}
 # where an event the gateway must parse may start, by format (chat's by what its data holds)
 _MUST_PARSE = {
     "chat": (b'"error"', b'"finish_reason":"', b'"finish_reason": "', b"data: [DONE]"),
     **{fmt: tuple(f"event: {name}\n".encode() for name in names) for fmt, names in _NEEDED.items()},
 }
-_PIECE_LINE = {fmt: f"event: {name}\n".encode() for fmt, name in _PIECE.items()}
+_RESPONSES_TOOLS = frozenset(
+    {"response.output_item.added", "response.function_call_arguments.delta", "response.output_item.done"}
+)
+_PIECE_LINE = {fmt: f"event: {names[0]}\n".encode() for fmt, names in _PIECE.items()}  # text's
+_ARGUMENTS_LINE = b"event: response.function_call_arguments.delta\n"
 
 
 class Decoder:
     """Decodes one stream's events in order (Messages splits its usage over two events). A `light`
     one (its events relayed as they are) parses only what the gateway needs — the first event,
-    the usage, the end, an error — and only counts the text pieces (`.text` stays empty)."""
+    the usage, the end, an error — and only counts the text pieces (`.text` stays empty, and
+    `.tools`). `answer_tool`: the forced tool of a JSON `response_format`, read as text
+    (`stream_tools.Calls`)."""
 
-    def __init__(self, fmt: Format, *, light: bool = False) -> None:
+    def __init__(self, fmt: Format, *, light: bool = False, answer_tool: str | None = None) -> None:
         self.fmt = fmt
         self.light = light
+        self.calls = Calls(answer_tool)
         self._seen = False
         self._prompt = 0  # Messages: the input tokens `message_start` said
         self.ended = False  # the stream's last event was seen
@@ -108,8 +123,10 @@ class Decoder:
             self._messages(data, out)
         if not self._seen:
             self._seen = out.start = True
+        if out.finish is not None:
+            out.finish = self.calls.finish(out.finish)
         self.ended = self.ended or out.done
-        out.pieces = 1 if out.text else 0
+        out.pieces = 1 if out.text or out.tools else 0
         return out
 
     def decode_all(self, raws: list[bytes]) -> list[StreamEvent]:
@@ -167,7 +184,8 @@ class Decoder:
         if self.fmt != "chat":
             if not run.startswith(b"event: ") or run.count(b"\n\nevent: ") != events - 1:
                 return 0, 0
-            return n, run.count(_PIECE_LINE[self.fmt])
+            pieces = run.count(_PIECE_LINE[self.fmt])
+            return n, pieces + run.count(_ARGUMENTS_LINE) if self.fmt == "responses" else pieces
         if (
             not run.startswith(b"data: {")
             or run.count(b"\n\ndata: {") != events - 1
@@ -175,7 +193,7 @@ class Decoder:
             or run.count(b'"usage"') != run.count(b'"usage":null') + run.count(b'"usage": null')
         ):
             return 0, 0
-        pieces = run.count(b'"content":"') + run.count(b'"content": "')
+        pieces = run.count(b'"content":"') + run.count(b'"content": "') + run.count(b'"arguments":')
         return (n, pieces) if pieces <= events else (0, 0)
 
     def _plain(self, raw: bytes) -> int | None:
@@ -188,23 +206,26 @@ class Decoder:
                 return None
             if b'"usage"' in raw and b'"usage":null' not in raw and b'"usage": null' not in raw:
                 return None
-            return 1 if b'"content":"' in raw or b'"content": "' in raw else 0
+            text = b'"content":"' in raw or b'"content": "' in raw
+            return 1 if text or b'"arguments":' in raw else 0  # a piece of text or of a call's arguments
         if not raw.startswith(b"event: "):
             return None
         name = raw[7 : raw.find(b"\n")].decode("utf-8", "replace")
         if name in _NEEDED[self.fmt]:
             return None
-        return 1 if name == _PIECE[self.fmt] else 0
+        return 1 if name in _PIECE[self.fmt] else 0
 
-    @staticmethod
-    def _chat(data: dict[str, Any], out: StreamEvent) -> None:
+    def _chat(self, data: dict[str, Any], out: StreamEvent) -> None:
         out.meta = data
         choices = data.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
             choice = choices[0]
             delta = choice.get("delta")
-            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
-                out.text = delta["content"]
+            if isinstance(delta, dict):
+                if isinstance(delta.get("content"), str):
+                    out.text = delta["content"]
+                if "tool_calls" in delta:
+                    tools_on(out, stream_tools.chat(delta, self.calls))
             if isinstance(choice.get("finish_reason"), str):
                 out.finish = choice["finish_reason"]
         usage = data.get("usage")
@@ -212,11 +233,12 @@ class Decoder:
             out.usage = _usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
             out.usage_only = not choices
 
-    @staticmethod
-    def _responses(data: dict[str, Any], out: StreamEvent) -> None:
+    def _responses(self, data: dict[str, Any], out: StreamEvent) -> None:
         kind = data.get("type")
         if kind == "response.output_text.delta" and isinstance(data.get("delta"), str):
             out.text = data["delta"]
+        elif kind in _RESPONSES_TOOLS:
+            tools_on(out, stream_tools.responses(kind, data, self.calls))
         elif kind in ("response.created", "response.completed", "response.incomplete"):
             response = data.get("response")
             if isinstance(response, dict):
@@ -242,6 +264,10 @@ class Decoder:
         elif kind == "content_block_delta" and isinstance(data.get("delta"), dict):
             text = data["delta"].get("text")
             out.text = text if isinstance(text, str) else ""
+            if data["delta"].get("type") == "input_json_delta":
+                tools_on(out, stream_tools.messages(kind, data, self.calls))
+        elif kind in ("content_block_start", "content_block_stop"):
+            tools_on(out, stream_tools.messages(kind, data, self.calls))
         elif kind == "message_delta":
             delta = data.get("delta")
             reason = delta.get("stop_reason") if isinstance(delta, dict) else None
@@ -252,8 +278,7 @@ class Decoder:
         elif kind == "message_stop":
             out.done = True
 
-    @staticmethod
-    def _gemini(data: dict[str, Any], out: StreamEvent) -> None:
+    def _gemini(self, data: dict[str, Any], out: StreamEvent) -> None:
         if "error" in data:  # an error after the stream began (Google's error body as a chunk)
             raise StreamFailed(_message(data))
         out.meta = {"id": data.get("responseId"), "model": data.get("modelVersion")}
@@ -265,6 +290,7 @@ class Decoder:
         if isinstance(parts, list):  # text parts (thoughts left out, as `gemini_answer` leaves them)
             texts = [p.get("text") for p in parts if isinstance(p, dict) and not p.get("thought")]
             out.text = "".join(t for t in texts if isinstance(t, str))
+            tools_on(out, stream_tools.gemini(parts, self.calls))
         reason = candidate.get("finishReason")
         if isinstance(reason, str):  # the last chunk: its usage is the whole answer's
             out.finish, out.done = FINISH_REASONS.get(reason, "stop"), True
@@ -276,6 +302,15 @@ class Decoder:
             if counts is None:  # no usage: settled from what was produced
                 return
             out.usage = Usage(counts["prompt_tokens"], counts["completion_tokens"])
+
+
+def tools_on(out: StreamEvent, decoded: stream_tools.Decoded) -> None:
+    """Put decoded tool-call pieces on `out` (the forced answer tool's as its text)."""
+    tools, text = decoded
+    if tools:
+        out.tools = (*out.tools, *tools)
+    if text:
+        out.text += text
 
 
 def _usage(prompt: Any, completion: Any) -> Usage | None:
