@@ -13,6 +13,7 @@ import orjson
 import pytest
 import yaml
 
+from awsutil import aws_env
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 
 from .harness import MODEL, Cli, expected_ids, ids_once, read_jsonl, write_input
@@ -22,13 +23,7 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.slow]  # CLI runs as subproces
 KEY_ID = "AKIDACCEPTANCE0001"
 SECRET = "bedrock/secret+acceptance-7f2d"
 BEDROCK_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
-AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": KEY_ID,
-    "AWS_SECRET_ACCESS_KEY": SECRET,
-    "AWS_CONFIG_FILE": "/nonexistent/aws-config",
-    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
+AWS_ENV = aws_env(KEY_ID, SECRET)
 
 
 @pytest.fixture

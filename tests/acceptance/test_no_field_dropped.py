@@ -19,6 +19,7 @@ import orjson
 import pytest
 import yaml
 
+from awsutil import aws_env
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 
 from .harness import MODEL, Cli, read_jsonl
@@ -98,10 +99,7 @@ ON_BEDROCK = {("oa", "tools"): "toolConfig", ("oa", "user"): "requestMetadata",
               ("an", "top_k"): "additionalModelRequestFields"}  # fmt: skip
 AZURE_KEY_ENV = "AZURE_OPENAI_API_KEY"
 AWS_ID, AWS_SECRET = "AKIDFIELDS", "fields-secret-key-0123"
-AWS_ENV = {"AWS_ACCESS_KEY_ID": AWS_ID, "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": "/nonexistent/aws-config",
-           "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-c",
-           "AWS_EC2_METADATA_DISABLED": "true"}  # fmt: skip
+AWS_ENV = {**aws_env(AWS_ID, AWS_SECRET), "AWS_DEFAULT_REGION": "us-east-1"}
 KINDS = {
     "openai": "openai",
     "azure": "azure",

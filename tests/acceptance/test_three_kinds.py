@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from awsutil import aws_env
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 from waiting import wait_for
 
@@ -74,11 +75,7 @@ def test_the_quick_start_reviews_run_on_three_kinds_and_fail_over_when_one_goes_
         {
             "OA_KEY": "sk-three-kinds-0123456789",
             "GEMINI_API_KEY": GEMINI_KEY,
-            "AWS_ACCESS_KEY_ID": AWS_ID,
-            "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
-            "AWS_CONFIG_FILE": "/nonexistent/aws-config",
-            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
-            "AWS_EC2_METADATA_DISABLED": "true",
+            **aws_env(AWS_ID, AWS_SECRET),
         }
     )
     proc = cli.start("run", str(src), "--config", str(cfg), "--output", str(out), "-q")

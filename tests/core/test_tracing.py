@@ -6,7 +6,6 @@ the provider receives the request span's `traceparent`; with tracing off nothing
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,12 +23,10 @@ from batchgate.gateway import Gateway
 from batchgate.models import ProviderResponse, RateLimitSnapshot, Usage
 from batchgate.observe.tracing.setup import tracing_on
 from batchgate.policy.circuit import CircuitSettings
-from batchgate.policy.retry import RetryPolicy, RetrySettings
 from batchgate.quota.limits import QuotaLimits
 from batchgate.runtime import build_runtime
-from batchgate.scheduler import Scheduler, Target
-from batchgate.slots import FairSlots
 from batchgate.tokens import EstimatingTokenCounter
+from engineutil import drive, one_target_scheduler
 from loopback import serving
 
 from .conftest import EmulatorFactory, chat, emu_provider, gateway_config
@@ -182,17 +179,9 @@ async def test_a_hedged_request_shows_the_leg_that_lost_the_race(spans: InMemory
     config = ProviderConfig(name="p", kind="openai", base_url="http://x", limits=QuotaLimits(rpm=600))
     client = _HangsFirst()
     runtime = build_runtime(config, client, EstimatingTokenCounter(), clock, CircuitSettings(), timeout=60.0)
-    sched = Scheduler(
-        {"m": [Target(runtime, "m")]},
-        clock=clock,
-        retry=RetryPolicy(RetrySettings(4, 0.1, 1.0, 2.0), random.Random(1)),
-        global_slots=FairSlots(3, ["p"], clock),
-    )
+    sched = one_target_scheduler(runtime, clock, max_attempts=4)
     task = asyncio.ensure_future(sched.run(0, chat("hello"), "r0"))
-    while not task.done():
-        for _ in range(5):
-            await asyncio.sleep(0)
-        clock.advance(0.25)
+    await drive(clock, [task])
     result = task.result()
     assert result.ok
     assert client.calls == 2  # the primary, then its hedge

@@ -18,6 +18,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from awsutil import aws_only
 from batchgate.config import ProviderConfig, TimeoutConfig
 from batchgate.config.bedrock import BedrockSettings
 from batchgate.emulator import Emulator, EmulatorThread, emulator_config_from_dict
@@ -49,15 +50,9 @@ TOOL = {"type": "function", "function": {"name": "label", "parameters": {"type":
 
 
 @pytest.fixture(autouse=True)
-def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+def aws_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """The credential chain sees these keys only (no files of the machine, no instance role)."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY_ID)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    aws_only(monkeypatch, KEY_ID, SECRET)
 
 
 def _config(**provider: Any) -> Any:

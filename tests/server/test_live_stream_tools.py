@@ -19,16 +19,13 @@ import anthropic
 import openai
 import orjson
 import pytest
-from aiohttp import web
 from anthropic.types import Message, MessageParam, ToolParam
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam, ChatCompletionToolParam
 
+from awsutil import aws_only
 from batchgate import Gateway
-from batchgate.config import config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
-from batchgate.server.app import errors
-from batchgate.server.proxy.live import LiveApi
-from loopback import serving
+from liveutil import live_rig
 from waiting import until
 
 pytestmark = pytest.mark.integration
@@ -47,15 +44,9 @@ ANTHROPIC_TOOLS: list[ToolParam] = [{"name": "get_weather", "input_schema": SCHE
 
 
 @pytest.fixture(autouse=True)
-def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+def aws_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """The credential chain sees these keys only (no files of the machine, no instance role)."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY_ID)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    aws_only(monkeypatch, KEY_ID, SECRET)
 
 
 def _emulator() -> Emulator:
@@ -84,11 +75,8 @@ def _config(emu: Emulator) -> dict[str, Any]:
 
 @pytest.fixture
 async def rig() -> AsyncIterator[tuple[str, Gateway]]:
-    async with _emulator() as emu, Gateway(config_from_dict(_config(emu))) as gw:
-        app = web.Application(middlewares=[errors])
-        app.add_routes(LiveApi(gw, gw._clock).routes())
-        async with serving(app) as url:
-            yield url, gw
+    async with _emulator() as emu, live_rig(emu, _config(emu)) as served:
+        yield served.url, served.gw
 
 
 def _open(gw: Gateway) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -17,17 +16,12 @@ import anthropic
 import openai
 import orjson
 import pytest
-from aiohttp import web
 from anthropic.types import Message, MessageParam
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 from openai.types.responses import ResponseStreamEvent
 
-from batchgate import Gateway
-from batchgate.config import config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
-from batchgate.server.app import errors
-from batchgate.server.proxy.live import LiveApi
-from loopback import serving
+from liveutil import Rig, live_rig
 from waiting import until
 
 pytestmark = pytest.mark.integration
@@ -36,19 +30,6 @@ OA, AN, STALL, FAILOVER, DEAD, GEM = "m-oa", "m-an", "m-stall", "m-failover", "m
 LATENCY = {"ttft_p50_ms": 5.0, "ttft_sigma": 0.1, "per_token_ms": 1.0}
 ASK: list[ChatCompletionMessageParam] = [{"role": "user", "content": "write 30 words"}]
 HI: list[MessageParam] = [{"role": "user", "content": "write 30 words"}]
-
-
-@dataclass
-class Rig:
-    url: str
-    emu: Emulator
-    gw: Gateway
-
-    def open_reservations(self) -> int:
-        return sum(rt.pool.statistics().open for rt in self.gw.runtimes.values())
-
-    def settled_twice(self) -> int:
-        return sum(rt.pool.statistics().settled_twice for rt in self.gw.runtimes.values())
 
 
 def _emulator() -> Emulator:
@@ -94,11 +75,8 @@ def _config(emu: Emulator) -> dict[str, Any]:
 
 @pytest.fixture
 async def rig() -> AsyncIterator[Rig]:
-    async with _emulator() as emu, Gateway(config_from_dict(_config(emu))) as gw:
-        app = web.Application(middlewares=[errors])
-        app.add_routes(LiveApi(gw, gw._clock).routes())
-        async with serving(app) as url:
-            yield Rig(url, emu, gw)
+    async with _emulator() as emu, live_rig(emu, _config(emu)) as served:
+        yield served
 
 
 def _openai(rig: Rig) -> openai.OpenAI:

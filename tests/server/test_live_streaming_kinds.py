@@ -11,24 +11,19 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import anthropic
 import openai
 import pytest
-from aiohttp import web
 from anthropic.types import Message, MessageParam
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 from openai.types.responses import ResponseStreamEvent
 
-from batchgate import Gateway
-from batchgate.config import config_from_dict
+from awsutil import aws_only
 from batchgate.emulator import Emulator, emulator_config_from_dict
-from batchgate.server.app import errors
-from batchgate.server.proxy.live import LiveApi
-from loopback import serving
+from liveutil import Rig, live_rig
 from waiting import until
 
 pytestmark = pytest.mark.integration
@@ -43,29 +38,10 @@ HI: list[MessageParam] = [{"role": "user", "content": "write 30 words"}]
 BEDROCK_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 
 
-@dataclass
-class Rig:
-    url: str
-    emu: Emulator
-    gw: Gateway
-
-    def open_reservations(self) -> int:
-        return sum(rt.pool.statistics().open for rt in self.gw.runtimes.values())
-
-    def settled_twice(self) -> int:
-        return sum(rt.pool.statistics().settled_twice for rt in self.gw.runtimes.values())
-
-
 @pytest.fixture(autouse=True)
-def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+def aws_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """The credential chain sees these keys only (no files of the machine, no instance role)."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY_ID)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    aws_only(monkeypatch, KEY_ID, SECRET)
 
 
 def _emulator() -> Emulator:
@@ -108,11 +84,8 @@ def _config(emu: Emulator) -> dict[str, Any]:
 
 @pytest.fixture
 async def rig() -> AsyncIterator[Rig]:
-    async with _emulator() as emu, Gateway(config_from_dict(_config(emu))) as gw:
-        app = web.Application(middlewares=[errors])
-        app.add_routes(LiveApi(gw, gw._clock).routes())
-        async with serving(app) as url:
-            yield Rig(url, emu, gw)
+    async with _emulator() as emu, live_rig(emu, _config(emu)) as served:
+        yield served
 
 
 def _openai(rig: Rig) -> openai.OpenAI:
