@@ -7,8 +7,9 @@ import argparse
 import contextlib
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -23,6 +24,9 @@ from batchgate.jobs.store.location import (
     parse_location,
 )
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+
+if TYPE_CHECKING:
+    from batchgate.jobs.report.shapes import Report
 
 
 def register(sub: Any) -> None:
@@ -192,11 +196,12 @@ def _report(args: argparse.Namespace) -> int:
     from batchgate.jobs.finish import stored_report, write_report  # noqa: PLC0415 — start-up: not for `--help`
     from batchgate.jobs.output.same_file import check_output_writable  # noqa: PLC0415 — start-up: not for `--help`
     from batchgate.jobs.report.build import render_summary  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.report.shapes import report_json  # noqa: PLC0415 — start-up: not for `--help`
 
     if args.html is not None:
         return _report_html(args)
 
-    async def go() -> dict[str, Any]:
+    async def go() -> Report:
         store = await _open(args)
         try:
             job = await find_job(store, args.job)
@@ -212,11 +217,7 @@ def _report(args: argparse.Namespace) -> int:
 
     report = asyncio.run(go())
     if args.output is None:
-        print(
-            render_summary(report)
-            if args.summary
-            else orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
-        )
+        print(render_summary(report) if args.summary else report_json(report).decode())
     elif args.summary:
         check_output_writable(args.output)
         write_text(args.output, render_summary(report) + "\n")
@@ -278,7 +279,7 @@ def _report_html(args: argparse.Namespace) -> int:
     return 0
 
 
-def _spec_line(shown: dict[str, Any]) -> str:
+def _spec_line(shown: Mapping[str, object]) -> str:
     from batchgate.config.job_spec import spec_line  # noqa: PLC0415 — start-up: not for `--help`
 
     return spec_line(shown)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 import orjson
@@ -36,6 +36,22 @@ MAX_RETRY_ROUNDS = 100
 MAX_TIME = 7_258_118_400.0  # 2200-01-01T00:00:00Z
 _URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$", re.IGNORECASE)
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class ShownSpec(TypedDict):
+    """What `JobSpec.shown` gives: the spec as `status`, `jobs` and the report show it."""
+
+    name: str | None
+    priority: str
+    metadata: dict[str, str]
+    not_before: str | None
+    deadline: str | None
+    deadline_hours: float | None
+    mode: str | None
+    callback_host: str | None
+    retry_failed: int
+
+
 # Every field the parser reads; a door passes the subset it accepts (`fields=`).
 FIELDS = frozenset(
     {"name", "priority", "not_before", "deadline", "deadline_hours", "callback_url",
@@ -94,7 +110,7 @@ class JobSpec:
             given = {"deadline": None, "deadline_hours": None, **given}
         return replace(base, **given)
 
-    def shown(self) -> dict[str, Any]:
+    def shown(self) -> ShownSpec:
         """What `status`, `jobs` and the report show of it: its name, priority, metadata and times
         (RFC 3339), the callback by its host only (a URL may carry a token)."""
         host = urlsplit(self.callback_url).hostname if self.callback_url else None
@@ -161,12 +177,13 @@ def parse_job_spec(
     )
 
 
-def spec_line(shown: dict[str, Any]) -> str:
+def spec_line(shown: Mapping[str, object]) -> str:
     """` "name" (high; team=search, run=7)`: a job's name, a priority other than normal and its
     metadata, as `JobSpec.shown` gives them ("" when none is set)."""
     name = f' "{shown["name"]}"' if shown.get("name") else ""
-    marks = [shown["priority"]] if shown.get("priority") not in (None, "normal") else []
-    pairs = ", ".join(f"{k}={v}" for k, v in sorted((shown.get("metadata") or {}).items()))
+    marks = [str(shown["priority"])] if shown.get("priority") not in (None, "normal") else []
+    metadata = shown.get("metadata")
+    pairs = ", ".join(f"{k}={v}" for k, v in sorted(metadata.items())) if isinstance(metadata, dict) else ""
     detail = "; ".join(marks + ([pairs] if pairs else []))
     return name + (f" ({detail})" if detail else "")
 

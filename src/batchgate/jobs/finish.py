@@ -8,7 +8,7 @@ report counts the rounds a job has had over all its runs."""
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -24,11 +24,10 @@ from batchgate.jobs.report.build import (
     REPORT_BLOB,
     RETRY_ROUND,
     build_report,
-    dump_segments,
     fold_open_segment,
     load_invalid,
-    load_segments,
 )
+from batchgate.jobs.report.shapes import Report, Segment, dump_segments, load_segments, report_json
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.text import plural
 
@@ -67,17 +66,17 @@ class Finished:
     unfinished: int
     written: int
     failed: int
-    report: dict[str, Any]
+    report: Report
 
 
 async def finish_job(
     store: JobStore,
     job_id: str,
     files: OutputFiles,
-    segments: list[dict[str, Any]],
+    segments: list[Segment],
     *,
     stop_reason: str | None,
-    emulator_stats: dict[str, Any] | None = None,
+    emulator_stats: Mapping[str, object] | None = None,
     graph: GraphTasks | None = None,
     appended: int | None = None,
     more_input: bool = False,
@@ -121,7 +120,7 @@ async def finish_job(
     return Finished(status, reason, unfinished, written, failed, report)
 
 
-async def earlier_segments(store: JobStore, job_id: str) -> list[dict[str, Any]]:
+async def earlier_segments(store: JobStore, job_id: str) -> list[Segment]:
     """The report segments of earlier runs, with the figures of a run that was killed folded in."""
     segments = load_segments(await store.get_blob(job_id, REPORT_BLOB))
     if fold_open_segment(segments, await store.get_blob(job_id, OPEN_SEGMENT_BLOB)):
@@ -130,32 +129,36 @@ async def earlier_segments(store: JobStore, job_id: str) -> list[dict[str, Any]]
     return segments
 
 
-def refused_tokens(segments: list[dict[str, Any]]) -> int:
+def refused_tokens(segments: list[Segment]) -> int:
     """Tokens earlier runs were billed for answers the output check refused (not in the store)."""
     return sum(
         int(p.get("validation_tokens", 0)) for seg in segments for p in seg.get("providers", {}).values()
     )
 
 
-def _without_series(stats: dict[str, Any]) -> dict[str, Any]:
+def _without_series(stats: Mapping[str, object]) -> dict[str, object]:
+    """The embedded emulator's figures for the report: each provider's time series left out."""
+    given = stats.get("providers")
     providers = {
-        name: {k: v for k, v in p.items() if k != "series"} for name, p in stats.get("providers", {}).items()
+        name: {k: v for k, v in p.items() if k != "series"}
+        for name, p in (given.items() if isinstance(given, Mapping) else ())
+        if isinstance(p, Mapping)
     }
     return {**stats, "providers": providers}
 
 
-def write_report(path: Path, report: dict[str, Any]) -> None:
+def write_report(path: Path, report: Report) -> None:
     """Write the JSON report atomically (owner-only)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
-        f.write(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+        f.write(report_json(report))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
-async def stored_report(store: JobStore, job: JobRecord) -> dict[str, Any]:
+async def stored_report(store: JobStore, job: JobRecord) -> Report:
     """The job's report as the store has it now: a run going on, or killed, has left its figures
     so far (read and folded in, never written back)."""
     segments = load_segments(await store.get_blob(job.job_id, REPORT_BLOB))
@@ -192,7 +195,7 @@ async def run_in_rounds(
     job_id: str,
     rounds: int,
     run: Callable[[], Awaitable[tuple[_O, _G]]],
-    segments: list[dict[str, Any]],
+    segments: list[Segment],
     say: Callable[[str], None],
 ) -> tuple[_O, _G]:
     """Run the job (`run`), with up to `rounds` rounds of its failed tasks re-queued first."""
@@ -213,6 +216,6 @@ async def run_in_rounds(
     return outcome, extra
 
 
-def _mark(segments: list[dict[str, Any]], round_no: int) -> None:
+def _mark(segments: list[Segment], round_no: int) -> None:
     if round_no and segments:
         segments[-1][RETRY_ROUND] = round_no

@@ -53,6 +53,7 @@ from batchgate.jobs.report.build import (
     render_summary,
     run_segment,
 )
+from batchgate.jobs.report.shapes import Segment
 from batchgate.jobs.store.location import resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger
@@ -146,7 +147,7 @@ async def _run_engine(
     config: GatewayConfig,
     req: RunRequest,
     sink: ProgressSink,
-    segments: list[dict[str, Any]],
+    segments: list[Segment],
     deadline: float | None,
     clock: Clock,
     graph: GraphTasks | None = None,
@@ -308,7 +309,7 @@ async def _finish(
     job: JobRecord,
     outcome: EngineOutcome,
     req: RunRequest,
-    segments: list[dict[str, Any]],
+    segments: list[Segment],
     sink: ProgressSink,
     out: Callable[[str], None],
     err: Callable[[str], None],

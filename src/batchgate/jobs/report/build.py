@@ -10,7 +10,9 @@ use, its totals over all jobs, hedges) is apart, under `provider_state` (`"scope
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final, cast
 
 import orjson
 
@@ -24,6 +26,17 @@ from batchgate.jobs.report.provider_figures import (
     hist_percentiles,
     own_providers,
     shared_state,
+)
+from batchgate.jobs.report.shapes import (
+    BatchProviderSection,
+    BatchSection,
+    InvalidOutput,
+    Percentiles,
+    ProviderFigures,
+    ProviderState,
+    Report,
+    ReportProvider,
+    Segment,
 )
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.request_fields import out_line_metadata
@@ -57,7 +70,7 @@ def run_segment(
     *,
     run_id: str,
     finished: bool = True,
-) -> dict[str, Any]:
+) -> Segment:
     """What one run (one process, from start or resume to stop) contributes to the report.
 
     A run killed before it finished leaves its last periodic segment (`finished` False) behind;
@@ -67,7 +80,7 @@ def run_segment(
     """
     shared = progress.shared_gateway
     providers = own_providers(progress) if shared else gateway_providers(stats, progress)
-    segment: dict[str, Any] = {
+    segment: Segment = {
         "run_id": run_id,
         "finished": finished,
         "elapsed_ms": round(elapsed_s * 1000.0),
@@ -81,72 +94,98 @@ def run_segment(
     return segment
 
 
-def _empty_provider() -> dict[str, Any]:
-    return dict.fromkeys(_ADDITIVE, 0) | {
-        "errors_by_kind": {},
-        "retries_by_kind": {},
-        "avg_latency_ms": 0.0,
-        "latency_ms": {"p50": 0.0, "p95": 0.0, "p99": 0.0},
-        "latency_hist": {},
-        "cost_usd": 0.0,
-        "batch_cost_usd": 0.0,
-        "unreachable_cause": None,
-        "_runs": 0,
-        "_latency_sum": 0.0,
-    }
+@dataclass(slots=True)
+class _Merging:
+    """One provider's figures being summed over a job's segments."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_ADDITIVE, 0))
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+    retries_by_kind: dict[str, int] = field(default_factory=dict)
+    latency_ms: Percentiles = field(default_factory=lambda: Percentiles(p50=0.0, p95=0.0, p99=0.0))
+    latency_hist: dict[str, int] = field(default_factory=dict)
+    cost_usd: float = 0.0
+    batch_cost_usd: float = 0.0
+    unreachable_cause: str | None = None
+    runs: int = 0  # runs that answered something
+    latency_sum: float = 0.0  # each run's average latency times its answered attempts
+
+    def add(self, p: ProviderFigures) -> None:
+        figures: Mapping[str, object] = p
+        for k in _ADDITIVE:
+            self.counts[k] += int(cast("int", figures.get(k, 0)))
+        self.cost_usd = round(self.cost_usd + float(p.get("cost_usd", 0.0)), 6)
+        self.batch_cost_usd = round(self.batch_cost_usd + float(p.get("batch_cost_usd", 0.0)), 6)
+        for into, by in (
+            (self.errors_by_kind, p.get("errors_by_kind", {})),
+            (self.retries_by_kind, p.get("retries_by_kind", {})),
+        ):
+            for kind, n in by.items():
+                into[kind] = into.get(kind, 0) + int(n)
+        self.unreachable_cause = p.get("unreachable_cause") or self.unreachable_cause
+        answered = int(p.get("success_count", 0)) + int(p.get("error_count", 0))
+        if not answered:
+            return
+        self.runs += 1
+        self.latency_sum += float(p.get("avg_latency_ms", 0.0)) * answered
+        self.latency_ms = cast("Percentiles", dict(p.get("latency_ms", self.latency_ms)))
+        for key, n in p.get("latency_hist", {}).items():
+            self.latency_hist[key] = self.latency_hist.get(key, 0) + int(n)
+
+    def figures(self) -> ReportProvider:
+        c = self.counts
+        answered = c["success_count"] + c["error_count"]
+        multi = self.runs > 1 and self.latency_hist
+        return {
+            "request_count": c["request_count"],
+            "success_count": c["success_count"],
+            "error_count": c["error_count"],
+            "rate_limited": c["rate_limited"],
+            "retries": c["retries"],
+            "prompt_tokens": c["prompt_tokens"],
+            "completion_tokens": c["completion_tokens"],
+            "wasted_tokens": c["wasted_tokens"],
+            "hedged": c["hedged"],
+            "duplicate_tokens": c["duplicate_tokens"],
+            "validation_tokens": c["validation_tokens"],
+            "unreachable_attempts": c["unreachable_attempts"],
+            "errors_by_kind": self.errors_by_kind,
+            "retries_by_kind": self.retries_by_kind,
+            "avg_latency_ms": round(self.latency_sum / answered, 1) if answered else 0.0,
+            "latency_ms": hist_percentiles(self.latency_hist) if multi else self.latency_ms,
+            "cost_usd": self.cost_usd,
+            "batch_cost_usd": self.batch_cost_usd,
+            "unreachable_cause": self.unreachable_cause,
+            "live_cost_usd": round(self.cost_usd - self.batch_cost_usd, 6),
+        }
 
 
-def merge_segments(segments: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
+def merge_segments(segments: list[Segment]) -> tuple[int, dict[str, ReportProvider]]:
     """Sum counters over runs. The average latency is weighted by each run's answered attempts;
     percentiles are exact for a provider seen in one run, else read from the merged histograms."""
     elapsed = 0
-    merged: dict[str, dict[str, Any]] = {}
+    merged: dict[str, _Merging] = {}
     for seg in segments:
         elapsed += int(seg.get("elapsed_ms", 0))
         for name, p in seg.get("providers", {}).items():
-            into = merged.setdefault(name, _empty_provider())
-            for k in _ADDITIVE:
-                into[k] += int(p.get(k, 0))
-            into["cost_usd"] = round(into["cost_usd"] + float(p.get("cost_usd", 0.0)), 6)
-            into["batch_cost_usd"] = round(into["batch_cost_usd"] + float(p.get("batch_cost_usd", 0.0)), 6)
-            for key in ("errors_by_kind", "retries_by_kind"):
-                for kind, n in p.get(key, {}).items():
-                    into[key][kind] = into[key].get(kind, 0) + int(n)
-            into["unreachable_cause"] = p.get("unreachable_cause") or into["unreachable_cause"]
-            answered = int(p.get("success_count", 0)) + int(p.get("error_count", 0))
-            if not answered:
-                continue
-            into["_runs"] += 1
-            into["_latency_sum"] += float(p.get("avg_latency_ms", 0.0)) * answered
-            into["latency_ms"] = dict(p.get("latency_ms", into["latency_ms"]))
-            for key, n in p.get("latency_hist", {}).items():
-                into["latency_hist"][key] = into["latency_hist"].get(key, 0) + int(n)
-    for into in merged.values():
-        into["live_cost_usd"] = round(into["cost_usd"] - into["batch_cost_usd"], 6)
-        answered = into["success_count"] + into["error_count"]
-        latency_sum = into.pop("_latency_sum")
-        into["avg_latency_ms"] = round(latency_sum / answered, 1) if answered else 0.0
-        if into.pop("_runs") > 1 and into["latency_hist"]:
-            into["latency_ms"] = hist_percentiles(into["latency_hist"])
-        del into["latency_hist"]
-    return elapsed, merged
+            merged.setdefault(name, _Merging()).add(p)
+    return elapsed, {name: m.figures() for name, m in merged.items()}
 
 
-RETRY_ROUND = "retry_round"  # on a run segment: the run that ended a --retry-failed round (its number)
+RETRY_ROUND: Final = "retry_round"  # on a run segment: the run that ended a --retry-failed round (its number)
 
 
 def build_report(
     job: JobRecord,
     counts: dict[TaskState, int],
     totals: dict[str, float],
-    segments: list[dict[str, Any]],
+    segments: list[Segment],
     *,
-    invalid: tuple[int, list[dict[str, Any]]] = (0, []),
-) -> dict[str, Any]:
+    invalid: tuple[int, list[InvalidOutput]] = (0, []),
+) -> Report:
     elapsed, providers = merge_segments(segments)
     batches = batch_section(segments)
     _add_batch_items(providers, batches["by_provider"])
-    return {
+    report: Report = {
         "batch_id": job.job_id,
         "job": job.options.spec.shown(),  # name, priority, metadata, schedule (`config.job_spec`)
         "status": job.status,
@@ -190,24 +229,29 @@ def build_report(
             "batch_saving_usd": batches["saving_usd"],
         },
         "batches": batches,
-    } | _provider_state(segments)
+    }
+    if (state := _provider_state(segments)) is not None:
+        report["provider_state"] = state
+    return report
 
 
-def _provider_state(segments: list[dict[str, Any]]) -> dict[str, Any]:
+def _provider_state(segments: list[Segment]) -> dict[str, ProviderState] | None:
     """A server job's `provider_state`: the shared gateway's, as its latest run last saw it."""
     for seg in reversed(segments):
-        if seg.get("provider_state"):
-            return {"provider_state": seg["provider_state"]}
-    return {}
+        if state := seg.get("provider_state"):
+            return state
+    return None
 
 
-def _add_batch_items(providers: dict[str, Any], by_provider: dict[str, Any]) -> None:
+def _add_batch_items(
+    providers: dict[str, ReportProvider], by_provider: dict[str, BatchProviderSection]
+) -> None:
     """Count what each provider answered through its Batch API beside its live requests: the
     items (`batch_items`, `batch_succeeded`, `batch_failed`, and in its `request_count`,
     `success_count` and `error_count`), their tokens in the provider's `prompt_tokens` /
     `completion_tokens`, and the saving."""
     for name, b in by_provider.items():
-        p = providers.setdefault(name, merge_segments([{"providers": {name: {}}}])[1][name])
+        p = providers.setdefault(name, _Merging().figures())
         p["batch_items"] = b["items"]
         p["batch_succeeded"] = b["succeeded"]
         p["batch_failed"] = b["failed"]
@@ -217,10 +261,11 @@ def _add_batch_items(providers: dict[str, Any], by_provider: dict[str, Any]) -> 
         p["prompt_tokens"] += b["prompt_tokens"]
         p["completion_tokens"] += b["completion_tokens"]
     for name, p in providers.items():
-        p["batch_saving_usd"] = round(by_provider.get(name, {}).get("saving_usd", 0.0), 6)
+        b_of = by_provider.get(name)
+        p["batch_saving_usd"] = round(b_of["saving_usd"] if b_of is not None else 0.0, 6)
 
 
-def unreachable_lines(providers: dict[str, Any]) -> list[str]:
+def unreachable_lines(providers: Mapping[str, ReportProvider]) -> list[str]:
     """`alpha unreachable: connection refused, 24 attempts` for each provider that could not be
     reached at some point."""
     return [
@@ -231,12 +276,12 @@ def unreachable_lines(providers: dict[str, Any]) -> list[str]:
     ]
 
 
-def batch_section(segments: list[dict[str, Any]]) -> dict[str, Any]:
+def batch_section(segments: list[Segment]) -> BatchSection:
     """What batch mode did over every run: batches submitted, resumed (after a restart), ended by
     provider state, refused at creation; items answered, put into a new batch, or sent live; their
     cost at the Batch API price, what they would have cost live, and the saving."""
-    merged = merge_batch_stats(seg["batches"] for seg in segments if seg.get("batches"))
-    by_provider = {
+    merged = merge_batch_stats(b for seg in segments if (b := seg.get("batches")))
+    by_provider: dict[str, BatchProviderSection] = {
         name: {
             "items": int(p.get("items", 0)),
             "succeeded": int(p.get("succeeded", 0)),
@@ -267,25 +312,29 @@ def batch_section(segments: list[dict[str, Any]]) -> dict[str, Any]:
 
 async def load_invalid(
     store: JobStore, job_id: str, limit: int = MAX_LISTED_INVALID
-) -> tuple[int, list[dict[str, Any]]]:
+) -> tuple[int, list[InvalidOutput]]:
     """How many tasks' answers failed the output check, and the first `limit` of them (custom_id,
     input line, problem) — read from the store, so a crash loses none."""
     count = 0
-    found: list[dict[str, Any]] = []
+    found: list[InvalidOutput] = []
     async for record in store.iter_results(job_id, ordered=True, states=[TaskState.FAILED]):
         error, meta = _line_error(record.output_line)
         if error.get("code") != INVALID_CODE:
             continue
         count += 1
         if len(found) < limit:
-            found.append(
-                {"custom_id": record.custom_id, "line": record.line_no, "problem": error.get("message")}
-                | ({"metadata": meta} if meta else {})  # the input line's metadata, as its OUT line has it
-            )
+            item: InvalidOutput = {
+                "custom_id": record.custom_id,
+                "line": record.line_no,
+                "problem": error.get("message"),
+            }
+            if meta:
+                item["metadata"] = meta  # the input line's metadata, as its OUT line has it
+            found.append(item)
     return count, found
 
 
-def _line_error(line: bytes | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def _line_error(line: bytes | None) -> tuple[dict[str, object], dict[str, object]]:
     """An OUT line's `error` object and the task metadata it carries."""
     if not line:
         return {}, {}
@@ -299,18 +348,7 @@ def _line_error(line: bytes | None) -> tuple[dict[str, Any], dict[str, Any]]:
     return (error if isinstance(error, dict) else {}), out_line_metadata(parsed)
 
 
-def load_segments(blob: bytes | None) -> list[dict[str, Any]]:
-    if not blob:
-        return []
-    data = orjson.loads(blob)
-    return list(data.get("segments", [])) if isinstance(data, dict) else []
-
-
-def dump_segments(segments: list[dict[str, Any]]) -> bytes:
-    return orjson.dumps({"segments": segments})
-
-
-def fold_open_segment(segments: list[dict[str, Any]], open_blob: bytes | None) -> bool:
+def fold_open_segment(segments: list[Segment], open_blob: bytes | None) -> bool:
     """Add the periodic segment a killed run left behind, unless that run already finished.
     Returns True when `segments` changed."""
     if not open_blob:
@@ -320,22 +358,22 @@ def fold_open_segment(segments: list[dict[str, Any]], open_blob: bytes | None) -
         return False
     if any(s.get("run_id") == seg["run_id"] for s in segments):
         return False
-    segments.append(seg)
+    segments.append(cast("Segment", seg))  # as the run wrote it (`run_segment`)
     return True
 
 
-def render_summary(report: dict[str, Any]) -> str:
+def render_summary(report: Report) -> str:
     """A plain-text table (no colour codes) for the end of a run and `batchgate report`."""
     lines = [
-        f"job {report['batch_id']}{spec_line(report.get('job') or {})}: {report['status']}"
+        f"job {report['batch_id']}{spec_line(report['job'])}: {report['status']}"
         + (f" ({report['stop_reason']})" if report.get("stop_reason") else ""),
         f"  {report['success_count']} succeeded, {report['failed_count']} failed, "
         f"{report['pending_count']} pending of {report['task_total']}  ·  "
         f"{report['total_elapsed_ms'] / 1000:.1f} s  ·  ${report['cost_usd']:.4f}  ·  "
         f"{report['rate_limited']} x 429, {report['retries']} retries",
     ]
-    batches = report.get("batches") or {}
-    batched = bool(batches.get("submitted") or batches.get("resumed"))
+    batches = report["batches"]
+    batched = bool(batches["submitted"] or batches["resumed"])
     w = max([12, *(len(n) + 2 for n in report["providers"])])  # a per-model quota: `entry/model`
     header = (
         f"  {'provider':<{w}}{'requests':>9}{'ok':>8}{'errors':>8}{'429s':>6}{'p50 ms':>9}"
@@ -367,7 +405,7 @@ def render_summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _summary_notes(report: dict[str, Any]) -> list[str]:
+def _summary_notes(report: Report) -> list[str]:
     """The lines under the summary's table: errors, prices, retry rounds, skipped and invalid lines."""
     lines: list[str] = []
     if report["errors_by_kind"]:
