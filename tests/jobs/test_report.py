@@ -14,10 +14,10 @@ from batchgate.jobs.report.build import (
     fold_open_segment,
     load_invalid,
     merge_segments,
-    render_summary,
 )
 from batchgate.jobs.report.provider_figures import hist_add, hist_percentiles
 from batchgate.jobs.report.shapes import ProviderFigures, Segment, dump_segments, load_segments
+from batchgate.jobs.report.summary import render_summary
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskOutcome, TaskState
 

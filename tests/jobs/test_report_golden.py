@@ -14,7 +14,8 @@ import orjson
 import pytest
 
 from batchgate.jobs.finish import write_report
-from batchgate.jobs.report.build import build_report, render_summary
+from batchgate.jobs.report.build import build_report
+from batchgate.jobs.report.summary import render_summary
 from batchgate.jobs.store.options import JobOptions
 from batchgate.jobs.store.protocol import JobRecord, TaskState
 

@@ -195,8 +195,8 @@ def _print_live(live: dict[str, Any]) -> None:
 def _report(args: argparse.Namespace) -> int:
     from batchgate.jobs.finish import stored_report, write_report  # noqa: PLC0415 — start-up: not for `--help`
     from batchgate.jobs.output.same_file import check_output_writable  # noqa: PLC0415 — start-up: not for `--help`
-    from batchgate.jobs.report.build import render_summary  # noqa: PLC0415 — start-up: not for `--help`
     from batchgate.jobs.report.shapes import report_json  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.report.summary import render_summary  # noqa: PLC0415 — start-up: not for `--help`
 
     if args.html is not None:
         return _report_html(args)

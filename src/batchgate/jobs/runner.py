@@ -48,12 +48,9 @@ from batchgate.jobs.output.live import LiveOutput
 from batchgate.jobs.output.same_file import check_output_writable
 from batchgate.jobs.progress.counters import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
 from batchgate.jobs.progress.timeline import TIMELINE_BLOB, Timeline, load_timeline
-from batchgate.jobs.report.build import (
-    OPEN_SEGMENT_BLOB,
-    render_summary,
-    run_segment,
-)
+from batchgate.jobs.report.build import OPEN_SEGMENT_BLOB, run_segment
 from batchgate.jobs.report.shapes import Segment
+from batchgate.jobs.report.summary import render_summary
 from batchgate.jobs.store.location import resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger

@@ -56,9 +56,7 @@ class WorkerFigures:
         job.last = self.clock.now()
         return run_segment(stats, job.last - job.first, job.progress, run_id=self.run_id)
 
-    def merged(
-        self, segments: list[Segment], job_id: str, stats: GatewayStatistics
-    ) -> list[Segment]:
+    def merged(self, segments: list[Segment], job_id: str, stats: GatewayStatistics) -> list[Segment]:
         """`segments` with this worker's replaced by its latest (or added; none known: unchanged)."""
         own = self.segment(job_id, stats)
         if own is None:  # never claimed here, or finished and forgotten: what is stored stays
