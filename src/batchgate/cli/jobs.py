@@ -26,6 +26,7 @@ from batchgate.jobs.store.location import (
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 
 if TYPE_CHECKING:
+    from batchgate.jobs.progress.shapes import Snapshot
     from batchgate.jobs.report.shapes import Report
 
 
@@ -125,6 +126,7 @@ def _jobs(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from batchgate.jobs.progress.counters import LIVE_BLOB  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.progress.shapes import load_snapshot  # noqa: PLC0415 — start-up: not for `--help`
 
     async def go() -> dict[str, Any]:
         store = await _open(args)
@@ -145,7 +147,7 @@ def _status(args: argparse.Namespace) -> int:
                 "succeeded": counts[TaskState.SUCCEEDED],
                 "failed": counts[TaskState.FAILED],
                 "pending": counts[TaskState.PENDING] + counts[TaskState.RUNNING],
-                "live": orjson.loads(live) if live and state == "running" else None,
+                "live": load_snapshot(live) if live and state == "running" else None,
             }
         finally:
             await store.close()
@@ -171,7 +173,7 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_live(live: dict[str, Any]) -> None:
+def _print_live(live: Snapshot) -> None:
     """A running job's figures: rate, ETA, 429s, in flight, cost; its batches; each provider."""
     print(
         f"  {live['rate_per_s']}/s, {_eta(live)}, {live['rate_limited']} x 429, "
@@ -285,7 +287,7 @@ def _spec_line(shown: Mapping[str, object]) -> str:
     return spec_line(shown)
 
 
-def _eta(live: dict[str, Any]) -> str:
+def _eta(live: Snapshot) -> str:
     """`ETA 42.0 s`, or `stalled for 45.0 s` when nothing has ended for a while."""
     stalled = live.get("stalled_s")
-    return f"stalled for {stalled} s" if stalled is not None else f"ETA {live['eta_s']} s"
+    return f"stalled for {stalled} s" if stalled is not None else f"ETA {live.get('eta_s')} s"

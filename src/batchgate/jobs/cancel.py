@@ -29,8 +29,9 @@ from batchgate.jobs.batch.mode import BatchModeRunner
 from batchgate.jobs.batch.policy import job_config
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON
 from batchgate.jobs.finish import Finished, OutputFiles, finish_job
+from batchgate.jobs.progress.shapes import BatchCounters
 from batchgate.jobs.report.build import OPEN_SEGMENT_BLOB, REPORT_BLOB, fold_open_segment
-from batchgate.jobs.report.shapes import BatchCounters, ProviderFigures, Segment, load_segments
+from batchgate.jobs.report.shapes import ProviderFigures, Segment, load_segments
 from batchgate.jobs.store.find import api_id, find_job
 from batchgate.jobs.store.location import StoreLocation, open_store
 from batchgate.jobs.store.lockfile import lock_path_for

@@ -19,8 +19,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-import orjson
-
 from batchgate import trace_hooks
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import GatewayConfig
@@ -46,14 +44,17 @@ from batchgate.jobs.lifecycle.callback import announce_end
 from batchgate.jobs.lifecycle.start import before_start
 from batchgate.jobs.output.live import LiveOutput
 from batchgate.jobs.output.same_file import check_output_writable
-from batchgate.jobs.progress.counters import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
+from batchgate.jobs.progress.counters import LIVE_BLOB, ProgressSink, QuietSink, Reachability
+from batchgate.jobs.progress.shapes import Snapshot, snapshot_json
+from batchgate.jobs.progress.snapshot import snapshot
 from batchgate.jobs.progress.timeline import TIMELINE_BLOB, Timeline, load_timeline
 from batchgate.jobs.report.build import OPEN_SEGMENT_BLOB, run_segment
-from batchgate.jobs.report.shapes import Segment
+from batchgate.jobs.report.shapes import Segment, segment_json
 from batchgate.jobs.report.summary import render_summary
 from batchgate.jobs.store.location import resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger
+from batchgate.stats import GatewayStatistics
 from batchgate.text import plural
 
 __all__ = ["run_job"]
@@ -233,7 +234,9 @@ def _sending(engine: JobEngine) -> int:
     return sum(p.in_flight for p in gw.statistics().providers.values())
 
 
-def _publish(engine: JobEngine, sink: ProgressSink, elapsed: float, stats: Any) -> dict[str, Any]:
+def _publish(
+    engine: JobEngine, sink: ProgressSink, elapsed: float, stats: GatewayStatistics | None
+) -> Snapshot:
     wall = engine.clock.wall()
     snap = snapshot(engine.job_id, engine.progress, stats, elapsed, wall, engine.budget.view())
     sink.update(snap)
@@ -284,10 +287,10 @@ class _Ticker:
             beat += 1
             if beat % STORE_EVERY == 0 or self._store_now:
                 self._store_now = False
-                await self._store.put_blob(engine.job_id, LIVE_BLOB, orjson.dumps(snap))
+                await self._store.put_blob(engine.job_id, LIVE_BLOB, snapshot_json(snap))
                 if stats is not None:
                     seg = run_segment(stats, elapsed, engine.progress, run_id=self._run_id, finished=False)
-                    await self._store.put_blob(engine.job_id, OPEN_SEGMENT_BLOB, orjson.dumps(seg))
+                    await self._store.put_blob(engine.job_id, OPEN_SEGMENT_BLOB, segment_json(seg))
                 if not engine.stopping and await engine.cancel_asked():  # a cancel on Postgres: no signal
                     engine.request_cancel()
 

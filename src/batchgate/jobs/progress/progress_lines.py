@@ -12,10 +12,11 @@ import sys
 from typing import IO, Any
 
 from batchgate.jobs.progress.live_display import budget_text, eta_text, fmt_duration, kinds_text, total_text
+from batchgate.jobs.progress.shapes import Snapshot
 from batchgate.text import plural
 
 
-def progress_line(snap: dict[str, Any]) -> str:
+def progress_line(snap: Snapshot) -> str:
     waiting_for = ", ".join(f"{n} {k}" for n, k in sorted(snap.get("waiting_for", {}).items()))
     parts = [
         f"batchgate: {fmt_duration(snap['elapsed_s'])}: {snap['done']}/{total_text(snap)} done "
@@ -63,7 +64,7 @@ class LineSink:
         elif name == "provider_reachable":
             self._write(f"batchgate: {fields.get('provider')} answers again")
 
-    def update(self, snap: dict[str, Any]) -> None:
+    def update(self, snap: Snapshot) -> None:
         if snap["elapsed_s"] + 1e-9 < self._next:
             return
         while self._next <= snap["elapsed_s"] + 1e-9:

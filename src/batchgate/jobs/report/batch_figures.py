@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
-from batchgate.jobs.report.shapes import BatchCounters, BatchProviderCounters
+from batchgate.jobs.progress.shapes import BatchCounters, BatchProviderCounters
 from batchgate.jobs.store.protocol import TaskOutcome, TaskState
 
 

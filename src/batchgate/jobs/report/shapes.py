@@ -17,6 +17,7 @@ import orjson
 
 from batchgate.config.job_spec import ShownSpec
 from batchgate.jobs.cache.cached import CacheSection
+from batchgate.jobs.progress.shapes import BatchCounters
 
 
 class Percentiles(TypedDict):
@@ -64,37 +65,6 @@ class ProviderState(TypedDict):
     error_count: int
     hedged: int
     duplicate_tokens: int
-
-
-class BatchProviderCounters(TypedDict, total=False):
-    """One provider's batch items in a run's counters (a segment stored before the per-provider
-    item states and tokens were counted has `items` and the costs alone)."""
-
-    items: float
-    succeeded: float
-    failed: float
-    prompt_tokens: float
-    completion_tokens: float
-    cost_usd: float
-    live_cost_usd: float
-
-
-class BatchCounters(TypedDict, total=False):
-    """Batch mode's counters of a run (`BatchModeStats.to_dict`); merged over runs they gain
-    `saving_usd` (`merge_batch_stats`)."""
-
-    batches_submitted: int
-    batches_resumed: int
-    creation_refused: int
-    batches_ended: dict[str, int]
-    succeeded: int
-    failed: int
-    resubmitted: int
-    sent_live: int
-    cost_usd: float
-    live_cost_usd: float
-    by_provider: dict[str, BatchProviderCounters]
-    saving_usd: float
 
 
 class Segment(TypedDict, total=False):
@@ -233,8 +203,13 @@ def report_json(report: Report) -> bytes:
     return orjson.dumps(report, option=orjson.OPT_INDENT_2)
 
 
+def segment_json(segment: Segment) -> bytes:
+    """A segment's one serializer: the running run's, kept apart until it ends."""
+    return orjson.dumps(segment)
+
+
 def dump_segments(segments: list[Segment]) -> bytes:
-    """The segments' one serializer, as the job store keeps them."""
+    """The segments' serializer, as the job store keeps a job's ended runs."""
     return orjson.dumps({"segments": segments})
 
 
