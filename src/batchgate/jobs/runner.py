@@ -297,7 +297,7 @@ class _Ticker:
     async def sample(self, *, force: bool = False) -> None:
         """A timeline sample when one is due (`force`: now), stored at once."""
         engine, timeline = self._engine, self._timeline
-        if not timeline.data:  # the first: continue what earlier runs stored
+        if not timeline.started:  # the first: continue what earlier runs stored
             timeline.start(load_timeline(await self._store.get_blob(engine.job_id, TIMELINE_BLOB)))
         if force or timeline.due(engine.clock.now()):
             timeline.take(engine.clock.now(), engine.clock.wall(), engine.progress)
