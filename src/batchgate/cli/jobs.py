@@ -26,8 +26,8 @@ from batchgate.jobs.store.location import (
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 
 if TYPE_CHECKING:
+    from batchgate.jobs.finish import JobReport
     from batchgate.jobs.progress.shapes import Snapshot
-    from batchgate.jobs.report.shapes import Report
 
 
 def register(sub: Any) -> None:
@@ -203,7 +203,7 @@ def _report(args: argparse.Namespace) -> int:
     if args.html is not None:
         return _report_html(args)
 
-    async def go() -> Report:
+    async def go() -> JobReport:
         store = await _open(args)
         try:
             job = await find_job(store, args.job)

@@ -28,12 +28,12 @@ import orjson
 from batchgate.config import GatewayConfig, RouteMode, load_config, parse_job_spec
 from batchgate.jobs.batch.policy import with_job_overrides
 from batchgate.jobs.engine_types import EngineOptions
+from batchgate.jobs.finish import JobReport
 from batchgate.jobs.graph.expand import answer_of
 from batchgate.jobs.graph.setup import requested_graph
 from batchgate.jobs.job_setup import RunRequest, job_id_for
 from batchgate.jobs.pricing import check_prices, unpriced_warning
 from batchgate.jobs.progress.shapes import Snapshot
-from batchgate.jobs.report.shapes import Report
 from batchgate.jobs.runner import run_job
 from batchgate.jobs.store.location import choose_location, open_store, parse_location, store_exists
 from batchgate.jobs.store.protocol import TaskOutcome, TaskRecord, TaskSpec, TaskState
@@ -181,16 +181,16 @@ class Job:
     def report_path(self) -> Path:
         return self.request.report_file
 
-    def report(self) -> Report:
+    def report(self) -> JobReport:
         """The report of the last run (the same JSON `batchgate run` writes)."""
-        return cast("Report", orjson.loads(self.report_path.read_bytes()))
+        return cast("JobReport", orjson.loads(self.report_path.read_bytes()))
 
-    async def arun(self) -> Report:
+    async def arun(self) -> JobReport:
         """Create or resume the job and run it to the end (or to a guard's stop); the report."""
         await self._run(None)
         return self.report()
 
-    def run(self) -> Report:
+    def run(self) -> JobReport:
         """Synchronous `arun`; in a running event loop (Jupyter), on a worker thread."""
         try:
             asyncio.get_running_loop()

@@ -11,13 +11,13 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import NotRequired, Protocol, TypeVar, cast
 
 import orjson
 
 from batchgate.jobs.cache.cached import JobCache, cache_section
 from batchgate.jobs.graph.expand import GraphTasks
-from batchgate.jobs.graph.output import write_joined
+from batchgate.jobs.graph.output import GraphSection, write_joined
 from batchgate.jobs.output.files import write_outputs
 from batchgate.jobs.report.build import (
     OPEN_SEGMENT_BLOB,
@@ -59,6 +59,13 @@ class OutputFiles:
         return {"output": str(self.output), "errors": str(self.errors), "report": str(self.report)}
 
 
+class JobReport(Report):
+    """The report as a run writes it and `batchgate report` shows it: `build_report`'s, with a
+    fan-out or pipeline's `graph` section (the step comparison)."""
+
+    graph: NotRequired[GraphSection]
+
+
 @dataclass(frozen=True, slots=True)
 class Finished:
     status: str  # completed | stopped
@@ -66,7 +73,7 @@ class Finished:
     unfinished: int
     written: int
     failed: int
-    report: Report
+    report: JobReport
 
 
 async def finish_job(
@@ -97,7 +104,7 @@ async def finish_job(
     await store.update_job(job_id, status=status, stop_reason=reason or "", task_total=total)
     await store.put_blob(job_id, REPORT_BLOB, dump_segments(segments))
     await store.put_blob(job_id, OPEN_SEGMENT_BLOB, b"")
-    section: dict[str, Any] | None = None
+    section: GraphSection | None = None
     if graph is not None:
         written, failed, section = await write_joined(store, job_id, graph, files.output, files.errors)
     else:
@@ -108,7 +115,8 @@ async def finish_job(
     job_now = await store.get_job(job_id)
     assert job_now is not None
     invalid = await load_invalid(store, job_id)
-    report = build_report(job_now, counts, await store.totals(job_id), segments, invalid=invalid)
+    built = build_report(job_now, counts, await store.totals(job_id), segments, invalid=invalid)
+    report = cast("JobReport", built)  # no graph section yet
     if section is not None:
         report["graph"] = section
         await store.put_blob(job_id, GRAPH_REPORT_BLOB, orjson.dumps(section))
@@ -147,7 +155,7 @@ def _without_series(stats: Mapping[str, object]) -> dict[str, object]:
     return {**stats, "providers": providers}
 
 
-def write_report(path: Path, report: Report) -> None:
+def write_report(path: Path, report: JobReport) -> None:
     """Write the JSON report atomically (owner-only)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -158,21 +166,22 @@ def write_report(path: Path, report: Report) -> None:
     os.replace(tmp, path)
 
 
-async def stored_report(store: JobStore, job: JobRecord) -> Report:
+async def stored_report(store: JobStore, job: JobRecord) -> JobReport:
     """The job's report as the store has it now: a run going on, or killed, has left its figures
     so far (read and folded in, never written back)."""
     segments = load_segments(await store.get_blob(job.job_id, REPORT_BLOB))
     fold_open_segment(segments, await store.get_blob(job.job_id, OPEN_SEGMENT_BLOB))
-    report = build_report(
+    built = build_report(
         job,
         await store.counts(job.job_id),
         await store.totals(job.job_id),
         segments,
         invalid=await load_invalid(store, job.job_id),
     )
+    report = cast("JobReport", built)  # no graph section yet
     graph = await store.get_blob(job.job_id, GRAPH_REPORT_BLOB)
     if graph:
-        report["graph"] = orjson.loads(graph)
+        report["graph"] = cast("GraphSection", orjson.loads(graph))  # as `finish_job` stored it
     if (cached := await cache_section(store, job.job_id, None)) is not None:
         report["cache"] = cached
     return report

@@ -10,9 +10,8 @@ from typing import NotRequired, TypedDict
 
 import orjson
 
-from batchgate.jobs.finish import stored_report
+from batchgate.jobs.finish import JobReport, stored_report
 from batchgate.jobs.progress.timeline import TIMELINE_BLOB, TimelineData, load_timeline
-from batchgate.jobs.report.shapes import Report
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.request_fields import out_line_metadata
 
@@ -39,7 +38,7 @@ class PageData(TypedDict):
 
     job: str
     state: str
-    report: Report
+    report: JobReport
     timeline: TimelineData
     failures: Failures
 

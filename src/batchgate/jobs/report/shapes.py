@@ -11,7 +11,7 @@ default). Key order is the JSON's order: a document is written as a literal in t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 import orjson
 
@@ -160,7 +160,8 @@ class CostSplit(TypedDict):
 
 
 class Report(TypedDict):
-    """The job report (`build.build_report`), with the sections its callers add."""
+    """The job report (`build.build_report`), with the sections its callers add (a fan-out or
+    pipeline's `graph`: `finish.JobReport`)."""
 
     batch_id: str
     job: ShownSpec
@@ -192,7 +193,6 @@ class Report(TypedDict):
     cost_split: CostSplit
     batches: BatchSection
     provider_state: NotRequired[dict[str, ProviderState]]  # a server job's (shared gateway)
-    graph: NotRequired[dict[str, Any]]  # a fan-out or pipeline's step comparison (`graph.output`)
     cache: NotRequired[CacheSection]  # answers from the response cache (issue 43)
     emulator: NotRequired[Mapping[str, object]]  # the embedded emulator's figures, series left out
     state: NotRequired[str]  # `batchgate report`'s and the job page's: the job's state now
