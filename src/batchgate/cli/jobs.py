@@ -26,8 +26,24 @@ from batchgate.jobs.store.location import (
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 
 if TYPE_CHECKING:
+    from batchgate.config.job_spec import ShownSpec
     from batchgate.jobs.finish import JobReport
     from batchgate.jobs.progress.shapes import Snapshot
+
+    class StatusView(ShownSpec):
+        """`batchgate status --json`: the job, its spec as shown, its counts, a running job's figures."""
+
+        job: str
+        api_id: str | None
+        state: str
+        stop_reason: str | None
+        input: str
+        output: str
+        total: int
+        succeeded: int
+        failed: int
+        pending: int
+        live: Snapshot | None
 
 
 def register(sub: Any) -> None:
@@ -128,7 +144,7 @@ def _status(args: argparse.Namespace) -> int:
     from batchgate.jobs.progress.counters import LIVE_BLOB  # noqa: PLC0415 — start-up: not for `--help`
     from batchgate.jobs.progress.shapes import load_snapshot  # noqa: PLC0415 — start-up: not for `--help`
 
-    async def go() -> dict[str, Any]:
+    async def go() -> StatusView:
         store = await _open(args)
         try:
             job = await find_job(store, args.job)

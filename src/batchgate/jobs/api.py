@@ -100,7 +100,7 @@ class _CallbackSink:
     def __init__(self, fn: ProgressCallback) -> None:
         self._fn = fn
 
-    def event(self, name: str, **fields: Any) -> None:
+    def event(self, name: str, **fields: object) -> None:
         self._fn({"event": name, **fields})
 
     def update(self, snap: Snapshot) -> None:

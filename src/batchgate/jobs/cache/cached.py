@@ -241,9 +241,8 @@ async def cache_section(store: JobStore, job_id: str, cache: JobCache | None) ->
     return total.as_dict() if total is not None and (total.hits or total.deduped or total.stored) else None
 
 
-def cache_lines(report: Mapping[str, Any]) -> list[str]:
-    """The summary's line for the cache (none when it answered nothing)."""
-    section = report.get("cache")
+def cache_lines(section: CacheSection | None) -> list[str]:
+    """The summary's line for the report's `cache` section (none when it answered nothing)."""
     if not section or not (section["hits"] or section["deduped"]):
         return []
     line = f"{plural(section['hits'], 'answer')} from cache, $0.00 spent, ${section['saved_usd']:.2f} saved"

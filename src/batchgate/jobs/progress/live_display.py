@@ -8,7 +8,7 @@ wrapped or cut mid-word (80 columns and 200 alike)."""
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from batchgate.jobs.progress.shapes import BudgetView, ProviderRow, Snapshot
 from batchgate.text import plural
@@ -64,6 +64,11 @@ def quota_text(used: dict[str, float], learned: bool = False) -> str:
         return "learning" if learned else "-"
     dim, share = max(used.items(), key=lambda kv: kv[1])
     return f"{dim.replace('_tokens', ' tok')} {share:.0%}" + (" learned" if learned else "")
+
+
+def count_of(value: object) -> int:
+    """An event's count field (0 when it has none)."""
+    return value if isinstance(value, int) else 0
 
 
 def kinds_text(kinds: dict[str, int]) -> str:
@@ -216,7 +221,7 @@ class RichSink:
     def __init__(self) -> None:
         self._console: Console | None = None
         self._live: Live | None = None
-        self._waiting: list[tuple[str, dict[str, Any]]] = []  # events heard before the display started
+        self._waiting: list[tuple[str, dict[str, object]]] = []  # events heard before the display started
 
     def _start(self) -> Console:
         if self._console is not None:
@@ -232,13 +237,13 @@ class RichSink:
             self._print(name, fields)
         return self._console
 
-    def event(self, name: str, **fields: Any) -> None:
+    def event(self, name: str, **fields: object) -> None:
         if name == "started" and self._live is None:
             self._waiting.append((name, fields))
             return
         self._print(name, fields)
 
-    def _print(self, name: str, fields: dict[str, Any]) -> None:
+    def _print(self, name: str, fields: dict[str, object]) -> None:
         console = self._start()
         if name == "started":
             console.print(
@@ -246,7 +251,7 @@ class RichSink:
                 f"{fields.get('done')} already done"
             )
         elif name == "stopping":
-            in_flight = plural(int(fields.get("in_flight") or 0), "in-flight request")
+            in_flight = plural(count_of(fields.get("in_flight")), "in-flight request")
             console.print(
                 f"[yellow]stopping[/]: {fields.get('reason')}; waiting up to {fields.get('grace_s')} s for "
                 f"{in_flight} (press Ctrl-C again to stop at once)"
@@ -254,7 +259,7 @@ class RichSink:
         elif name == "provider_unreachable":
             console.print(
                 f"[bold red]{fields.get('provider')} unreachable[/]: {fields.get('cause')} "
-                f"({plural(int(fields.get('attempts') or 0), 'attempt')} so far)"
+                f"({plural(count_of(fields.get('attempts')), 'attempt')} so far)"
             )
 
     def update(self, snap: Snapshot) -> None:

@@ -64,7 +64,7 @@ def _summary_notes(report: Report) -> list[str]:
         lines.append(
             f"  retries by cause: {', '.join(f'{k} {v}' for k, v in report['retries_by_cause'].items())}"
         )
-    lines += [f"  {line}" for line in [*report.get("unreachable", []), *cache_lines(report)]]
+    lines += [f"  {line}" for line in [*report.get("unreachable", []), *cache_lines(report.get("cache"))]]
     by_note: dict[str, list[str]] = {}
     for model, note in sorted((report.get("prices") or {}).items()):
         by_note.setdefault(note, []).append(model)
