@@ -80,7 +80,7 @@ class JobSpec:
     validate_schema: Mapping[str, Any] | None = None
     retry_failed: int = 0  # rounds of failed tasks run again
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     def to_blob(self) -> bytes:
@@ -139,7 +139,7 @@ class JobSpec:
 
 
 def parse_job_spec(
-    data: Mapping[str, Any],
+    data: Mapping[str, object],
     now: float | None = None,
     *,
     accepted: frozenset[str] = FIELDS,
@@ -195,7 +195,7 @@ def rfc3339(at: float | None) -> str | None:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _text(data: Mapping[str, Any], name: str, limit: int) -> str | None:
+def _text(data: Mapping[str, object], name: str, limit: int) -> str | None:
     value = data.get(name)
     if value is None:
         return None
@@ -204,7 +204,7 @@ def _text(data: Mapping[str, Any], name: str, limit: int) -> str | None:
     return value
 
 
-def _choice(data: Mapping[str, Any], name: str, allowed: tuple[str, ...]) -> str | None:
+def _choice(data: Mapping[str, object], name: str, allowed: tuple[str, ...]) -> str | None:
     value = data.get(name)
     if value is None:
         return None
@@ -244,7 +244,7 @@ def _rfc3339(value: str, name: str) -> float:
         return -1.0  # out of any range: refused by the caller
 
 
-def _time(data: Mapping[str, Any], name: str) -> float | None:
+def _time(data: Mapping[str, object], name: str) -> float | None:
     value = data.get(name)
     return None if value is None else parse_time(value, name)
 
@@ -322,7 +322,7 @@ def _rounds(value: object) -> int:
     return value
 
 
-def _validate(data: Mapping[str, Any]) -> tuple[str | None, Mapping[str, Any] | None]:
+def _validate(data: Mapping[str, object]) -> tuple[str | None, Mapping[str, Any] | None]:
     """`validate: {"regex": ..., "schema": {...}}`, or the flat `validate_regex` / `validate_schema`."""
     value = data.get("validate")
     if value is not None:
