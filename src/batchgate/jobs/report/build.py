@@ -205,7 +205,7 @@ def build_report(
         "unreachable": unreachable_lines(providers),
         "skipped_invalid_lines": job.options.skipped_lines,
         "prices": dict(job.options.price_notes),  # model → where its price came from
-        "skipped_lines": [dict(p) for p in job.options.skipped_first],  # the first; all in the errors file
+        "skipped_lines": [p.copy() for p in job.options.skipped_first],  # the first; all in the errors file
         "errors_file": job.options.errors_path,
         "rate_limited": sum(p["rate_limited"] for p in providers.values()),
         "retries": sum(p["retries"] for p in providers.values()),

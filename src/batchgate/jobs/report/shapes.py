@@ -18,6 +18,7 @@ import orjson
 from batchgate.config.job_spec import ShownSpec
 from batchgate.jobs.cache.cached import CacheSection
 from batchgate.jobs.progress.shapes import BatchCounters
+from batchgate.jobs.store.options import SkippedLine
 
 
 class Percentiles(TypedDict):
@@ -183,7 +184,7 @@ class Report(TypedDict):
     unreachable: list[str]
     skipped_invalid_lines: int
     prices: dict[str, str]
-    skipped_lines: list[dict[str, object]]
+    skipped_lines: list[SkippedLine]
     errors_file: str | None
     rate_limited: int
     retries: int
