@@ -17,7 +17,6 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
-from typing import Any
 
 from batchgate import trace_hooks
 from batchgate.clock import Clock, LoopClock
@@ -152,7 +151,7 @@ async def _run_engine(
 ) -> EngineOutcome:
     ticker: _Ticker | None = None
 
-    def on_event(name: str, fields: dict[str, Any]) -> None:
+    def on_event(name: str, fields: dict[str, object]) -> None:
         sink.event(name, **fields)
         event(_log, INFO, name, **fields)  # the batch events: ids, counts and states
         if ticker is not None:

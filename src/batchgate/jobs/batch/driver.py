@@ -222,7 +222,7 @@ class BatchDriver:
         if self._errors.record(failed):
             self._run.request_stop(self._errors.reason())
 
-    def event(self, name: str, fields: dict[str, Any]) -> None:
+    def event(self, name: str, fields: dict[str, object]) -> None:
         trace_hooks.batch_event(name, fields)  # a provider batch's span, when tracing is on
         if self._on_event is not None:
             with contextlib.suppress(Exception):  # a display problem never stops the batches
