@@ -34,7 +34,7 @@ class JobOptions:
     skipped_lines: int = 0  # input lines --skip-invalid left out
     skipped_first: Sequence[SkippedLine] = ()  # the first of them, as the report lists them
     price_notes: Mapping[str, str] = field(default_factory=dict)  # model → where its price came from
-    graph: Mapping[str, Any] | None = None  # a fan-out or pipeline (`Graph.to_dict`)
+    graph: Mapping[str, object] | None = None  # a fan-out or pipeline (`Graph.to_dict`)
     served: bool = False  # run by `batchgate serve` (never signalled by `batchgate cancel`)
     api_id: str | None = None  # the batch or job id the server's API gave it
     workers: bool = False  # submitted for `batchgate worker`s to run
