@@ -39,7 +39,7 @@ class JobOptions:
     api_id: str | None = None  # the batch or job id the server's API gave it
     workers: bool = False  # submitted for `batchgate worker`s to run
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["spec"] = self.spec.to_dict()
         out["skipped_first"] = [p.copy() for p in self.skipped_first]
