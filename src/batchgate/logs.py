@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import logging
 from contextvars import ContextVar
-from typing import Any
 
 ROOT = "batchgate"
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
 
-_NONE: dict[str, Any] = {}  # never mutated: `bind` replaces the context's dict
-_context: ContextVar[dict[str, Any]] = ContextVar("batchgate_log_context")
+_NONE: dict[str, object] = {}  # never mutated: `bind` replaces the context's dict
+_context: ContextVar[dict[str, object]] = ContextVar("batchgate_log_context")
 
 # A library does not print by default: without this, Python's last-resort handler would write
 # warnings to stderr, under the live display. The CLI adds real handlers when asked (--log-*).
@@ -41,18 +40,18 @@ def enabled(log: logging.Logger, level: int) -> bool:
     return log.isEnabledFor(level)
 
 
-def bind(**fields: Any) -> None:
+def bind(**fields: object) -> None:
     """Add `fields` to every event logged from the current context (an asyncio task and the
     tasks it starts afterwards)."""
     _context.set({**_context.get(_NONE), **fields})
 
 
-def bound() -> dict[str, Any]:
+def bound() -> dict[str, object]:
     """The fields `bind` put into the current context."""
     return _context.get(_NONE)
 
 
-def event(log: logging.Logger, level: int, name: str, /, **fields: Any) -> None:
+def event(log: logging.Logger, level: int, name: str, /, **fields: object) -> None:
     """Log event `name` with `fields` (after the context's bound fields) at `level`."""
     if not log.isEnabledFor(level):
         return

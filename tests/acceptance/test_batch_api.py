@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from batchgate.emulator import EmulatorThread, emulator_config_from_dict
-from batchgate.jobs.report.build import render_summary
+from batchgate.jobs.report.summary import render_summary
 
 from .harness import (
     MODEL,

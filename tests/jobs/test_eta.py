@@ -8,9 +8,10 @@ from batchgate.config import config_from_dict
 from batchgate.emulator import Emulator, emulator_config_from_dict
 from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.engine_types import JobFacts
-from batchgate.jobs.progress.counters import Progress, snapshot
+from batchgate.jobs.progress.counters import Progress
 from batchgate.jobs.progress.eta import Eta
 from batchgate.jobs.progress.live_display import eta_text, total_text
+from batchgate.jobs.progress.snapshot import snapshot
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec, TaskState
 

@@ -20,6 +20,7 @@ from batchgate.jobs.progress.live_display import (
     quota_text,
 )
 from batchgate.jobs.progress.progress_lines import LineSink
+from batchgate.jobs.progress.shapes import ProviderRow, Snapshot
 from batchgate.providers.base import make_token_counter
 from batchgate.request_fields import split_request
 from batchgate.stats import ProviderRecorder
@@ -111,8 +112,8 @@ def test_the_byte_bound_is_never_below_any_counter() -> None:
             assert make_token_counter(p).count_prompt(body) <= bound
 
 
-def _snap(elapsed: float, **extra: Any) -> dict[str, Any]:
-    snap: dict[str, Any] = {
+def _snap(elapsed: float) -> Snapshot:
+    return {
         "elapsed_s": elapsed, "done": 3, "total": 10, "succeeded": 2, "failed": 1, "pending": 7,
         "rate_per_s": 1.5, "eta_s": 5.0, "in_flight": 1, "waiting": 2, "waiting_for": {"alpha": 2},
         "backing_off": 1, "retries": 4, "rate_limited": 0, "errors_by_kind": {"unreachable": 4},
@@ -120,7 +121,6 @@ def _snap(elapsed: float, **extra: Any) -> dict[str, Any]:
         "max_tokens": None}, "unreachable": ["beta unreachable: connection refused, 4 attempts"],
         "providers": {},
     }  # fmt: skip
-    return snap | extra
 
 
 def test_line_sink_writes_at_a_steady_pace_from_the_snapshots_clock() -> None:
@@ -151,7 +151,14 @@ def test_display_texts() -> None:
          "tokens": 0, "cost_usd": 0.0},
     )  # fmt: skip
     assert row[:2] == ["beta", "unreachable"]
-    fields = {"requests": 4, "ok": 0, "errors": 4, "rate_limited": 0, "in_flight": 0, "p50_ms": 1}
+    fields: ProviderRow = {
+        "requests": 4,
+        "ok": 0,
+        "errors": 4,
+        "rate_limited": 0,
+        "in_flight": 0,
+        "p50_ms": 1,
+    }
     opened = provider_row("beta", {"state": "unreachable", "circuit": "open", "tokens": 0, **fields})
     assert opened[1] == "unreachable, circuit open"
     assert "tokens 50%" in row

@@ -5,17 +5,17 @@ state, requests, ok, errors) are whole at 80 and every column is there at 200.""
 from __future__ import annotations
 
 import io
-from typing import Any
 
 import pytest
 from rich.console import Console
 
 from batchgate.jobs.progress.live_display import PROVIDER_COLUMNS, fit_columns, fit_line, render
+from batchgate.jobs.progress.shapes import ProviderRow, Snapshot
 
 KEY_COLUMNS = ("provider", "state", "requests", "ok", "errors")
 
 
-def _provider(requests: int, state: str = "ok", circuit: str = "closed") -> dict[str, Any]:
+def _provider(requests: int, state: str = "ok", circuit: str = "closed") -> ProviderRow:
     return {
         "state": state, "circuit": circuit, "requests": requests, "ok": requests - 17, "errors": 17,
         "retries": 23, "rate_limited": 1204, "in_flight": 256, "waiting": 1043,
@@ -24,7 +24,7 @@ def _provider(requests: int, state: str = "ok", circuit: str = "closed") -> dict
     }  # fmt: skip
 
 
-def _snap() -> dict[str, Any]:
+def _snap() -> Snapshot:
     """A busy run with wide figures everywhere: three providers, one unreachable, a budget."""
     return {
         "total": 1_000_000, "done": 456_789, "succeeded": 456_001, "failed": 788, "pending": 543_211,

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from batchgate.config import config_from_dict
-from batchgate.jobs.plan import make_plan, render_plan
+from batchgate.jobs.plan import Plan, make_plan, render_plan
 from batchgate.jobs.plan_limits import DEFAULT_P50_S
 from batchgate.jobs.pricing import PriceTable
 from batchgate.models import Usage
@@ -125,7 +125,7 @@ def test_plan_shows_each_route_mode_and_the_cost_both_ways(tmp_path: Path) -> No
     assert late["planned_cost_usd_max"] == pytest.approx(late["routes"]["m"]["cost_usd_max"])
 
 
-def _sums_agree(plan: dict[str, Any]) -> None:
+def _sums_agree(plan: Plan) -> None:
     providers, routes = plan["providers"].values(), plan["routes"].values()
     assert sum(p["cost_usd_max"] for p in providers) == pytest.approx(plan["cost_usd_max"], abs=1e-5)
     assert sum(r["cost_usd_max"] for r in routes) == pytest.approx(plan["cost_usd_max"], abs=1e-5)
@@ -162,7 +162,9 @@ def test_plan_tables_add_up(tmp_path: Path) -> None:
     src.write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")
     plan = make_plan(config, src)
     _sums_agree(plan)
-    assert plan["providers"]["b"]["batch_api_cost_usd_max"] > 0  # route n batches at b, its first target
+    assert (
+        plan["providers"]["b"]["batch_api_cost_usd_max"] or 0
+    ) > 0  # route n batches at b, its first target
 
 
 def test_plan_counts_each_target_with_its_own_counter(tmp_path: Path) -> None:
@@ -213,7 +215,8 @@ def test_plan_says_which_limit_binds_first_and_suggests_a_concurrency(tmp_path: 
     assert (far["dimension_seconds"], far["binding_limit"]) == ({"rpm": 30.0}, "rpm")
     conc = emu["suggested_concurrency"]
     p50 = 0.8 + 0.02 * 10  # the emulator's P50 and 10 output tokens at 20 ms
-    assert (conc["p50_s"], conc["p50_source"]) == (pytest.approx(p50), "emulator")
+    assert conc["p50_s"] == pytest.approx(p50)
+    assert conc["p50_source"] == "emulator"
     assert conc["value"] == math.ceil(p50 * 600 / 60 * 1.2)  # 12
     assert far["suggested_concurrency"]["p50_source"] == "default"
     assert far["suggested_concurrency"]["value"] == math.ceil(DEFAULT_P50_S * 60 / 60 * 1.2)

@@ -11,26 +11,25 @@ import pytest
 from batchgate.jobs.output.files import format_error_line
 from batchgate.jobs.report.build import (
     build_report,
-    dump_segments,
     fold_open_segment,
     load_invalid,
-    load_segments,
     merge_segments,
-    render_summary,
 )
 from batchgate.jobs.report.provider_figures import hist_add, hist_percentiles
+from batchgate.jobs.report.shapes import ProviderFigures, Segment, dump_segments, load_segments
+from batchgate.jobs.report.summary import render_summary
 from batchgate.jobs.store.memory import MemoryJobStore
 from batchgate.jobs.store.protocol import TaskOutcome, TaskState
 
 from .factories import job, outcome, specs
 
 
-def _provider(requests: int, ok: int, errors: int, latencies: list[float], **extra: Any) -> dict[str, Any]:
+def _provider(requests: int, ok: int, errors: int, latencies: list[float], **extra: Any) -> ProviderFigures:
     hist: dict[str, int] = {}
     for ms in latencies:
         hist_add(hist, ms)
     ordered = sorted(latencies)
-    return {
+    figures: ProviderFigures = {
         "request_count": requests,
         "success_count": ok,
         "error_count": errors,
@@ -46,6 +45,9 @@ def _provider(requests: int, ok: int, errors: int, latencies: list[float], **ext
         "validation_tokens": extra.get("validation_tokens", 0),
         "cost_usd": 0.5,
     }
+    if "retries_by_kind" in extra:
+        figures["retries_by_kind"] = extra["retries_by_kind"]
+    return figures
 
 
 def test_histogram_percentiles_within_two_percent() -> None:
@@ -54,20 +56,20 @@ def test_histogram_percentiles_within_two_percent() -> None:
     for v in values:
         hist_add(hist, v)
     got = hist_percentiles(hist)
-    for name, expected in (("p50", 500.0), ("p95", 950.0), ("p99", 990.0)):
-        assert got[name] == pytest.approx(expected, rel=0.02)
+    for value, expected in ((got["p50"], 500.0), (got["p95"], 950.0), (got["p99"], 990.0)):
+        assert value == pytest.approx(expected, rel=0.02)
     assert hist_percentiles({}) == {"p50": 0.0, "p95": 0.0, "p99": 0.0}
 
 
 def test_merge_sums_counters_and_weights_latency() -> None:
-    first = {
+    first: Segment = {
         "run_id": "a",
         "elapsed_ms": 1000,
         "providers": {
             "alpha": _provider(10, 8, 2, [100.0] * 10, rate_limited=2, errors_by_kind={"rate_limit": 2}),
         },
     }
-    second = {
+    second: Segment = {
         "run_id": "b",
         "elapsed_ms": 500,
         "providers": {
@@ -119,16 +121,13 @@ def test_merge_sums_counters_and_weights_latency() -> None:
 
 def test_retries_are_shown_by_cause_merged_over_runs() -> None:
     """Issue 38: the report and its summary say what the retries were spent on."""
-    runs = [
+    runs: list[Segment] = [
         {
             "run_id": r,
             "elapsed_ms": 10,
-            "providers": {"alpha": _provider(4, 2, 2, [1.0] * 4, retries=2) | kinds},
+            "providers": {"alpha": _provider(4, 2, 2, [1.0] * 4, retries=2, retries_by_kind=kinds)},
         }
-        for r, kinds in (
-            ("a", {"retries_by_kind": {"server_error": 1, "too_large": 1}}),
-            ("b", {"retries_by_kind": {"server_error": 1}}),
-        )
+        for r, kinds in (("a", {"server_error": 1, "too_large": 1}), ("b", {"server_error": 1}))
     ]
     _, merged = merge_segments(runs)
     assert merged["alpha"]["retries_by_kind"] == {"server_error": 2, "too_large": 1}
@@ -177,8 +176,9 @@ async def test_invalid_outputs_are_read_from_the_store() -> None:
 
 
 def test_batches_merge_over_runs_with_the_cost_split_and_saving() -> None:
-    provider = _provider(4, 4, 0, [10.0] * 4) | {"cost_usd": 0.75, "batch_cost_usd": 0.25}  # 0.5 live
-    first: dict[str, Any] = {"run_id": "r1", "elapsed_ms": 100, "providers": {"p": provider}}
+    provider = _provider(4, 4, 0, [10.0] * 4)
+    provider |= {"cost_usd": 0.75, "batch_cost_usd": 0.25}  # 0.5 live
+    first: Segment = {"run_id": "r1", "elapsed_ms": 100, "providers": {"p": provider}}
     first["batches"] = {
         "batches_submitted": 2,
         "batches_ended": {"expired": 1},
@@ -188,7 +188,7 @@ def test_batches_merge_over_runs_with_the_cost_split_and_saving() -> None:
         "live_cost_usd": 0.5,
         "by_provider": {"p": {"items": 3, "cost_usd": 0.25, "live_cost_usd": 0.5}},
     }
-    second = {
+    second: Segment = {
         "run_id": "r2",
         "elapsed_ms": 50,
         "providers": {"p": {"cost_usd": 0.1, "batch_cost_usd": 0.1}},
@@ -200,8 +200,14 @@ def test_batches_merge_over_runs_with_the_cost_split_and_saving() -> None:
             "cost_usd": 0.1,
             "live_cost_usd": 0.2,
             "by_provider": {
-                "p": {"items": 1, "succeeded": 1, "prompt_tokens": 7, "completion_tokens": 3}
-                | {"cost_usd": 0.1, "live_cost_usd": 0.2}
+                "p": {
+                    "items": 1,
+                    "succeeded": 1,
+                    "prompt_tokens": 7,
+                    "completion_tokens": 3,
+                    "cost_usd": 0.1,
+                    "live_cost_usd": 0.2,
+                }
             },
         },
     }

@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
 
 def _cancel(args: argparse.Namespace) -> int:
     from batchgate.jobs.cancel import cancel_job  # noqa: PLC0415 — start-up: loaded only when this subcommand runs
-    from batchgate.jobs.report.build import render_summary  # noqa: PLC0415 — start-up: as above
+    from batchgate.jobs.report.summary import render_summary  # noqa: PLC0415 — start-up: as above
 
     def say(text: str) -> None:
         print(text, file=sys.stderr)

@@ -7,8 +7,9 @@ import argparse
 import contextlib
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -23,6 +24,26 @@ from batchgate.jobs.store.location import (
     parse_location,
 )
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
+
+if TYPE_CHECKING:
+    from batchgate.config.job_spec import ShownSpec
+    from batchgate.jobs.finish import JobReport
+    from batchgate.jobs.progress.shapes import Snapshot
+
+    class StatusView(ShownSpec):
+        """`batchgate status --json`: the job, its spec as shown, its counts, a running job's figures."""
+
+        job: str
+        api_id: str | None
+        state: str
+        stop_reason: str | None
+        input: str
+        output: str
+        total: int
+        succeeded: int
+        failed: int
+        pending: int
+        live: Snapshot | None
 
 
 def register(sub: Any) -> None:
@@ -121,8 +142,9 @@ def _jobs(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from batchgate.jobs.progress.counters import LIVE_BLOB  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.progress.shapes import load_snapshot  # noqa: PLC0415 — start-up: not for `--help`
 
-    async def go() -> dict[str, Any]:
+    async def go() -> StatusView:
         store = await _open(args)
         try:
             job = await find_job(store, args.job)
@@ -141,7 +163,7 @@ def _status(args: argparse.Namespace) -> int:
                 "succeeded": counts[TaskState.SUCCEEDED],
                 "failed": counts[TaskState.FAILED],
                 "pending": counts[TaskState.PENDING] + counts[TaskState.RUNNING],
-                "live": orjson.loads(live) if live and state == "running" else None,
+                "live": load_snapshot(live) if live and state == "running" else None,
             }
         finally:
             await store.close()
@@ -167,7 +189,7 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_live(live: dict[str, Any]) -> None:
+def _print_live(live: Snapshot) -> None:
     """A running job's figures: rate, ETA, 429s, in flight, cost; its batches; each provider."""
     print(
         f"  {live['rate_per_s']}/s, {_eta(live)}, {live['rate_limited']} x 429, "
@@ -191,12 +213,13 @@ def _print_live(live: dict[str, Any]) -> None:
 def _report(args: argparse.Namespace) -> int:
     from batchgate.jobs.finish import stored_report, write_report  # noqa: PLC0415 — start-up: not for `--help`
     from batchgate.jobs.output.same_file import check_output_writable  # noqa: PLC0415 — start-up: not for `--help`
-    from batchgate.jobs.report.build import render_summary  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.report.shapes import report_json  # noqa: PLC0415 — start-up: not for `--help`
+    from batchgate.jobs.report.summary import render_summary  # noqa: PLC0415 — start-up: not for `--help`
 
     if args.html is not None:
         return _report_html(args)
 
-    async def go() -> dict[str, Any]:
+    async def go() -> JobReport:
         store = await _open(args)
         try:
             job = await find_job(store, args.job)
@@ -212,11 +235,7 @@ def _report(args: argparse.Namespace) -> int:
 
     report = asyncio.run(go())
     if args.output is None:
-        print(
-            render_summary(report)
-            if args.summary
-            else orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
-        )
+        print(render_summary(report) if args.summary else report_json(report).decode())
     elif args.summary:
         check_output_writable(args.output)
         write_text(args.output, render_summary(report) + "\n")
@@ -278,13 +297,13 @@ def _report_html(args: argparse.Namespace) -> int:
     return 0
 
 
-def _spec_line(shown: dict[str, Any]) -> str:
+def _spec_line(shown: Mapping[str, object]) -> str:
     from batchgate.config.job_spec import spec_line  # noqa: PLC0415 — start-up: not for `--help`
 
     return spec_line(shown)
 
 
-def _eta(live: dict[str, Any]) -> str:
+def _eta(live: Snapshot) -> str:
     """`ETA 42.0 s`, or `stalled for 45.0 s` when nothing has ended for a while."""
     stalled = live.get("stalled_s")
-    return f"stalled for {stalled} s" if stalled is not None else f"ETA {live['eta_s']} s"
+    return f"stalled for {stalled} s" if stalled is not None else f"ETA {live.get('eta_s')} s"

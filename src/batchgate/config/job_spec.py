@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 import orjson
@@ -36,6 +36,22 @@ MAX_RETRY_ROUNDS = 100
 MAX_TIME = 7_258_118_400.0  # 2200-01-01T00:00:00Z
 _URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$", re.IGNORECASE)
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class ShownSpec(TypedDict):
+    """What `JobSpec.shown` gives: the spec as `status`, `jobs` and the report show it."""
+
+    name: str | None
+    priority: str
+    metadata: dict[str, str]
+    not_before: str | None
+    deadline: str | None
+    deadline_hours: float | None
+    mode: str | None
+    callback_host: str | None
+    retry_failed: int
+
+
 # Every field the parser reads; a door passes the subset it accepts (`fields=`).
 FIELDS = frozenset(
     {"name", "priority", "not_before", "deadline", "deadline_hours", "callback_url",
@@ -64,7 +80,7 @@ class JobSpec:
     validate_schema: Mapping[str, Any] | None = None
     retry_failed: int = 0  # rounds of failed tasks run again
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     def to_blob(self) -> bytes:
@@ -94,7 +110,7 @@ class JobSpec:
             given = {"deadline": None, "deadline_hours": None, **given}
         return replace(base, **given)
 
-    def shown(self) -> dict[str, Any]:
+    def shown(self) -> ShownSpec:
         """What `status`, `jobs` and the report show of it: its name, priority, metadata and times
         (RFC 3339), the callback by its host only (a URL may carry a token)."""
         host = urlsplit(self.callback_url).hostname if self.callback_url else None
@@ -123,7 +139,7 @@ class JobSpec:
 
 
 def parse_job_spec(
-    data: Mapping[str, Any],
+    data: Mapping[str, object],
     now: float | None = None,
     *,
     accepted: frozenset[str] = FIELDS,
@@ -161,12 +177,13 @@ def parse_job_spec(
     )
 
 
-def spec_line(shown: dict[str, Any]) -> str:
+def spec_line(shown: Mapping[str, object]) -> str:
     """` "name" (high; team=search, run=7)`: a job's name, a priority other than normal and its
     metadata, as `JobSpec.shown` gives them ("" when none is set)."""
     name = f' "{shown["name"]}"' if shown.get("name") else ""
-    marks = [shown["priority"]] if shown.get("priority") not in (None, "normal") else []
-    pairs = ", ".join(f"{k}={v}" for k, v in sorted((shown.get("metadata") or {}).items()))
+    marks = [str(shown["priority"])] if shown.get("priority") not in (None, "normal") else []
+    metadata = shown.get("metadata")
+    pairs = ", ".join(f"{k}={v}" for k, v in sorted(metadata.items())) if isinstance(metadata, dict) else ""
     detail = "; ".join(marks + ([pairs] if pairs else []))
     return name + (f" ({detail})" if detail else "")
 
@@ -178,7 +195,7 @@ def rfc3339(at: float | None) -> str | None:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _text(data: Mapping[str, Any], name: str, limit: int) -> str | None:
+def _text(data: Mapping[str, object], name: str, limit: int) -> str | None:
     value = data.get(name)
     if value is None:
         return None
@@ -187,7 +204,7 @@ def _text(data: Mapping[str, Any], name: str, limit: int) -> str | None:
     return value
 
 
-def _choice(data: Mapping[str, Any], name: str, allowed: tuple[str, ...]) -> str | None:
+def _choice(data: Mapping[str, object], name: str, allowed: tuple[str, ...]) -> str | None:
     value = data.get(name)
     if value is None:
         return None
@@ -227,7 +244,7 @@ def _rfc3339(value: str, name: str) -> float:
         return -1.0  # out of any range: refused by the caller
 
 
-def _time(data: Mapping[str, Any], name: str) -> float | None:
+def _time(data: Mapping[str, object], name: str) -> float | None:
     value = data.get(name)
     return None if value is None else parse_time(value, name)
 
@@ -305,7 +322,7 @@ def _rounds(value: object) -> int:
     return value
 
 
-def _validate(data: Mapping[str, Any]) -> tuple[str | None, Mapping[str, Any] | None]:
+def _validate(data: Mapping[str, object]) -> tuple[str | None, Mapping[str, Any] | None]:
     """`validate: {"regex": ..., "schema": {...}}`, or the flat `validate_regex` / `validate_schema`."""
     value = data.get("validate")
     if value is not None:

@@ -21,17 +21,19 @@ import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from batchgate.config import GatewayConfig, RouteMode, load_config, parse_job_spec
 from batchgate.jobs.batch.policy import with_job_overrides
 from batchgate.jobs.engine_types import EngineOptions
+from batchgate.jobs.finish import JobReport
 from batchgate.jobs.graph.expand import answer_of
 from batchgate.jobs.graph.setup import requested_graph
 from batchgate.jobs.job_setup import RunRequest, job_id_for
 from batchgate.jobs.pricing import check_prices, unpriced_warning
+from batchgate.jobs.progress.shapes import Snapshot
 from batchgate.jobs.runner import run_job
 from batchgate.jobs.store.location import choose_location, open_store, parse_location, store_exists
 from batchgate.jobs.store.protocol import TaskOutcome, TaskRecord, TaskSpec, TaskState
@@ -39,7 +41,7 @@ from batchgate.request_fields import out_line_metadata, task_metadata
 
 __all__ = ["Job", "JobResult"]
 
-ProgressCallback = Callable[[dict[str, Any]], None]
+ProgressCallback = Callable[[dict[str, Any]], None]  # a snapshot, or an event: its own fields
 _SPEC_ARGS = {  # `Job(...)` argument → its job-spec field (`config.job_spec`)
     **{name: name for name in ("name", "priority", "not_before", "deadline", "deadline_hours",
                                "callback_url", "callback_secret_env", "metadata", "mode",
@@ -98,11 +100,11 @@ class _CallbackSink:
     def __init__(self, fn: ProgressCallback) -> None:
         self._fn = fn
 
-    def event(self, name: str, **fields: Any) -> None:
+    def event(self, name: str, **fields: object) -> None:
         self._fn({"event": name, **fields})
 
-    def update(self, snap: dict[str, Any]) -> None:
-        self._fn(snap)
+    def update(self, snap: Snapshot) -> None:
+        self._fn(dict(snap))
 
     def close(self) -> None:
         return None
@@ -179,17 +181,16 @@ class Job:
     def report_path(self) -> Path:
         return self.request.report_file
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> JobReport:
         """The report of the last run (the same JSON `batchgate run` writes)."""
-        result: dict[str, Any] = orjson.loads(self.report_path.read_bytes())
-        return result
+        return cast("JobReport", orjson.loads(self.report_path.read_bytes()))
 
-    async def arun(self) -> dict[str, Any]:
+    async def arun(self) -> JobReport:
         """Create or resume the job and run it to the end (or to a guard's stop); the report."""
         await self._run(None)
         return self.report()
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> JobReport:
         """Synchronous `arun`; in a running event loop (Jupyter), on a worker thread."""
         try:
             asyncio.get_running_loop()

@@ -20,7 +20,6 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from batchgate.clock import Clock, LoopClock
 from batchgate.config import load_config
@@ -30,7 +29,9 @@ from batchgate.jobs.batch.mode import BatchModeRunner
 from batchgate.jobs.batch.policy import job_config
 from batchgate.jobs.engine import CANCEL_BLOB, CANCEL_REASON
 from batchgate.jobs.finish import Finished, OutputFiles, finish_job
-from batchgate.jobs.report.build import OPEN_SEGMENT_BLOB, REPORT_BLOB, fold_open_segment, load_segments
+from batchgate.jobs.progress.shapes import BatchCounters
+from batchgate.jobs.report.build import OPEN_SEGMENT_BLOB, REPORT_BLOB, fold_open_segment
+from batchgate.jobs.report.shapes import ProviderFigures, Segment, load_segments
 from batchgate.jobs.store.find import api_id, find_job
 from batchgate.jobs.store.location import StoreLocation, open_store
 from batchgate.jobs.store.lockfile import lock_path_for
@@ -125,9 +126,9 @@ async def _cancel_locked(store: JobStore, job: JobRecord, pid: int | None, clock
     return CancelResult(job_id, pid, stats.batches_resumed, done)
 
 
-def _cancel_segment(batches: dict[str, Any], elapsed_s: float, wall: float) -> dict[str, Any]:
+def _cancel_segment(batches: BatchCounters, elapsed_s: float, wall: float) -> Segment:
     """The report figures of the cancel itself: the partial results it collected."""
-    providers = {
+    providers: dict[str, ProviderFigures] = {
         name: {"cost_usd": round(p["cost_usd"], 6), "batch_cost_usd": round(p["cost_usd"], 6)}
         for name, p in batches.get("by_provider", {}).items()
     }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from batchgate.jobs.cache.cached import JobCache
 from batchgate.jobs.progress.counters import Progress
@@ -41,7 +41,7 @@ class FollowUps(Protocol):
 
 ResultHook = Callable[[TaskSpec, TaskOutcome], None]  # hears each live outcome as it is committed
 Committed = Callable[[Sequence[TaskOutcome]], None]  # outcomes the store has just committed
-EventSink = Callable[[str, dict[str, Any]], None]  # hears batch mode's events: (name, fields)
+EventSink = Callable[[str, dict[str, object]], None]  # hears batch mode's events: (name, fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +83,6 @@ class EngineOutcome:
     elapsed_s: float
     statistics: GatewayStatistics  # the gateway's figures of this run
     progress: Progress
-    emulator_stats: dict[str, Any] | None
+    emulator_stats: dict[str, object] | None
     no_target: bool = False  # stopped because a route had no target left (a key refused, unreachable)
     routes_stopped: bool = False  # a route's every target refused its key: its items failed, others ran

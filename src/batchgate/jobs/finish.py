@@ -8,27 +8,26 @@ report counts the rounds a job has had over all its runs."""
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import NotRequired, Protocol, TypeVar, cast
 
 import orjson
 
 from batchgate.jobs.cache.cached import JobCache, cache_section
 from batchgate.jobs.graph.expand import GraphTasks
-from batchgate.jobs.graph.output import write_joined
+from batchgate.jobs.graph.output import GraphSection, write_joined
 from batchgate.jobs.output.files import write_outputs
 from batchgate.jobs.report.build import (
     OPEN_SEGMENT_BLOB,
     REPORT_BLOB,
     RETRY_ROUND,
     build_report,
-    dump_segments,
     fold_open_segment,
     load_invalid,
-    load_segments,
 )
+from batchgate.jobs.report.shapes import Report, Segment, dump_segments, load_segments, report_json
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.text import plural
 
@@ -60,6 +59,13 @@ class OutputFiles:
         return {"output": str(self.output), "errors": str(self.errors), "report": str(self.report)}
 
 
+class JobReport(Report):
+    """The report as a run writes it and `batchgate report` shows it: `build_report`'s, with a
+    fan-out or pipeline's `graph` section (the step comparison)."""
+
+    graph: NotRequired[GraphSection]
+
+
 @dataclass(frozen=True, slots=True)
 class Finished:
     status: str  # completed | stopped
@@ -67,17 +73,17 @@ class Finished:
     unfinished: int
     written: int
     failed: int
-    report: dict[str, Any]
+    report: JobReport
 
 
 async def finish_job(
     store: JobStore,
     job_id: str,
     files: OutputFiles,
-    segments: list[dict[str, Any]],
+    segments: list[Segment],
     *,
     stop_reason: str | None,
-    emulator_stats: dict[str, Any] | None = None,
+    emulator_stats: Mapping[str, object] | None = None,
     graph: GraphTasks | None = None,
     appended: int | None = None,
     more_input: bool = False,
@@ -98,7 +104,7 @@ async def finish_job(
     await store.update_job(job_id, status=status, stop_reason=reason or "", task_total=total)
     await store.put_blob(job_id, REPORT_BLOB, dump_segments(segments))
     await store.put_blob(job_id, OPEN_SEGMENT_BLOB, b"")
-    section: dict[str, Any] | None = None
+    section: GraphSection | None = None
     if graph is not None:
         written, failed, section = await write_joined(store, job_id, graph, files.output, files.errors)
     else:
@@ -109,7 +115,8 @@ async def finish_job(
     job_now = await store.get_job(job_id)
     assert job_now is not None
     invalid = await load_invalid(store, job_id)
-    report = build_report(job_now, counts, await store.totals(job_id), segments, invalid=invalid)
+    built = build_report(job_now, counts, await store.totals(job_id), segments, invalid=invalid)
+    report = cast("JobReport", built)  # no graph section yet
     if section is not None:
         report["graph"] = section
         await store.put_blob(job_id, GRAPH_REPORT_BLOB, orjson.dumps(section))
@@ -121,7 +128,7 @@ async def finish_job(
     return Finished(status, reason, unfinished, written, failed, report)
 
 
-async def earlier_segments(store: JobStore, job_id: str) -> list[dict[str, Any]]:
+async def earlier_segments(store: JobStore, job_id: str) -> list[Segment]:
     """The report segments of earlier runs, with the figures of a run that was killed folded in."""
     segments = load_segments(await store.get_blob(job_id, REPORT_BLOB))
     if fold_open_segment(segments, await store.get_blob(job_id, OPEN_SEGMENT_BLOB)):
@@ -130,46 +137,51 @@ async def earlier_segments(store: JobStore, job_id: str) -> list[dict[str, Any]]
     return segments
 
 
-def refused_tokens(segments: list[dict[str, Any]]) -> int:
+def refused_tokens(segments: list[Segment]) -> int:
     """Tokens earlier runs were billed for answers the output check refused (not in the store)."""
     return sum(
         int(p.get("validation_tokens", 0)) for seg in segments for p in seg.get("providers", {}).values()
     )
 
 
-def _without_series(stats: dict[str, Any]) -> dict[str, Any]:
+def _without_series(stats: Mapping[str, object]) -> dict[str, object]:
+    """The embedded emulator's figures for the report: each provider's time series left out."""
+    given = stats.get("providers")
     providers = {
-        name: {k: v for k, v in p.items() if k != "series"} for name, p in stats.get("providers", {}).items()
+        name: {k: v for k, v in p.items() if k != "series"}
+        for name, p in (given.items() if isinstance(given, Mapping) else ())
+        if isinstance(p, Mapping)
     }
     return {**stats, "providers": providers}
 
 
-def write_report(path: Path, report: dict[str, Any]) -> None:
+def write_report(path: Path, report: JobReport) -> None:
     """Write the JSON report atomically (owner-only)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
-        f.write(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+        f.write(report_json(report))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
-async def stored_report(store: JobStore, job: JobRecord) -> dict[str, Any]:
+async def stored_report(store: JobStore, job: JobRecord) -> JobReport:
     """The job's report as the store has it now: a run going on, or killed, has left its figures
     so far (read and folded in, never written back)."""
     segments = load_segments(await store.get_blob(job.job_id, REPORT_BLOB))
     fold_open_segment(segments, await store.get_blob(job.job_id, OPEN_SEGMENT_BLOB))
-    report = build_report(
+    built = build_report(
         job,
         await store.counts(job.job_id),
         await store.totals(job.job_id),
         segments,
         invalid=await load_invalid(store, job.job_id),
     )
+    report = cast("JobReport", built)  # no graph section yet
     graph = await store.get_blob(job.job_id, GRAPH_REPORT_BLOB)
     if graph:
-        report["graph"] = orjson.loads(graph)
+        report["graph"] = cast("GraphSection", orjson.loads(graph))  # as `finish_job` stored it
     if (cached := await cache_section(store, job.job_id, None)) is not None:
         report["cache"] = cached
     return report
@@ -192,7 +204,7 @@ async def run_in_rounds(
     job_id: str,
     rounds: int,
     run: Callable[[], Awaitable[tuple[_O, _G]]],
-    segments: list[dict[str, Any]],
+    segments: list[Segment],
     say: Callable[[str], None],
 ) -> tuple[_O, _G]:
     """Run the job (`run`), with up to `rounds` rounds of its failed tasks re-queued first."""
@@ -213,6 +225,6 @@ async def run_in_rounds(
     return outcome, extra
 
 
-def _mark(segments: list[dict[str, Any]], round_no: int) -> None:
+def _mark(segments: list[Segment], round_no: int) -> None:
     if round_no and segments:
         segments[-1][RETRY_ROUND] = round_no

@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from batchgate.config import Budget
+from batchgate.jobs.progress.shapes import BudgetView
 
 
 @dataclass(slots=True)
@@ -26,7 +27,7 @@ class BudgetGuard:
     def limited(self) -> bool:
         return self.budget.max_cost_usd is not None or self.budget.max_tokens is not None
 
-    def view(self) -> dict[str, float | int | None] | None:
+    def view(self) -> BudgetView | None:
         """What is spent against each limit (for the displays); None without a budget."""
         if not self.limited:
             return None

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.jobs.batch.policy import TasksEstimate, batch_target, resolve_mode
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.input.read import read_tasks
 from batchgate.jobs.pack.group import lines_per_request
-from batchgate.jobs.plan_limits import limits_entry, render_limits
+from batchgate.jobs.plan_limits import LimitsEntry, limits_entry, render_limits
 from batchgate.jobs.pricing import BUILTIN_NOTE, PriceTable
 from batchgate.jobs.store.protocol import TaskSpec
 from batchgate.models import Usage
@@ -47,6 +47,51 @@ class RoutePlan:
     batch_cost_usd: float = 0.0
 
 
+class ProviderEntry(LimitsEntry):
+    """One provider's row of the plan: its live and Batch API work, then its limit figures."""
+
+    requests: int
+    prompt_tokens: int
+    max_output_tokens: int
+    cost_usd_max: float
+    batch_api_requests: int
+    batch_api_cost_usd_max: float | None  # None: no Batch API work would go here
+    quota_seconds: float  # the least time its quotas allow for the work: its binding limit's
+
+
+class RouteEntry(TypedDict):
+    tasks: int
+    prompt_tokens: int
+    configured_mode: str | None
+    mode: str
+    batch_provider: str | None
+    cost_usd_max: float
+    batch_api_cost_usd_max: float | None
+    planned_cost_usd_max: float
+
+
+class Plan(TypedDict):
+    """What `batchgate plan` prints (`render_plan`) or writes as JSON (`--json`)."""
+
+    input: str
+    tasks: int
+    providers: dict[str, ProviderEntry]
+    prompt_tokens: int
+    max_output_tokens: int
+    cost_usd_max: float
+    batch_api_cost_usd_max: float
+    batch_api_saving_usd: float
+    routes: dict[str, RouteEntry]
+    planned_cost_usd_max: float
+    deadline_hours: float | None
+    quota_seconds: float
+    budget_usd: float | None
+    budget_tokens: int | None
+    over_budget: bool
+    unpriced_models: list[str]
+    builtin_priced_models: list[str]
+
+
 def _weight(p: ProviderConfig) -> float:
     return p.limits.rpm or 1.0
 
@@ -64,7 +109,7 @@ class _Planner:
     routes: dict[str, RoutePlan]
     used_models: set[str]
 
-    def add(self, body: dict[str, Any]) -> None:
+    def add(self, body: dict[str, Any]) -> None:  # a request body: the provider-body boundary
         route = next(r for r in self.config.routes if r.model == body["model"])
         rp = self.routes.setdefault(route.model, RoutePlan())
         rp.tasks += 1
@@ -102,7 +147,7 @@ class _Planner:
             self.plans[provider.name].batch_requests += 1
 
 
-def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
+def make_plan(config: GatewayConfig, input_path: Path) -> Plan:
     fit = RouteFit(config)
     planner = _Planner(
         config, fit, PriceTable(config.prices), {p.name: ProviderPlan() for p in config.providers}, {}, set()
@@ -147,10 +192,10 @@ def make_plan(config: GatewayConfig, input_path: Path) -> dict[str, Any]:
     }
 
 
-def _provider_entry(config: GatewayConfig, name: str, pl: ProviderPlan) -> dict[str, Any]:
+def _provider_entry(config: GatewayConfig, name: str, pl: ProviderPlan) -> ProviderEntry:
     """One provider's row: the live work it would get and what its limits make of it, and the
     Batch API work routed to it (None: it would get none)."""
-    p = config.provider(name)
+    limits = limits_entry(config, config.provider(name), pl.requests, pl.prompt_tokens, pl.max_output_tokens)
     return {
         "requests": round(pl.requests),
         "prompt_tokens": round(pl.prompt_tokens),
@@ -158,15 +203,12 @@ def _provider_entry(config: GatewayConfig, name: str, pl: ProviderPlan) -> dict[
         "cost_usd_max": round(pl.cost_usd, 6),
         "batch_api_requests": pl.batch_requests,
         "batch_api_cost_usd_max": round(pl.batch_cost_usd, 6) if pl.batch_requests else None,
-    } | _with_quota_seconds(limits_entry(config, p, pl.requests, pl.prompt_tokens, pl.max_output_tokens))
+        **limits,
+        "quota_seconds": round(max(limits["dimension_seconds"].values(), default=0.0), 1),
+    }
 
 
-def _with_quota_seconds(entry: dict[str, Any]) -> dict[str, Any]:
-    """`entry` with the least time its quotas allow for the work: its binding limit's."""
-    return entry | {"quota_seconds": round(max(entry["dimension_seconds"].values(), default=0.0), 1)}
-
-
-def _route_entry(config: GatewayConfig, model: str, rp: RoutePlan) -> dict[str, Any]:
+def _route_entry(config: GatewayConfig, model: str, rp: RoutePlan) -> RouteEntry:
     route = next(r for r in config.routes if r.model == model)
     target = batch_target(route, config)
     if target is not None:
@@ -186,7 +228,7 @@ def _route_entry(config: GatewayConfig, model: str, rp: RoutePlan) -> dict[str, 
     }
 
 
-def render_plan(plan: dict[str, Any]) -> str:
+def render_plan(plan: Plan) -> str:
     w = max([12, *(len(n) + 2 for n in plan["providers"])])  # a per-model quota: `entry/model`
     lines = [
         f"plan for {plan['input']}: {plan['tasks']} tasks, {plan['prompt_tokens']} prompt tokens, "
@@ -219,9 +261,10 @@ def render_plan(plan: dict[str, Any]) -> str:
         )
         for model, r in sorted(routes.items()):
             mode = r["mode"] if r["configured_mode"] != "auto" else f"auto -> {r['mode']}"
-            batch = "-" if r["batch_api_cost_usd_max"] is None else f"{r['batch_api_cost_usd_max']:.4f}"
+            via = r["batch_api_cost_usd_max"]
             lines.append(
-                f"  {model:<24}{r['tasks']:>8}  {mode:<22}{r['cost_usd_max']:>10.4f}{batch:>13}"
+                f"  {model:<24}{r['tasks']:>8}  {mode:<22}{r['cost_usd_max']:>10.4f}"
+                f"{'-' if via is None else f'{via:.4f}':>13}"
                 f"{r['planned_cost_usd_max']:>11.4f}"
             )
         lines.append(f"  as planned: at most ${plan['planned_cost_usd_max']:.4f}")

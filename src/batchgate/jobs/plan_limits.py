@@ -19,13 +19,42 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from batchgate.config import GatewayConfig, ProviderConfig
 
 DEFAULT_P50_S = 1.0  # a provider without a latency to read: a typical short chat answer
 HEADROOM = 0.2
 HELD_BUCKET_S = 60.0  # Anthropic's output bucket holds a minute of OTPM (its rate-limit docs)
+
+
+class Concurrency(TypedDict):
+    """The suggested concurrency and the formula as printed (`value` None: no RPM to size it by)."""
+
+    p50_s: float
+    p50_source: str  # emulator | default
+    rpm: float | None
+    value: int | None
+    formula: str
+
+
+class KeptOutput(TypedDict):
+    """A provider that gives unused output back: its OTPM time with every max_tokens kept."""
+
+    otpm_seconds: float
+    binding_limit: str | None
+
+
+class LimitsEntry(TypedDict):
+    """The plan's per-provider limit figures (`limits_entry`)."""
+
+    limits: str  # declared | learned
+    dimension_seconds: dict[str, float]
+    binding_limit: str | None
+    suggested_concurrency: Concurrency
+    kept_output: NotRequired[KeptOutput]
+
+
 DIMENSIONS = {
     "rpm": "requests/min",
     "tpm": "tokens/min",
@@ -78,29 +107,29 @@ def p50_latency(config: GatewayConfig, p: ProviderConfig, mean_output_tokens: fl
 
 def suggested_concurrency(
     config: GatewayConfig, p: ProviderConfig, requests: float, output_tokens: float
-) -> dict[str, Any]:
+) -> Concurrency:
     """P50 × RPM / 60 + 20 %, rounded up, with the formula as printed (no RPM: no suggestion)."""
     p50, source = p50_latency(config, p, output_tokens / requests if requests else 0.0)
     rpm = p.limits.rpm
-    out: dict[str, Any] = {"p50_s": round(p50, 3), "p50_source": source, "rpm": rpm}
-    if not rpm:
-        return out | {"value": None, "formula": "no RPM limit: nothing to size it by"}
-    raw = p50 * rpm / 60.0 * (1 + HEADROOM)
-    value = max(1, math.ceil(raw))
-    formula = f"P50 {p50:.2f} s ({source}) × {rpm:g} RPM / 60 + 20% = {raw:.1f} → {value}"
-    return out | {"value": value, "formula": formula}
+    value: int | None = None
+    formula = "no RPM limit: nothing to size it by"
+    if rpm:
+        raw = p50 * rpm / 60.0 * (1 + HEADROOM)
+        value = max(1, math.ceil(raw))
+        formula = f"P50 {p50:.2f} s ({source}) × {rpm:g} RPM / 60 + 20% = {raw:.1f} → {value}"
+    return {"p50_s": round(p50, 3), "p50_source": source, "rpm": rpm, "value": value, "formula": formula}
 
 
 def limits_entry(
     config: GatewayConfig, p: ProviderConfig, requests: float, prompt_tokens: float, output_tokens: float
-) -> dict[str, Any]:
+) -> LimitsEntry:
     """The plan's per-provider limit figures: seconds per dimension (output held in flight where
     the provider gives unused output back), the binding one, concurrency, `kept_output`."""
     kept = dimension_seconds(p, requests, prompt_tokens, output_tokens)
     p50 = p50_latency(config, p, output_tokens / requests if requests else 0.0)[0]
     held = held_seconds(p, output_tokens, p50)
     seconds = kept if held is None else kept | {"otpm": held}
-    entry = {
+    entry: LimitsEntry = {
         "limits": "declared" if p.limits.declared() or p.emulated else "learned",
         "dimension_seconds": seconds,
         "binding_limit": binding(seconds),
@@ -111,11 +140,11 @@ def limits_entry(
     return entry
 
 
-def render_limits(providers: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def render_limits(providers: Mapping[str, LimitsEntry]) -> list[str]:
     """Per provider: each dimension's time (the binding one marked) and the suggested concurrency."""
     lines = []
     for name, p in sorted(providers.items()):
-        seconds: Mapping[str, float] = p.get("dimension_seconds") or {}
+        seconds = p["dimension_seconds"]
         if seconds:
             parts = [
                 f"{DIMENSIONS[d]} {s:.0f} s" + (" (binds first)" if d == p.get("binding_limit") else "")
@@ -128,16 +157,15 @@ def render_limits(providers: Mapping[str, Mapping[str, Any]]) -> list[str]:
             lines.append(f"  {name}: no limits configured: learned from its answers' rate-limit headers")
         else:
             lines.append(f"  {name}: no limits configured")
-        conc = p.get("suggested_concurrency") or {}
-        if conc.get("formula"):
-            lines.append(f"    suggested concurrency: {conc['formula']}")
+        if formula := p["suggested_concurrency"]["formula"]:
+            lines.append(f"    suggested concurrency: {formula}")
     return lines
 
 
-def _kept_line(kept: Mapping[str, Any]) -> str:
+def _kept_line(kept: KeptOutput) -> str:
     """The output line of a provider that gives unused output back, with and without the refund."""
     then = kept["binding_limit"]
-    binds = "binds first" if then == "otpm" else f"{DIMENSIONS[then]} binds first"
+    binds = "binds first" if then == "otpm" else f"{DIMENSIONS.get(then or '', then)} binds first"
     return (
         "    output tokens/min: the time above holds each max_tokens in flight for one P50 latency"
         " (the output is settled to the real answer when it ends; the answers' own output adds its"

@@ -17,9 +17,6 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
-from typing import Any
-
-import orjson
 
 from batchgate import trace_hooks
 from batchgate.clock import Clock, LoopClock
@@ -46,16 +43,17 @@ from batchgate.jobs.lifecycle.callback import announce_end
 from batchgate.jobs.lifecycle.start import before_start
 from batchgate.jobs.output.live import LiveOutput
 from batchgate.jobs.output.same_file import check_output_writable
-from batchgate.jobs.progress.counters import LIVE_BLOB, ProgressSink, QuietSink, Reachability, snapshot
+from batchgate.jobs.progress.counters import LIVE_BLOB, ProgressSink, QuietSink, Reachability
+from batchgate.jobs.progress.shapes import Snapshot, snapshot_json
+from batchgate.jobs.progress.snapshot import snapshot
 from batchgate.jobs.progress.timeline import TIMELINE_BLOB, Timeline, load_timeline
-from batchgate.jobs.report.build import (
-    OPEN_SEGMENT_BLOB,
-    render_summary,
-    run_segment,
-)
+from batchgate.jobs.report.build import OPEN_SEGMENT_BLOB, run_segment
+from batchgate.jobs.report.shapes import Segment, segment_json
+from batchgate.jobs.report.summary import render_summary
 from batchgate.jobs.store.location import resume_hint, store_exists
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.logs import INFO, WARNING, event, get_logger
+from batchgate.stats import GatewayStatistics
 from batchgate.text import plural
 
 __all__ = ["run_job"]
@@ -146,14 +144,14 @@ async def _run_engine(
     config: GatewayConfig,
     req: RunRequest,
     sink: ProgressSink,
-    segments: list[dict[str, Any]],
+    segments: list[Segment],
     deadline: float | None,
     clock: Clock,
     graph: GraphTasks | None = None,
 ) -> EngineOutcome:
     ticker: _Ticker | None = None
 
-    def on_event(name: str, fields: dict[str, Any]) -> None:
+    def on_event(name: str, fields: dict[str, object]) -> None:
         sink.event(name, **fields)
         event(_log, INFO, name, **fields)  # the batch events: ids, counts and states
         if ticker is not None:
@@ -235,7 +233,9 @@ def _sending(engine: JobEngine) -> int:
     return sum(p.in_flight for p in gw.statistics().providers.values())
 
 
-def _publish(engine: JobEngine, sink: ProgressSink, elapsed: float, stats: Any) -> dict[str, Any]:
+def _publish(
+    engine: JobEngine, sink: ProgressSink, elapsed: float, stats: GatewayStatistics | None
+) -> Snapshot:
     wall = engine.clock.wall()
     snap = snapshot(engine.job_id, engine.progress, stats, elapsed, wall, engine.budget.view())
     sink.update(snap)
@@ -286,17 +286,17 @@ class _Ticker:
             beat += 1
             if beat % STORE_EVERY == 0 or self._store_now:
                 self._store_now = False
-                await self._store.put_blob(engine.job_id, LIVE_BLOB, orjson.dumps(snap))
+                await self._store.put_blob(engine.job_id, LIVE_BLOB, snapshot_json(snap))
                 if stats is not None:
                     seg = run_segment(stats, elapsed, engine.progress, run_id=self._run_id, finished=False)
-                    await self._store.put_blob(engine.job_id, OPEN_SEGMENT_BLOB, orjson.dumps(seg))
+                    await self._store.put_blob(engine.job_id, OPEN_SEGMENT_BLOB, segment_json(seg))
                 if not engine.stopping and await engine.cancel_asked():  # a cancel on Postgres: no signal
                     engine.request_cancel()
 
     async def sample(self, *, force: bool = False) -> None:
         """A timeline sample when one is due (`force`: now), stored at once."""
         engine, timeline = self._engine, self._timeline
-        if not timeline.data:  # the first: continue what earlier runs stored
+        if not timeline.started:  # the first: continue what earlier runs stored
             timeline.start(load_timeline(await self._store.get_blob(engine.job_id, TIMELINE_BLOB)))
         if force or timeline.due(engine.clock.now()):
             timeline.take(engine.clock.now(), engine.clock.wall(), engine.progress)
@@ -308,7 +308,7 @@ async def _finish(
     job: JobRecord,
     outcome: EngineOutcome,
     req: RunRequest,
-    segments: list[dict[str, Any]],
+    segments: list[Segment],
     sink: ProgressSink,
     out: Callable[[str], None],
     err: Callable[[str], None],

@@ -16,7 +16,6 @@ import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -32,7 +31,7 @@ def _ts(created: float) -> str:
     return datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def _fields(record: logging.LogRecord) -> dict[str, Any]:
+def _fields(record: logging.LogRecord) -> dict[str, object]:
     fields = getattr(record, "fields", None)
     return fields if isinstance(fields, dict) else {}
 
@@ -42,7 +41,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         msg = record.getMessage()
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "ts": _ts(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
@@ -68,7 +67,7 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     if isinstance(value, str):
         return value if value and not any(c in value for c in ' "=\n') else orjson.dumps(value).decode()
     if value is None or isinstance(value, bool | int | float):

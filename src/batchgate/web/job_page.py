@@ -6,12 +6,12 @@ ones with their custom_id, one-line error and input-line metadata). The dashboar
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import orjson
 
-from batchgate.jobs.finish import stored_report
-from batchgate.jobs.progress.timeline import TIMELINE_BLOB, load_timeline
+from batchgate.jobs.finish import JobReport, stored_report
+from batchgate.jobs.progress.timeline import TIMELINE_BLOB, TimelineData, load_timeline
 from batchgate.jobs.store.protocol import JobRecord, JobStore, TaskState
 from batchgate.request_fields import out_line_metadata
 
@@ -19,33 +19,63 @@ FIRST_FAILURES = 20
 COUNTED_FAILURES = 10_000  # failures read to count kinds (a huge failed job: the first ones)
 
 
-async def failures(store: JobStore, job_id: str) -> dict[str, Any]:
+class Failure(TypedDict):
+    custom_id: str
+    code: str
+    message: str
+    attempts: int
+    metadata: NotRequired[dict[str, object]]  # the input line's, as its OUT line carries it
+
+
+class Failures(TypedDict):
+    by_kind: dict[str, int]
+    first: list[Failure]
+    counted: int
+
+
+class PageData(TypedDict):
+    """Everything a job page draws (the dashboard's, and `report --html`'s embedded JSON)."""
+
+    job: str
+    state: str
+    report: JobReport
+    timeline: TimelineData
+    failures: Failures
+
+
+async def failures(store: JobStore, job_id: str) -> Failures:
     """`by_kind`: failed items per error code; `first`: the first failures in input order."""
     by_kind: dict[str, int] = {}
-    first: list[dict[str, Any]] = []
+    first: list[Failure] = []
     seen = 0
     async for t in store.iter_results(job_id, ordered=True, states=(TaskState.FAILED,)):
         code, _, message = (t.error or "error").partition(": ")
         by_kind[code] = by_kind.get(code, 0) + 1
         if len(first) < FIRST_FAILURES:
-            item = {"custom_id": t.custom_id, "code": code, "message": message, "attempts": t.attempts}
-            first.append(item | _metadata(t.output_line))
+            item: Failure = {
+                "custom_id": t.custom_id,
+                "code": code,
+                "message": message,
+                "attempts": t.attempts,
+            }
+            if meta := _metadata(t.output_line):
+                item["metadata"] = meta
+            first.append(item)
         seen += 1
         if seen >= COUNTED_FAILURES:
             break
     return {"by_kind": dict(sorted(by_kind.items())), "first": first, "counted": seen}
 
 
-def _metadata(line: bytes | None) -> dict[str, Any]:
-    """`{"metadata": ...}`: the input line's metadata its OUT line carries ({} when none)."""
+def _metadata(line: bytes | None) -> dict[str, object]:
+    """The input line's metadata its OUT line carries ({} when none)."""
     with contextlib.suppress(orjson.JSONDecodeError):
         parsed = orjson.loads(line or b"null")
-        meta = out_line_metadata(parsed) if isinstance(parsed, dict) else {}
-        return {"metadata": meta} if meta else {}
+        return out_line_metadata(parsed) if isinstance(parsed, dict) else {}
     return {}
 
 
-async def page_data(store: JobStore, job: JobRecord, state: str) -> dict[str, Any]:
+async def page_data(store: JobStore, job: JobRecord, state: str) -> PageData:
     """Everything a job page draws, as one JSON-able object."""
     report = await stored_report(store, job)
     report["state"] = state

@@ -8,14 +8,14 @@ import contextlib
 import html
 import os
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import orjson
 
 from batchgate.errors import JobError
 from batchgate.jobs.store.protocol import JobRecord, JobStore
 from batchgate.web.assets import read_asset
-from batchgate.web.job_page import page_data
+from batchgate.web.job_page import PageData, page_data
 
 DATA_ID = "bg-data"
 _START = (
@@ -31,7 +31,7 @@ def _inline(name: str) -> str:
     return text
 
 
-def render_page(data: dict[str, Any]) -> str:
+def render_page(data: PageData) -> str:
     """The page's HTML; `data` is embedded in a JSON script element (`<` escaped)."""
     embedded = orjson.dumps(data).decode("utf-8").replace("<", "\\u003c")
     title = html.escape(f"batchgate job {data['job']}")
@@ -58,12 +58,12 @@ def render_page(data: dict[str, Any]) -> str:
 """
 
 
-def embedded_data(page: str) -> dict[str, Any]:
+def embedded_data(page: str) -> PageData:
     """The data a page written by `render_page` embeds (for checking it against the store)."""
     start = page.index(f'id="{DATA_ID}">') + len(f'id="{DATA_ID}">')
     data = orjson.loads(page[start : page.index("</script>", start)])
     assert isinstance(data, dict)
-    return data
+    return cast("PageData", data)
 
 
 async def write_report_page(store: JobStore, job: JobRecord, state: str, path: Path) -> None:

@@ -34,6 +34,7 @@ from batchgate.jobs.engine_types import Committed, EventSink
 from batchgate.jobs.guards import ErrorRateWindow
 from batchgate.jobs.pricing import PriceTable
 from batchgate.jobs.progress.counters import Progress
+from batchgate.jobs.progress.shapes import BatchView
 from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskState
 from batchgate.models import requested_output_tokens
 from batchgate.providers.http import create_session
@@ -130,11 +131,13 @@ class BatchDriver:
             await self._session.close()
             self._session = None
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> BatchView:
         """The open batches and this run's batch counters, for progress and the report."""
         if self.runner is None:
             return {}
-        return {**self.runner.open.summary(), "stats": self.runner.stats.to_dict()}
+        view = self.runner.open.summary()
+        view["stats"] = self.runner.stats.to_dict()
+        return view
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -219,7 +222,7 @@ class BatchDriver:
         if self._errors.record(failed):
             self._run.request_stop(self._errors.reason())
 
-    def event(self, name: str, fields: dict[str, Any]) -> None:
+    def event(self, name: str, fields: dict[str, object]) -> None:
         trace_hooks.batch_event(name, fields)  # a provider batch's span, when tracing is on
         if self._on_event is not None:
             with contextlib.suppress(Exception):  # a display problem never stops the batches

@@ -8,7 +8,7 @@ nothing (`batchgate cancel`, tests).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchgate.jobs.batch.outcomes import Rejected
 from batchgate.jobs.store.protocol import TaskOutcome, TaskSpec
@@ -21,7 +21,7 @@ class BatchEvents(Protocol):
     def rejected(self, refused: Rejected) -> None:
         """An answer the output check refused, heard before its task's outcome."""
 
-    def event(self, name: str, fields: dict[str, Any]) -> None:
+    def event(self, name: str, fields: dict[str, object]) -> None:
         """`batch_submitted`, `batch_resumed` or `batch_ended`, with the batch's fields."""
 
 
@@ -34,7 +34,7 @@ class NoEvents:
     def rejected(self, refused: Rejected) -> None:
         pass
 
-    def event(self, name: str, fields: dict[str, Any]) -> None:
+    def event(self, name: str, fields: dict[str, object]) -> None:
         pass
 
 

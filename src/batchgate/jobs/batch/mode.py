@@ -33,7 +33,6 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import EllipsisType
-from typing import Any
 
 import aiohttp
 
@@ -368,7 +367,7 @@ class BatchModeRunner:
             return outcome.cost_usd / price.batch_discount
         return self._prices.cost(model, Usage(outcome.prompt_tokens, outcome.completion_tokens))
 
-    def _event(self, name: str, record: ProviderBatch, **fields: Any) -> None:
+    def _event(self, name: str, record: ProviderBatch, **fields: object) -> None:
         handle = record.handle
         fields = {"provider": handle.provider, "batch_id": handle.batch_id, "round": record.round, **fields}
         self.events.event(name, fields)

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
+from batchgate.jobs.progress.shapes import BatchView, OpenBatch
 from batchgate.providers.batch.common import BatchStatus
 
 SHOWN_OPEN = 20  # open batches listed one by one in a snapshot
@@ -42,7 +42,7 @@ class OpenBatches:
     def __len__(self) -> int:
         return len(self._open)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> BatchView:
         """`{open, items, processed, by_state, batches: [...]}` for a progress snapshot."""
         by_state: dict[str, int] = {}
         for entry in self._open.values():
@@ -52,5 +52,16 @@ class OpenBatches:
             "items": sum(e.requests for e in self._open.values()),
             "processed": sum(e.processed for e in self._open.values()),
             "by_state": by_state,
-            "batches": [asdict(e) for e in list(self._open.values())[:SHOWN_OPEN]],
+            "batches": [_shown(e) for e in list(self._open.values())[:SHOWN_OPEN]],
         }
+
+
+def _shown(e: _Open) -> OpenBatch:
+    return {
+        "provider": e.provider,
+        "batch_id": e.batch_id,
+        "requests": e.requests,
+        "round": e.round,
+        "state": e.state,
+        "processed": e.processed,
+    }

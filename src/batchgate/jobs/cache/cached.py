@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 
@@ -34,6 +34,15 @@ CACHED = "cached"  # the OUT line's mark of an answer from the cache
 FIGURES_BLOB = "cache_figures"  # the job's cache figures over its runs
 
 
+class CacheSection(TypedDict):
+    """The report's `cache` section (and the figures kept in the job store)."""
+
+    hits: int
+    saved_usd: float
+    deduped: int
+    stored: int
+
+
 @dataclass
 class CacheFigures:
     hits: int = 0  # answers from the cache
@@ -41,7 +50,7 @@ class CacheFigures:
     deduped: int = 0  # lines answered by an identical line of the same job (sent once)
     stored: int = 0  # answers this run put in the cache
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> CacheSection:
         return {
             "hits": self.hits,
             "saved_usd": round(self.saved_usd, 6),
@@ -216,7 +225,7 @@ async def close_job_cache(cache: JobCache | None) -> None:
         await cache.flush()
 
 
-async def cache_section(store: JobStore, job_id: str, cache: JobCache | None) -> dict[str, Any] | None:
+async def cache_section(store: JobStore, job_id: str, cache: JobCache | None) -> CacheSection | None:
     """The report's `cache` section: this run's figures added to the job's earlier ones (kept in
     the job store), or what earlier runs left when this one has no cache (None: never any)."""
     before = await store.get_blob(job_id, FIGURES_BLOB)
@@ -232,9 +241,8 @@ async def cache_section(store: JobStore, job_id: str, cache: JobCache | None) ->
     return total.as_dict() if total is not None and (total.hits or total.deduped or total.stored) else None
 
 
-def cache_lines(report: Mapping[str, Any]) -> list[str]:
-    """The summary's line for the cache (none when it answered nothing)."""
-    section = report.get("cache")
+def cache_lines(section: CacheSection | None) -> list[str]:
+    """The summary's line for the report's `cache` section (none when it answered nothing)."""
     if not section or not (section["hits"] or section["deduped"]):
         return []
     line = f"{plural(section['hits'], 'answer')} from cache, $0.00 spent, ${section['saved_usd']:.2f} saved"

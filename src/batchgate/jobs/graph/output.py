@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, NotRequired, TypedDict
 
 import orjson
 
@@ -25,7 +25,7 @@ from batchgate.stats import percentile
 
 async def write_joined(
     store: JobStore, job_id: str, tasks: GraphTasks, out_path: Path, errors_path: Path
-) -> tuple[int, int, dict[str, Any]]:
+) -> tuple[int, int, GraphSection]:
     """Write OUT and the errors file; returns (lines written, failed steps, the report section)."""
     temps: list[tuple[Path, str, IO[bytes]]] = []
     joiner = Joiner(tasks)
@@ -66,7 +66,35 @@ def _emit(joiner: Joiner, group: list[TaskRecord], width: int, out: IO[bytes]) -
     return 1
 
 
-def _step_summary(fig: StepFigures) -> dict[str, Any]:
+class StepLatency(TypedDict):
+    p50: float
+    p95: float
+    p99: float
+
+
+class StepSummary(TypedDict):
+    route: str
+    sent: int
+    succeeded: int
+    failed: int
+    skipped: int
+    blocked: int
+    success_rate: float | None
+    latency_ms: StepLatency
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+
+
+class GraphSection(TypedDict):
+    """The report's `graph` section: each step's figures, and a fan-out's agreement matrix."""
+
+    kind: str
+    steps: dict[str, StepSummary]
+    agreement: NotRequired[dict[str, dict[str, float | None]]]
+
+
+def _step_summary(fig: StepFigures) -> StepSummary:
     lat = sorted(fig.latencies)
     return {
         "route": fig.route,
@@ -76,16 +104,20 @@ def _step_summary(fig: StepFigures) -> dict[str, Any]:
         "skipped": fig.skipped,
         "blocked": fig.blocked,
         "success_rate": round(fig.succeeded / fig.sent, 4) if fig.sent else None,
-        "latency_ms": {f"p{q}": round(percentile(lat, q), 1) for q in (50, 95, 99)},
+        "latency_ms": {
+            "p50": round(percentile(lat, 50), 1),
+            "p95": round(percentile(lat, 95), 1),
+            "p99": round(percentile(lat, 99), 1),
+        },
         "prompt_tokens": fig.prompt_tokens,
         "completion_tokens": fig.completion_tokens,
         "cost_usd": round(fig.cost_usd, 6),
     }
 
 
-def summary(joiner: Joiner) -> dict[str, Any]:
+def summary(joiner: Joiner) -> GraphSection:
     """The report section: `{"kind", "steps": {...}, "agreement": {a: {b: share}}}`."""
-    out: dict[str, Any] = {
+    out: GraphSection = {
         "kind": joiner.graph.kind,
         "steps": {name: _step_summary(fig) for name, fig in joiner.figures.items()},
     }
@@ -101,7 +133,7 @@ def summary(joiner: Joiner) -> dict[str, Any]:
     return out
 
 
-def render_graph_summary(section: dict[str, Any]) -> str:
+def render_graph_summary(section: GraphSection) -> str:
     """The readable table printed under the run summary."""
     title = "routes compared" if section["kind"] == FANOUT else "pipeline steps"
     lines = [

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import yaml
 
@@ -72,6 +72,27 @@ class Step:
         return tuple(sorted(refs))
 
 
+# A step's condition as kept: `in` is a keyword, hence the functional form.
+ConditionDoc = TypedDict("ConditionDoc", {"step": str, "in": list[str], "not_equals": str}, total=False)
+
+
+class StepDoc(TypedDict, total=False):
+    """A step as the job's options keep it (`Graph.to_dict`): the given fields only."""
+
+    name: str
+    route: str
+    prompt: str
+    system: str
+    max_tokens: int
+    validate: str
+    when: ConditionDoc
+
+
+class GraphDoc(TypedDict):
+    kind: str
+    steps: list[StepDoc]
+
+
 @dataclass(frozen=True, slots=True)
 class Graph:
     kind: str  # FANOUT | PIPELINE
@@ -93,26 +114,31 @@ class Graph:
     def routes(self) -> list[str]:
         return sorted({s.route for s in self.steps})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GraphDoc:
         return {"kind": self.kind, "steps": [_step_dict(s) for s in self.steps]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "job options") -> Graph:
+    def from_dict(cls, data: Mapping[str, object], source: str = "job options") -> Graph:
         return parse_steps(data.get("steps"), source, kind=str(data.get("kind", PIPELINE)))
 
 
-def _step_dict(s: Step) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": s.name, "route": s.route}
-    for key in ("prompt", "system", "max_tokens", "validate"):
-        if getattr(s, key) is not None:
-            out[key] = getattr(s, key)
+def _step_dict(s: Step) -> StepDoc:
+    out: StepDoc = {"name": s.name, "route": s.route}
+    if s.prompt is not None:
+        out["prompt"] = s.prompt
+    if s.system is not None:
+        out["system"] = s.system
+    if s.max_tokens is not None:
+        out["max_tokens"] = s.max_tokens
+    if s.validate is not None:
+        out["validate"] = s.validate
     if s.when is not None:
-        w: dict[str, Any] = {"step": s.when.step}
+        when = ConditionDoc(step=s.when.step)
         if s.when.equals:
-            w["in"] = list(s.when.equals)
+            when["in"] = list(s.when.equals)
         if s.when.not_equals is not None:
-            w["not_equals"] = s.when.not_equals
-        out["when"] = w
+            when["not_equals"] = s.when.not_equals
+        out["when"] = when
     return out
 
 
@@ -139,7 +165,7 @@ def load_pipeline(path: Path) -> Graph:
     return parse_steps(top.items("steps", required=True), source, kind=PIPELINE)
 
 
-def parse_steps(items: Any, source: str, *, kind: str) -> Graph:
+def parse_steps(items: object, source: str, *, kind: str) -> Graph:
     if not isinstance(items, list) or not items:
         raise ConfigError(source, "steps", "must be a non-empty list")
     if len(items) > MAX_STEPS:

@@ -16,6 +16,7 @@ from typing import IO, Any
 import orjson
 
 from batchgate.jobs.input.read import DEFAULT_MAX_LINE_BYTES, InputProblem
+from batchgate.jobs.store.options import SkippedLine
 
 SKIPPED_BLOB = "skipped_lines"
 SKIPPED_CODE = "invalid_input"
@@ -44,9 +45,9 @@ def skipped_lines(
     return b"".join(line + b"\n" for line in out)
 
 
-def listed(problems: Iterable[InputProblem]) -> list[dict[str, Any]]:
+def listed(problems: Iterable[InputProblem]) -> list[SkippedLine]:
     """The first `LISTED_SKIPPED` problems as the report names them."""
-    found: list[dict[str, Any]] = []
+    found: list[SkippedLine] = []
     for p in problems:
         if len(found) == LISTED_SKIPPED:
             break

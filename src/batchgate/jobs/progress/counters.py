@@ -1,24 +1,24 @@
-"""Showing a running job: a snapshot of its figures, and three ways to show it — a live rich
-display (terminal), JSON-lines events (scripts), or nothing (quiet).
-
-The snapshot is also what `batchgate status` reads from the store while a job runs elsewhere.
-"""
+"""A running job's figures (`Progress`, read into a snapshot by `snapshot`), and three ways to
+show them — a live rich display (terminal), JSON-lines events (scripts), or nothing (quiet)."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
 import orjson
 
 from batchgate.errors import JobError
 from batchgate.jobs.progress.eta import Eta, EtaView
+from batchgate.jobs.progress.shapes import (
+    BatchView,
+    Snapshot,
+    snapshot_json,
+)
 from batchgate.jobs.store.protocol import TaskOutcome, TaskState
-from batchgate.stats import GatewayStatistics, ProviderStatistics
-from batchgate.text import clock_text, plural
 
 LIVE_BLOB = "live"  # the job's latest snapshot, stored every few seconds for `batchgate status`
 
@@ -89,13 +89,13 @@ class Progress:
     latency: dict[str, dict[str, int]] = field(default_factory=dict)
     batch_cost_by_provider: dict[str, float] = field(default_factory=dict)
     tallies: dict[str, ProviderTally] = field(default_factory=dict)  # this job's live attempts
-    batch_view: Callable[[], dict[str, Any]] | None = None
+    batch_view: Callable[[], BatchView] | None = None
     shared_gateway: bool = False  # the gateway runs other jobs too (a server): its counters are not ours
     step_sizes: dict[str, int] = field(default_factory=dict)  # a graph job: tasks each step may hold
     ended_by_step: dict[str, int] = field(default_factory=dict)  # this run's ends per step ("" plain)
     eta: Eta = field(default_factory=Eta)
 
-    def batches(self) -> dict[str, Any]:
+    def batches(self) -> BatchView:
         """The batch view (empty when the run has no batch mode)."""
         return self.batch_view() if self.batch_view is not None else {}
 
@@ -130,7 +130,7 @@ class Progress:
         """A graph job: the most tasks each step may hold (for the ETA)."""
         self.step_sizes = sizes
 
-    def watch_batches(self, view: Callable[[], dict[str, Any]]) -> None:
+    def watch_batches(self, view: Callable[[], BatchView]) -> None:
         """A run with batch mode: where its open batches and batch counters are read."""
         self.batch_view = view
 
@@ -188,130 +188,6 @@ class Progress:
             self.invalid_ids.append(custom_id)
 
 
-def snapshot(
-    job_id: str,
-    progress: Progress,
-    stats: GatewayStatistics | None,
-    elapsed_s: float,
-    wall: float,
-    budget: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The figures every display shows (and `batchgate status` reads); `budget` is the budget
-    used against its limits (`BudgetGuard.view`), None without one."""
-    done_now = progress.succeeded + progress.failed
-    rate = done_now / elapsed_s if elapsed_s > 0 else 0.0
-    eta = progress.eta_view(elapsed_s)
-    pending = max(0, progress.total - progress.done)
-    providers = {n: provider_entry(p, progress) for n, p in (stats.providers if stats else {}).items()}
-    sending = sum(p["in_flight"] for p in providers.values())  # at the providers right now
-    backing_off = stats.backing_off if stats is not None else 0
-    snap: dict[str, Any] = {
-        "event": "progress",
-        "job": job_id,
-        "time": round(wall, 3),
-        "total": progress.total,
-        "done": progress.done,
-        "succeeded": progress.succeeded,
-        "failed": progress.failed,
-        "done_before": progress.done_before,
-        "pending": pending,
-        "in_flight": sending if stats is not None else progress.in_flight,
-        "waiting": max(0, progress.in_flight - sending - backing_off) if stats is not None else 0,
-        "backing_off": backing_off,
-        "waiting_for": {n: p["waiting"] for n, p in providers.items() if p["waiting"]},
-        "rate_per_s": round(rate, 2),
-        "eta_s": None if eta.seconds is None else round(eta.seconds, 1),
-        "eta_step": eta.binding,  # the step that binds a fan-out or pipeline
-        "stalled_s": None if eta.stalled_s is None else round(eta.stalled_s, 1),
-        "total_growing": progress.total_growing,
-        "rate_limited": sum(p["rate_limited"] for p in providers.values()),
-        "retries": sum(p["retries"] for p in providers.values()),
-        "errors_by_kind": _sum_kinds(providers.values()),
-        "unreachable": [
-            f"waiting for {n} since {clock_text(p['paused_since'])}"
-            if p["paused_since"] is not None
-            else f"{n} unreachable: {u['cause']}, {plural(u['attempts'], 'attempt')}"
-            for n, p in sorted(providers.items())
-            if (u := p["unreachable"]) is not None or p["paused_since"] is not None
-        ],
-        "tokens": progress.prompt_tokens + progress.completion_tokens + progress.validation_tokens,
-        "cost_usd": round(progress.cost_usd, 6),
-        "budget": budget,
-        "elapsed_s": round(elapsed_s, 2),
-        "providers": providers,
-    }
-    batches = _batches(progress)
-    if batches:
-        snap["batches"] = batches
-    return snap
-
-
-def provider_entry(p: ProviderStatistics, progress: Progress) -> dict[str, Any]:
-    """One provider's row: traffic, errors by kind, latency, its quota in use, its state."""
-    quota = p.quota
-    used = quota.in_use() if quota is not None else {}
-    if p.circuit == "out":
-        state = "taken out"
-    elif p.paused_since is not None:
-        state = f"waiting since {clock_text(p.paused_since)}"
-    elif p.unreachable:
-        state = "unreachable"
-    elif quota is not None and quota.paused_until is not None:
-        state = "paused"
-    else:
-        state = {"closed": "ok", "open": "circuit open", "half_open": "probing"}.get(p.circuit, p.circuit)
-    return {
-        "requests": p.requests,
-        "ok": p.succeeded,
-        "errors": p.failed_attempts,
-        "rate_limited": p.rate_limited,
-        "retries": p.retries,
-        "errors_by_kind": dict(p.errors_by_kind),
-        "in_flight": p.in_flight,
-        "waiting": quota.waiters if quota is not None else 0,
-        "quota_used": used,
-        "quota_learned": quota is not None and quota.learned,
-        "tokens": p.prompt_tokens + p.completion_tokens,
-        "p50_ms": round(p.latency_p50_ms, 1),
-        "p95_ms": round(p.latency_p95_ms, 1),
-        "cost_usd": round(progress.cost_by_provider.get(p.name, 0.0), 6),
-        "batch_cost_usd": round(progress.batch_cost_by_provider.get(p.name, 0.0), 6),
-        "state": state,
-        "circuit": p.circuit,
-        "paused_since": None if p.paused_since is None else round(p.paused_since, 3),
-        "unreachable": (
-            {"cause": p.unreachable_cause or "unreachable", "attempts": p.unreachable_attempts}
-            if p.unreachable
-            else None
-        ),
-    }
-
-
-def _sum_kinds(providers: Iterable[dict[str, Any]]) -> dict[str, int]:
-    kinds: dict[str, int] = {}
-    for p in providers:
-        for kind, n in p["errors_by_kind"].items():
-            kinds[kind] = kinds.get(kind, 0) + n
-    return dict(sorted(kinds.items()))
-
-
-def _batches(progress: Progress) -> dict[str, Any]:
-    view = progress.batches()
-    if not view:
-        return {}
-    counters: dict[str, Any] = view.get("stats", {})
-    return {
-        "open": view.get("open", 0),
-        "items": view.get("items", 0),
-        "processed": view.get("processed", 0),
-        "by_state": view.get("by_state", {}),
-        "submitted": counters.get("batches_submitted", 0),
-        "resumed": counters.get("batches_resumed", 0),
-        "ended": counters.get("batches_ended", {}),
-        "list": view.get("batches", []),
-    }
-
-
 class Reachability:
     """Tells a sink `provider_unreachable` when a provider stops answering (refused, DNS) and
     `provider_reachable` when it answers again — as it happens, not only in the report."""
@@ -320,7 +196,7 @@ class Reachability:
         self._sink = sink
         self._gone: set[str] = set()
 
-    def see(self, snap: dict[str, Any]) -> None:
+    def see(self, snap: Snapshot) -> None:
         for name, p in snap["providers"].items():
             gone = p["unreachable"]
             if gone is not None and name not in self._gone:
@@ -332,18 +208,18 @@ class Reachability:
 
 
 class ProgressSink(Protocol):
-    def event(self, name: str, **fields: Any) -> None: ...
+    def event(self, name: str, **fields: object) -> None: ...
 
-    def update(self, snap: dict[str, Any]) -> None: ...
+    def update(self, snap: Snapshot) -> None: ...
 
     def close(self) -> None: ...
 
 
 class QuietSink:
-    def event(self, name: str, **fields: Any) -> None:
+    def event(self, name: str, **fields: object) -> None:
         return None
 
-    def update(self, snap: dict[str, Any]) -> None:
+    def update(self, snap: Snapshot) -> None:
         return None
 
     def close(self) -> None:
@@ -357,15 +233,15 @@ class JsonLinesSink:
     def __init__(self, stream: IO[str] | None = None) -> None:
         self._stream = stream or sys.stdout
 
-    def _write(self, obj: dict[str, Any]) -> None:
-        self._stream.write(orjson.dumps(obj).decode() + "\n")
+    def _write(self, line: bytes) -> None:
+        self._stream.write(line.decode() + "\n")
         self._stream.flush()
 
-    def event(self, name: str, **fields: Any) -> None:
-        self._write({"event": name, **fields})
+    def event(self, name: str, **fields: object) -> None:
+        self._write(orjson.dumps({"event": name, **fields}))
 
-    def update(self, snap: dict[str, Any]) -> None:
-        self._write(snap)
+    def update(self, snap: Snapshot) -> None:
+        self._write(snapshot_json(snap))
 
     def close(self) -> None:
         return None

@@ -8,8 +8,9 @@ wrapped or cut mid-word (80 columns and 200 alike)."""
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from batchgate.jobs.progress.shapes import BudgetView, ProviderRow, Snapshot
 from batchgate.text import plural
 
 if TYPE_CHECKING:
@@ -29,30 +30,30 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def eta_text(snap: dict[str, Any]) -> str:
+def eta_text(snap: Snapshot) -> str:
     """`3m07s`, with the step that binds a pipeline (`3m07s (summary)`), or `stalled 45s`."""
-    if snap.get("stalled_s") is not None:
-        return f"stalled {fmt_duration(snap['stalled_s'])}"
+    if (stalled := snap.get("stalled_s")) is not None:
+        return f"stalled {fmt_duration(stalled)}"
     step = snap.get("eta_step")
     return fmt_duration(snap["eta_s"]) + (f" ({step})" if step else "")
 
 
-def total_text(snap: dict[str, Any]) -> str:
+def total_text(snap: Snapshot) -> str:
     """The total, `1200+` while a pipeline's later steps are still being added."""
     return f"{snap['total']}+" if snap.get("total_growing") else str(snap["total"])
 
 
-def budget_text(budget: dict[str, Any] | None) -> str:
+def budget_text(budget: BudgetView | None) -> str:
     """`budget $0.0213 of $1.00 (2%)`, with tokens where they are limited; "" without a budget."""
     if not budget:
         return ""
     parts = []
-    if budget.get("max_usd") is not None:
-        share = budget["spent_usd"] / budget["max_usd"] if budget["max_usd"] else 1.0
-        parts.append(f"${budget['spent_usd']:.4f} of ${budget['max_usd']:.2f} ({share:.0%})")
-    if budget.get("max_tokens") is not None:
-        share = budget["spent_tokens"] / budget["max_tokens"] if budget["max_tokens"] else 1.0
-        parts.append(f"{budget['spent_tokens']} of {budget['max_tokens']} tokens ({share:.0%})")
+    if (max_usd := budget.get("max_usd")) is not None:
+        share = budget["spent_usd"] / max_usd if max_usd else 1.0
+        parts.append(f"${budget['spent_usd']:.4f} of ${max_usd:.2f} ({share:.0%})")
+    if (max_tokens := budget.get("max_tokens")) is not None:
+        share = budget["spent_tokens"] / max_tokens if max_tokens else 1.0
+        parts.append(f"{budget['spent_tokens']} of {max_tokens} tokens ({share:.0%})")
     return "budget " + ", ".join(parts) if parts else ""
 
 
@@ -65,11 +66,16 @@ def quota_text(used: dict[str, float], learned: bool = False) -> str:
     return f"{dim.replace('_tokens', ' tok')} {share:.0%}" + (" learned" if learned else "")
 
 
+def count_of(value: object) -> int:
+    """An event's count field (0 when it has none)."""
+    return value if isinstance(value, int) else 0
+
+
 def kinds_text(kinds: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in kinds.items()) or "none"
 
 
-def head_lines(snap: dict[str, Any]) -> list[str]:
+def head_lines(snap: Snapshot) -> list[str]:
     """The lines above the bar (plain text; the rich sink styles them)."""
     waiting_for = ", ".join(f"{n} {k}" for n, k in sorted(snap.get("waiting_for", {}).items()))
     first = (
@@ -101,7 +107,7 @@ PROVIDER_COLUMNS = (
 )  # fmt: skip
 
 
-def state_text(p: dict[str, Any]) -> str:
+def state_text(p: ProviderRow) -> str:
     """Its state, with the circuit breaker's where that says more (`unreachable, circuit open`)."""
     state = str(p.get("state", "ok"))
     circuit = p.get("circuit", "closed")
@@ -110,7 +116,7 @@ def state_text(p: dict[str, Any]) -> str:
     return state
 
 
-def provider_row(name: str, p: dict[str, Any]) -> list[str]:
+def provider_row(name: str, p: ProviderRow) -> list[str]:
     return [
         name,
         state_text(p),
@@ -179,7 +185,7 @@ def fit_line(line: str, width: int) -> list[str]:
     return [piece for chunk in out for piece in (wrap.wrap(chunk) if len(chunk) > width else [chunk])]
 
 
-def render(snap: dict[str, Any], width: int) -> RenderableType:
+def render(snap: Snapshot, width: int) -> RenderableType:
     """The display for one snapshot at `width` columns."""
     from rich.console import Group  # noqa: PLC0415 — rich is the optional `cli` extra
     from rich.progress_bar import ProgressBar  # noqa: PLC0415 — rich is the optional `cli` extra
@@ -215,7 +221,7 @@ class RichSink:
     def __init__(self) -> None:
         self._console: Console | None = None
         self._live: Live | None = None
-        self._waiting: list[tuple[str, dict[str, Any]]] = []  # events heard before the display started
+        self._waiting: list[tuple[str, dict[str, object]]] = []  # events heard before the display started
 
     def _start(self) -> Console:
         if self._console is not None:
@@ -231,13 +237,13 @@ class RichSink:
             self._print(name, fields)
         return self._console
 
-    def event(self, name: str, **fields: Any) -> None:
+    def event(self, name: str, **fields: object) -> None:
         if name == "started" and self._live is None:
             self._waiting.append((name, fields))
             return
         self._print(name, fields)
 
-    def _print(self, name: str, fields: dict[str, Any]) -> None:
+    def _print(self, name: str, fields: dict[str, object]) -> None:
         console = self._start()
         if name == "started":
             console.print(
@@ -245,7 +251,7 @@ class RichSink:
                 f"{fields.get('done')} already done"
             )
         elif name == "stopping":
-            in_flight = plural(int(fields.get("in_flight") or 0), "in-flight request")
+            in_flight = plural(count_of(fields.get("in_flight")), "in-flight request")
             console.print(
                 f"[yellow]stopping[/]: {fields.get('reason')}; waiting up to {fields.get('grace_s')} s for "
                 f"{in_flight} (press Ctrl-C again to stop at once)"
@@ -253,10 +259,10 @@ class RichSink:
         elif name == "provider_unreachable":
             console.print(
                 f"[bold red]{fields.get('provider')} unreachable[/]: {fields.get('cause')} "
-                f"({plural(int(fields.get('attempts') or 0), 'attempt')} so far)"
+                f"({plural(count_of(fields.get('attempts')), 'attempt')} so far)"
             )
 
-    def update(self, snap: dict[str, Any]) -> None:
+    def update(self, snap: Snapshot) -> None:
         console = self._start()
         assert self._live is not None
         self._live.update(render(snap, console.width))

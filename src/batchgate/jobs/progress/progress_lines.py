@@ -9,13 +9,21 @@ twice a second and a line is written when the run's elapsed time passes the next
 from __future__ import annotations
 
 import sys
-from typing import IO, Any
+from typing import IO
 
-from batchgate.jobs.progress.live_display import budget_text, eta_text, fmt_duration, kinds_text, total_text
+from batchgate.jobs.progress.live_display import (
+    budget_text,
+    count_of,
+    eta_text,
+    fmt_duration,
+    kinds_text,
+    total_text,
+)
+from batchgate.jobs.progress.shapes import Snapshot
 from batchgate.text import plural
 
 
-def progress_line(snap: dict[str, Any]) -> str:
+def progress_line(snap: Snapshot) -> str:
     waiting_for = ", ".join(f"{n} {k}" for n, k in sorted(snap.get("waiting_for", {}).items()))
     parts = [
         f"batchgate: {fmt_duration(snap['elapsed_s'])}: {snap['done']}/{total_text(snap)} done "
@@ -47,7 +55,7 @@ class LineSink:
         self._stream.write(text + "\n")
         self._stream.flush()
 
-    def event(self, name: str, **fields: Any) -> None:
+    def event(self, name: str, **fields: object) -> None:
         if name == "started":
             self._write(
                 f"batchgate: job {fields.get('job')}: {fields.get('pending')} to run, "
@@ -58,12 +66,12 @@ class LineSink:
         elif name == "provider_unreachable":
             self._write(
                 f"batchgate: {fields.get('provider')} unreachable: {fields.get('cause')} "
-                f"({plural(int(fields.get('attempts') or 0), 'attempt')} so far)"
+                f"({plural(count_of(fields.get('attempts')), 'attempt')} so far)"
             )
         elif name == "provider_reachable":
             self._write(f"batchgate: {fields.get('provider')} answers again")
 
-    def update(self, snap: dict[str, Any]) -> None:
+    def update(self, snap: Snapshot) -> None:
         if snap["elapsed_s"] + 1e-9 < self._next:
             return
         while self._next <= snap["elapsed_s"] + 1e-9:

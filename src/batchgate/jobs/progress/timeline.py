@@ -12,7 +12,7 @@ sample is the base of this run's counters, which start from zero).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict, cast
 
 import orjson
 
@@ -25,12 +25,23 @@ JOB_COLUMNS = ("done", "failed", "cost_usd")
 PROVIDER_COLUMNS = ("attempts", "answered", "rate_limited", "errors", "latency_ms")
 
 
-def empty_timeline(every_s: float) -> dict[str, Any]:
-    """The stored shape: `t` (wall seconds), the job's columns, and `providers` → name → columns."""
-    return {"every_s": every_s, "t": [], **{c: [] for c in JOB_COLUMNS}, "providers": {}}
+class TimelineData(TypedDict):
+    """The stored shape: `t` (wall seconds), the job's columns, and `providers` → name → column
+    (`PROVIDER_COLUMNS`) → values, one per sample."""
+
+    every_s: float
+    t: list[float]
+    done: list[int]
+    failed: list[int]
+    cost_usd: list[float]
+    providers: dict[str, dict[str, list[float]]]
 
 
-def load_timeline(blob: bytes | None, every_s: float = DEFAULT_EVERY_S) -> dict[str, Any]:
+def empty_timeline(every_s: float) -> TimelineData:
+    return {"every_s": every_s, "t": [], "done": [], "failed": [], "cost_usd": [], "providers": {}}
+
+
+def load_timeline(blob: bytes | None, every_s: float = DEFAULT_EVERY_S) -> TimelineData:
     """The stored timeline, or an empty one (no blob, or one this version cannot read)."""
     if blob:
         try:
@@ -39,29 +50,34 @@ def load_timeline(blob: bytes | None, every_s: float = DEFAULT_EVERY_S) -> dict[
             data = None
         ok = isinstance(data, dict) and isinstance(data.get("t"), list)
         if ok and isinstance(data, dict) and isinstance(data.get("providers"), dict):
-            return data
+            return cast("TimelineData", data)  # as a run stored it (`Timeline.dump`)
     return empty_timeline(every_s)
 
 
 @dataclass
 class Timeline:
     """The run's sampler: `due(now)` says when the next sample is wanted (monotonic clock seconds),
-    `take(wall, progress)` appends one. Reading the counters is all it does on the hot path's side."""
+    `take(wall, progress)` appends one. Reading the counters is all it does on the hot path's side.
+    `started`: it holds the earlier runs' samples (`start`) or a sample of its own."""
 
     every_s: float
-    data: dict[str, Any] = field(default_factory=dict)
+    data: TimelineData = field(init=False)
+    started: bool = False
     _next: float | None = None
-    _base: dict[str, float] = field(default_factory=dict)
+    _base: tuple[int, int, float] = (0, 0, 0.0)  # done, failed, cost_usd
     _provider_base: dict[str, dict[str, float]] = field(default_factory=dict)
 
-    def start(self, stored: dict[str, Any]) -> None:
+    def __post_init__(self) -> None:
+        self.data = empty_timeline(self.every_s)
+
+    def start(self, stored: TimelineData) -> None:
         """Continue `stored` (the earlier runs' timeline): its last values are this run's base."""
-        self.data = stored
+        self.data, self.started = stored, True
         if not stored["t"]:
             self.data["every_s"] = self.every_s
         else:
             self.data["every_s"] = max(float(stored.get("every_s") or 0.0), self.every_s)
-            self._base = {c: float(stored[c][-1]) for c in JOB_COLUMNS}
+            self._base = (int(stored["done"][-1]), int(stored["failed"][-1]), float(stored["cost_usd"][-1]))
             self._provider_base = {
                 name: {c: float(cols[c][-1]) for c in PROVIDER_COLUMNS}
                 for name, cols in stored["providers"].items()
@@ -71,14 +87,13 @@ class Timeline:
         return self._next is None or now >= self._next
 
     def take(self, now: float, wall: float, progress: Progress) -> None:
-        if not self.data:
-            self.data = empty_timeline(self.every_s)
+        self.started = True
         self._next = now + float(self.data["every_s"])
-        d, base = self.data, self._base
+        d, (done, failed, cost) = self.data, self._base
         d["t"].append(round(wall, 3))
-        d["done"].append(int(base.get("done", 0)) + progress.succeeded + progress.failed)
-        d["failed"].append(int(base.get("failed", 0)) + progress.failed)
-        d["cost_usd"].append(round(base.get("cost_usd", 0.0) + progress.cost_usd, 6))
+        d["done"].append(done + progress.succeeded + progress.failed)
+        d["failed"].append(failed + progress.failed)
+        d["cost_usd"].append(round(cost + progress.cost_usd, 6))
         for name in progress.tallies.keys() | d["providers"].keys():
             cols = d["providers"].get(name)
             if cols is None:  # a provider first seen now: zeros before
@@ -88,7 +103,7 @@ class Timeline:
             self._halve()
 
     @staticmethod
-    def _append(cols: dict[str, list[Any]], base: dict[str, float], tally: ProviderTally | None) -> None:
+    def _append(cols: dict[str, list[float]], base: dict[str, float], tally: ProviderTally | None) -> None:
         for c in PROVIDER_COLUMNS:
             value = base.get(c, 0) + (getattr(tally, c) if tally is not None else 0)
             cols[c].append(round(value, 1) if c == "latency_ms" else int(value))
@@ -96,14 +111,16 @@ class Timeline:
     def _halve(self) -> None:
         """Every other sample dropped (the last kept), and the interval doubled."""
         d = self.data
-        keep = range(len(d["t"]) - 1, -1, -2)
-        pick = sorted(keep)
-        for c in ("t", *JOB_COLUMNS):
-            d[c] = [d[c][i] for i in pick]
+        pick = sorted(range(len(d["t"]) - 1, -1, -2))
+        d["t"] = [d["t"][i] for i in pick]
+        d["done"] = [d["done"][i] for i in pick]
+        d["failed"] = [d["failed"][i] for i in pick]
+        d["cost_usd"] = [d["cost_usd"][i] for i in pick]
         for cols in d["providers"].values():
             for c in PROVIDER_COLUMNS:
                 cols[c] = [cols[c][i] for i in pick]
         d["every_s"] = float(d["every_s"]) * 2
 
     def dump(self) -> bytes:
+        """The timeline's one serializer, as the job store keeps it."""
         return orjson.dumps(self.data)

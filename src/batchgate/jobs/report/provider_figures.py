@@ -16,10 +16,11 @@ merge exactly up to the bucket width while a provider's histogram stays a few hu
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Literal
 
 from batchgate.errors import UnreachableError
 from batchgate.jobs.progress.counters import Progress
+from batchgate.jobs.report.shapes import Percentiles, ProviderFigures, ProviderState, ReportProvider
 from batchgate.models import Result
 from batchgate.stats import GatewayStatistics
 
@@ -31,22 +32,23 @@ def hist_add(hist: dict[str, int], ms: float) -> None:
     hist[key] = hist.get(key, 0) + 1
 
 
-def hist_percentiles(hist: dict[str, int]) -> dict[str, float]:
+def hist_percentiles(hist: dict[str, int]) -> Percentiles:
     """Nearest-rank p50/p95/p99 (ms) of a histogram; zeros for an empty one."""
     buckets = sorted((int(k), n) for k, n in hist.items() if n > 0)
     count = sum(n for _, n in buckets)
-    out = {"p50": 0.0, "p95": 0.0, "p99": 0.0}
     if not count:
-        return out
-    for name, q in (("p50", 50), ("p95", 95), ("p99", 99)):
+        return Percentiles(p50=0.0, p95=0.0, p99=0.0)
+
+    def at(q: int) -> float:
         rank = max(0, min(count - 1, round(q / 100.0 * (count - 1))))
         seen = 0
         for key, n in buckets:
             seen += n
             if seen > rank:
-                out[name] = round(HIST_BASE**key, 1)
-                break
-    return out
+                return round(HIST_BASE**key, 1)
+        return 0.0
+
+    return Percentiles(p50=at(50), p95=at(95), p99=at(99))
 
 
 def tally_result(progress: Progress, result: Result) -> None:
@@ -82,7 +84,7 @@ def tally_result(progress: Progress, result: Result) -> None:
             tally.completion_tokens += result.usage.completion_tokens
 
 
-def _costs(name: str, progress: Progress) -> dict[str, Any]:
+def _costs(name: str, progress: Progress) -> ProviderFigures:
     return {
         "batch_cost_usd": round(progress.batch_cost_by_provider.get(name, 0.0), 6),
         "validation_tokens": progress.validation_by_provider.get(name, 0),
@@ -91,7 +93,7 @@ def _costs(name: str, progress: Progress) -> dict[str, Any]:
     }
 
 
-def gateway_providers(stats: GatewayStatistics, progress: Progress) -> dict[str, Any]:
+def gateway_providers(stats: GatewayStatistics, progress: Progress) -> dict[str, ProviderFigures]:
     """Each provider's figures from the gateway's counters (a gateway the job owns)."""
     return {
         name: {
@@ -121,9 +123,9 @@ def gateway_providers(stats: GatewayStatistics, progress: Progress) -> dict[str,
     }
 
 
-def own_providers(progress: Progress) -> dict[str, Any]:
+def own_providers(progress: Progress) -> dict[str, ProviderFigures]:
     """Each provider's figures from the job's own tallies (a gateway other jobs share)."""
-    out: dict[str, Any] = {}
+    out: dict[str, ProviderFigures] = {}
     for name, t in progress.tallies.items():
         out[name] = {
             "request_count": t.attempts,
@@ -148,9 +150,9 @@ def own_providers(progress: Progress) -> dict[str, Any]:
     return out
 
 
-def shared_state(stats: GatewayStatistics) -> dict[str, Any]:
+def shared_state(stats: GatewayStatistics) -> dict[str, ProviderState]:
     """What only the shared gateway knows, per provider, over every job it runs."""
-    out: dict[str, Any] = {}
+    out: dict[str, ProviderState] = {}
     for name, p in stats.providers.items():
         quota = p.quota
         used = quota.in_use() if quota is not None else {}
@@ -169,10 +171,12 @@ def shared_state(stats: GatewayStatistics) -> dict[str, Any]:
     return out
 
 
-def by_kind(providers: dict[str, Any], key: str) -> dict[str, int]:
+def by_kind(
+    providers: dict[str, ReportProvider], key: Literal["errors_by_kind", "retries_by_kind"]
+) -> dict[str, int]:
     """A report's `key` (errors_by_kind, retries_by_kind) summed over its providers."""
     out: dict[str, int] = {}
     for p in providers.values():
-        for kind, n in p.get(key, {}).items():
+        for kind, n in p[key].items():
             out[kind] = out.get(kind, 0) + n
     return dict(sorted(out.items()))

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 
 from batchgate.config.job_spec import JobSpec
 
 _LEGACY_SPEC = ("mode", "deadline_hours", "priority")  # spec fields an older version kept at the top
+
+
+class SkippedLine(TypedDict):
+    """An input line `--skip-invalid` left out, as the report lists it."""
+
+    line: int
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,17 +32,17 @@ class JobOptions:
     skip_invalid: bool = False
     errors_path: str | None = None
     skipped_lines: int = 0  # input lines --skip-invalid left out
-    skipped_first: Sequence[Mapping[str, Any]] = ()  # the first of them, as the report lists them
+    skipped_first: Sequence[SkippedLine] = ()  # the first of them, as the report lists them
     price_notes: Mapping[str, str] = field(default_factory=dict)  # model → where its price came from
-    graph: Mapping[str, Any] | None = None  # a fan-out or pipeline (`Graph.to_dict`)
+    graph: Mapping[str, object] | None = None  # a fan-out or pipeline (`Graph.to_dict`)
     served: bool = False  # run by `batchgate serve` (never signalled by `batchgate cancel`)
     api_id: str | None = None  # the batch or job id the server's API gave it
     workers: bool = False  # submitted for `batchgate worker`s to run
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["spec"] = self.spec.to_dict()
-        out["skipped_first"] = [dict(p) for p in self.skipped_first]
+        out["skipped_first"] = [p.copy() for p in self.skipped_first]
         return out
 
     def to_json(self) -> bytes:

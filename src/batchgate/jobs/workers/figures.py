@@ -12,12 +12,12 @@ after its next chunk); the worker that finishes the job puts its own latest segm
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from batchgate.clock import Clock
 from batchgate.errors import JobLockedError
 from batchgate.jobs.progress.counters import Progress
-from batchgate.jobs.report.build import REPORT_BLOB, dump_segments, load_segments, run_segment
+from batchgate.jobs.report.build import REPORT_BLOB, run_segment
+from batchgate.jobs.report.shapes import Segment, dump_segments, load_segments
 from batchgate.jobs.store.protocol import JobStore
 from batchgate.stats import GatewayStatistics
 
@@ -48,7 +48,7 @@ class WorkerFigures:
         """The job is finished: its figures are in its report."""
         self._jobs.pop(job_id, None)
 
-    def segment(self, job_id: str, stats: GatewayStatistics) -> dict[str, Any] | None:
+    def segment(self, job_id: str, stats: GatewayStatistics) -> Segment | None:
         """This worker's segment of the job's report (None: it never claimed a chunk of it)."""
         job = self._jobs.get(job_id)
         if job is None:
@@ -56,9 +56,7 @@ class WorkerFigures:
         job.last = self.clock.now()
         return run_segment(stats, job.last - job.first, job.progress, run_id=self.run_id)
 
-    def merged(
-        self, segments: list[dict[str, Any]], job_id: str, stats: GatewayStatistics
-    ) -> list[dict[str, Any]]:
+    def merged(self, segments: list[Segment], job_id: str, stats: GatewayStatistics) -> list[Segment]:
         """`segments` with this worker's replaced by its latest (or added; none known: unchanged)."""
         own = self.segment(job_id, stats)
         if own is None:  # never claimed here, or finished and forgotten: what is stored stays

@@ -47,7 +47,8 @@ from batchgate.jobs.finish import OutputFiles, finish_job
 from batchgate.jobs.guards import BudgetGuard
 from batchgate.jobs.lifecycle.callback import announce_end
 from batchgate.jobs.live_task import Abandoned, LiveTasks
-from batchgate.jobs.report.build import REPORT_BLOB, load_segments
+from batchgate.jobs.report.build import REPORT_BLOB
+from batchgate.jobs.report.shapes import load_segments
 from batchgate.jobs.store.protocol import Chunk, JobRecord, JobStore, TaskSpec, TaskState
 from batchgate.jobs.workers.figures import WorkerFigures
 from batchgate.jobs.workers.lease import LeaseKeeper

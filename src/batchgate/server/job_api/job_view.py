@@ -4,8 +4,9 @@ totals, per-provider figures from the job's own items) and the lines of its resu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TypedDict
 
 import orjson
 
@@ -16,8 +17,73 @@ from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
 from batchgate.server.job_api.job_table import state
 from batchgate.server.tenancy.registry import BatchRecord
 
-PROVIDER_FIGURES = ("succeeded", "failed", "attempts", "prompt_tokens", "completion_tokens", "cost_usd")
 FINISHED = (TaskState.SUCCEEDED, TaskState.FAILED)
+
+
+class JobCounts(TypedDict):
+    total: int
+    succeeded: int
+    failed: int
+    pending: int  # not yet ended
+
+
+class Validation(TypedDict):
+    regex: str | None
+    schema: Mapping[str, object] | None
+
+
+class JobObject(TypedDict):
+    """The job object every answer of the jobs API (and the dashboard's list) starts with."""
+
+    id: str
+    object: str  # "job"
+    name: str | None
+    state: str
+    priority: str
+    created_at: int
+    not_before: str | None
+    deadline: str | None
+    mode: str | None
+    budget: float | None
+    callback_url: str | None
+    metadata: Mapping[str, str]
+    validate: Validation | None
+    input_file_id: str | None
+    request_counts: JobCounts
+    errors: list[dict[str, object]] | None
+    times: dict[str, int]
+
+
+class JobProgress(TypedDict):
+    total: int
+    succeeded: int
+    failed: int
+    pending: int
+    rate_per_s: float | None  # while it runs here
+    eta_s: float | None
+
+
+class Tokens(TypedDict):
+    prompt: int
+    completion: int
+
+
+class JobProviderFigures(TypedDict):
+    succeeded: int
+    failed: int
+    attempts: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+
+
+class JobFigures(TypedDict):
+    """A job's detail beside its object: progress, ETA, cost, tokens, each provider's share."""
+
+    progress: JobProgress
+    cost_usd: float
+    tokens: Tokens
+    providers: dict[str, JobProviderFigures]
 
 
 def rfc3339(at: float | None) -> str | None:
@@ -31,8 +97,8 @@ def rfc3339(at: float | None) -> str | None:
         return str(at)
 
 
-def job_object(b: BatchRecord, spec: JobSpec, counts: dict[str, int]) -> dict[str, Any]:
-    validate = None
+def job_object(b: BatchRecord, spec: JobSpec, counts: JobCounts) -> JobObject:
+    validate: Validation | None = None
     if spec.validate_regex is not None or spec.validate_schema is not None:
         validate = {"regex": spec.validate_regex, "schema": spec.validate_schema}
     return {
@@ -56,7 +122,7 @@ def job_object(b: BatchRecord, spec: JobSpec, counts: dict[str, int]) -> dict[st
     }
 
 
-async def job_counts(store: JobStore, b: BatchRecord, running: Progress | None = None) -> dict[str, int]:
+async def job_counts(store: JobStore, b: BatchRecord, running: Progress | None = None) -> JobCounts:
     """total, succeeded, failed and pending (not yet ended) items: the `running` job's progress
     (`Batches.running`) while it runs here, else from the store."""
     if running is not None and running.before is not None:
@@ -82,10 +148,10 @@ async def job_counts(store: JobStore, b: BatchRecord, running: Progress | None =
 
 async def figures(
     store: JobStore, b: BatchRecord, engine: JobEngine | None, now: float, providers: ProviderFigures
-) -> dict[str, Any]:
+) -> JobFigures:
     """The detail's progress, ETA, cost, tokens and per-provider figures, all of this job alone."""
     counts = await job_counts(store, b)
-    progress: dict[str, Any] = {**counts, "rate_per_s": None, "eta_s": None}
+    progress: JobProgress = {**counts, "rate_per_s": None, "eta_s": None}
     if engine is not None:
         p = engine.progress
         done_now, elapsed = p.succeeded + p.failed, now - p.started
@@ -119,22 +185,31 @@ class ProviderFigures:
     Kept per job until more of its items finish (a scan per change, not per request)."""
 
     def __init__(self) -> None:
-        self._known: dict[str, tuple[int, dict[str, dict[str, Any]]]] = {}
+        self._known: dict[str, tuple[int, dict[str, JobProviderFigures]]] = {}
 
-    async def of(self, store: JobStore, job_id: str, done: int) -> dict[str, dict[str, Any]]:
+    async def of(self, store: JobStore, job_id: str, done: int) -> dict[str, JobProviderFigures]:
         known = self._known.get(job_id)
         if known is not None and known[0] == done:
             return known[1]
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, JobProviderFigures] = {}
         async for t in store.iter_results(job_id, ordered=False, states=FINISHED):
-            line = orjson.loads(t.output_line) if t.output_line else None
-            line = line if isinstance(line, dict) else {}
-            p = found.setdefault(str(line.get("provider") or "none"), dict.fromkeys(PROVIDER_FIGURES, 0))
-            p["succeeded" if t.state is TaskState.SUCCEEDED else "failed"] += 1
+            parsed = orjson.loads(t.output_line) if t.output_line else None
+            line: dict[str, object] = parsed if isinstance(parsed, dict) else {}
+            p = found.setdefault(
+                str(line.get("provider") or "none"),
+                JobProviderFigures(
+                    succeeded=0, failed=0, attempts=0, prompt_tokens=0, completion_tokens=0, cost_usd=0
+                ),
+            )
+            if t.state is TaskState.SUCCEEDED:
+                p["succeeded"] += 1
+            else:
+                p["failed"] += 1
             p["attempts"] += t.attempts
-            usage: dict[str, Any] = line["usage"] if isinstance(line.get("usage"), dict) else {}
-            p["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
-            p["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+            usage = line.get("usage")
+            if isinstance(usage, dict):  # an OUT line's usage: token counts the provider gave
+                p["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
+                p["completion_tokens"] += int(usage.get("completion_tokens") or 0)
             p["cost_usd"] = round(p["cost_usd"] + t.cost_usd, 6)
         self._known[job_id] = (done, found)
         return found

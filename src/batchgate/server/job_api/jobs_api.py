@@ -11,8 +11,7 @@ in the same `{"error": {...}}` shape, `param` naming the field):
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
 
 import orjson
 from aiohttp import web
@@ -39,7 +38,7 @@ CANCELLABLE = ("scheduled", "validating", "in_progress", "paused", "cancelling")
 KeyOf = Callable[[web.Request], tuple[str, str | None]]
 
 
-def _json(data: dict[str, Any], status: int = 200) -> web.Response:
+def _json(data: Mapping[str, object], status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
 
 
@@ -64,7 +63,9 @@ class JobsApi:
     def _job(self, request: web.Request) -> tuple[BatchRecord, JobSpec]:
         return self.jobs.job(request.match_info["id"], self._key_of(request)[1])
 
-    async def _answer(self, b: BatchRecord, spec: JobSpec, status: int = 200, **extra: Any) -> web.Response:
+    async def _answer(
+        self, b: BatchRecord, spec: JobSpec, status: int = 200, **extra: object
+    ) -> web.Response:
         return _json({**job_object(b, spec, await job_counts(self.jobs.parts.store, b)), **extra}, status)
 
     async def create(self, request: web.Request) -> web.Response:

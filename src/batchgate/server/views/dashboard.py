@@ -16,8 +16,7 @@ second (`?poll=` has a floor of 250 ms).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
 
 import orjson
 from aiohttp import web
@@ -26,7 +25,16 @@ from batchgate.config.job_spec import JobSpec
 from batchgate.jobs.store.protocol import JobStore
 from batchgate.server.batch_api.shapes import not_found
 from batchgate.server.job_api.job_table import JobFilter
-from batchgate.server.job_api.job_view import ProviderFigures, figures, job_counts, job_object
+from batchgate.server.job_api.job_view import (
+    JobObject,
+    JobProgress,
+    JobProviderFigures,
+    ProviderFigures,
+    Tokens,
+    figures,
+    job_counts,
+    job_object,
+)
 from batchgate.server.job_api.native import Jobs
 from batchgate.server.tenancy.registry import BatchRecord
 from batchgate.server.views.quota_ring import QuotaRing
@@ -41,7 +49,17 @@ KeyOf = Callable[[web.Request], tuple[str, str | None]]
 _HEADERS = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
 
 
-def _json(data: dict[str, Any]) -> web.Response:
+class JobRow(JobObject):
+    """A row of the dashboard's job list: the job object, its figures but no providers, its kind."""
+
+    progress: JobProgress
+    cost_usd: float
+    tokens: Tokens
+    kind: str
+    cancel_path: str
+
+
+def _json(data: Mapping[str, object]) -> web.Response:
     return web.Response(body=orjson.dumps(data), content_type="application/json", headers=_HEADERS)
 
 
@@ -84,14 +102,19 @@ class Dashboard:
         data = [await self._row(b, spec_object) for b, spec_object in found[:LISTED]]
         return _json({"object": "list", "data": data})
 
-    async def _row(self, b: BatchRecord, spec: JobSpec) -> dict[str, Any]:
+    async def _row(self, b: BatchRecord, spec: JobSpec) -> JobRow:
         store: JobStore = self.jobs.parts.store
         extra = await figures(
             store, b, self.jobs.runs.engine(b.id), self.jobs.parts.clock.wall(), _NoProviders()
         )
-        extra.pop("providers", None)
-        kind = {"kind": b.kind, "cancel_path": CANCEL_PATHS.get(b.kind, JOBS_PATH).format(id=b.id)}
-        return {**job_object(b, spec, await job_counts(store, b)), **extra, **kind}
+        return {
+            **job_object(b, spec, await job_counts(store, b)),
+            "progress": extra["progress"],
+            "cost_usd": extra["cost_usd"],
+            "tokens": extra["tokens"],  # not its providers: the list shows none
+            "kind": b.kind,
+            "cancel_path": CANCEL_PATHS.get(b.kind, JOBS_PATH).format(id=b.id),
+        }
 
     def _visible(self, job_id: str, owner: str | None) -> tuple[BatchRecord, JobSpec]:
         """A native job or a batch, if `owner` may see it (None: an admin key); a 404 otherwise."""
@@ -115,7 +138,7 @@ class Dashboard:
 class _NoProviders(ProviderFigures):
     """The list leaves out the per-provider figures (a scan of each job's items)."""
 
-    async def of(self, store: JobStore, job_id: str, done: int) -> dict[str, dict[str, Any]]:
+    async def of(self, store: JobStore, job_id: str, done: int) -> dict[str, JobProviderFigures]:
         return {}
 
 

@@ -7,7 +7,7 @@ in use."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import TypedDict
 
 from batchgate.clock import Clock, TimerHandle
 from batchgate.gateway import Gateway
@@ -16,10 +16,36 @@ from batchgate.stats import ProviderStatistics
 RING = 720
 
 
-def provider_sample(p: ProviderStatistics) -> dict[str, Any]:
+class DimensionSample(TypedDict):
+    limit_per_min: float
+    pace_per_min: float  # the pace in force: × safety × AIMD
+    used: float  # the share of the bucket in use
+
+
+class ProviderSample(TypedDict):
+    requests: int
+    rate_limited: int
+    tokens: int
+    aimd_factor: float
+    dims: dict[str, DimensionSample]
+
+
+class Sample(TypedDict):
+    t: float
+    providers: dict[str, ProviderSample]
+
+
+class RingView(TypedDict):
+    """What `/dashboard/providers` answers."""
+
+    every_s: float
+    samples: list[Sample]
+
+
+def provider_sample(p: ProviderStatistics) -> ProviderSample:
     """One provider's figures now; its quota's dimensions keyed by name."""
     quota = p.quota
-    dims: dict[str, dict[str, float]] = {}
+    dims: dict[str, DimensionSample] = {}
     if quota is not None:
         for dim, per_min in quota.limits_per_minute.items():
             cap = quota.capacities.get(dim, 0.0)
@@ -41,7 +67,7 @@ def provider_sample(p: ProviderStatistics) -> dict[str, Any]:
 class QuotaRing:
     def __init__(self, gateway: Gateway, clock: Clock, every_s: float, size: int = RING) -> None:
         self._gateway, self._clock, self.every_s = gateway, clock, every_s
-        self._samples: deque[dict[str, Any]] = deque(maxlen=size)
+        self._samples: deque[Sample] = deque(maxlen=size)
         self._timer: TimerHandle | None = None
 
     def start(self) -> None:
@@ -58,5 +84,5 @@ class QuotaRing:
         self._samples.append({"t": round(self._clock.wall(), 3), "providers": providers})
         self._timer = self._clock.call_at(self._clock.now() + self.every_s, self._take)
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> RingView:
         return {"every_s": self.every_s, "samples": list(self._samples)}
