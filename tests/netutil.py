@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -121,9 +122,9 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 @contextlib.contextmanager
 def real_proxy(*, basic_auth: str | None = None, tls: tuple[str, str] | None = None) -> Iterator[int]:
-    """proxy.py on 127.0.0.1 (threaded, in this process), dialling upstream from `PROXY_SOURCE`;
-    yields its port. `basic_auth` "user:pass": it answers 407 to requests without them; `tls`
-    (certificate file, key file): an https:// proxy, itself spoken to over TLS."""
+    """proxy.py on 127.0.0.1 (one acceptor process, a thread per connection), dialling upstream
+    from `PROXY_SOURCE`; yields its port. `basic_auth` "user:pass": it answers 407 to requests
+    without them; `tls` (certificate file, key file): an https:// proxy, itself spoken to over TLS."""
     import proxy  # noqa: PLC0415 — a test-only dependency (the dev extra)
 
     args = ["--hostname", "127.0.0.1", "--port", "0", "--num-acceptors", "1", "--threaded"]
@@ -133,7 +134,20 @@ def real_proxy(*, basic_auth: str | None = None, tls: tuple[str, str] | None = N
     if tls is not None:
         args += ["--cert-file", tls[0], "--key-file", tls[1]]
     with proxy.Proxy(args, plugins=[SourceAddress]) as running:
-        yield int(running.flags.port)
+        try:
+            yield int(running.flags.port)
+        finally:
+            _wake_to_stop(running)
+
+
+def _wake_to_stop(running: Any) -> None:
+    """Tell proxy.py's acceptors to stop and wake them with a connection: an acceptor checks its
+    stop flag only between selects of up to a second, so its shutdown would otherwise wait that
+    second out (most of a network test's time)."""
+    for acceptor in running.acceptors.acceptors:
+        acceptor.running.set()
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", running.flags.port), timeout=5):
+        pass
 
 
 def _source_plugin() -> type:

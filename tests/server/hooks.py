@@ -5,6 +5,8 @@ POST and answers with the statuses it is told; and a key with its webhook secret
 from __future__ import annotations
 
 import re
+import selectors
+import socket
 import subprocess
 import sys
 import threading
@@ -80,14 +82,27 @@ def receiving(*statuses: int, location: str = "") -> Iterator[Receiver]:
     receiver = Receiver(list(statuses or (200,)), location)
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(receiver))
     receiver.port = int(httpd.server_address[1])
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    stop, wake = socket.socketpair()
+    thread = threading.Thread(target=_serve, args=(httpd, stop), daemon=True)
     thread.start()
     try:
         yield receiver
     finally:
-        httpd.shutdown()
-        httpd.server_close()
+        wake.send(b"x")
         thread.join()
+        httpd.server_close()
+        stop.close()
+        wake.close()
+
+
+def _serve(httpd: ThreadingHTTPServer, stop: socket.socket) -> None:
+    """`httpd` until a byte arrives on `stop`: woken by either (`serve_forever` would look at its
+    shutdown flag only every half second, and each test would wait that out)."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(httpd, selectors.EVENT_READ)
+        selector.register(stop, selectors.EVENT_READ)
+        while all(key.fileobj is not stop for key, _ in selector.select()):
+            httpd.handle_request()
 
 
 def keys_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
