@@ -47,11 +47,12 @@ def _chain(context: Path, top: Path) -> Iterator[Path]:
         yield context
 
 
-def _corpus(root: Path) -> str:
+def _words(root: Path) -> set[str]:
+    """Every word (a run of word characters) of the corpus: a name is in it as a whole word."""
     listed = ["git", "ls-files", *CORPUS_DIRS, "pyproject.toml"]
     files = subprocess.run(listed, cwd=root, capture_output=True, text=True, check=True).stdout.split()
     texts = ((root / f).read_text(encoding="utf-8", errors="replace") for f in files if (root / f).is_file())
-    return "\n".join(texts)
+    return set(re.findall(r"\w+", "\n".join(texts)))
 
 
 def _is_module(name: str, context: Path, root: Path) -> bool:
@@ -66,7 +67,7 @@ def _bullets(text: str) -> Iterator[str]:
 
 def stale(text: str, root: Path = ROOT, package: Path = PACKAGE) -> list[str]:
     """The backticked names of `text` that name nothing in the repository at `root`."""
-    corpus: str | None = None
+    vocabulary: set[str] | None = None
     missing = []
     for bullet in _bullets(text):
         context = package
@@ -89,8 +90,8 @@ def stale(text: str, root: Path = ROOT, package: Path = PACKAGE) -> list[str]:
                 continue
             if _is_module(name, context, root):
                 continue
-            corpus = _corpus(root) if corpus is None else corpus
-            if not re.search(rf"(?<![\w]){re.escape(name.rsplit('.', 1)[-1])}(?!\w)", corpus):
+            vocabulary = _words(root) if vocabulary is None else vocabulary
+            if name.rsplit(".", 1)[-1] not in vocabulary:
                 missing.append(token)
     return missing
 
