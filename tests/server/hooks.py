@@ -98,6 +98,7 @@ def receiving(*statuses: int, location: str = "") -> Iterator[Receiver]:
 def _serve(httpd: ThreadingHTTPServer, stop: socket.socket) -> None:
     """`httpd` until a byte arrives on `stop`: woken by either (`serve_forever` would look at its
     shutdown flag only every half second, and each test would wait that out)."""
+    httpd.timeout = 0  # `handle_request` never blocks: a connection gone before its accept is no hang
     with selectors.DefaultSelector() as selector:
         selector.register(httpd, selectors.EVENT_READ)
         selector.register(stop, selectors.EVENT_READ)
