@@ -160,6 +160,8 @@ class Decoder:
         middle mostly comes so."""
         if reader.holding or not self.light or self.fmt not in _MUST_PARSE or b"\r" in chunk:
             return self.decode_all(reader.split(chunk))
+        if chunk.count(b"\n\n") < 2:  # one event (a read under load, mostly): no scan pays
+            return self.decode_all(reader.split(chunk))
         out: list[StreamEvent] = []
         if not self._seen:  # the first event is parsed
             end = chunk.find(b"\n\n") + 2
