@@ -18,6 +18,14 @@ from batchgate.server.app import errors
 from batchgate.server.proxy.live import LiveApi
 from loopback import serving
 
+# quick retries, a stall ended at 0.5 s, a refused connection's target out at once
+LIVE_SETTINGS: dict[str, Any] = {
+    "retry": {"max_attempts": 2, "base_delay": 0.01, "max_delay": 0.02},
+    "timeouts": {"connect": 2, "total": 20, "stream_idle": 0.5},
+    "seed": 1,
+    "circuit": {"take_out_after": 1},
+}
+
 
 @dataclass
 class Rig:

@@ -21,7 +21,7 @@ from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 from openai.types.responses import ResponseStreamEvent
 
 from batchgate.emulator import Emulator, emulator_config_from_dict
-from liveutil import Rig, live_rig
+from liveutil import LIVE_SETTINGS, Rig, live_rig
 from waiting import until
 
 pytestmark = pytest.mark.integration
@@ -64,12 +64,7 @@ def _config(emu: Emulator) -> dict[str, Any]:
             {"model": DEAD, "targets": ["dead:gpt-4o-mini"]},
             {"model": GEM, "targets": ["gem:gemini-2.5-flash"]},
         ],
-        "settings": {
-            "retry": {"max_attempts": 2, "base_delay": 0.01, "max_delay": 0.02},
-            "timeouts": {"connect": 2, "total": 20, "stream_idle": 0.5},
-            "seed": 1,
-            "circuit": {"take_out_after": 1},  # a refused connection: that target is out at once
-        },
+        "settings": LIVE_SETTINGS,
     }
 
 
