@@ -17,18 +17,34 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 
 from batchgate import Gateway
 from batchgate.config import NetworkSettings, ProxyURL, TimeoutConfig, config_from_dict
 from batchgate.config.network import TRANSPORTS
-from batchgate.emulator import EmulatorThread
+from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 from batchgate.errors import ConfigError, ConnectError, TLSError, UnreachableError
 from batchgate.providers.h1 import H1Transport
 from batchgate.providers.http import create_session, request_timeout, send
 from batchgate.providers.transport import call
-from netutil import TLSFront, real_proxy
+from netutil import TLSFront, make_ca, real_proxy
 
 CHAT = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "Summarize: a fox"}]}
+
+
+@pytest.fixture(scope="module")
+def emu() -> Iterator[EmulatorThread]:
+    providers = [{"name": "alpha", "family": "openai", "limits": {"rpm": 100_000, "tpm": 10**8}}]
+    with EmulatorThread(emulator_config_from_dict({"seed": 1, "providers": providers})) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, trustme.LeafCert, Path]:
+    authority, leaf = make_ca()
+    pem = tmp_path_factory.mktemp("ca") / "ca.pem"
+    authority.cert_pem.write_to_path(str(pem))
+    return authority, leaf, pem
 
 
 @pytest.fixture(scope="module")

@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 
 from batchgate.config import NetworkSettings, ProxyURL, TimeoutConfig
 from batchgate.config.network import TRANSPORTS, TransportName
-from batchgate.emulator import EmulatorThread
+from batchgate.emulator import EmulatorThread, emulator_config_from_dict
 from batchgate.errors import BadRequestError, ConnectError, RequestTimeout, TLSError, UnreachableError
 from batchgate.providers.network import chat_transport
 from batchgate.providers.transport import Answer, ChatTransport, call
-from netutil import TLSFront, real_proxy
+from netutil import TLSFront, make_ca, real_proxy
 
 TIMEOUTS = TimeoutConfig(connect=3, total=10)
 CHAT = b'{"model": "gpt-4o-mini", "max_tokens": 5, "messages": [{"role": "user", "content": "a fox"}]}'
@@ -83,6 +84,21 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, bytes]:
 def _answer(status: str, headers: dict[str, str], body: bytes = b"") -> bytes:
     lines = [f"HTTP/1.1 {status}", *(f"{k}: {v}" for k, v in headers.items()), f"Content-Length: {len(body)}"]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+@pytest.fixture(scope="module")
+def emu() -> Iterator[EmulatorThread]:
+    providers = [{"name": "alpha", "family": "openai", "limits": {"rpm": 100_000, "tpm": 10**8}}]
+    with EmulatorThread(emulator_config_from_dict({"seed": 1, "providers": providers})) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, trustme.LeafCert, Path]:
+    authority, leaf = make_ca()
+    pem = tmp_path_factory.mktemp("ca") / "ca.pem"
+    authority.cert_pem.write_to_path(str(pem))
+    return authority, leaf, pem
 
 
 @pytest.fixture(scope="module")
