@@ -50,3 +50,29 @@ def test_the_documented_walk_is_the_request_path() -> None:
     assert missing == [], f"on the path, not in the doc: {missing}; {FIX}"
     assert stale == [], f"in the doc, not on the path: {stale}; {FIX}"
     assert len(listed) >= 10  # the block was read
+
+
+POOL_ENTRIES = 12  # issue 44: the pool entered at most this many times a request (it was 21)
+
+
+def test_one_request_enters_the_quota_pool_at_most_twelve_times() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "hot_path.py"),
+            "--walk",
+            "--functions",
+            "--trees",
+            str(ROOT / "src"),
+        ],
+        capture_output=True,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    rows = [line.split() for line in done.stdout.decode().splitlines() if "quota/pool.py::" in line]
+    entries = {row[1]: float(row[0]) for row in rows}
+    assert "quota/pool.py::QuotaPool.settle" in entries, done.stdout.decode()[-2000:]  # the list was read
+    assert sum(entries.values()) <= POOL_ENTRIES, (
+        f"the pool entered {sum(entries.values()):.1f} times: {entries}"
+    )

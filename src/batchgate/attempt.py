@@ -139,8 +139,9 @@ class Attempts:
         rt, reservation = s.rt, held.reservation
         rt.recorder.requests += 1
         rt.recorder.in_flight += 1
-        held.on_wire()
-        # on a new connection the bytes leave only once it is made: the window counts from then
+        # on a new connection the bytes leave only once it is made: the window counts from then,
+        # when the transport calls `on_wire` (both chat transports do)
+        held.on_wire(restamp=False)
         on_wire = sending(lambda: rt.pool.sent(reservation))
         task = asyncio.create_task(rt.client.send(s.body, model=s.model), context=on_wire)
         task.add_done_callback(lambda _: _left(rt))

@@ -31,11 +31,13 @@ class Held:
         self.reservation = reservation
         self.sent = False  # handed to the wire: from then on the provider may have charged it
 
-    def on_wire(self) -> None:
-        """Its request is handed to the client now: the window counts from now (`QuotaPool.sent`),
+    def on_wire(self, *, restamp: bool = True) -> None:
+        """Its request is handed to the client now: the window counts from now (`QuotaPool.sent`;
+        `restamp=False` where the transport says so itself as the bytes leave, `providers.wire`),
         and an ending nobody explains keeps it as charged."""
         self.sent = True
-        self.pool.sent(self.reservation)
+        if restamp:
+            self.pool.sent(self.reservation)
         self.pool.learning.output_hold.sent(self.reservation)  # the provider holds its output now
 
     def settle(self, outcome: Outcome) -> bool:

@@ -100,10 +100,7 @@ class QuotaPool:
 
     def check_fits(self, cost: Cost) -> None:
         """Raise NeverFitsError if `cost` exceeds a whole per-minute limit on any dimension."""
-        self._check_fits(cost_amounts(cost, self._dims))
-
-    def _check_fits(self, amounts: dict[str, float]) -> None:
-        if (problem := dim_.never_fits(self.name, self._dims, amounts)) is not None:
+        if (problem := dim_.never_fits(self.name, self._dims, cost_amounts(cost, self._dims))) is not None:
             self._counts["never_fit"] += 1
             raise problem
 
@@ -121,7 +118,7 @@ class QuotaPool:
         cost, amounts = self._prepare(cost, count)
         now = self._clock.now()
         if not self._gate.busy() and self._wait_for(amounts, now) <= 0.0:
-            return self._admit_idle(cost, amounts, now, count)
+            return self._admit(cost, amounts, now, count, idle=True)
         return await self._gate.wait(_Request(cost, amounts, count), urgent=urgent)
 
     def observe_usage(self, count: int, reported: int, now: float | None = None) -> None:
@@ -133,13 +130,13 @@ class QuotaPool:
         self._book.reprice()
         if excused:
             self.learning.pace(now)  # the 429s before it were short reservations, not the pace
-            self._dispatch()
+            self._gate.wake()
 
     def charge_raised(self, dim: str, ratio: float) -> None:
         """`dim`'s prompts are now believed charged `ratio` × more: open reservations are re-priced
         (their answers settle against that), answered ones' window entries scaled."""
         if self._book.raise_margin(dim, ratio):
-            self._dispatch()
+            self._gate.wake()
 
     def paces(self) -> dict[str, Pace]:
         """Each dimension's pace now (rate, burst, slack, window allowance) for a shared store."""
@@ -160,7 +157,7 @@ class QuotaPool:
         now = self._clock.now()
         if self._gate.busy() or self._wait_for(amounts, now) > 0.0:
             return None
-        return self._admit_idle(cost, amounts, now, count)
+        return self._admit(cost, amounts, now, count, idle=True)
 
     def wait_estimate(self, cost: Cost) -> float:
         """Rough seconds until `cost` would be admitted if queued now (inf if it never fits)."""
@@ -189,7 +186,7 @@ class QuotaPool:
         if self._probe.first_ending():  # the queue held while its headers name the limits
             bare = self.settle(res, outcome)
             self._probe.end()
-            self._dispatch()
+            self._gate.wake()
             return bare
         if outcome.ending == "answered":
             self._answered(res, outcome)
@@ -218,7 +215,7 @@ class QuotaPool:
         if not self._book.is_open(res):
             return False
         self._book.reconcile(res, usage, prompt_estimate, count, output_adjusted, now)
-        self._dispatch()
+        self._gate.wake()
         return True
 
     def sent(self, res: Reservation) -> None:
@@ -235,7 +232,7 @@ class QuotaPool:
         if not self._book.is_open(res):
             return False
         self._book.give_back(res)
-        self._dispatch()
+        self._gate.wake()
         return True
 
     # -- adaptation --------------------------------------------------------------------------
@@ -252,7 +249,7 @@ class QuotaPool:
         self._paused_until = max(self._paused_until, now + seconds)
         if self.shared is not None:
             self.shared.pause(seconds)
-        self._dispatch()
+        self._gate.wake()
 
     def on_rate_limited(
         self,
@@ -272,14 +269,14 @@ class QuotaPool:
         cut = self.learning.rate_limited(now, admitted, at_fault=rate_at_fault, dim=dim, refuted=refuted)
         if self.shared is not None:
             self.shared.drain()
-        self._dispatch()
+        self._gate.wake()
         return cut
 
     def on_success(self, now: float | None = None) -> bool:
         """A clean answer; True when a clean period earned a rate increase."""
         if not self.learning.success(self._clock.now() if now is None else now):
             return False
-        self._dispatch()
+        self._gate.wake()
         return True
 
     def calibrate(self, snapshot: RateLimitSnapshot) -> bool:
@@ -293,7 +290,7 @@ class QuotaPool:
             never = lambda r: dim_.never_fits(self.name, self._dims, r.amounts)  # noqa: E731
             self._counts["never_fit"] += self._gate.fail(never)
         if ratio is not None or changed:
-            self._dispatch()
+            self._gate.wake()
         return changed or ratio is not None
 
     def _answered(self, res: Reservation, o: Outcome) -> None:
@@ -301,14 +298,15 @@ class QuotaPool:
         usage reconciled, its headers (when read), a clean answer for the AIMD."""
         usage = o.usage
         assert usage is not None
-        cost, now = res.cost, self._clock.now()
+        cost, now, learning = res.cost, self._clock.now(), self.learning
         if o.count is not None:
             self.observe_usage(o.count, usage.prompt_tokens, now)
-        estimate = cost.tokens - cost.output_tokens
-        self.reconcile(res, usage, prompt_estimate=estimate, count=o.count, now=now)
+        self._book.reconcile(res, usage, cost.tokens - cost.output_tokens, o.count, None, now)  # `reconcile`
+        self._gate.wake()
         if o.snapshot is not None:
             self.calibrate(o.snapshot)
-        self.on_success(now)
+        if learning.success(now):  # `on_success`
+            self._gate.wake()
 
     def _refused(self, res: Reservation, o: Outcome) -> bool:
         """A 429: at the door (True: refunded, the caller learns its in-flight cap: `bare_refusal`),
@@ -357,8 +355,10 @@ class QuotaPool:
         """`cost` checked to fit, priced from `count` (if given), and its amounts per dimension
         (worked out once when the pricing leaves it as it was: the scheduler priced it just now)."""
         amounts = cost_amounts(cost, self._dims)
-        self._check_fits(amounts)
-        if count is not None and (priced := self.priced(cost, count)) is not cost:
+        if (problem := dim_.never_fits(self.name, self._dims, amounts)) is not None:
+            self._counts["never_fit"] += 1
+            raise problem
+        if count is not None and (priced := self.learning.charges.priced(cost, count)) is not cost:
             return priced, cost_amounts(priced, self._dims)
         return cost, amounts
 
@@ -370,21 +370,23 @@ class QuotaPool:
 
     def _reprice(self, request: _Request) -> _Request:
         if request.count is not None:
-            request.cost = self.priced(request.cost, request.count)
+            request.cost = self.learning.charges.priced(request.cost, request.count)
             request.amounts = cost_amounts(request.cost, self._dims)
         return request
 
-    def _admit_idle(
-        self, cost: Cost, amounts: dict[str, float], now: float, count: int | None
+    def _admit(
+        self, cost: Cost, amounts: dict[str, float], now: float, count: int | None, *, idle: bool = False
     ) -> Reservation:
-        """Admit a request that found nobody waiting: if every bucket was full, it tries the burst."""
-        if all(self._dims[n].bucket.level(now) >= self._dims[n].bucket.capacity for n in amounts):
-            self.learning.burst.on_full_burst_spent(now)
-        return self._admit(cost, amounts, now, count)
-
-    def _admit(self, cost: Cost, amounts: dict[str, float], now: float, count: int | None) -> Reservation:
+        """Reserve `amounts` now; `idle`: the request found nobody waiting, and if every bucket was
+        full it tries the burst (`BurstLearner.on_full_burst_spent`)."""
         cold = self._counts["reconciled"] == 0  # before any answer
         res = Reservation(self.name, cost, dict(amounts), now)
+        full = idle
+        for name in amounts:
+            bucket = self._dims[name].bucket
+            full = full and bucket.level(now) >= bucket.capacity
+        if full:
+            self.learning.burst.on_full_burst_spent(now)
         for name, amount in amounts.items():
             dim = self._dims[name]
             if (entry := dim.take(amount, now, cold=cold)) is not None:
@@ -394,6 +396,3 @@ class QuotaPool:
         self._probe.note(now)
         self._book.add(res, count)
         return res
-
-    def _dispatch(self) -> None:
-        self._gate.wake()
