@@ -37,7 +37,11 @@ def _checks() -> ThreadPoolExecutor:
 
 class OutputCheck:
     def __init__(
-        self, regex: str | None = None, schema: Mapping[str, Any] | None = None, *, source: str = "<config>"
+        self,
+        regex: str | None = None,
+        schema: Mapping[str, object] | None = None,
+        *,
+        source: str = "<config>",
     ) -> None:
         """A bad regex or schema raises `ConfigError` naming `source` and the `job.` key."""
         self._regex: Any = None
@@ -120,7 +124,7 @@ class OutputCheck:
         return None
 
 
-def check_compiles(regex: str | None, schema: Mapping[str, Any] | None) -> None:
+def check_compiles(regex: str | None, schema: Mapping[str, object] | None) -> None:
     """A job's output check compiled as its run will compile it (`JobSpecError` naming
     `validate.regex` / `validate.schema`: a 400, as a check the engine cannot take is refused at
     creation); the `check_output` of `config.job_spec.parse_job_spec` for a tenant's job."""

@@ -34,7 +34,7 @@ class SchemaRefused(ValueError):
     would reach outside itself, or its patterns cannot be run safely (a 400 from the server)."""
 
 
-def compile_schema(schema: Mapping[str, Any]) -> Any:
+def compile_schema(schema: Mapping[str, object]) -> Any:
     """A validator of `schema` that retrieves nothing and matches patterns safely; compiled once
     per process (the server compiles a job's schema when it is made, its run finds it here)."""
     try:
