@@ -337,7 +337,7 @@ def _specs(rows: list[tuple[Any, ...]]) -> list[TaskSpec]:
     return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3]), r[4], r[5]) for r in rows]
 
 
-def _job_params(job: JobRecord) -> dict[str, Any]:
+def _job_params(job: JobRecord) -> dict[str, object]:
     return {
         "job_id": job.job_id,
         "input_path": job.input_path,
