@@ -275,7 +275,7 @@ class PgJobStore(PgChunks, PgDone):
                 last = records[-1]
                 after = last.seq if name != "results_by_completion" else (last.completed_order or 0)
 
-    async def _fetch_records(self, name: str, params: dict[str, Any]) -> list[TaskRecord]:
+    async def _fetch_records(self, name: str, params: dict[str, object]) -> list[TaskRecord]:
         async with self._conn() as conn:
             rows = await (await conn.execute(Q[name], {**params, "limit": _READ_CHUNK})).fetchall()
         return [
