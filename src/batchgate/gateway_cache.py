@@ -22,12 +22,12 @@ class RouteKinds:
     def __init__(self, config: GatewayConfig) -> None:
         self._config = config
         self._routes = {r.model: r for r in config.routes}
-        self._kinds: dict[Any, str] = {}
+        self._kinds: dict[object, str] = {}
 
-    def kind(self, model: Any) -> str:
+    def kind(self, model: object) -> str:
         kind = self._kinds.get(model)
         if kind is None:
-            route = self._routes.get(model)
+            route = self._routes.get(model) if isinstance(model, str) else None
             if route is None or not route.targets:
                 kind = "?"
             else:
