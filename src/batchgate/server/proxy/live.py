@@ -126,7 +126,7 @@ class LiveApi:
         except BatchgateError as exc:  # before the first event: nothing was written
             raise refusal(exc) from None
 
-    def _known(self, body: dict[str, Any]) -> None:
+    def _known(self, body: Mapping[str, object]) -> None:
         model = body.get("model")
         if model not in self._models:
             raise ServiceRequestError(
