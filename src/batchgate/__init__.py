@@ -14,7 +14,7 @@ else is internal; docs/architecture.md maps the packages.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from batchgate.clock import Clock, FakeClock, LoopClock
@@ -84,7 +84,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """Load a public name from its module on first use (PEP 562)."""
     module = _WHERE.get(name)
     if module is None:

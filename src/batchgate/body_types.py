@@ -9,11 +9,10 @@ validation, not a 400 from the provider after the run has begun.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 
-def _integer(minimum: int | None = None) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
+def _integer(minimum: int | None = None) -> Callable[[object], str | None]:
+    def check(value: object) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int):
             return "an integer"
         if minimum is not None and value < minimum:
@@ -23,8 +22,8 @@ def _integer(minimum: int | None = None) -> Callable[[Any], str | None]:
     return check
 
 
-def _number(low: float, high: float) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
+def _number(low: float, high: float) -> Callable[[object], str | None]:
+    def check(value: object) -> str | None:
         # tuples, not `int | float`: a union is built anew at each call (a million lines, twice each)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return "a number"
@@ -35,33 +34,33 @@ def _number(low: float, high: float) -> Callable[[Any], str | None]:
     return check
 
 
-def _boolean(value: Any) -> str | None:
+def _boolean(value: object) -> str | None:
     return None if isinstance(value, bool) else "true or false"
 
 
-def _string(value: Any) -> str | None:
+def _string(value: object) -> str | None:
     return None if isinstance(value, str) else "a string"
 
 
-def _mapping(value: Any) -> str | None:
+def _mapping(value: object) -> str | None:
     return None if isinstance(value, dict) else "an object"
 
 
-def _array(value: Any) -> str | None:
+def _array(value: object) -> str | None:
     return None if isinstance(value, list) else "an array"
 
 
-def _stop(value: Any) -> str | None:
+def _stop(value: object) -> str | None:
     if isinstance(value, str) or (isinstance(value, list) and all(isinstance(s, str) for s in value)):
         return None
     return "a string or an array of strings"
 
 
-def _choice(value: Any) -> str | None:
+def _choice(value: object) -> str | None:
     return None if isinstance(value, (str, dict)) else "a string or an object"
 
 
-FIELD_TYPES: Mapping[str, Callable[[Any], str | None]] = {
+FIELD_TYPES: Mapping[str, Callable[[object], str | None]] = {
     "max_tokens": _integer(1),
     "max_completion_tokens": _integer(1),
     "n": _integer(1),
@@ -86,7 +85,7 @@ FIELD_TYPES: Mapping[str, Callable[[Any], str | None]] = {
 }
 
 
-def json_type(value: Any) -> str:
+def json_type(value: object) -> str:
     """What JSON calls `value`'s type, with its article ("a string", "an array", "null")."""
     if isinstance(value, bool):
         return "a boolean"
@@ -101,7 +100,7 @@ def json_type(value: Any) -> str:
     return "an object"
 
 
-def field_type_problem(body: Mapping[str, Any]) -> str | None:
+def field_type_problem(body: Mapping[str, object]) -> str | None:
     """The first field (in `FIELD_TYPES`' order) whose value has the wrong type or range, as a
     one-line reason (None: fine). The body's own few fields are checked first; only a body with
     a problem is walked in that order, to name the same first one whatever the body's order."""
@@ -122,7 +121,7 @@ def field_type_problem(body: Mapping[str, Any]) -> str | None:
     return None
 
 
-def body_problem(body: Mapping[str, Any]) -> str | None:
+def body_problem(body: Mapping[str, object]) -> str | None:
     """What `batchgate run` refuses in a chat body besides its model: messages that are not a
     non-empty list of objects with a role, or a field of the wrong type or range. The `Gateway`
     refuses the same before sending, with the same one-line reason (None: fine)."""

@@ -35,7 +35,7 @@ MAX_EMBEDDING_INPUTS = 2048
 _WIRE_PATHS = {endpoint: path.removeprefix("/v1/") for endpoint, path in PATHS.items()}
 
 
-def endpoint_of(body: Mapping[str, Any]) -> str:
+def endpoint_of(body: Mapping[str, object]) -> str:
     """The endpoint a body goes to (chat unless it says otherwise)."""
     value = body.get(ENDPOINT_KEY)
     return value if isinstance(value, str) and value in PATHS else CHAT
@@ -75,7 +75,7 @@ def wire_body(body: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     return path or _WIRE_PATHS[CHAT], payload
 
 
-def request_problem(body: Mapping[str, Any]) -> str | None:
+def request_problem(body: Mapping[str, object]) -> str | None:
     """What is wrong with a body for its endpoint, as one line (None: fine)."""
     if "url" in body:  # only left on a body by `with_endpoint` when it names no endpoint
         return f"url must be one of {', '.join(PATHS.values())}, got {body['url']!r}"
@@ -90,14 +90,14 @@ def request_problem(body: Mapping[str, Any]) -> str | None:
     return check(body) or field_type_problem(body)
 
 
-def _positive_int(body: Mapping[str, Any], name: str) -> str | None:
+def _positive_int(body: Mapping[str, object], name: str) -> str | None:
     value = body.get(name)
     if value is None or (type(value) is int and value >= 1):
         return None
     return f"{name} must be an integer >= 1, got {value!r}"
 
 
-def _embeddings_problem(body: Mapping[str, Any]) -> str | None:
+def _embeddings_problem(body: Mapping[str, object]) -> str | None:
     problem = _embeddings_input_problem(body.get("input"))
     if problem is not None:
         return problem
@@ -107,7 +107,7 @@ def _embeddings_problem(body: Mapping[str, Any]) -> str | None:
     return _positive_int(body, "dimensions")
 
 
-def _embeddings_input_problem(value: Any) -> str | None:
+def _embeddings_input_problem(value: object) -> str | None:
     shape = "input must be a non-empty string, an array of strings or token arrays"
     if isinstance(value, str):
         return None if value else f"{shape}, got an empty string"
@@ -125,7 +125,7 @@ def _embeddings_input_problem(value: Any) -> str | None:
     return None
 
 
-def _responses_problem(body: Mapping[str, Any]) -> str | None:
+def _responses_problem(body: Mapping[str, object]) -> str | None:
     value = body.get("input")
     if isinstance(value, str):
         if not value:
@@ -138,7 +138,7 @@ def _responses_problem(body: Mapping[str, Any]) -> str | None:
     return _positive_int(body, "max_output_tokens")
 
 
-def _completions_problem(body: Mapping[str, Any]) -> str | None:
+def _completions_problem(body: Mapping[str, object]) -> str | None:
     value = body.get("prompt")
     if isinstance(value, str) and value:
         return None
@@ -147,7 +147,7 @@ def _completions_problem(body: Mapping[str, Any]) -> str | None:
     return f"prompt must be a non-empty string or array of strings, got {_kind(value)}"
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     if value is None:
         return "nothing"
     return "an empty array" if value == [] else json_type(value)

@@ -7,7 +7,6 @@ part of a key that tells two providers' answers apart (jobs use it too, `jobs/ca
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from batchgate.cache.entry import CacheEntry
 from batchgate.cache.key import cache_key, reusable
@@ -22,12 +21,12 @@ class RouteKinds:
     def __init__(self, config: GatewayConfig) -> None:
         self._config = config
         self._routes = {r.model: r for r in config.routes}
-        self._kinds: dict[Any, str] = {}
+        self._kinds: dict[object, str] = {}
 
-    def kind(self, model: Any) -> str:
+    def kind(self, model: object) -> str:
         kind = self._kinds.get(model)
         if kind is None:
-            route = self._routes.get(model)
+            route = self._routes.get(model) if isinstance(model, str) else None
             if route is None or not route.targets:
                 kind = "?"
             else:
@@ -48,7 +47,7 @@ class GatewayCache:
         self.hits = 0
         self.saved_usd = 0.0
 
-    def key_of(self, body: Mapping[str, Any]) -> str | None:
+    def key_of(self, body: Mapping[str, object]) -> str | None:
         if not reusable(body, self.mode):
             return None
         return cache_key(body, self.kinds.kind(body.get("model")), self.scope)
@@ -56,7 +55,7 @@ class GatewayCache:
     async def run(
         self,
         index: int,
-        body: Mapping[str, Any],
+        body: Mapping[str, object],
         custom_id: str | None,
         send: Callable[[], Awaitable[Result]],
     ) -> Result:

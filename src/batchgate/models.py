@@ -139,7 +139,7 @@ class RateLimitSnapshot:
     reset_output_tokens: float | None = None
 
 
-def requested_output_tokens(body: Mapping[str, Any], default: int) -> int:
+def requested_output_tokens(body: Mapping[str, object], default: int) -> int:
     """The output tokens a body may be answered with: its max tokens (or `default`) × n; none
     for embeddings, `max_output_tokens` for the Responses API, × each prompt for completions."""
     endpoint = endpoint_of(body)

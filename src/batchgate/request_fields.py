@@ -34,12 +34,12 @@ def wire_body(body: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k not in OWN_FIELDS}
 
 
-def task_metadata(body: Mapping[str, Any]) -> dict[str, Any]:
+def task_metadata(body: Mapping[str, object]) -> dict[str, object]:
     """A task's metadata, as its input line gave it ({} when it had none)."""
     meta = body.get(TASK_METADATA)
     return dict(meta) if isinstance(meta, dict) else {}
 
 
-def out_line_metadata(line: Mapping[str, Any]) -> dict[str, Any]:
+def out_line_metadata(line: Mapping[str, object]) -> dict[str, object]:
     """The metadata an OUT line carries: its keys that are not an OUT line's own."""
     return {k: v for k, v in line.items() if k not in OUT_LINE_KEYS}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from batchgate import trace_hooks
 from batchgate.admission import Admission, Candidate, Target
@@ -79,7 +78,7 @@ class Scheduler:
         return targets
 
     def estimate(
-        self, target: Target, body: Mapping[str, Any], counted: dict[int, int] | None = None
+        self, target: Target, body: Mapping[str, object], counted: dict[int, int] | None = None
     ) -> tuple[Cost, int]:
         """What `body` would reserve at `target` and its prompt part; `counted` shares prompt
         counts between targets that use the same counter."""
@@ -87,7 +86,7 @@ class Scheduler:
         return cost, prompt
 
     def _estimate(
-        self, target: Target, body: Mapping[str, Any], counted: dict[int, int] | None
+        self, target: Target, body: Mapping[str, object], counted: dict[int, int] | None
     ) -> tuple[Cost, int, int]:
         rt = target.runtime
         key = id(rt.counter)

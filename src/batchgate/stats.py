@@ -11,7 +11,6 @@ import random
 from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from batchgate.quota.limits import QuotaStats
 
@@ -72,8 +71,8 @@ class ProviderStatistics:
     latency_sum_ms: float = 0.0  # over every answered attempt
     retries_by_kind: dict[str, int] = field(default_factory=dict)  # retries by the error that cost them
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__slots__ if k != "quota"}
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {k: getattr(self, k) for k in self.__slots__ if k != "quota"}
         out["errors_by_kind"] = dict(self.errors_by_kind)
         out["retries_by_kind"] = dict(self.retries_by_kind)
         return out

@@ -26,6 +26,7 @@ import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol
 
 # OpenAI's documented chat accounting: every message costs its content plus ~3 tokens of framing
@@ -39,7 +40,7 @@ _BINDINGS = "bpe_openai._bindings"
 _LOADING = threading.Lock()  # an emulator thread and the client may both load the first encoding
 
 
-def iter_prompt_text(body: Mapping[str, Any]) -> Iterator[str]:
+def iter_prompt_text(body: Mapping[str, object]) -> Iterator[str]:
     """Every piece of text in a chat body that a provider counts as prompt (roles excluded: each
     role is a single token, counted in the per-message framing)."""
     system = body.get("system")
@@ -62,7 +63,7 @@ def iter_prompt_text(body: Mapping[str, Any]) -> Iterator[str]:
                 yield from _text_parts(content)
 
 
-def token_array_tokens(body: Mapping[str, Any]) -> int:
+def token_array_tokens(body: Mapping[str, object]) -> int:
     """The tokens a body gives as token arrays — an embeddings `input` (or a completions `prompt`)
     that is a list of token ids or a list of such lists: each id is one token, whatever the
     counter (no text to read, and nothing to guess)."""
@@ -80,7 +81,7 @@ def token_array_tokens(body: Mapping[str, Any]) -> int:
     return total
 
 
-def _loose_text(value: Any) -> Iterator[str]:
+def _loose_text(value: object) -> Iterator[str]:
     """A string, the strings of a list, and the contents of a list's items (Responses input)."""
     if isinstance(value, str):
         yield value
@@ -96,7 +97,7 @@ def _loose_text(value: Any) -> Iterator[str]:
                     yield from _text_parts(content)
 
 
-def _text_parts(parts: list[Any]) -> Iterator[str]:
+def _text_parts(parts: list[object]) -> Iterator[str]:
     for part in parts:
         if isinstance(part, Mapping):
             text = part.get("text")
@@ -106,7 +107,7 @@ def _text_parts(parts: list[Any]) -> Iterator[str]:
             yield part
 
 
-def message_count(body: Mapping[str, Any]) -> int:
+def message_count(body: Mapping[str, object]) -> int:
     messages = body.get("messages")
     n = len(messages) if isinstance(messages, list) else 0
     if body.get("system"):
@@ -114,18 +115,18 @@ def message_count(body: Mapping[str, Any]) -> int:
     return n
 
 
-def chat_framing(body: Mapping[str, Any]) -> int:
+def chat_framing(body: Mapping[str, object]) -> int:
     """The tokens a provider bills for a chat body beyond its text: each message's framing and
     role, and the reply's priming (OpenAI's documented accounting)."""
     return TOKENS_PER_MESSAGE * message_count(body) + TOKENS_PER_REPLY
 
 
 class TokenCounter(Protocol):
-    def count_prompt(self, body: Mapping[str, Any]) -> int:
+    def count_prompt(self, body: Mapping[str, object]) -> int:
         """Prompt tokens the provider will count for this chat body."""
         ...
 
-    def observe(self, body: Mapping[str, Any], actual: int) -> None:
+    def observe(self, body: Mapping[str, object], actual: int) -> None:
         """Learn from the prompt tokens a provider reported for `body`."""
         ...
 
@@ -169,7 +170,7 @@ def _sanitized(text: str) -> str:
 
 
 @functools.cache
-def _rust_backend() -> Any:
+def _rust_backend() -> ModuleType | None:
     """bpe-openai's compiled module, loaded without the package's `__init__` (which would decode
     every encoding in Python first); None when this bpe-openai is laid out differently. It is
     registered under its own name, so the package, if imported later, finds it loaded (a PyO3
@@ -252,11 +253,11 @@ class ExactTokenCounter:
             return encoder.count(text)
         return sum(encoder.count(text[i : i + CHUNK_CHARS]) for i in range(0, len(text), CHUNK_CHARS))
 
-    def count_prompt(self, body: Mapping[str, Any]) -> int:
+    def count_prompt(self, body: Mapping[str, object]) -> int:
         total = sum(self.count_text(t) for t in iter_prompt_text(body))
         return total + token_array_tokens(body) + chat_framing(body)
 
-    def observe(self, body: Mapping[str, Any], actual: int) -> None:
+    def observe(self, body: Mapping[str, object], actual: int) -> None:
         return None
 
     def __repr__(self) -> str:
@@ -268,7 +269,7 @@ def _shared_counter(encoding_name: str) -> ExactTokenCounter:
     return ExactTokenCounter(encoding_name)
 
 
-def char_count(body: Mapping[str, Any], bytes_per_token: float = 4.0) -> int:
+def char_count(body: Mapping[str, object], bytes_per_token: float = 4.0) -> int:
     """UTF-8 bytes of the prompt text ÷ `bytes_per_token`, plus the per-message framing."""
     size = sum(len(t.encode("utf-8")) for t in iter_prompt_text(body))
     return math.ceil(size / bytes_per_token) + token_array_tokens(body) + chat_framing(body)
@@ -283,11 +284,11 @@ class CharCounter:
             raise ValueError("chars_per_token must be > 0")
         self.chars_per_token = chars_per_token
 
-    def count_prompt(self, body: Mapping[str, Any]) -> int:
+    def count_prompt(self, body: Mapping[str, object]) -> int:
         chars = sum(len(t) for t in iter_prompt_text(body))
         return math.ceil(chars / self.chars_per_token) + token_array_tokens(body)
 
-    def observe(self, body: Mapping[str, Any], actual: int) -> None:
+    def observe(self, body: Mapping[str, object], actual: int) -> None:
         return None
 
     def __repr__(self) -> str:
@@ -304,13 +305,13 @@ class EstimatingTokenCounter:
         self._memory = memory
         self._factor = 1.0
 
-    def raw_estimate(self, body: Mapping[str, Any]) -> int:
+    def raw_estimate(self, body: Mapping[str, object]) -> int:
         return char_count(body, self.bytes_per_token)
 
-    def count_prompt(self, body: Mapping[str, Any]) -> int:
+    def count_prompt(self, body: Mapping[str, object]) -> int:
         return math.ceil(self.raw_estimate(body) * self._factor)
 
-    def observe(self, body: Mapping[str, Any], actual: int) -> None:
+    def observe(self, body: Mapping[str, object], actual: int) -> None:
         raw = self.raw_estimate(body)
         if raw <= 0 or actual <= 0:
             return

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Awaitable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from batchgate.clock import Clock
 from batchgate.models import ChatBody, Result
@@ -49,7 +49,7 @@ class Tracer(Protocol):
     def job(self, job_id: str, run: Awaitable[T]) -> Awaitable[T]:
         """`run` (a job's run) under the job's span: its requests and batches are its children."""
 
-    def batch_event(self, name: str, fields: Mapping[str, Any]) -> None:
+    def batch_event(self, name: str, fields: Mapping[str, object]) -> None:
         """A provider batch was submitted, resumed or ended (`jobs.batch` events)."""
 
 
@@ -68,6 +68,6 @@ def job(job_id: str, run: Awaitable[T]) -> Awaitable[T]:
     return run if tracer is None else tracer.job(job_id, run)
 
 
-def batch_event(name: str, fields: Mapping[str, Any]) -> None:
+def batch_event(name: str, fields: Mapping[str, object]) -> None:
     if tracer is not None:
         tracer.batch_event(name, fields)

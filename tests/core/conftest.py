@@ -52,7 +52,7 @@ def gateway_config(
                 for p in providers
             ],
             "routes": routes,
-            "settings": {"seed": 1, "retry": {"base_delay": 0.01, "max_delay": 0.2}, **(settings or {})},
+            "settings": {"seed": 1, "retry": {"base_delay": 0.01, "max_delay": 0.2}} | (settings or {}),
         },
         environ={},
     )

@@ -95,7 +95,7 @@ def gateway_config(
             "providers": [{"name": "p", "kind": kind, "base_url": emu.base_url("p"), **provider}],
             "routes": [{"model": "gpt-x", "targets": ["p"], "mode": "batch-api"}],
             "prices": {"gpt-x": PRICE},
-            "job": {"batch_poll": {"initial": 1, "factor": 2, "maximum": 4}, **(job_extra or {})},
+            "job": {"batch_poll": {"initial": 1, "factor": 2, "maximum": 4}} | (job_extra or {}),
         }
     )
 

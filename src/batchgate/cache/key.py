@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 
@@ -21,7 +21,7 @@ CacheMode = Literal["deterministic", "always"]
 _DROP = OWN_FIELDS | {ENDPOINT_KEY}
 
 
-def canonical_body(body: Mapping[str, Any]) -> bytes:
+def canonical_body(body: Mapping[str, object]) -> bytes:
     """The body as the cache sees it: batchgate's own fields out, keys sorted, compact."""
     if _DROP.isdisjoint(body):
         return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
@@ -29,7 +29,7 @@ def canonical_body(body: Mapping[str, Any]) -> bytes:
 
 
 def cache_key(
-    body: Mapping[str, Any], provider_kind: str, scope: str = "", endpoint: str | None = None
+    body: Mapping[str, object], provider_kind: str, scope: str = "", endpoint: str | None = None
 ) -> str:
     """The hex key of `body` sent to a provider of `provider_kind` (its model is in the body)."""
     endpoint = endpoint or endpoint_of(body)
@@ -37,7 +37,7 @@ def cache_key(
     return hashlib.blake2b(head + canonical_body(body), digest_size=20).hexdigest()
 
 
-def reusable(body: Mapping[str, Any], mode: CacheMode) -> bool:
+def reusable(body: Mapping[str, object], mode: CacheMode) -> bool:
     """Whether an answer to `body` may stand for another (issue 43): `temperature: 0`, or a
     `seed` given, or `n` of 1 (or absent) under `cache: always`; an embedding is always reusable."""
     if body.get("temperature") == 0 or body.get("seed") is not None:

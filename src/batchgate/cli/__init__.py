@@ -10,7 +10,6 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
-from typing import Any
 
 from batchgate.errors import BatchgateError
 
@@ -47,10 +46,16 @@ def build_parser() -> argparse.ArgumentParser:
 class _Version(argparse.Action):
     """`--version`; the installed distribution's metadata is read only when asked for."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
-    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[object] | None,
+        option_string: str | None = None,
+    ) -> None:
         from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 — only when asked for
 
         try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-from typing import Any
 
 from batchgate.cli.cache_option import DEFAULT_CACHE
 
@@ -22,7 +21,7 @@ def parse_age(text: str) -> float:
     return float(match.group(1)) * _UNIT_S[match.group(2)]
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cache = sub.add_parser("cache", help="the response cache: its size, clear it, prune old answers")
     cache.add_argument("action", choices=("stats", "clear", "prune"))
     cache.add_argument(

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from batchgate.cli.jobs import store_of, store_options
 from batchgate.jobs.store.location import resume_hint
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cancel = sub.add_parser(
         "cancel",
         help="stop a job (running or not), cancel its provider batches, keep partial results",

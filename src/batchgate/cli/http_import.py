@@ -14,7 +14,7 @@ import importlib
 import ssl
 import sys
 import threading
-from typing import Any
+from collections.abc import Callable
 
 _DEFERRED = "set_default_verify_paths"  # what create_default_context and aiohttp call to load CAs
 _WRAPS = ("wrap_bio", "wrap_socket")  # a TLS connection starts with one of these
@@ -30,7 +30,7 @@ def import_aiohttp() -> None:
     def defer(ctx: ssl.SSLContext) -> None:  # a context made during the import: CAs not loaded yet
         made.append(ctx)
 
-    cls: Any = ssl.SSLContext
+    cls: type[ssl.SSLContext] = ssl.SSLContext
     own = cls.__dict__.get(_DEFERRED)  # None: inherited from the C type, as in CPython
     setattr(cls, _DEFERRED, defer)
     try:
@@ -56,8 +56,8 @@ def _load_on_first_use(ctx: ssl.SSLContext) -> None:
                     delattr(ctx, name)
                 getattr(ctx, _DEFERRED)()
 
-    def hook(name: str) -> Any:
-        def wrap(*args: Any, **kwargs: Any) -> Any:
+    def hook(name: str) -> Callable[..., object]:
+        def wrap(*args: object, **kwargs: object) -> object:
             load()
             return getattr(ctx, name)(*args, **kwargs)
 

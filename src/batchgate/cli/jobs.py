@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
         live: Snapshot | None
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     jobs = sub.add_parser("jobs", help="list the jobs in the store")
     store_options(jobs)
     jobs.set_defaults(handler=_jobs)

@@ -9,7 +9,7 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from batchgate.cli import observing
 from batchgate.cli.arg_types import non_negative_float, positive_float, positive_int
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from batchgate.config import GatewayConfig
     from batchgate.jobs.engine_types import EngineOptions
     from batchgate.jobs.job_setup import RunRequest
+    from batchgate.jobs.store.protocol import JobRecord
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
@@ -103,7 +104,7 @@ def _add_retry_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser("run", help="run a JSONL batch durably (re-run the same command to resume)")
     run.add_argument("input", type=Path, help="JSONL input (OpenAI Batch, Anthropic batch or plain lines)")
     run.add_argument("--config", type=Path, required=True, help="gateway config (YAML)")
@@ -267,7 +268,7 @@ def _resume(args: argparse.Namespace) -> int:
     _import_http_stack()
     retry_rounds(args)  # a job id right after --retry-failed is the job
 
-    async def find() -> Any:
+    async def find() -> JobRecord:
         store = await open_store(args.store, create=False)
         try:
             return await find_job(store, args.job)

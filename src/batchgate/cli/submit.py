@@ -17,15 +17,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
 
 from batchgate.cli.job_flags import add_spec_options, spec_fields, spec_of
 from batchgate.endpoints import PATHS
 from batchgate.errors import JobError
+
+if TYPE_CHECKING:
+    import aiohttp
 
 KEY_ENV = "BATCHGATE_API_KEY"
 ENDPOINT = PATHS["chat"]  # a batch's endpoint when its first line names none (a plain line)
@@ -94,7 +98,7 @@ async def _submit(args: argparse.Namespace, key: str, spec: dict[str, object]) -
         form.add_field("file", data, filename=args.input.name)
         uploaded = await api.call("POST", "/files", data=form)
         kind = JOB if spec else BATCH
-        body: dict[str, Any] = {"input_file_id": uploaded["id"], **spec}
+        body: dict[str, object] = {"input_file_id": uploaded["id"], **spec}
         if kind is BATCH:
             body.update(endpoint=batch_endpoint(data), completion_window="24h")
         made = await api.call("POST", kind.path, json=body)
@@ -120,23 +124,38 @@ def batch_endpoint(data: bytes) -> str:
 
 
 class _Api:
-    def __init__(self, http: Any, base: str) -> None:
+    def __init__(self, http: aiohttp.ClientSession, base: str) -> None:
         self.http, self.base = http, base
 
-    async def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        raw = await self.raw(method, path, **kwargs)
-        result: dict[str, Any] = orjson.loads(raw)
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Mapping[str, object] | None = None,
+        data: aiohttp.FormData | None = None,
+    ) -> dict[str, object]:
+        """The server's JSON object: a file, a batch or a job, its values read where they are used."""
+        raw = await self.raw(method, path, json=json, data=data)
+        result: dict[str, object] = orjson.loads(raw)
         return result
 
-    async def raw(self, method: str, path: str, **kwargs: Any) -> bytes:
+    async def raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Mapping[str, object] | None = None,
+        data: aiohttp.FormData | None = None,
+    ) -> bytes:
         import aiohttp  # noqa: PLC0415 — the HTTP stack only when submitting
 
         try:
-            async with self.http.request(method, self.base + path, **kwargs) as response:
-                data: bytes = await response.read()
+            async with self.http.request(method, self.base + path, json=json, data=data) as response:
+                answer: bytes = await response.read()
                 if response.status >= 400:
-                    raise JobError(f"the server refused {method} {path}: {_message(data, response.status)}")
-                return data
+                    raise JobError(f"the server refused {method} {path}: {_message(answer, response.status)}")
+                return answer
         except aiohttp.ClientError as exc:
             raise JobError(f"cannot reach the server at {self.base}: {exc.__class__.__name__}") from None
 
@@ -149,7 +168,7 @@ def _message(data: bytes, status: int) -> str:
         return f"HTTP {status}"
 
 
-async def _follow(api: _Api, kind: _Kind, batch: dict[str, Any]) -> dict[str, Any]:
+async def _follow(api: _Api, kind: _Kind, batch: dict[str, object]) -> dict[str, object]:
     """Poll the batch or job until it ends (a remote state: there is nothing to wait on but
     time), printing each change of its status or counts."""
     from batchgate.clock import LoopClock  # noqa: PLC0415 — the clock imports asyncio: not for --help
@@ -160,7 +179,7 @@ async def _follow(api: _Api, kind: _Kind, batch: dict[str, Any]) -> dict[str, An
         await clock.sleep(delay)
         delay = min(POLL_MAX_S, delay * 1.5)
         batch = await api.call("GET", f"{kind.path}/{batch['id']}")
-        counts = batch.get("request_counts") or {}
+        counts = _counts(batch)
         line = f"{batch[kind.status]}: {counts.get(kind.done, 0)} done, {counts.get('failed', 0)} failed"
         line += f" of {counts.get('total', 0)}"
         if line != seen:
@@ -169,7 +188,7 @@ async def _follow(api: _Api, kind: _Kind, batch: dict[str, Any]) -> dict[str, An
     return batch
 
 
-async def _download(api: _Api, batch: dict[str, Any], output: Path) -> None:
+async def _download(api: _Api, batch: Mapping[str, object], output: Path) -> None:
     errors_path = output.with_name(output.name + ".errors.jsonl")
     for file_id, path in ((batch.get("output_file_id"), output), (batch.get("error_file_id"), errors_path)):
         if file_id:
@@ -177,7 +196,7 @@ async def _download(api: _Api, batch: dict[str, Any], output: Path) -> None:
             print(f"wrote {path}", file=sys.stderr)
 
 
-async def _results(api: _Api, job: dict[str, Any], output: Path) -> None:
+async def _results(api: _Api, job: Mapping[str, object], output: Path) -> None:
     """A job's finished items: answered ones to `output`, failed ones to `OUT.errors.jsonl`."""
     errors_path = output.with_name(output.name + ".errors.jsonl")
     answered: list[bytes] = []
@@ -191,8 +210,14 @@ async def _results(api: _Api, job: dict[str, Any], output: Path) -> None:
             print(f"wrote {path}", file=sys.stderr)
 
 
-def _exit_code(kind: _Kind, batch: dict[str, Any]) -> int:
+def _exit_code(kind: _Kind, batch: Mapping[str, object]) -> int:
     if batch[kind.status] != "completed":
         print(f"{kind.noun} {batch['id']} ended {batch[kind.status]}: {batch.get('errors')}", file=sys.stderr)
         return EXIT_ENDED_BADLY
-    return EXIT_FAILED_ITEMS if (batch.get("request_counts") or {}).get("failed") else EXIT_OK
+    return EXIT_FAILED_ITEMS if _counts(batch).get("failed") else EXIT_OK
+
+
+def _counts(batch: Mapping[str, object]) -> Mapping[str, object]:
+    """A batch's or job's `request_counts` (none yet: empty)."""
+    counts = batch.get("request_counts")
+    return counts if isinstance(counts, dict) else {}

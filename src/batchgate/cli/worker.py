@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from batchgate.cli.arg_types import positive_float, positive_int
 from batchgate.cli.config_file import load_config
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from batchgate.jobs.workers.loop import Worker, WorkerOptions, WorkerTotals
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     w = sub.add_parser(
         "worker",
         help="run submitted jobs' tasks in chunks under a lease (any number of workers, any machines)",

@@ -58,7 +58,7 @@ FIELDS = frozenset(
      "callback_secret_env", "metadata", "budget", "mode", "validate", "validate_regex",
      "validate_schema", "retry_failed"}
 )  # fmt: skip
-OutputCheck = Callable[[str | None, Mapping[str, Any] | None], None]  # raises JobSpecError
+OutputCheck = Callable[[str | None, Mapping[str, object] | None], None]  # raises JobSpecError
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +77,7 @@ class JobSpec:
     budget_usd: float | None = None
     mode: str | None = None
     validate_regex: str | None = None
-    validate_schema: Mapping[str, Any] | None = None
+    validate_schema: Mapping[str, object] | None = None
     retry_failed: int = 0  # rounds of failed tasks run again
 
     def to_dict(self) -> dict[str, object]:
@@ -322,7 +322,7 @@ def _rounds(value: object) -> int:
     return value
 
 
-def _validate(data: Mapping[str, object]) -> tuple[str | None, Mapping[str, Any] | None]:
+def _validate(data: Mapping[str, object]) -> tuple[str | None, Mapping[str, object] | None]:
     """`validate: {"regex": ..., "schema": {...}}`, or the flat `validate_regex` / `validate_schema`."""
     value = data.get("validate")
     if value is not None:
@@ -343,7 +343,7 @@ def _regex(value: object, name: str) -> str | None:
     return value
 
 
-def _schema(value: object, name: str) -> Mapping[str, Any] | None:
+def _schema(value: object, name: str) -> Mapping[str, object] | None:
     if value is None:
         return None
     if not isinstance(value, Mapping):

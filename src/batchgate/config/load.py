@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from batchgate.config.parse import parse_gateway_config
 from batchgate.config.schema import GatewayConfig
@@ -25,7 +24,7 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> G
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(source, "", f"cannot read: {exc.__class__.__name__}") from None
     try:
-        data = _parse_yaml(yaml, text)
+        data = _parse_yaml(text)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow; no mark, a position
         line = text.count("\n", 0, exc.position) + 1
         raise ConfigError(
@@ -38,9 +37,12 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> G
     return config_from_dict(data, source=source, environ=os.environ if environ is None else environ)
 
 
-def _parse_yaml(yaml: Any, text: str) -> Any:
+def _parse_yaml(text: str) -> object:
     """The document, parsed by libyaml where PyYAML has it (~10x faster: start-up); an error is
-    found again by the pure-Python parser, whose messages name the line and the character."""
+    found again by the pure-Python parser, whose messages name the line and the character. Not
+    checked yet: `parse_gateway_config` narrows it."""
+    import yaml  # noqa: PLC0415 — start-up: already imported by `load_config`, its only caller
+
     fast = getattr(yaml, "CSafeLoader", None)
     if fast is not None:
         try:
@@ -51,6 +53,6 @@ def _parse_yaml(yaml: Any, text: str) -> Any:
 
 
 def config_from_dict(
-    data: Any, *, source: str = "<dict>", environ: Mapping[str, str] | None = None
+    data: object, *, source: str = "<dict>", environ: Mapping[str, str] | None = None
 ) -> GatewayConfig:
     return parse_gateway_config(data, source, environ if environ is not None else {})

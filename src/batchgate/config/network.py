@@ -28,7 +28,7 @@ import os
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, NamedTuple, cast
+from typing import Literal, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 from batchgate.errors import ConfigError
@@ -201,7 +201,9 @@ def environment_network(environ: Mapping[str, str], source: str) -> NetworkSetti
     )
 
 
-def provider_network(raw: Mapping[str, Any], path: str, source: str, env: NetworkSettings) -> NetworkSettings:
+def provider_network(
+    raw: Mapping[str, object], path: str, source: str, env: NetworkSettings
+) -> NetworkSettings:
     """A provider entry's `proxy`, `ca_bundle`, `client_cert`, `client_key`, `trust_env` and
     `transport` over `env` (whose `transport` is `settings.transport`)."""
     trust = raw.get("trust_env", True)
@@ -237,11 +239,11 @@ def provider_network(raw: Mapping[str, Any], path: str, source: str, env: Networ
     return net
 
 
-def read_transport(value: Any, where: str, source: str) -> TransportName:
+def read_transport(value: object, where: str, source: str) -> TransportName:
     """`h1` or `aiohttp`, or a `ConfigError` naming `where`."""
     if value not in TRANSPORTS:
         raise ConfigError(source, where, f"must be one of {', '.join(TRANSPORTS)}, got {value!r}")
-    return cast("TransportName", value)
+    return value
 
 
 def _first(environ: Mapping[str, str], names: tuple[str, ...]) -> tuple[str, str] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, cast
+from typing import cast
 
 from batchgate.config.cache_section import read_cache
 from batchgate.config.job_spec import FIELDS, parse_job_spec
@@ -79,7 +79,7 @@ _JOB = (
 _BATCH_POLL = frozenset({"initial", "factor", "maximum"})
 
 
-def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> GatewayConfig:
+def parse_gateway_config(data: object, source: str, environ: Mapping[str, str]) -> GatewayConfig:
     top = Section(data, source, "", _TOP)
     network = environment_network(environ, source)  # the environment, read once
     transport = top.section("settings", _SETTINGS).raw("transport")  # every provider's default
@@ -125,10 +125,11 @@ def parse_gateway_config(data: Any, source: str, environ: Mapping[str, str]) -> 
 
 def _fanout(top: Section, models: list[str]) -> tuple[str, ...]:
     """`fanout: [route, ...]`: every input line runs on each of these routes (see `run --fanout`)."""
-    items = top.items("fanout")
-    for i, item in enumerate(items):
+    items: list[str] = []
+    for i, item in enumerate(top.items("fanout")):
         if not isinstance(item, str) or item not in models:
             top.fail(f"fanout[{i}]", f"must name a route of the config, got {item!r}")
+        items.append(item)
     if items and (len(items) < 2 or len(set(items)) != len(items)):
         top.fail("fanout", "must name at least two different routes")
     return tuple(items)
@@ -143,7 +144,7 @@ def _mode(s: Section, name: str) -> RouteMode | None:
     return cast("RouteMode", value)
 
 
-def _route(top: Section, i: int, raw: Any, providers: Mapping[str, ProviderConfig]) -> RouteConfig:
+def _route(top: Section, i: int, raw: object, providers: Mapping[str, ProviderConfig]) -> RouteConfig:
     s = Section(raw, top.source, f"routes[{i}]", _ROUTE)
     model = s.string("model", required=True)
     assert model is not None
@@ -271,7 +272,7 @@ def _job(top: Section) -> JobSettings:
     )
 
 
-def _compiles(regex: str | None, schema: Mapping[str, Any] | None) -> None:
+def _compiles(regex: str | None, schema: Mapping[str, object] | None) -> None:
     """A config's regex must compile (a run compiles it again, on its time-limited engine)."""
     if regex is not None:
         try:

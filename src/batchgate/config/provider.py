@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import date
-from typing import Any, cast
+from typing import cast
 from urllib.parse import parse_qsl, urlsplit
 
 from batchgate.config.bedrock import BEDROCK_KEYS, read_bedrock
@@ -60,7 +60,7 @@ _AZURE_DEPLOYMENT = re.compile(r"/openai/deployments/([^/]+)/?$")
 
 
 def read_provider(
-    top: Section, i: int, raw: Any, environ: Mapping[str, str], network: NetworkSettings
+    top: Section, i: int, raw: object, environ: Mapping[str, str], network: NetworkSettings
 ) -> ProviderConfig:
     """`providers[i]` checked, every bad key named; `network`: the environment's settings, which
     the entry's own keys (`proxy`, `ca_bundle`, ...) override."""

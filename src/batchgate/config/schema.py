@@ -57,7 +57,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 from batchgate.config.bedrock import BedrockSettings
 from batchgate.config.cache_section import CacheSettings
@@ -261,7 +261,7 @@ class JobSettings:
         return self.spec.validate_regex
 
     @property
-    def validate_schema(self) -> Mapping[str, Any] | None:
+    def validate_schema(self) -> Mapping[str, object] | None:
         return self.spec.validate_schema
 
 
@@ -284,7 +284,7 @@ class GatewayConfig:
     job: JobSettings = field(default_factory=JobSettings)
     quota: QuotaSettings = field(default_factory=QuotaSettings)
     cache: CacheSettings = field(default_factory=CacheSettings)  # the response cache (issue 43)
-    emulator: Mapping[str, Any] | None = None  # raw emulator section, parsed by batchgate.emulator
+    emulator: Mapping[str, object] | None = None  # raw emulator section, parsed by batchgate.emulator
     fanout: tuple[str, ...] = ()  # routes every input line runs on (`run --fanout` overrides)
     source: str = "<dict>"
     network: NetworkSettings = field(default_factory=NetworkSettings)  # the environment's (callbacks)

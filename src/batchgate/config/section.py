@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from batchgate.errors import ConfigError
 
@@ -13,13 +13,13 @@ from batchgate.errors import ConfigError
 class Section:
     """A mapping being read, that knows its key path and refuses keys nobody asked for."""
 
-    def __init__(self, data: Any, source: str, path: str, allowed: frozenset[str]) -> None:
+    def __init__(self, data: object, source: str, path: str, allowed: frozenset[str]) -> None:
         self.source, self.path = source, path
         if data is None:
             data = {}
         if not isinstance(data, Mapping):
             self.fail("", f"must be a mapping, got {type_name(data)}")
-        self.data: Mapping[str, Any] = data
+        self.data: Mapping[str, object] = data  # every key checked against `allowed` below
         for key in data:
             if key not in allowed:
                 name = key if isinstance(key, str) and key.strip() else repr(key)
@@ -34,7 +34,7 @@ class Section:
     def has(self, name: str) -> bool:
         return self.data.get(name) is not None
 
-    def raw(self, name: str) -> Any:
+    def raw(self, name: str) -> object:
         return self.data.get(name)
 
     def string(self, name: str, default: str | None = None, *, required: bool = False) -> str | None:
@@ -74,7 +74,7 @@ class Section:
     def section(self, name: str, allowed: frozenset[str]) -> Section:
         return Section(self.data.get(name), self.source, self.key(name), allowed)
 
-    def items(self, name: str, *, required: bool = False) -> list[Any]:
+    def items(self, name: str, *, required: bool = False) -> list[object]:
         value = self.data.get(name)
         if value is None:
             if required:
@@ -87,5 +87,5 @@ class Section:
         return value
 
 
-def type_name(value: Any) -> str:
+def type_name(value: object) -> str:
     return "null" if value is None else type(value).__name__

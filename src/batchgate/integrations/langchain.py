@@ -13,7 +13,6 @@ as LangChain's own `batch` does. The gateway does the pacing, so `max_concurrenc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -25,14 +24,14 @@ from batchgate.models import ChatBody, Result
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
 
-def to_body(value: Any, *, model: str, max_tokens: int | None) -> ChatBody:
+def to_body(value: object, *, model: str, max_tokens: int | None) -> ChatBody:
     """An OpenAI chat body from a prompt string, a message or messages, or a body."""
     if isinstance(value, dict):
         body: ChatBody = dict(value)
         body.setdefault("model", model)
     else:
         if isinstance(value, str):
-            messages = [{"role": "user", "content": value}]
+            messages: list[dict[str, object]] = [{"role": "user", "content": value}]
         elif isinstance(value, BaseMessage):
             messages = [_message(value)]
         elif isinstance(value, Sequence):
@@ -45,7 +44,7 @@ def to_body(value: Any, *, model: str, max_tokens: int | None) -> ChatBody:
     return body
 
 
-def _message(message: Any) -> dict[str, Any]:
+def _message(message: object) -> dict[str, object]:
     if isinstance(message, BaseMessage):
         return {"role": _ROLES.get(message.type, message.type), "content": message.content}
     if isinstance(message, tuple) and len(message) == 2:
@@ -75,7 +74,7 @@ def to_message(result: Result) -> AIMessage:
     )
 
 
-class GatewayRunnable(Runnable[Any, AIMessage]):
+class GatewayRunnable(Runnable[object, AIMessage]):
     """Chat requests through a started `Gateway` (async) or its config (sync `batch`)."""
 
     def __init__(self, gateway: Gateway, *, model: str, max_tokens: int | None = None) -> None:
@@ -83,7 +82,7 @@ class GatewayRunnable(Runnable[Any, AIMessage]):
         self.model = model
         self.max_tokens = max_tokens
 
-    def _body(self, value: Any) -> ChatBody:
+    def _body(self, value: object) -> ChatBody:
         return to_body(value, model=self.model, max_tokens=self.max_tokens)
 
     @staticmethod
@@ -95,12 +94,14 @@ class GatewayRunnable(Runnable[Any, AIMessage]):
             return error
         raise error
 
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AIMessage:
+    def invoke(self, input: object, config: RunnableConfig | None = None, **kwargs: object) -> AIMessage:
         out = self.batch([input])[0]
         assert isinstance(out, AIMessage)
         return out
 
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AIMessage:
+    async def ainvoke(
+        self, input: object, config: RunnableConfig | None = None, **kwargs: object
+    ) -> AIMessage:
         result = await self.gateway.arun(self._body(input))
         out = self._outcome(result, return_exceptions=False)
         assert isinstance(out, AIMessage)
@@ -108,22 +109,22 @@ class GatewayRunnable(Runnable[Any, AIMessage]):
 
     def batch(  # type: ignore[override]
         self,
-        inputs: list[Any],
+        inputs: list[object],
         config: RunnableConfig | list[RunnableConfig] | None = None,
         *,
         return_exceptions: bool = False,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> list[AIMessage | Exception]:
         results = self.gateway.batch([self._body(i) for i in inputs])
         return [self._outcome(r, return_exceptions) for r in results]
 
     async def abatch(  # type: ignore[override]
         self,
-        inputs: list[Any],
+        inputs: list[object],
         config: RunnableConfig | list[RunnableConfig] | None = None,
         *,
         return_exceptions: bool = False,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> list[AIMessage | Exception]:
         results = await self.gateway.abatch([self._body(i) for i in inputs])
         return [self._outcome(r, return_exceptions) for r in results]

@@ -43,9 +43,10 @@ except ImportError as exc:  # pragma: no cover - only without the extra
 
 T = TypeVar("T")
 OUTPUT_COLUMNS = ("answer", "usage", "provider", "error")
+Cells = tuple[str | None, dict[str, int] | None, str | None, str | None]  # a row's OUTPUT_COLUMNS
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """A value as plain Python: Arrow turns lists into numpy arrays and absent keys into None."""
     if isinstance(value, np.ndarray):
         return [_plain(v) for v in value.tolist()]
@@ -58,17 +59,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def row_body(request: Any, prompt: Any, *, model: str | None, max_tokens: int | None) -> ChatBody:
+def row_body(request: object, prompt: object, *, model: str | None, max_tokens: int | None) -> ChatBody:
     """The chat body of one row (ValueError saying why when the row holds none)."""
+    body: ChatBody
     if request is not None and not (isinstance(request, float) and math.isnan(request)):  # NaN: absent
         if isinstance(request, str | bytes):
             try:
                 request = orjson.loads(request)
             except orjson.JSONDecodeError as exc:
                 raise ValueError(f"the request column is not JSON ({exc})") from None
-        body = _plain(request)
-        if not isinstance(body, dict):
-            raise ValueError(f"the request column holds {type(body).__name__}, not a chat body")
+        plain = _plain(request)
+        if not isinstance(plain, dict):
+            raise ValueError(f"the request column holds {type(plain).__name__}, not a chat body")
+        body = plain
     elif isinstance(prompt, str):
         body = {"messages": [{"role": "user", "content": prompt}]}
     else:
@@ -82,7 +85,7 @@ def row_body(request: Any, prompt: Any, *, model: str | None, max_tokens: int | 
     return body
 
 
-def result_columns(result: Result) -> tuple[str | None, dict[str, int] | None, str | None, str | None]:
+def result_columns(result: Result) -> Cells:
     """A result's (answer, usage, provider, error) cells."""
     usage = result.usage
     cells = (
@@ -109,7 +112,7 @@ class _LoopThread:
         self._thread = threading.Thread(target=self.loop.run_forever, name="batchgate-ray", daemon=True)
         self._thread.start()
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Coroutine[object, None, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     def stop(self) -> None:
@@ -118,7 +121,7 @@ class _LoopThread:
         self.loop.close()
 
 
-def _gateway_config(config: GatewayConfig | Mapping[str, Any] | str | Path) -> GatewayConfig:
+def _gateway_config(config: GatewayConfig | Mapping[str, object] | str | Path) -> GatewayConfig:
     if isinstance(config, GatewayConfig):
         return config
     if isinstance(config, Mapping):
@@ -136,7 +139,7 @@ class BatchgateUDF:
 
     def __init__(
         self,
-        config: GatewayConfig | Mapping[str, Any] | str | Path,
+        config: GatewayConfig | Mapping[str, object] | str | Path,
         *,
         quota: str | None = None,
         namespace: str | None = None,
@@ -162,7 +165,7 @@ class BatchgateUDF:
         rows = len(next(iter(batch.values()), ())) if isinstance(batch, Mapping) else len(batch)
         requests = self._column(batch, self.request_column, rows)
         prompts = self._column(batch, self.prompt_column, rows)
-        cells: list[tuple[str | None, dict[str, int] | None, str | None, str | None]] = []
+        cells: list[Cells] = []
         bodies: list[tuple[int, ChatBody]] = []
         for i in range(rows):
             try:
@@ -200,7 +203,7 @@ class BatchgateUDF:
             self.close()
 
 
-def _with_columns(batch: Any, cells: list[tuple[Any, ...]]) -> Any:
+def _with_columns(batch: Any, cells: list[Cells]) -> Any:
     """The batch (a pandas DataFrame or a dict of numpy arrays) with the output columns added."""
     columns = list(zip(*cells, strict=True)) if cells else [() for _ in OUTPUT_COLUMNS]
     frame = not isinstance(batch, Mapping)

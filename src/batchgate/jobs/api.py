@@ -41,7 +41,7 @@ from batchgate.request_fields import out_line_metadata, task_metadata
 
 __all__ = ["Job", "JobResult"]
 
-ProgressCallback = Callable[[dict[str, Any]], None]  # a snapshot, or an event: its own fields
+ProgressCallback = Callable[[dict[str, object]], None]  # a snapshot, or an event: its own fields
 _SPEC_ARGS = {  # `Job(...)` argument → its job-spec field (`config.job_spec`)
     **{name: name for name in ("name", "priority", "not_before", "deadline", "deadline_hours",
                                "callback_url", "callback_secret_env", "metadata", "mode",
@@ -61,7 +61,7 @@ class JobResult:
     step: str | None  # fan-out: the route; pipeline: the step; None for a plain job
     route: str | None
     line: dict[str, Any]  # the OUT line of this task (OpenAI Batch output shape)
-    metadata: dict[str, Any]  # the input line's metadata (fields that are not request fields)
+    metadata: dict[str, object]  # the input line's metadata (fields that are not request fields)
 
     @classmethod
     def of(cls, spec: TaskSpec, outcome: TaskOutcome) -> JobResult:
@@ -119,7 +119,7 @@ class Job:
 
     def __init__(
         self,
-        input: str | Path | Iterable[Mapping[str, Any]],
+        input: str | Path | Iterable[Mapping[str, object]],
         *,
         config: str | Path | GatewayConfig,
         output: str | Path,
@@ -127,7 +127,7 @@ class Job:
         budget_usd: float | None = None,
         budget_tokens: int | None = None,
         validate_regex: str | None = None,
-        validate_schema: Mapping[str, Any] | None = None,
+        validate_schema: Mapping[str, object] | None = None,
         fanout: Sequence[str] | None = None,
         pipeline: str | Path | None = None,
         on_progress: ProgressCallback | None = None,
@@ -241,7 +241,7 @@ class Job:
         )
         return self.exit_code
 
-    def _input_file(self, source: str | Path | Iterable[Mapping[str, Any]]) -> Path:
+    def _input_file(self, source: str | Path | Iterable[Mapping[str, object]]) -> Path:
         if isinstance(source, str | Path):
             return Path(source)
         path = self.output_path.with_name(self.output_path.name + ".input.jsonl")

@@ -13,7 +13,6 @@ of its route is passed without tokenizing (a million-line validation pass stays 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from batchgate.config import GatewayConfig, ProviderConfig
 from batchgate.endpoints import CHAT, EMBEDDINGS, PATHS, RESPONSES, endpoint_of
@@ -35,19 +34,21 @@ _KEY = {name: key for key, name in DIMENSIONS}
 _LOOSE_TEXT = frozenset({"system", "prompt", "input", "instructions"})  # text outside messages
 
 
-def prompt_upper_bound(body: Mapping[str, Any]) -> int:
+def prompt_upper_bound(body: Mapping[str, object]) -> int:
     """At least as many tokens as any counter gives the prompt (UTF-8 bytes, at most 4 a
     character, plus framing; a token array's ids one each) — computed without encoding anything."""
     plain = _plain_chat_chars(body)
     if plain is not None:  # the same sum as below, without a generator a line
-        return 4 * plain + TOKENS_PER_MESSAGE * len(body["messages"]) + TOKENS_PER_REPLY
+        chars, messages = plain
+        return 4 * chars + TOKENS_PER_MESSAGE * messages + TOKENS_PER_REPLY
     chars = sum(len(part) for part in iter_prompt_text(body))
     return 4 * chars + token_array_tokens(body) + chat_framing(body)
 
 
-def _plain_chat_chars(body: Mapping[str, Any]) -> int | None:
-    """The prompt's characters when its only text is messages' string contents (the common line:
-    no system, prompt, input or instructions key, each message a dict); else None."""
+def _plain_chat_chars(body: Mapping[str, object]) -> tuple[int, int] | None:
+    """The prompt's characters and its messages when its only text is messages' string contents
+    (the common line: no system, prompt, input or instructions key, each message a dict); else
+    None."""
     messages = body.get("messages")
     if type(messages) is not list or not _LOOSE_TEXT.isdisjoint(body):
         return None
@@ -60,7 +61,7 @@ def _plain_chat_chars(body: Mapping[str, Any]) -> int | None:
             chars += len(content)
         elif content is not None:
             return None
-    return chars
+    return chars, len(messages)
 
 
 class RouteFit:
@@ -93,7 +94,7 @@ class RouteFit:
         return self._routes[model]
 
     def cost(
-        self, provider: ProviderConfig, body: Mapping[str, Any], counted: dict[int, int] | None = None
+        self, provider: ProviderConfig, body: Mapping[str, object], counted: dict[int, int] | None = None
     ) -> tuple[Cost, int]:
         """What `body` reserves at `provider`, and its prompt count there (as the run counts).
         `counted` shares a prompt's count between providers using the same counter, as the
@@ -112,7 +113,7 @@ class RouteFit:
         """Whether `cost` is within every declared per-minute limit of `provider`."""
         return self._over(provider, cost) is None
 
-    def problem(self, body: Mapping[str, Any]) -> str | None:
+    def problem(self, body: Mapping[str, object]) -> str | None:
         """None when some target of the request's route can admit it; else why none can."""
         model = body.get("model")
         if not isinstance(model, str) or model not in self._routes:
@@ -136,7 +137,7 @@ class RouteFit:
             excluded.append(reason)
         return f"request can never be admitted by any target of route {model!r}: {'; '.join(excluded)}"
 
-    def _endpoint_problem(self, model: str, body: Mapping[str, Any]) -> str | None:
+    def _endpoint_problem(self, model: str, body: Mapping[str, object]) -> str | None:
         """Why route `model` cannot carry `body` (not chat), or None when it can: an Anthropic target
         takes a Responses body it can translate (naming the field it cannot), a Gemini target
         embeddings, nothing else."""
@@ -164,7 +165,9 @@ class RouteFit:
         return None
 
 
-def request_cost(counter: TokenCounter, body: Mapping[str, Any], default_max_tokens: int) -> tuple[Cost, int]:
+def request_cost(
+    counter: TokenCounter, body: Mapping[str, object], default_max_tokens: int
+) -> tuple[Cost, int]:
     """What `body` reserves at a provider counting prompts with `counter`, and its prompt count:
     the one way a run, `plan` and validation count a request."""
     prompt = counter.count_prompt(body)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 from batchgate.config import GatewayConfig
 from batchgate.endpoints import EMBEDDINGS, endpoint_of
@@ -25,6 +25,14 @@ from batchgate.models import Result, Usage
 
 _NO_CHECK = OutputCheck()
 MAX_TWINS = 100_000  # answers kept for identical lines of the job still to come (oldest let go)
+
+
+@dataclass(slots=True)
+class _Billed:
+    """What one task's calls were billed so far: its cost and its tokens."""
+
+    cost: float = 0.0
+    tokens: int = 0
 
 
 class Abandoned(Exception):
@@ -50,7 +58,7 @@ class LiveTasks:
         self.check = check
         self.progress = progress
         self.prices = PriceTable(config.prices)
-        self.sending: set[asyncio.Task[Any]] = set()
+        self.sending: set[asyncio.Task[object]] = set()
         self.step_checks: dict[str, OutputCheck] = {}  # a pipeline step's own output check
         self.cache: JobCache | None = None  # the response cache and in-job dedupe (issue 43)
         self._twins: dict[str, asyncio.Future[Result | None]] = {}  # a reusable task's key -> its answer
@@ -121,7 +129,7 @@ class LiveTasks:
             check = _NO_CHECK  # vectors, not text: the output check has nothing to read
         rounds = max(1, self.config.job.validation_attempts) if check.active else 1
         calls = 0
-        billed: list[Any] = [0.0, 0]
+        billed = _Billed()
         problem: str | None = None
         me = asyncio.current_task()
         assert me is not None
@@ -129,7 +137,7 @@ class LiveTasks:
             reserved = await self.budget.reserve(self.worst_case(spec)) if not self._stopping() else None
             if reserved is None:
                 raise Abandoned(spec.custom_id)
-            before = (float(billed[0]), int(billed[1]))
+            before = (billed.cost, billed.tokens)
             self.sending.add(me)
             self.progress.sending(+1)
             try:
@@ -138,19 +146,19 @@ class LiveTasks:
             finally:
                 self.progress.sending(-1)
                 self.sending.discard(me)
-                self.budget.settle(reserved, (billed[0] - before[0], billed[1] - before[1]))
+                self.budget.settle(reserved, (billed.cost - before[0], billed.tokens - before[1]))
             calls += len(result.attempts)
             if not result.ok or not check.active:
-                return result, calls, None, (billed[0], billed[1])
+                return result, calls, None, (billed.cost, billed.tokens)
             problem = await check.acheck(result.text)  # off the loop, with a time limit
             if problem is None:
-                return result, calls, None, (billed[0], billed[1])
+                return result, calls, None, (billed.cost, billed.tokens)
             problem = outcome.refused_message(problem, result.text)
             if round_no + 1 < rounds:
                 self._count_rejected(result)
-        return result, calls, problem, (billed[0], billed[1])
+        return result, calls, problem, (billed.cost, billed.tokens)
 
-    def _observe(self, result: Result, billed: list[Any]) -> None:
+    def _observe(self, result: Result, billed: _Billed) -> None:
         """Account one gateway result: latencies, wasted tokens, and what it was billed."""
         tally_result(self.progress, result)
         for attempt in result.attempts:
@@ -160,8 +168,8 @@ class LiveTasks:
             return
         usage = result.usage or Usage()
         cost = self.prices.cost(result.model, usage)
-        billed[0] += cost
-        billed[1] += usage.total_tokens
+        billed.cost += cost
+        billed.tokens += usage.total_tokens
         self.progress.add_cost(result.provider, cost)
 
     def _count_rejected(self, result: Result) -> None:

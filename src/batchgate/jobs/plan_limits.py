@@ -95,7 +95,8 @@ def binding(seconds: Mapping[str, float]) -> str | None:
 def p50_latency(config: GatewayConfig, p: ProviderConfig, mean_output_tokens: float) -> tuple[float, str]:
     """The provider's P50 latency in seconds and where it comes from (`emulator` or `default`)."""
     if p.emulated and config.emulator is not None:
-        for entry in config.emulator.get("providers") or []:
+        entries = config.emulator.get("providers")  # the raw section: checked by the emulator's loader
+        for entry in entries if isinstance(entries, list) else []:
             if isinstance(entry, dict) and entry.get("name") == p.name:
                 latency = entry.get("latency") or {}
                 ms = float(latency.get("ttft_p50_ms", 0.0)) + float(latency.get("per_token_ms", 0.0)) * (

@@ -6,7 +6,6 @@ unseen (a warning, or an error when a money budget could never fire)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from batchgate.config import GatewayConfig, Price
 from batchgate.errors import ConfigError
@@ -62,7 +61,7 @@ class PriceTable:
         return self.cost(model, Usage(prompt_tokens=prompt_tokens, completion_tokens=max_output_tokens))
 
     def worst_case(
-        self, config: GatewayConfig, body: Mapping[str, Any], prompt_tokens: int
+        self, config: GatewayConfig, body: Mapping[str, object], prompt_tokens: int
     ) -> tuple[float, int]:
         """The most one call of `body` can cost (USD, tokens) on any target of its route, for a
         prompt estimated at `prompt_tokens` (what the quota reserves: its text, as the provider's

@@ -22,9 +22,8 @@ job store failure (`StoreError`) is a 500 saying so, in the same JSON shape, its
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 from aiohttp import BodyPartReader, web
@@ -36,7 +35,7 @@ from batchgate.errors import ServiceRequestError, StoreError
 from batchgate.server.batch_api import anthropic_api
 from batchgate.server.batch_api.batches import Batches
 from batchgate.server.batch_api.files import Files
-from batchgate.server.batch_api.shapes import batch_object, error_body, file_object, page
+from batchgate.server.batch_api.shapes import BatchObject, batch_object, error_body, file_object, page
 from batchgate.server.door import body_limits
 from batchgate.server.door.query import check_text, query_int
 from batchgate.server.door.request_body import json_object
@@ -72,7 +71,7 @@ class Service:
     tenants: TenantLimits = DEFAULT_TENANTS  # creations a minute per key
 
 
-def json(data: dict[str, Any], status: int = 200) -> web.Response:
+def json(data: Mapping[str, object], status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
 
 
@@ -117,7 +116,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         )
 
 
-def auth(registry: Registry, failures: Rates, now: Callable[[], float]) -> Any:
+def auth(registry: Registry, failures: Rates, now: Callable[[], float]) -> Middleware:
     """A `/v1` request's key checked; an address past `failures.per_minute` failed checks a
     minute gets a 429 (with `Retry-After`), its keys not checked, until its turns refill."""
 
@@ -147,7 +146,7 @@ def auth(registry: Registry, failures: Rates, now: Callable[[], float]) -> Any:
     return check
 
 
-def creating(rates: Rates, now: Callable[[], float], registry: Registry, in_flight: int) -> Any:
+def creating(rates: Rates, now: Callable[[], float], registry: Registry, in_flight: int) -> Middleware:
     """A key's creations (batches, message batches, jobs) at most `rates.per_minute` a minute: a
     429 naming the limit, with `Retry-After`, past it; and none while `in_flight` of its batches
     have not ended."""
@@ -278,7 +277,7 @@ class Api:
         return json({"id": f.id, "object": "file", "deleted": True})
 
     # -- batches ---------------------------------------------------------------------------------
-    async def _batch(self, b: BatchRecord) -> dict[str, Any]:
+    async def _batch(self, b: BatchRecord) -> BatchObject:
         runs = self.s.batches.runs
         return batch_object(b, await runs.counts(b), await runs.usage(b))
 

@@ -19,7 +19,6 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
@@ -128,7 +127,9 @@ class PinnedResolver(AbstractResolver):
     def __init__(self, host: str, addresses: list[Address]) -> None:
         self.host, self.addresses = host, addresses
 
-    async def resolve(self, host: str, port: int = 0, family: Any = socket.AF_INET) -> list[ResolveResult]:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
         if host != self.host:
             raise OSError(f"{host} was not checked by the callback guard")
         return [

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from collections.abc import Coroutine
 
 import aiohttp
 
@@ -148,7 +148,7 @@ class BatchDriver:
             self._session = create_session(connect_timeout=self.config.settings.timeouts.connect)
         return self._session
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[object, None, list[TaskSpec]]) -> None:
         fut: asyncio.Future[list[TaskSpec]] = asyncio.ensure_future(coro)
         self._background.add(fut)
         fut.add_done_callback(self._done)

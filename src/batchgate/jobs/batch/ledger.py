@@ -98,7 +98,7 @@ class BatchLedger:
     async def keys(self) -> list[str]:
         if self._keys is None:
             data = await self._store.get_blob(self._job_id, INDEX_KEY)
-            keys: Any = orjson.loads(data) if data else []
+            keys: object = orjson.loads(data) if data else []
             if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
                 raise JobError(f"job {self._job_id!r}: the batch index blob is unreadable")
             self._keys = keys

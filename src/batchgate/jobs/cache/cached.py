@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import orjson
 
@@ -82,7 +82,7 @@ class JobCache:
         self._puts: dict[str, bytes] = {}
         self.owned = False  # the run opened the store (and closes it)
 
-    def key_of(self, body: Mapping[str, Any]) -> str | None:
+    def key_of(self, body: Mapping[str, object]) -> str | None:
         """The task's cache key, or None when its answer may not be reused."""
         if not reusable(body, self.mode):
             return None

@@ -14,11 +14,15 @@ import functools
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
 
 from batchgate.errors import ConfigError, JobSpecError
+
+if TYPE_CHECKING:
+    from jsonschema.validators import _Validator  # only in the stubs: the class `create` makes
+    from regex import Pattern
 
 CHECK_SECONDS = 2.0  # the most one answer's check may take; past it the answer fails its check
 TIMED_OUT = f"the output check took longer than {CHECK_SECONDS:g} s on this answer"
@@ -37,11 +41,15 @@ def _checks() -> ThreadPoolExecutor:
 
 class OutputCheck:
     def __init__(
-        self, regex: str | None = None, schema: Mapping[str, Any] | None = None, *, source: str = "<config>"
+        self,
+        regex: str | None = None,
+        schema: Mapping[str, object] | None = None,
+        *,
+        source: str = "<config>",
     ) -> None:
         """A bad regex or schema raises `ConfigError` naming `source` and the `job.` key."""
-        self._regex: Any = None
-        self._validator: Any = None
+        self._regex: Pattern[str] | None = None
+        self._validator: _Validator | None = None
         self.pattern = regex
         if regex:
             from batchgate.jobs.checks import safe_regex  # noqa: PLC0415 — start-up: only for a job with a regex
@@ -120,7 +128,7 @@ class OutputCheck:
         return None
 
 
-def check_compiles(regex: str | None, schema: Mapping[str, Any] | None) -> None:
+def check_compiles(regex: str | None, schema: Mapping[str, object] | None) -> None:
     """A job's output check compiled as its run will compile it (`JobSpecError` naming
     `validate.regex` / `validate.schema`: a 400, as a check the engine cannot take is refused at
     creation); the `check_output` of `config.job_spec.parse_job_spec` for a tenant's job."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import threading
-from typing import Any
+from collections.abc import Callable
 
 import regex
 
@@ -33,7 +33,7 @@ class CheckTimeout(Exception):
     """The output check ran past its time limit on one answer."""
 
 
-def compile_pattern(pattern: str) -> Any:
+def compile_pattern(pattern: str) -> regex.Pattern[str]:
     """The compiled pattern; a `ValueError` saying why when the engine cannot take it
     (`PatternTooLarge` when it is past the bound of `pattern_size`)."""
     try:
@@ -43,7 +43,7 @@ def compile_pattern(pattern: str) -> Any:
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(pattern: str) -> Any:
+def _compiled(pattern: str) -> regex.Pattern[str]:
     check_size(pattern)  # raises before the engine expands anything; lru_cache keeps no error
     return regex.compile(pattern)
 
@@ -53,11 +53,11 @@ def search(pattern: str, text: str) -> bool:
     return _run(_compiled(pattern).search, text)
 
 
-def fullmatch(compiled: Any, text: str) -> bool:
+def fullmatch(compiled: regex.Pattern[str], text: str) -> bool:
     return _run(compiled.fullmatch, text)
 
 
-def _run(match: Any, text: str) -> bool:
+def _run(match: Callable[..., regex.Match[str] | None], text: str) -> bool:
     stop = _STOP.get()
     if stop is not None and stop.is_set():
         raise CheckTimeout

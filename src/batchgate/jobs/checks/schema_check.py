@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import jsonschema
 import orjson
@@ -25,6 +25,13 @@ from jsonschema import ValidationError
 
 from batchgate.jobs.checks import safe_regex
 
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+    from jsonschema.validators import _Validator  # a compiled validator (only in the stubs: made by `create`)
+    from referencing import Specification
+    from referencing._core import Resolver  # not re-exported; `referencing.typing` imports it so
+    from referencing.jsonschema import Schema
+
 _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 _DATA = frozenset({"const", "enum", "default", "examples"})  # values that are data, not schemas
 
@@ -34,7 +41,7 @@ class SchemaRefused(ValueError):
     would reach outside itself, or its patterns cannot be run safely (a 400 from the server)."""
 
 
-def compile_schema(schema: Mapping[str, Any]) -> Any:
+def compile_schema(schema: Mapping[str, object]) -> _Validator:
     """A validator of `schema` that retrieves nothing and matches patterns safely; compiled once
     per process (the server compiles a job's schema when it is made, its run finds it here)."""
     try:
@@ -45,7 +52,7 @@ def compile_schema(schema: Mapping[str, Any]) -> Any:
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(text: bytes) -> Any:
+def _compiled(text: bytes) -> _Validator:
     as_dict = orjson.loads(text)
     base = jsonschema.validators.validator_for(as_dict)
     try:
@@ -54,7 +61,7 @@ def _compiled(text: bytes) -> Any:
         raise SchemaRefused(
             f"not a valid JSON Schema at {_where(exc.absolute_path)}: {exc.message[:200]}"
         ) from None
-    specification = referencing.jsonschema.specification_with(
+    specification: Specification[Schema] = referencing.jsonschema.specification_with(
         str(base.META_SCHEMA.get("$id", "")), default=referencing.jsonschema.DRAFT202012
     )
     root = specification.create_resource(as_dict)
@@ -70,12 +77,12 @@ def _compiled(text: bytes) -> Any:
         base,
         {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional},
     )
-    validator = safe(as_dict, registry=referencing.Registry())
+    validator: _Validator = safe(as_dict, registry=referencing.Registry())
     _probe(validator)
     return validator
 
 
-def _probe(validator: Any) -> None:
+def _probe(validator: _Validator) -> None:
     """Run the check once on small values: a schema whose references lead back to themselves
     without end (`{"$ref": "#"}`) is refused now, not found at every answer."""
     probes: tuple[object, ...] = (None, 0, "", [], {})
@@ -89,8 +96,8 @@ def _probe(validator: Any) -> None:
 
 
 def _walk(
-    node: Any, resolver: Any, specification: Any, path: str
-) -> Iterator[tuple[str, dict[str, Any], Any]]:
+    node: object, resolver: Resolver[Schema], specification: Specification[Schema], path: str
+) -> Iterator[tuple[str, dict[str, object], Resolver[Schema]]]:
     """Every object of the schema (data keywords skipped), with the resolver of its base URI."""
     if isinstance(node, dict):
         if path and isinstance(node.get("$id"), str):
@@ -104,7 +111,9 @@ def _walk(
             yield from _walk(item, resolver, specification, f"{path}/{i}")
 
 
-def _check_refs(path: str, node: dict[str, Any], resolver: Any, base: Any) -> None:
+def _check_refs(
+    path: str, node: dict[str, object], resolver: Resolver[Schema], base: type[Validator]
+) -> None:
     for key in _REFS:
         ref = node.get(key)
         if not isinstance(ref, str):
@@ -133,10 +142,11 @@ def _check_refs(path: str, node: dict[str, Any], resolver: Any, base: Any) -> No
             ) from None
 
 
-def _check_patterns(path: str, node: dict[str, Any]) -> None:
-    patterns = [("pattern", node["pattern"])] if isinstance(node.get("pattern"), str) else []
-    if isinstance(node.get("patternProperties"), dict):
-        patterns += [("patternProperties", str(p)) for p in node["patternProperties"]]
+def _check_patterns(path: str, node: dict[str, object]) -> None:
+    pattern, properties = node.get("pattern"), node.get("patternProperties")
+    patterns = [("pattern", pattern)] if isinstance(pattern, str) else []
+    if isinstance(properties, dict):
+        patterns += [("patternProperties", str(p)) for p in properties]
     for key, pattern in patterns:
         try:
             safe_regex.compile_pattern(pattern)
@@ -146,15 +156,21 @@ def _check_patterns(path: str, node: dict[str, Any]) -> None:
             raise SchemaRefused(f"at {path}/{key}: not a usable regular expression ({exc})") from None
 
 
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not safe_regex.search(pattern, instance):
+def _pattern(
+    validator: _Validator, pattern: str, instance: object, schema: Mapping[str, object]
+) -> Iterator[ValidationError]:
+    if (
+        validator.is_type(instance, "string")
+        and isinstance(instance, str)
+        and not safe_regex.search(pattern, instance)
+    ):
         yield ValidationError(f"{instance[:80]!r} does not match {pattern[:80]!r}")
 
 
 def _pattern_properties(
-    validator: Any, patterns: dict[str, Any], instance: Any, schema: Any
+    validator: _Validator, patterns: dict[str, Schema], instance: object, schema: Mapping[str, object]
 ) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
+    if not validator.is_type(instance, "object") or not isinstance(instance, dict):
         return
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
@@ -162,10 +178,14 @@ def _pattern_properties(
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-def _additional(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
+def _additional(
+    validator: _Validator, additional: Schema, instance: object, schema: Mapping[str, object]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object") or not isinstance(instance, dict):
         return
-    known, patterns = schema.get("properties", {}), list(schema.get("patternProperties", {}))
+    properties, pattern_properties = schema.get("properties", {}), schema.get("patternProperties", {})
+    known = properties if isinstance(properties, dict) else {}  # a checked schema: always objects
+    patterns = list(pattern_properties) if isinstance(pattern_properties, dict) else []
     extras = [k for k in instance if k not in known and not any(safe_regex.search(p, k) for p in patterns)]
     if validator.is_type(additional, "object"):
         for extra in extras:
@@ -175,7 +195,7 @@ def _additional(validator: Any, additional: Any, instance: Any, schema: Any) -> 
         yield ValidationError(f"Additional properties are not allowed ({names} unexpected)")
 
 
-def _where(path: Any) -> str:
+def _where(path: Iterable[str | int]) -> str:
     return "/".join(str(p) for p in path) or "(root)"
 
 

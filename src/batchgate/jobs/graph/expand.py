@@ -23,7 +23,7 @@ from batchgate.jobs.store.protocol import JobStore, TaskOutcome, TaskSpec, TaskS
 from batchgate.models import answer_text
 
 
-def _answer_body(output_line: bytes | None) -> Any:
+def _answer_body(output_line: bytes | None) -> object:
     if not output_line:
         return None
     try:
@@ -39,7 +39,7 @@ def answer_of(output_line: bytes | None) -> str | None:
     return answer_text(body) if isinstance(body, dict) else None
 
 
-def vectors_of(output_line: bytes | None) -> list[Any] | None:
+def vectors_of(output_line: bytes | None) -> list[object] | None:
     """The vectors of a stored embeddings OUT line, in input order (each as the provider gave it:
     floats, or a base64 string), None when it is not an embeddings answer."""
     body = _answer_body(output_line)

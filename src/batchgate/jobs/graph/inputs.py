@@ -8,7 +8,7 @@ reported with its number before anything is sent.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,7 +76,7 @@ def _read_objects(path: Path, graph: Graph) -> Iterator[InputItem | InputProblem
             index += 1
 
 
-def _missing(data: dict[str, Any], paths: set[tuple[str, ...]]) -> str | None:
+def _missing(data: Mapping[str, object], paths: set[tuple[str, ...]]) -> str | None:
     for p in sorted(paths):
         try:
             lookup(data, p)

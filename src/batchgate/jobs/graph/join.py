@@ -14,7 +14,7 @@ left out until the job finishes them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import orjson
 
@@ -25,6 +25,21 @@ from batchgate.request_fields import task_metadata
 
 LABEL_CHARS = 40
 LABEL_WORDS = 3
+
+
+class StepAnswer(TypedDict):
+    """One step's entry in a joined line (a skipped or blocked step: its status and route only)."""
+
+    status: str
+    route: str | None
+    answer: NotRequired[str | None]
+    provider: NotRequired[str | None]
+    usage: NotRequired[dict[str, int] | None]
+    latency_ms: NotRequired[float | None]
+    cost_usd: NotRequired[float]
+    attempts: NotRequired[int]
+    error: NotRequired[object]  # the stored line's error object, or {"message": ...}
+    embeddings: NotRequired[list[object]]
 
 
 def label(answer: str | None) -> str | None:
@@ -57,12 +72,12 @@ class StepFigures:
     latencies: list[float] = field(default_factory=list)
 
 
-def _entry(rec: TaskRecord) -> tuple[dict[str, Any], int, int]:
+def _entry(rec: TaskRecord) -> tuple[StepAnswer, int, int]:
     """A finished task's entry in the joined line, and its prompt / completion tokens."""
     line = orjson.loads(rec.output_line) if rec.output_line else {}
     usage = line.get("usage") or {}
     ok = rec.state is TaskState.SUCCEEDED
-    entry = {
+    entry: StepAnswer = {
         "status": "succeeded" if ok else "failed",
         "answer": answer_of(rec.output_line) if ok else None,
         "route": rec.route,
@@ -89,11 +104,11 @@ class Joiner:
         self.pairs: dict[tuple[str, str], list[int]] = {}  # (a, b) -> [compared, agreed]
         self.failed_lines: list[bytes] = []
 
-    def join(self, index: int, records: list[TaskRecord]) -> dict[str, Any] | None:
+    def join(self, index: int, records: list[TaskRecord]) -> dict[str, object] | None:
         """The joined line of item `index`, or None while a step is unfinished."""
         item = self.tasks.items[index]
         by_step = {r.step: r for r in records}
-        answers: dict[str, dict[str, Any]] = {}
+        answers: dict[str, StepAnswer] = {}
         for step in self.graph.steps:
             rec = by_step.get(step.name)
             if rec is not None and rec.state in (TaskState.SUCCEEDED, TaskState.FAILED):
@@ -107,7 +122,7 @@ class Joiner:
         for name, entry in answers.items():
             if entry["status"] in ("skipped", "blocked"):
                 setattr(self.figures[name], entry["status"], getattr(self.figures[name], entry["status"]) + 1)
-        line: dict[str, Any] = {"custom_id": item.custom_id, "line": item.line_no, "answers": answers}
+        line: dict[str, object] = {"custom_id": item.custom_id, "line": item.line_no, "answers": answers}
         if self.graph.kind == FANOUT:
             line["agreement"] = agreement([a.get("answer") for a in answers.values()])
             self._compare(answers)
@@ -115,10 +130,10 @@ class Joiner:
         return line
 
     @staticmethod
-    def _blocked(answers: dict[str, dict[str, Any]], needs: tuple[str, ...]) -> bool:
-        return any(answers.get(n, {}).get("status") in ("failed", "skipped", "blocked") for n in needs)
+    def _blocked(answers: dict[str, StepAnswer], needs: tuple[str, ...]) -> bool:
+        return any(n in answers and answers[n]["status"] in ("failed", "skipped", "blocked") for n in needs)
 
-    def _finished(self, name: str, rec: TaskRecord) -> dict[str, Any]:
+    def _finished(self, name: str, rec: TaskRecord) -> StepAnswer:
         entry, prompt, completion = _entry(rec)
         fig = self.figures[name]
         fig.sent += 1
@@ -135,7 +150,7 @@ class Joiner:
                 self.failed_lines.append(rec.output_line)
         return entry
 
-    def _compare(self, answers: dict[str, dict[str, Any]]) -> None:
+    def _compare(self, answers: dict[str, StepAnswer]) -> None:
         names = list(answers)
         for i, a in enumerate(names):
             for b in names[i + 1 :]:

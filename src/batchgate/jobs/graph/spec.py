@@ -220,8 +220,9 @@ def _parse_when(sec: Section) -> Condition:
     step = sec.string("step", required=True) or ""
     equals = [sec.string("equals")] if sec.has("equals") else []
     if sec.has("in"):
-        values = sec.items("in", required=True)
-        if not all(isinstance(v, str) for v in values):
+        raw = sec.items("in", required=True)
+        values = [v for v in raw if isinstance(v, str)]
+        if len(values) != len(raw):
             sec.fail("in", "must be a list of strings (quote words YAML reads as true/false: 'no', 'yes')")
         equals += values
     not_equals = sec.string("not_equals")

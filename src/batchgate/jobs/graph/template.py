@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
@@ -59,7 +58,7 @@ class Template:
         """The earlier steps this template reads (`steps.NAME....`)."""
         return {p[1] for p in self.paths if len(p) >= 2 and p[0] == "steps"}
 
-    def render(self, data: Mapping[str, Any]) -> str:
+    def render(self, data: Mapping[str, object]) -> str:
         out = [self.texts[0]]
         for path, text in zip(self.paths, self.texts[1:], strict=True):
             out.append(_text(lookup(data, path)))
@@ -67,7 +66,7 @@ class Template:
         return "".join(out)
 
 
-def lookup(data: Any, path: tuple[str, ...]) -> Any:
+def lookup(data: object, path: tuple[str, ...]) -> object:
     """Follow `path` through dicts (by key) and lists (by index); `MissingField` if absent."""
     value = data
     for i, part in enumerate(path):
@@ -80,7 +79,7 @@ def lookup(data: Any, path: tuple[str, ...]) -> Any:
     return value
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if isinstance(value, str):
         return value
     return orjson.dumps(value).decode()

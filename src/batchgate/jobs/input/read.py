@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
 import orjson
 
@@ -69,7 +69,7 @@ class ValidationReport:
 
 # A check of a parsed body that the input reader cannot make alone (e.g. `RouteFit.problem`):
 # a one-line reason makes the line a problem, None lets it through.
-BodyCheck = Callable[[Mapping[str, Any]], "str | None"]
+BodyCheck = Callable[[Mapping[str, object]], "str | None"]
 
 
 def read_tasks(

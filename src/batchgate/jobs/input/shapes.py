@@ -13,6 +13,7 @@ stored body, never sent) and written back, as given, on its OUT line.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from batchgate.endpoints import CHAT, ENDPOINT_KEY, MESSAGES_PARAMS, PATHS, endpoint_for_url, request_problem
@@ -30,9 +31,12 @@ class ShapeError(ValueError):
     """A JSON object that is not an acceptable input line; the message is the reason."""
 
 
-def normalise(obj: dict[str, Any], line_no: int, *, any_model: bool = False) -> tuple[str, dict[str, Any]]:
-    """`(custom_id, body)` for one parsed input line; with `any_model` (a fan-out, whose routes
-    set the model) the line's model is optional and taken off."""
+def normalise(
+    obj: Mapping[str, object], line_no: int, *, any_model: bool = False
+) -> tuple[str, dict[str, Any]]:
+    """`(custom_id, body)` for one parsed input line (its values unchecked; the body passes on to
+    a provider as it is); with `any_model` (a fan-out, whose routes set the model) the line's
+    model is optional and taken off."""
     if "params" in obj:
         custom_id = _custom_id(obj, required=True, line_no=line_no)
         body = _from_anthropic(obj["params"])
@@ -56,7 +60,7 @@ def normalise(obj: dict[str, Any], line_no: int, *, any_model: bool = False) -> 
     return custom_id, body
 
 
-def _line_metadata(obj: dict[str, Any], request_keys: frozenset[str]) -> dict[str, Any]:
+def _line_metadata(obj: Mapping[str, object], request_keys: frozenset[str]) -> dict[str, object]:
     """A batch line's top-level fields that are not request fields (nor ignored ones)."""
     meta = {k: v for k, v in obj.items() if k not in request_keys and k not in IGNORED_KEYS}
     for key in sorted(OUT_LINE_KEYS.intersection(meta)):
@@ -64,7 +68,7 @@ def _line_metadata(obj: dict[str, Any], request_keys: frozenset[str]) -> dict[st
     return meta
 
 
-def live_body(obj: dict[str, Any], *, anthropic: bool, endpoint: str = CHAT) -> dict[str, Any]:
+def live_body(obj: Mapping[str, object], *, anthropic: bool, endpoint: str = CHAT) -> dict[str, Any]:
     """The body of one live request to `endpoint` (`batchgate serve`'s proxy): an OpenAI body as
     it is, or Anthropic Messages params translated as a batch line's are; checked the same way.
     The endpoint is the route's, never the body's (an `ENDPOINT_KEY` in it is dropped). `stream`
@@ -78,7 +82,7 @@ def live_body(obj: dict[str, Any], *, anthropic: bool, endpoint: str = CHAT) -> 
     return body
 
 
-def _custom_id(obj: dict[str, Any], *, required: bool, line_no: int) -> str:
+def _custom_id(obj: Mapping[str, object], *, required: bool, line_no: int) -> str:
     value = obj.get("custom_id")
     if value is None:
         if required:
@@ -91,7 +95,7 @@ def _custom_id(obj: dict[str, Any], *, required: bool, line_no: int) -> str:
     return value
 
 
-def _from_openai_batch(obj: dict[str, Any]) -> dict[str, Any]:
+def _from_openai_batch(obj: Mapping[str, object]) -> dict[str, Any]:
     method = obj.get("method")
     if not isinstance(method, str) or method.upper() != "POST":
         raise ShapeError(f"method must be POST, got {method!r}")
@@ -108,8 +112,9 @@ def _from_openai_batch(obj: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _from_plain(obj: dict[str, Any]) -> dict[str, Any]:
-    body = dict(obj)  # a copy in C, then the few keys dropped: a comprehension costs more a line
+def _from_plain(obj: Mapping[str, object]) -> dict[str, Any]:
+    # a copy in C, then the few keys dropped: a comprehension costs more a line
+    body: dict[str, Any] = dict(obj)
     body.pop("custom_id", None)
     if not IGNORED_KEYS.isdisjoint(body):
         for key in IGNORED_KEYS:
@@ -124,7 +129,7 @@ def _from_plain(obj: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _from_anthropic(params: Any) -> dict[str, Any]:
+def _from_anthropic(params: object) -> dict[str, Any]:
     """The OpenAI body Messages params mean, the params kept whole beside it (an Anthropic target is
     sent them as given; what another target cannot carry is refused at validation: `fields`)."""
     try:
@@ -135,7 +140,7 @@ def _from_anthropic(params: Any) -> dict[str, Any]:
     return body
 
 
-def _check_body(body: dict[str, Any], *, any_model: bool = False) -> None:
+def _check_body(body: Mapping[str, object], *, any_model: bool = False) -> None:
     model = body.get("model")
     if model is None and not any_model:
         raise ShapeError("missing model")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import orjson
 
@@ -57,7 +57,7 @@ def listed(problems: Iterable[InputProblem]) -> list[SkippedLine]:
 
 def _entry(problem: InputProblem, raw: bytes | None) -> bytes:
     error = {"code": SKIPPED_CODE, "message": problem.reason, "line": problem.line_no}
-    obj: Any = None
+    obj: object = None
     if raw is not None:
         try:
             obj = orjson.loads(raw)

@@ -53,10 +53,10 @@ def format_success_line(
     attempts: int,
     latency_ms: float,
     usage: Usage | None,
-    extra: dict[str, Any] | None = None,
+    extra: dict[str, object] | None = None,
 ) -> bytes:
     """One OUT line (no newline) for a request that succeeded."""
-    line: dict[str, Any] = {
+    line: dict[str, object] = {
         "id": request_id_for(custom_id),
         "custom_id": custom_id,
         "response": {"status_code": status_code, "request_id": request_id, "body": body},
@@ -80,14 +80,14 @@ def format_error_line(
     provider: str | None,
     attempts: int,
     latency_ms: float,
-    extra: dict[str, Any] | None = None,
+    extra: dict[str, object] | None = None,
 ) -> bytes:
     """One OUT line (no newline) for a request that failed; `response` only if a status came back."""
     error = {"code": code, "message": message}
     response = None
     if status_code is not None:
         response = {"status_code": status_code, "request_id": None, "body": {"error": dict(error)}}
-    line = {
+    line: dict[str, object] = {
         "id": request_id_for(custom_id),
         "custom_id": custom_id,
         "response": response,
@@ -102,12 +102,12 @@ def format_error_line(
     return orjson.dumps(line)
 
 
-def format_errors_file_line(original_body: dict[str, Any], custom_id: str, error: dict[str, Any]) -> bytes:
+def format_errors_file_line(original_body: dict[str, Any], custom_id: str, error: dict[str, object]) -> bytes:
     """An input line for a failed task, carrying its error (ignored when read back): the plain
     shape, or the OpenAI Batch shape when its metadata came from a batch line's own fields (read
     back, either gives the task the same metadata)."""
     meta = task_metadata(original_body)
-    body: dict[str, Any] = {"custom_id": custom_id}
+    body: dict[str, object] = {"custom_id": custom_id}
     for key in ("model", "messages"):
         if key in original_body:
             body[key] = original_body[key]
@@ -123,7 +123,7 @@ def format_errors_file_line(original_body: dict[str, Any], custom_id: str, error
     return orjson.dumps(line)
 
 
-def _error_of(record: TaskRecord) -> dict[str, Any]:
+def _error_of(record: TaskRecord) -> dict[str, object]:
     """The `error` object of a failed task's OUT line, or one made from its stored message."""
     if record.output_line:
         with contextlib.suppress(orjson.JSONDecodeError):

@@ -21,7 +21,6 @@ import asyncio
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from batchgate.config import GatewayConfig
 from batchgate.errors import BadRequestError, InvalidRequestError, MalformedResponse, NeverFitsError
@@ -38,7 +37,7 @@ from batchgate.jobs.pack.group import (
     text_bytes,
 )
 from batchgate.jobs.store.protocol import TaskSpec
-from batchgate.models import Result
+from batchgate.models import ChatBody, Result, Usage
 
 Outcome = tuple[Result, int, str | None, Amount]  # what `LiveTasks.run` gives for one line
 _SPLIT = (BadRequestError, InvalidRequestError, NeverFitsError)  # one bad text, or too big: halve
@@ -48,7 +47,7 @@ _SPLIT = (BadRequestError, InvalidRequestError, NeverFitsError)  # one bad text,
 class _Group:
     specs: list[TaskSpec] = field(default_factory=list)
     waiting: list[asyncio.Future[Outcome]] = field(default_factory=list)
-    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    tasks: list[asyncio.Task[object]] = field(default_factory=list)
     size: int = 0  # the texts' UTF-8 bytes: at least their tokens
 
 
@@ -161,7 +160,7 @@ class Packer:
             if not waiting.done():
                 waiting.set_result(outcome)
 
-    async def _outcomes(self, specs: list[TaskSpec], tasks: list[asyncio.Task[Any]]) -> list[Outcome]:
+    async def _outcomes(self, specs: list[TaskSpec], tasks: list[asyncio.Task[object]]) -> list[Outcome]:
         """Send `specs` as one request (halving it when the provider refuses it); each line's outcome."""
         first = specs[0]
         pack = dataclasses.replace(
@@ -192,8 +191,12 @@ class Packer:
         ]
 
 
-def _for_line(result: Result, spec: TaskSpec, **changes: Any) -> Result:
-    return dataclasses.replace(result, index=spec.seq, custom_id=spec.custom_id, **changes)
+def _for_line(result: Result, spec: TaskSpec, answer: tuple[ChatBody, Usage] | None = None) -> Result:
+    """The pack's result as `spec`'s line's, with its own body and usage when `answer` gives them."""
+    if answer is None:
+        return dataclasses.replace(result, index=spec.seq, custom_id=spec.custom_id)
+    body, usage = answer
+    return dataclasses.replace(result, index=spec.seq, custom_id=spec.custom_id, body=body, usage=usage)
 
 
 def _split(result: Result, calls: int, billed: Amount, specs: list[TaskSpec]) -> list[Outcome]:
@@ -203,7 +206,7 @@ def _split(result: Result, calls: int, billed: Amount, specs: list[TaskSpec]) ->
     total = max(1, result.usage.total_tokens)
     return [
         (
-            _for_line(result, spec, body=body, usage=usage),
+            _for_line(result, spec, (body, usage)),
             calls,
             None,
             (float(billed[0]) * usage.total_tokens / total, usage.total_tokens),

@@ -275,7 +275,7 @@ class PgJobStore(PgChunks, PgDone):
                 last = records[-1]
                 after = last.seq if name != "results_by_completion" else (last.completed_order or 0)
 
-    async def _fetch_records(self, name: str, params: dict[str, Any]) -> list[TaskRecord]:
+    async def _fetch_records(self, name: str, params: dict[str, object]) -> list[TaskRecord]:
         async with self._conn() as conn:
             rows = await (await conn.execute(Q[name], {**params, "limit": _READ_CHUNK})).fetchall()
         return [
@@ -337,7 +337,7 @@ def _specs(rows: list[tuple[Any, ...]]) -> list[TaskSpec]:
     return [TaskSpec(r[0], r[1], r[2], orjson.loads(r[3]), r[4], r[5]) for r in rows]
 
 
-def _job_params(job: JobRecord) -> dict[str, Any]:
+def _job_params(job: JobRecord) -> dict[str, object]:
     return {
         "job_id": job.job_id,
         "input_path": job.input_path,

@@ -106,7 +106,9 @@ class PgChunks:
             return (await conn.execute(Q["lease_reap"], {"job": pk, "now": self._lease_now()})).rowcount
 
 
-def complete_params(pk: int, outcomes: Sequence[TaskOutcome], base: int, token: int | None) -> dict[str, Any]:
+def complete_params(
+    pk: int, outcomes: Sequence[TaskOutcome], base: int, token: int | None
+) -> dict[str, object]:
     """The arrays `task_complete` unnests: one element per outcome, `completed_order` in list order."""
     return {
         "job": pk,

@@ -296,7 +296,7 @@ class SqliteJobStore(SqliteChunks, SqliteDone):
                 last = rows[-1]
                 after = last.seq if name != "results_by_completion" else (last.completed_order or 0)
 
-    def _fetch_records(self, name: str, params: dict[str, Any]) -> list[TaskRecord]:
+    def _fetch_records(self, name: str, params: dict[str, object]) -> list[TaskRecord]:
         rows = self._conn.execute(Q[name], {**params, "limit": _READ_CHUNK}).fetchall()
         return [
             TaskRecord(r[0], r[1], r[2], TaskState(r[3]), r[4], r[5], r[6], r[7],
@@ -365,7 +365,7 @@ class SqliteJobStore(SqliteChunks, SqliteDone):
         return f"SqliteJobStore({str(self.path)!r}, closed={self._closed}, locked={sorted(self._locks)})"
 
 
-def _job_params(job: JobRecord) -> dict[str, Any]:
+def _job_params(job: JobRecord) -> dict[str, object]:
     return {
         "job_id": job.job_id,
         "input_path": job.input_path,

@@ -21,13 +21,13 @@ import random
 from collections.abc import Callable
 from contextvars import Token
 from dataclasses import dataclass
-from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
+from opentelemetry.util.types import AttributeValue
 
 from batchgate.models import Attempt, Result
 from batchgate.trace_hooks import TRACEPARENT
@@ -99,8 +99,8 @@ class RequestSpan:
         attributes = self._attributes(result)
         self._emit(self.name, self._context, self._parent, attributes, status, self._started, now)
 
-    def _attributes(self, result: Result) -> dict[str, Any]:
-        a: dict[str, Any] = {"batchgate.quota_wait_ms": round(self.quota_wait_s * 1000.0, 3)}
+    def _attributes(self, result: Result) -> dict[str, AttributeValue]:
+        a: dict[str, AttributeValue] = {"batchgate.quota_wait_ms": round(self.quota_wait_s * 1000.0, 3)}
         if len(result.attempts) != 1:
             a["batchgate.attempts"] = len(result.attempts)
         if self._lost:
@@ -123,7 +123,7 @@ class RequestSpan:
         return a
 
     def _emit_attempt(self, number: int, attempt: Attempt) -> None:
-        a: dict[str, Any] = {
+        a: dict[str, AttributeValue] = {
             "batchgate.attempt": number,
             "batchgate.target": attempt.provider,
             "batchgate.tokens_charged": attempt.tokens_charged,
@@ -142,7 +142,7 @@ class RequestSpan:
 
     def _emit_lost(self, provider: str, sent: float, ended: float) -> None:
         """A hedged attempt's leg that the other leg beat: cancelled, its charge kept."""
-        a: dict[str, Any] = {"batchgate.target": provider, "batchgate.lost_race": True}
+        a: dict[str, AttributeValue] = {"batchgate.target": provider, "batchgate.lost_race": True}
         context = SpanContext(
             self._context.trace_id, random.getrandbits(64) or 1, False, self._context.trace_flags
         )
@@ -153,7 +153,7 @@ class RequestSpan:
         name: str,
         context: SpanContext,
         parent: SpanContext | None,
-        attributes: dict[str, Any],
+        attributes: dict[str, AttributeValue],
         status: Status,
         start: float,
         end: float,

@@ -9,13 +9,14 @@ run) to its end, with its state and counts. Costs come from the config's price t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
-from typing import Any, TypeVar
+from typing import SupportsIndex, SupportsInt, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 
 from batchgate.clock import Clock
 from batchgate.endpoints import endpoint_of
@@ -56,22 +57,22 @@ class OtelTracer:
         with self.tracer.start_as_current_span("job", attributes={"batchgate.job": job_id}):
             return await run
 
-    def batch_event(self, name: str, fields: Mapping[str, Any]) -> None:
+    def batch_event(self, name: str, fields: Mapping[str, object]) -> None:
         key = (str(fields.get("provider")), str(fields.get("batch_id")))
         if name in _BATCH_STARTS:
-            attributes: dict[str, Any] = {
+            attributes: dict[str, AttributeValue] = {
                 "batchgate.target": key[0],
                 "batchgate.batch_id": key[1],
-                "batchgate.batch_round": int(fields.get("round") or 1),
-                "batchgate.batch_requests": int(fields.get("requests") or 0),
+                "batchgate.batch_round": _count(fields.get("round"), 1),
+                "batchgate.batch_requests": _count(fields.get("requests"), 0),
                 "batchgate.batch_resumed": name == "batch_resumed",
             }
             self._batches[key] = self.tracer.start_span("provider batch", attributes=attributes)
         elif name == "batch_ended" and (span := self._batches.pop(key, None)) is not None:
             state = str(fields.get("state"))
             span.set_attribute("batchgate.batch_state", state)
-            span.set_attribute("batchgate.batch_succeeded", int(fields.get("succeeded") or 0))
-            span.set_attribute("batchgate.batch_failed", int(fields.get("failed") or 0))
+            span.set_attribute("batchgate.batch_succeeded", _count(fields.get("succeeded"), 0))
+            span.set_attribute("batchgate.batch_failed", _count(fields.get("failed"), 0))
             if state not in ("completed", "superseded"):
                 span.set_status(Status(StatusCode.ERROR, state))
             span.end()
@@ -87,3 +88,12 @@ class OtelTracer:
             self._priced[model] = None if price is None else PriceTable({model: price}, builtin=False)
         table = self._priced[model]
         return None if table is None else table.cost(model, usage)
+
+
+def _count(value: object, default: int) -> int:
+    """An event's count (`int(value or default)`): the batch driver's fields are numbers."""
+    if not value:
+        return default
+    if isinstance(value, str | bytes | SupportsInt | SupportsIndex):
+        return int(value)
+    raise TypeError(f"a count must be a number, got {type(value).__name__}")

@@ -14,9 +14,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import orjson
 from aiohttp import web
@@ -49,13 +49,36 @@ def error_body(status: int, message: str) -> bytes:
     return orjson.dumps({"type": "error", "error": {"type": error_type(status), "message": message}})
 
 
+class MessageBatchCounts(TypedDict):
+    processing: int
+    succeeded: int
+    errored: int
+    canceled: int
+    expired: int
+
+
+class MessageBatch(TypedDict):
+    """Anthropic's Message Batch object."""
+
+    id: str
+    type: Literal["message_batch"]
+    processing_status: str
+    request_counts: MessageBatchCounts
+    ended_at: str | None
+    created_at: str | None
+    expires_at: str | None
+    archived_at: None
+    cancel_initiated_at: str | None
+    results_url: str | None
+
+
 def _iso(seconds: int | None) -> str | None:
     if seconds is None:
         return None
     return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
-def request_lines(body: dict[str, Any]) -> bytes:
+def request_lines(body: Mapping[str, object]) -> bytes:
     """The batch's input JSONL from a create request's `requests`, its envelope checked."""
     requests = body.get("requests")
     if not isinstance(requests, list) or not requests:
@@ -98,7 +121,7 @@ def processing_status(b: BatchRecord) -> str:
     return "canceling" if b.status == "cancelling" else "in_progress"
 
 
-def request_counts(b: BatchRecord, counts: dict[str, int]) -> dict[str, int]:
+def request_counts(b: BatchRecord, counts: dict[str, int]) -> MessageBatchCounts:
     total = max(counts["total"], b.requests)
     if b.status not in ENDED:
         return {"processing": total, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
@@ -110,7 +133,7 @@ def request_counts(b: BatchRecord, counts: dict[str, int]) -> dict[str, int]:
             "expired": expired}  # fmt: skip
 
 
-def batch_object(b: BatchRecord, counts: dict[str, int], origin: str) -> dict[str, Any]:
+def batch_object(b: BatchRecord, counts: dict[str, int], origin: str) -> MessageBatch:
     ended = b.status in ENDED
     end = next((b.times[k] for k in ("completed_at", "cancelled_at", "failed_at") if k in b.times), None)
     return {
@@ -177,7 +200,7 @@ def result_line(t: TaskRecord, b: BatchRecord) -> bytes:
     elif b.expired:
         result = {"type": "expired"}
     else:
-        reason = (b.errors or [{}])[0].get("message") or "the batch stopped before this request ran"
+        reason = (b.errors[0]["message"] if b.errors else None) or "the batch stopped before this request ran"
         result = {
             "type": "errored",
             "error": {"type": "error", "error": {"type": "api_error", "message": reason}},

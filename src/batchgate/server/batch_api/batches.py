@@ -10,9 +10,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from batchgate.errors import ServiceRequestError
 from batchgate.jobs.job_setup import job_id_for
@@ -39,7 +38,7 @@ class Batches:
             raise not_found("message batch" if kind == "anthropic" else "batch", batch_id)
         return b
 
-    async def create(self, owner: str, viewer: str | None, body: dict[str, Any]) -> BatchRecord:
+    async def create(self, owner: str, viewer: str | None, body: Mapping[str, object]) -> BatchRecord:
         """A new batch over the input file `body` names (which `viewer` must be able to see)."""
         file_id, endpoint, metadata = create_fields(body)
         if self.parts.callbacks is not None:

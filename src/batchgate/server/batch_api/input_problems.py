@@ -4,17 +4,17 @@ per bad line, at most `SHOWN_PROBLEMS`, the server's own paths left out."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from batchgate.config import GatewayConfig
 from batchgate.errors import InputError
 from batchgate.jobs.fits import RouteFit
 from batchgate.jobs.input.read import validate_input
+from batchgate.server.tenancy.registry import BatchError, LineProblem
 
 SHOWN_PROBLEMS = 100  # a failed validation lists at most this many lines in `errors`
 
 
-def line_problems(config: GatewayConfig, path: Path, *, endpoint: str | None = None) -> list[dict[str, Any]]:
+def line_problems(config: GatewayConfig, path: Path, *, endpoint: str | None = None) -> list[LineProblem]:
     """One entry per bad line of `path` (empty when every line is fine); `endpoint`: the one
     endpoint (`batchgate.endpoints`) every line of the batch must name (serve's /v1/batches)."""
     fit = RouteFit(config, endpoint=endpoint)
@@ -25,11 +25,14 @@ def line_problems(config: GatewayConfig, path: Path, *, endpoint: str | None = N
     ]
 
 
-def problems(config: GatewayConfig, path: Path, endpoint: str | None) -> list[dict[str, Any]]:
+def problems(config: GatewayConfig, path: Path, endpoint: str | None) -> list[BatchError]:
     """Why `path` cannot run: its bad lines, or that it holds no request at all (an empty or
     blank-only file fails validation, as OpenAI's does)."""
     try:
         found = line_problems(config, path, endpoint=endpoint)
     except InputError:  # empty, or nothing but blank lines
         found = []
-    return found or [{"code": "empty_file", "message": "The batch input file is empty.", "line": None}]
+    errors: list[BatchError] = [
+        {"code": p["code"], "message": p["message"], "param": p["param"], "line": p["line"]} for p in found
+    ]
+    return errors or [{"code": "empty_file", "message": "The batch input file is empty.", "line": None}]

@@ -16,9 +16,10 @@ import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar
+from typing import TypeVar, TypeVarTuple
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 
 class OffLoop:
@@ -29,7 +30,7 @@ class OffLoop:
         """The worker process up and answering (in a thread: starting it blocks)."""
         await self.run(int)
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def run(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         """`fn(*args)` in the worker process (a module-level function of batchgate)."""
         pool = self._pool
         if pool is None:
@@ -37,7 +38,7 @@ class OffLoop:
             pool = self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
         try:
             # submitted from a thread: the first submit starts the forkserver and the worker
-            future = await asyncio.to_thread(pool.submit, fn, *args)
+            future = await asyncio.to_thread(lambda: pool.submit(fn, *args))
             return await asyncio.wrap_future(future)
         except BrokenProcessPool:
             self._pool = None  # the next call starts a new worker

@@ -23,7 +23,6 @@ import shutil
 from collections.abc import Coroutine
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from batchgate.clock import TimerHandle
 from batchgate.errors import BatchgateError, InputError, ServiceRequestError
@@ -41,7 +40,7 @@ from batchgate.server.batch_api.priorities import Places, PriorityShares
 from batchgate.server.batch_api.run_cache import ServerCache
 from batchgate.server.batch_api.run_parts import RunParts, RunTerms, Terms, batch_terms
 from batchgate.server.batch_api.watch import RunWatch
-from batchgate.server.tenancy.registry import BatchRecord
+from batchgate.server.tenancy.registry import BatchError, BatchRecord
 
 log = logging.getLogger("batchgate.server")
 
@@ -194,7 +193,7 @@ class Runs:
             await asyncio.gather(*tasks, return_exceptions=True)
         await self.cache.close()
 
-    def _spawn(self, batch_id: str, work: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, batch_id: str, work: Coroutine[object, None, None]) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(work)
         self._tasks[batch_id] = task
         task.add_done_callback(functools.partial(self._ended, batch_id))
@@ -317,7 +316,7 @@ class Runs:
         if b is not None and b.status == "paused":  # paused while it was being set up
             engine.interrupt("paused")
 
-    def _fail(self, batch_id: str, errors: list[dict[str, Any]]) -> None:
+    def _fail(self, batch_id: str, errors: list[BatchError]) -> None:
         b = self.parts.registry.get_batch(batch_id)
         if b is None:
             return

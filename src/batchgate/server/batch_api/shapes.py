@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Literal, TypedDict
 
 import orjson
 
 from batchgate.endpoints import PATHS
 from batchgate.errors import ServiceRequestError
 from batchgate.server.door.job_fields import checked_metadata
-from batchgate.server.tenancy.registry import BatchRecord, FileRecord
+from batchgate.server.tenancy.registry import BatchError, BatchRecord, FileRecord
 
 ENDPOINT = "/v1/chat/completions"  # of Anthropic's batches and native jobs (any endpoint)
 ENDPOINTS = tuple(PATHS.values())  # what an OpenAI batch may name (one a batch: PROTOCOLS.md)
@@ -23,6 +24,65 @@ TIME_FIELDS = (
     "cancelled_at",
 )  # fmt: skip
 _LINE_KEYS = ("id", "custom_id", "response", "error")
+
+
+class FileObject(TypedDict):
+    id: str
+    object: Literal["file"]
+    bytes: int
+    created_at: int
+    filename: str
+    purpose: str
+    status: Literal["processed"]
+    status_details: None
+    expires_at: None
+
+
+class ErrorList(TypedDict):
+    object: Literal["list"]
+    data: list[BatchError]
+
+
+class Usage(TypedDict):
+    input_tokens: int
+    input_tokens_details: dict[str, int]
+    output_tokens: int
+    output_tokens_details: dict[str, int]
+    total_tokens: int
+
+
+class BatchObject(TypedDict):
+    """OpenAI's batch object, as `batch_object` makes it (the times: `TIME_FIELDS`)."""
+
+    id: str
+    object: Literal["batch"]
+    endpoint: str
+    errors: ErrorList | None
+    input_file_id: str
+    completion_window: str
+    status: str
+    output_file_id: str | None
+    error_file_id: str | None
+    created_at: int
+    expires_at: int
+    in_progress_at: int | None
+    finalizing_at: int | None
+    completed_at: int | None
+    failed_at: int | None
+    expired_at: int | None
+    cancelling_at: int | None
+    cancelled_at: int | None
+    request_counts: dict[str, int]
+    usage: Usage
+    metadata: dict[str, str] | None
+
+
+class Page(TypedDict):
+    object: Literal["list"]
+    data: Sequence[FileObject] | Sequence[BatchObject]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
 
 
 def new_id(prefix: str) -> str:
@@ -45,7 +105,7 @@ def not_found(kind: str, object_id: str) -> ServiceRequestError:
     return ServiceRequestError(404, f"No {kind} found with id '{object_id}'.", code="not_found")
 
 
-def file_object(f: FileRecord) -> dict[str, Any]:
+def file_object(f: FileRecord) -> FileObject:
     return {
         "id": f.id,
         "object": "file",
@@ -59,7 +119,7 @@ def file_object(f: FileRecord) -> dict[str, Any]:
     }
 
 
-def batch_object(b: BatchRecord, counts: dict[str, int], tokens: tuple[int, int] = (0, 0)) -> dict[str, Any]:
+def batch_object(b: BatchRecord, counts: dict[str, int], tokens: tuple[int, int] = (0, 0)) -> BatchObject:
     """OpenAI's batch object; `tokens`: the prompt and completion tokens of its answers so far."""
     if b.status in ("cancelled", "expired"):  # the requests its end left out count as failed
         counts = {**counts, "failed": counts["total"] - counts["completed"]}
@@ -75,7 +135,13 @@ def batch_object(b: BatchRecord, counts: dict[str, int], tokens: tuple[int, int]
         "error_file_id": b.error_file_id,
         "created_at": b.created_at,
         "expires_at": b.created_at + WINDOW_S,
-        **{k: b.times.get(k) for k in TIME_FIELDS},
+        "in_progress_at": b.times.get("in_progress_at"),
+        "finalizing_at": b.times.get("finalizing_at"),
+        "completed_at": b.times.get("completed_at"),
+        "failed_at": b.times.get("failed_at"),
+        "expired_at": b.times.get("expired_at"),
+        "cancelling_at": b.times.get("cancelling_at"),
+        "cancelled_at": b.times.get("cancelled_at"),
         "request_counts": counts,
         "usage": {
             "input_tokens": tokens[0],
@@ -88,7 +154,7 @@ def batch_object(b: BatchRecord, counts: dict[str, int], tokens: tuple[int, int]
     }
 
 
-def page(data: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
+def page(data: Sequence[FileObject] | Sequence[BatchObject], has_more: bool) -> Page:
     return {
         "object": "list",
         "data": data,
@@ -101,7 +167,7 @@ def page(data: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
 def output_line(stored: bytes | None, custom_id: str, error: str | None) -> bytes:
     """A task's stored OUT line in OpenAI's batch output line shape (batchgate's own fields,
     such as the provider and attempts, stay in the job's report)."""
-    line: dict[str, Any] = {}
+    line: dict[str, object] = {}
     if stored:
         parsed = orjson.loads(stored)
         if isinstance(parsed, dict):
@@ -125,7 +191,7 @@ def unsent_line(custom_id: str, why: str) -> bytes:
     return orjson.dumps({"id": None, "custom_id": custom_id, "response": None, "error": error})
 
 
-def create_fields(body: dict[str, Any]) -> tuple[str, str, dict[str, str] | None]:
+def create_fields(body: Mapping[str, object]) -> tuple[str, str, dict[str, str] | None]:
     """The input file id, endpoint and metadata of a create request, its window checked."""
     file_id = body.get("input_file_id")
     if not isinstance(file_id, str) or not file_id:
@@ -144,5 +210,6 @@ def create_fields(body: dict[str, Any]) -> tuple[str, str, dict[str, str] | None
                 param=key,
                 code="invalid_value",
             )
-    metadata = body.get("metadata")
-    return file_id, body["endpoint"], None if metadata is None else checked_metadata(metadata)
+    endpoint, metadata = body["endpoint"], body.get("metadata")
+    assert isinstance(endpoint, str)  # one of ENDPOINTS: checked above
+    return file_id, endpoint, None if metadata is None else checked_metadata(metadata)

@@ -23,7 +23,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -165,7 +165,7 @@ class Door:
     def __init__(self, limits: ConnectionLimits, clock: Clock) -> None:
         self.limits, self.clock = limits, clock
         self.counts: Counter[str] = Counter()
-        self.watches: dict[Any, _Watch] = {}  # aiohttp's protocol -> its watch
+        self.watches: dict[asyncio.Protocol, _Watch] = {}  # aiohttp's protocol -> its watch
 
     def factory(self, make: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
         """`loop.create_server`'s protocol factory around aiohttp's (`runner.server`)."""

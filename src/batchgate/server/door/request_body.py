@@ -5,7 +5,6 @@ body bound (`body_limits.read`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import orjson
 from aiohttp import web
@@ -20,8 +19,9 @@ def _refused(message: str) -> ServiceRequestError:
 
 async def json_object(
     request: web.Request, refuse: Callable[[str], ServiceRequestError] = _refused
-) -> dict[str, Any]:
-    """The body as a mapping; `refuse(message)` is raised when it is not JSON or not an object."""
+) -> dict[str, object]:
+    """The body as a mapping, its values for the route to check; `refuse(message)` is raised when
+    it is not JSON or not an object."""
     try:
         body = orjson.loads(await body_limits.read(request))
     except orjson.JSONDecodeError:

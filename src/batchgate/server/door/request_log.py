@@ -10,7 +10,6 @@ the error's text, the request's bytes or a traceback. aiohttp's other records pa
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from batchgate import logs
 from batchgate.clock import Clock
@@ -29,26 +28,26 @@ class MalformedLog:
         self.clock = clock
         self._last: dict[str, tuple[float, int]] = {}  # address -> (last logged, not logged since)
 
-    def exception(self, message: str, *args: Any, exc_info: Any = None, **_: Any) -> None:
+    def exception(self, message: str, *args: object, exc_info: object = None, **_: object) -> None:
         self._malformed(args, exc_info)
 
-    def error(self, message: str, *args: Any, exc_info: Any = None, **_: Any) -> None:
+    def error(self, message: str, *args: object, exc_info: object = None, **_: object) -> None:
         self._malformed(args, exc_info)
 
-    def warning(self, message: str, *args: Any, **_: Any) -> None:
+    def warning(self, message: str, *args: object, **_: object) -> None:
         _aiohttp.warning(message, *args)
 
-    def info(self, message: str, *args: Any, **_: Any) -> None:
+    def info(self, message: str, *args: object, **_: object) -> None:
         _aiohttp.info(message, *args)
 
-    def debug(self, message: str, *args: Any, **_: Any) -> None:
+    def debug(self, message: str, *args: object, **_: object) -> None:
         if _aiohttp.isEnabledFor(logging.DEBUG):
             _aiohttp.debug(message, *args)  # never exc_info: the bytes it quotes may be a token
 
     def isEnabledFor(self, level: int) -> bool:
         return _aiohttp.isEnabledFor(level)
 
-    def _malformed(self, args: tuple[Any, ...], exc_info: Any) -> None:
+    def _malformed(self, args: tuple[object, ...], exc_info: object) -> None:
         address = str(args[0]) if args else "?"
         kind = type(exc_info).__name__ if isinstance(exc_info, BaseException) else "error"
         now = self.clock.now()

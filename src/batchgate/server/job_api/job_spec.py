@@ -6,7 +6,7 @@ spec is kept beside the job's batch record (`job_table`) and by the job in the s
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from batchgate.config.job_spec import JobSpec, parse_job_spec
 from batchgate.errors import JobSpecError
@@ -21,7 +21,7 @@ FIELDS = frozenset(
 )
 
 
-def parse_spec(body: dict[str, Any], now: float) -> JobSpec:
+def parse_spec(body: Mapping[str, object], now: float) -> JobSpec:
     """The spec of a create request (a deadline in hours counted from `now`)."""
     options = {k: v for k, v in body.items() if k not in INPUT_FIELDS}
     try:

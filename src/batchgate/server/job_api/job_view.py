@@ -15,7 +15,7 @@ from batchgate.jobs.engine import JobEngine
 from batchgate.jobs.progress.counters import Progress
 from batchgate.jobs.store.protocol import JobStore, TaskRecord, TaskState
 from batchgate.server.job_api.job_table import state
-from batchgate.server.tenancy.registry import BatchRecord
+from batchgate.server.tenancy.registry import BatchError, BatchRecord
 
 FINISHED = (TaskState.SUCCEEDED, TaskState.FAILED)
 
@@ -50,7 +50,7 @@ class JobObject(TypedDict):
     validate: Validation | None
     input_file_id: str | None
     request_counts: JobCounts
-    errors: list[dict[str, object]] | None
+    errors: list[BatchError] | None
     times: dict[str, int]
 
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -81,7 +80,7 @@ class Jobs:
 
     # -- create ----------------------------------------------------------------------------------
     async def create_job(
-        self, owner: str, viewer: str | None, body: dict[str, Any]
+        self, owner: str, viewer: str | None, body: Mapping[str, object]
     ) -> tuple[BatchRecord, JobSpec]:
         """A new job, its input copied and checked off the event loop (a file may be 200 MB)."""
         now = self.parts.clock.wall()
@@ -109,7 +108,7 @@ class Jobs:
             job_id=job_id_for(path, folder / "output.jsonl"),
             metadata=dict(spec.metadata) or None,
             kind=KIND,
-            requests=len(body["requests"]) if inline else 0,
+            requests=len(requests) if inline and isinstance(requests := body["requests"], list) else 0,
             status="scheduled" if spec.not_before is not None and spec.not_before > now else "validating",
         )
         self.table.add(job_id, spec)
@@ -117,7 +116,9 @@ class Jobs:
         self._start(record, spec)
         return record, spec
 
-    def _input(self, body: dict[str, Any], viewer: str | None) -> tuple[Callable[[Path], object], str, bool]:
+    def _input(
+        self, body: Mapping[str, object], viewer: str | None
+    ) -> tuple[Callable[[Path], object], str, bool]:
         """How to fill the job's input file, the uploaded file's id ("" inline), inline or not."""
         file_id, requests = body.get("input_file_id"), body.get("requests")
         if (file_id is None) == (requests is None):
@@ -141,13 +142,11 @@ class Jobs:
         """Refuse the job (422, naming the first bad request) before anything is created."""
         try:
             problems = line_problems(self.parts.config, path)
-        except InputError as exc:
-            problems = [{"line": None, "message": exc.message}]
+        except InputError as exc:  # empty, or nothing but blank lines: no line to name
+            raise bad("requests" if inline else "input_file_id", exc.message, 422) from None
         if not problems:
             return
         first = problems[0]
-        if first["line"] is None:
-            raise bad("requests" if inline else "input_file_id", first["message"], 422)
         where = f"requests[{first['line'] - 1}]" if inline else "input_file_id"
         line = "" if inline else f"line {first['line']}: "
         raise bad(where, f"{line}{first['message']}", 422)

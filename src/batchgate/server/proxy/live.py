@@ -22,6 +22,7 @@ and slots).
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -125,7 +126,7 @@ class LiveApi:
         except BatchgateError as exc:  # before the first event: nothing was written
             raise refusal(exc) from None
 
-    def _known(self, body: dict[str, Any]) -> None:
+    def _known(self, body: Mapping[str, object]) -> None:
         model = body.get("model")
         if model not in self._models:
             raise ServiceRequestError(
@@ -172,7 +173,7 @@ def refusal(error: BatchgateError | None) -> ServiceRequestError:
     return ServiceRequestError(502, f"The provider failed: {message}", type=_SERVER, code=kind)
 
 
-def _stream_options(raw: dict[str, Any]) -> tuple[bool, bool]:
+def _stream_options(raw: dict[str, object]) -> tuple[bool, bool]:
     """Take `stream` and `stream_options` off the body: whether to stream, and with usage."""
     stream = raw.pop("stream", False)
     options = raw.pop("stream_options", None)
@@ -182,7 +183,7 @@ def _stream_options(raw: dict[str, Any]) -> tuple[bool, bool]:
     return bool(stream), usage
 
 
-def _body(raw: dict[str, Any], *, anthropic: bool, endpoint: str = CHAT) -> dict[str, Any]:
+def _body(raw: Mapping[str, object], *, anthropic: bool, endpoint: str = CHAT) -> dict[str, Any]:
     """The body to send to `endpoint`, checked as a batch line's is (a 400 naming the field if not)."""
     tokens = raw.get("max_tokens")
     if anthropic and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1):

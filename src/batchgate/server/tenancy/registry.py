@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import orjson
 
@@ -22,6 +22,26 @@ from batchgate.server.tenancy.sqlite_file import SqliteFile
 REGISTRY_FILE = "server.db"
 UNFINISHED = ("validating", "in_progress", "finalizing", "cancelling")
 _KNOWN_KEYS = 4096  # keys remembered by their hash
+
+
+class BatchError(TypedDict):
+    """One entry of a failed batch's `errors.data` (OpenAI's shape): a bad input line names its
+    `line` (and `param`: None), an empty input `line`: None, a run that failed neither."""
+
+    code: str
+    message: str
+    param: NotRequired[None]
+    line: NotRequired[int | None]
+
+
+class LineProblem(TypedDict):
+    """A bad input line, as `errors.data` lists it."""
+
+    code: str
+    message: str
+    param: None
+    line: int
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -67,7 +87,7 @@ class BatchRecord:
     job_id: str
     status: str = "validating"
     metadata: dict[str, str] | None = None
-    errors: list[dict[str, Any]] | None = None
+    errors: list[BatchError] | None = None
     output_file_id: str | None = None
     error_file_id: str | None = None
     times: dict[str, int] = field(default_factory=dict)

@@ -217,7 +217,7 @@ def _jobs() -> dict[str, Schema]:
     }  # fmt: skip
 
 
-def _example(model: str | None) -> dict[str, Any]:
+def _example(model: str | None) -> dict[str, object]:
     """A job this server can run: one request on one of its routes."""
     line = {
         "custom_id": "example-1",
