@@ -28,22 +28,23 @@ def _listed() -> set[str]:
     return set(re.findall(r"`([\w/]+\.py)`", block.group(1)))
 
 
-def test_the_documented_walk_is_the_request_path() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "hot_path.py"),
-            "--walk",
-            "--json",
-            "--trees",
-            str(ROOT / "src"),
-        ],
-        capture_output=True,
-        check=False,
-        timeout=600,
-    )
+def _walk(listing: str) -> str:
+    """What `bench/hot_path.py --walk <listing>` prints of this checkout's `src`."""
+    argv = [
+        sys.executable,
+        str(ROOT / "bench" / "hot_path.py"),
+        "--walk",
+        listing,
+        "--trees",
+        str(ROOT / "src"),
+    ]
+    done = subprocess.run(argv, capture_output=True, check=False, timeout=600)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
-    rates: dict[str, float] = orjson.loads(done.stdout.splitlines()[-1])
+    return done.stdout.decode()
+
+
+def test_the_documented_walk_is_the_request_path() -> None:
+    rates: dict[str, float] = orjson.loads(_walk("--json").splitlines()[-1])
     listed = _listed()
     missing = sorted(f for f, rate in rates.items() if rate >= LISTED and f not in listed)
     stale = sorted(f for f in listed if rates.get(f, 0.0) < KEPT)
@@ -56,23 +57,10 @@ POOL_ENTRIES = 12  # issue 44: the pool entered at most this many times a reques
 
 
 def test_one_request_enters_the_quota_pool_at_most_twelve_times() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "hot_path.py"),
-            "--walk",
-            "--functions",
-            "--trees",
-            str(ROOT / "src"),
-        ],
-        capture_output=True,
-        check=False,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    rows = [line.split() for line in done.stdout.decode().splitlines() if "quota/pool.py::" in line]
+    printed = _walk("--functions")
+    rows = [line.split() for line in printed.splitlines() if "quota/pool.py::" in line]
     entries = {row[1]: float(row[0]) for row in rows}
-    assert "quota/pool.py::QuotaPool.settle" in entries, done.stdout.decode()[-2000:]  # the list was read
+    assert "quota/pool.py::QuotaPool.settle" in entries, printed[-2000:]  # the list was read
     assert sum(entries.values()) <= POOL_ENTRIES, (
         f"the pool entered {sum(entries.values()):.1f} times: {entries}"
     )
