@@ -100,9 +100,7 @@ class QuotaPool:
 
     def check_fits(self, cost: Cost) -> None:
         """Raise NeverFitsError if `cost` exceeds a whole per-minute limit on any dimension."""
-        if (problem := dim_.never_fits(self.name, self._dims, cost_amounts(cost, self._dims))) is not None:
-            self._counts["never_fit"] += 1
-            raise problem
+        self._prepare(cost, None)
 
     def priced(self, cost: Cost, count: int) -> Cost:
         """`cost` with its prompt parts priced from our `count` as the charge model says this
@@ -298,14 +296,14 @@ class QuotaPool:
         usage reconciled, its headers (when read), a clean answer for the AIMD."""
         usage = o.usage
         assert usage is not None
-        cost, now, learning = res.cost, self._clock.now(), self.learning
+        cost, now = res.cost, self._clock.now()
         if o.count is not None:
             self.observe_usage(o.count, usage.prompt_tokens, now)
         self._book.reconcile(res, usage, cost.tokens - cost.output_tokens, o.count, None, now)  # `reconcile`
         self._gate.wake()
         if o.snapshot is not None:
             self.calibrate(o.snapshot)
-        if learning.success(now):  # `on_success`
+        if self.learning.success(now):  # `on_success`
             self._gate.wake()
 
     def _refused(self, res: Reservation, o: Outcome) -> bool:
@@ -381,12 +379,13 @@ class QuotaPool:
         full it tries the burst (`BurstLearner.on_full_burst_spent`)."""
         cold = self._counts["reconciled"] == 0  # before any answer
         res = Reservation(self.name, cost, dict(amounts), now)
-        full = idle
-        for name in amounts:
-            bucket = self._dims[name].bucket
-            full = full and bucket.level(now) >= bucket.capacity
-        if full:
-            self.learning.burst.on_full_burst_spent(now)
+        if idle:
+            for name in amounts:
+                bucket = self._dims[name].bucket
+                if bucket.level(now) < bucket.capacity:
+                    break
+            else:
+                self.learning.burst.on_full_burst_spent(now)
         for name, amount in amounts.items():
             dim = self._dims[name]
             if (entry := dim.take(amount, now, cold=cold)) is not None:
